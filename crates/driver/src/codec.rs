@@ -1,0 +1,427 @@
+//! Pure conversion between engineering values and 16-bit registers.
+//!
+//! No I/O here, so every encoding can be tested word by word. The rules come from DESIGN §3:
+//! multi-register values are high word first unless `word_order = "little"`; `byte_swap` swaps
+//! the two bytes inside each register; `bit` picks one bit of a register; the engineering value is
+//! `raw × scale + offset`. Writing inverts that and rounds to the nearest raw value — and a value
+//! the register cannot hold (NaN, infinite, out of range) is an error, never saturated, because a
+//! saturated setpoint is a silent lie about what was commanded.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use thiserror::Error;
+
+/// A signal's value as the engine and the expressions see it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    /// A bit, a contact, a flag.
+    Bool(bool),
+    /// Every number is a double (DESIGN §3), whatever its register type.
+    Number(f64),
+}
+
+impl Value {
+    /// The value as a boolean: `Bool` as is, a number is true when non-zero.
+    pub fn as_bool(self) -> bool {
+        match self {
+            Value::Bool(b) => b,
+            Value::Number(n) => n != 0.0,
+        }
+    }
+
+    /// The value as a number: `Bool` is 0 or 1.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Bool(b) => f64::from(u8::from(b)),
+            Value::Number(n) => n,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Number(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// The raw type of a register value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    /// One bit (a coil, a discrete input, a register's `bit`, or a register read as non-zero).
+    Bool,
+    /// Unsigned 16-bit, the default for registers.
+    #[default]
+    U16,
+    /// Signed 16-bit.
+    I16,
+    /// Unsigned 32-bit over two registers.
+    U32,
+    /// Signed 32-bit over two registers.
+    I32,
+    /// Unsigned 64-bit over four registers.
+    U64,
+    /// Signed 64-bit over four registers.
+    I64,
+    /// IEEE 754 single over two registers.
+    F32,
+    /// IEEE 754 double over four registers.
+    F64,
+}
+
+impl ValueType {
+    /// How many 16-bit registers one value occupies.
+    pub fn words(self) -> u16 {
+        match self {
+            ValueType::Bool | ValueType::U16 | ValueType::I16 => 1,
+            ValueType::U32 | ValueType::I32 | ValueType::F32 => 2,
+            ValueType::U64 | ValueType::I64 | ValueType::F64 => 4,
+        }
+    }
+
+    /// The plant-file spelling.
+    pub fn key(self) -> &'static str {
+        match self {
+            ValueType::Bool => "bool",
+            ValueType::U16 => "u16",
+            ValueType::I16 => "i16",
+            ValueType::U32 => "u32",
+            ValueType::I32 => "i32",
+            ValueType::U64 => "u64",
+            ValueType::I64 => "i64",
+            ValueType::F32 => "f32",
+            ValueType::F64 => "f64",
+        }
+    }
+
+    /// The smallest and largest raw value an integer type can hold (as doubles).
+    fn integer_range(self) -> Option<(f64, f64)> {
+        match self {
+            ValueType::Bool => Some((0.0, 1.0)),
+            ValueType::U16 => Some((0.0, f64::from(u16::MAX))),
+            ValueType::I16 => Some((f64::from(i16::MIN), f64::from(i16::MAX))),
+            ValueType::U32 => Some((0.0, f64::from(u32::MAX))),
+            ValueType::I32 => Some((f64::from(i32::MIN), f64::from(i32::MAX))),
+            // 2^64 is not representable in u64; any double >= 2^64 is out of range.
+            ValueType::U64 => Some((0.0, 18_446_744_073_709_549_568.0)),
+            ValueType::I64 => Some((-9_223_372_036_854_775_808.0, 9_223_372_036_854_774_784.0)),
+            ValueType::F32 | ValueType::F64 => None,
+        }
+    }
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+/// Order of the registers of a multi-register value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WordOrder {
+    /// High word first (ABCD), the Modbus convention and the default.
+    #[default]
+    Big,
+    /// Low word first (CDAB), common on some PLCs.
+    Little,
+}
+
+/// How a register value maps to an engineering value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Encoding {
+    /// Raw type.
+    pub ty: ValueType,
+    /// Register order of multi-register values.
+    pub word_order: WordOrder,
+    /// Swap the two bytes inside each register.
+    pub byte_swap: bool,
+    /// Take one bit (0 = least significant) of a single register.
+    pub bit: Option<u8>,
+    /// Engineering value = raw × scale + offset.
+    pub scale: f64,
+    /// Engineering value = raw × scale + offset.
+    pub offset: f64,
+}
+
+impl Default for Encoding {
+    fn default() -> Self {
+        Encoding {
+            ty: ValueType::U16,
+            word_order: WordOrder::Big,
+            byte_swap: false,
+            bit: None,
+            scale: 1.0,
+            offset: 0.0,
+        }
+    }
+}
+
+/// Why a value could not be turned into registers.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// NaN or infinite.
+    #[error("the value {0} is not a finite number")]
+    NotFinite(f64),
+    /// The raw value does not fit the register type.
+    #[error(
+        "the value {value} becomes raw {raw} which a {ty} register cannot hold ({min}..={max})"
+    )]
+    OutOfRange {
+        /// The engineering value asked for.
+        value: f64,
+        /// `(value - offset) / scale`, rounded.
+        raw: f64,
+        /// The register type.
+        ty: ValueType,
+        /// Smallest raw value.
+        min: f64,
+        /// Largest raw value.
+        max: f64,
+    },
+    /// `bit = N` registers cannot be written on their own without clobbering the other bits.
+    #[error("a single bit of a register cannot be written; write the whole register")]
+    BitWrite,
+    /// The scale is zero, so no raw value maps back.
+    #[error("scale is zero")]
+    ZeroScale,
+}
+
+impl Encoding {
+    /// How many registers this encoding reads or writes.
+    pub fn words(&self) -> u16 {
+        if self.bit.is_some() {
+            1
+        } else {
+            self.ty.words()
+        }
+    }
+
+    /// Decodes `words` (exactly [`Encoding::words`] of them, in device order) into a value.
+    ///
+    /// # Panics
+    /// Never; a short slice decodes the missing registers as zero. Callers read the right count.
+    pub fn decode(&self, words: &[u16]) -> Value {
+        if let Some(bit) = self.bit {
+            let w = self.swap(words.first().copied().unwrap_or(0));
+            return Value::Bool((w >> (bit & 15)) & 1 == 1);
+        }
+        let n = usize::from(self.ty.words());
+        let mut regs: Vec<u16> = (0..n).map(|i| words.get(i).copied().unwrap_or(0)).collect();
+        for r in regs.iter_mut() {
+            *r = self.swap(*r);
+        }
+        if self.word_order == WordOrder::Little {
+            regs.reverse();
+        }
+        let mut bits: u64 = 0;
+        for r in &regs {
+            bits = (bits << 16) | u64::from(*r);
+        }
+        let raw = match self.ty {
+            ValueType::Bool => return Value::Bool(bits != 0),
+            ValueType::U16 | ValueType::U32 | ValueType::U64 => bits as f64,
+            ValueType::I16 => f64::from(bits as u16 as i16),
+            ValueType::I32 => f64::from(bits as u32 as i32),
+            ValueType::I64 => bits as i64 as f64,
+            ValueType::F32 => f64::from(f32::from_bits(bits as u32)),
+            ValueType::F64 => f64::from_bits(bits),
+        };
+        Value::Number(raw * self.scale + self.offset)
+    }
+
+    /// Encodes an engineering value into registers in device order.
+    pub fn encode(&self, value: Value) -> Result<Vec<u16>, EncodeError> {
+        if self.bit.is_some() {
+            return Err(EncodeError::BitWrite);
+        }
+        if self.ty == ValueType::Bool {
+            return Ok(vec![self.swap(u16::from(value.as_bool()))]);
+        }
+        let v = value.as_f64();
+        if !v.is_finite() {
+            return Err(EncodeError::NotFinite(v));
+        }
+        if self.scale == 0.0 {
+            return Err(EncodeError::ZeroScale);
+        }
+        let scaled = (v - self.offset) / self.scale;
+        let bits: u64 = match self.ty.integer_range() {
+            Some((min, max)) => {
+                let raw = scaled.round();
+                if !(min..=max).contains(&raw) {
+                    return Err(EncodeError::OutOfRange {
+                        value: v,
+                        raw,
+                        ty: self.ty,
+                        min,
+                        max,
+                    });
+                }
+                match self.ty {
+                    ValueType::I16 => u64::from(raw as i16 as u16),
+                    ValueType::I32 => u64::from(raw as i32 as u32),
+                    ValueType::I64 => raw as i64 as u64,
+                    _ => raw as u64,
+                }
+            }
+            None if self.ty == ValueType::F32 => {
+                let f = scaled as f32;
+                if !f.is_finite() {
+                    return Err(EncodeError::OutOfRange {
+                        value: v,
+                        raw: scaled,
+                        ty: self.ty,
+                        min: f64::from(f32::MIN),
+                        max: f64::from(f32::MAX),
+                    });
+                }
+                u64::from(f.to_bits())
+            }
+            None => scaled.to_bits(),
+        };
+        let n = usize::from(self.ty.words());
+        let mut regs: Vec<u16> = (0..n).rev().map(|i| (bits >> (16 * i)) as u16).collect();
+        if self.word_order == WordOrder::Little {
+            regs.reverse();
+        }
+        Ok(regs.into_iter().map(|r| self.swap(r)).collect())
+    }
+
+    fn swap(&self, w: u16) -> u16 {
+        if self.byte_swap { w.swap_bytes() } else { w }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(ty: ValueType) -> Encoding {
+        Encoding {
+            ty,
+            ..Encoding::default()
+        }
+    }
+
+    #[test]
+    fn i32_is_high_word_first_by_default() {
+        let e = enc(ValueType::I32);
+        assert_eq!(
+            e.encode(Value::Number(15000.0)).unwrap(),
+            vec![0x0000, 0x3A98]
+        );
+        assert_eq!(e.encode(Value::Number(-2.0)).unwrap(), vec![0xFFFF, 0xFFFE]);
+        assert_eq!(e.decode(&[0xFFFF, 0xFFFE]), Value::Number(-2.0));
+    }
+
+    #[test]
+    fn little_word_order_puts_low_word_first() {
+        let e = Encoding {
+            word_order: WordOrder::Little,
+            ..enc(ValueType::U32)
+        };
+        assert_eq!(
+            e.encode(Value::Number(65536.0 + 2.0)).unwrap(),
+            vec![0x0002, 0x0001]
+        );
+        assert_eq!(e.decode(&[0x0002, 0x0001]), Value::Number(65538.0));
+    }
+
+    #[test]
+    fn byte_swap_swaps_inside_each_register() {
+        let e = Encoding {
+            byte_swap: true,
+            ..enc(ValueType::U16)
+        };
+        assert_eq!(
+            e.encode(Value::Number(0x1234 as f64)).unwrap(),
+            vec![0x3412]
+        );
+        assert_eq!(e.decode(&[0x3412]), Value::Number(0x1234 as f64));
+    }
+
+    #[test]
+    fn scale_and_offset_apply_both_ways_with_rounding() {
+        let e = Encoding {
+            scale: 0.1,
+            offset: 0.0,
+            ..enc(ValueType::I16)
+        };
+        assert_eq!(e.decode(&[420]), Value::Number(42.0));
+        // 42.04 / 0.1 = 420.4 -> 420
+        assert_eq!(e.encode(Value::Number(42.04)).unwrap(), vec![420]);
+        let e = Encoding {
+            scale: 1.0,
+            offset: -40.0,
+            ..enc(ValueType::U16)
+        };
+        assert_eq!(e.decode(&[65]), Value::Number(25.0));
+        assert_eq!(e.encode(Value::Number(25.0)).unwrap(), vec![65]);
+    }
+
+    #[test]
+    fn out_of_range_is_refused_never_saturated() {
+        let e = enc(ValueType::U16);
+        assert!(matches!(
+            e.encode(Value::Number(65536.0)),
+            Err(EncodeError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            e.encode(Value::Number(-1.0)),
+            Err(EncodeError::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            e.encode(Value::Number(f64::NAN)),
+            Err(EncodeError::NotFinite(_))
+        ));
+        let e = enc(ValueType::I16);
+        assert!(e.encode(Value::Number(32767.0)).is_ok());
+        assert!(e.encode(Value::Number(32768.0)).is_err());
+        // 65535.4 rounds to 65535: representable.
+        assert_eq!(
+            enc(ValueType::U16).encode(Value::Number(65535.4)).unwrap(),
+            vec![65535]
+        );
+    }
+
+    #[test]
+    fn floats_round_trip() {
+        let e = enc(ValueType::F32);
+        let w = e.encode(Value::Number(1.5)).unwrap();
+        assert_eq!(w, vec![0x3FC0, 0x0000]);
+        assert_eq!(e.decode(&w), Value::Number(1.5));
+        let e = enc(ValueType::F64);
+        let w = e.encode(Value::Number(-0.25)).unwrap();
+        assert_eq!(w.len(), 4);
+        assert_eq!(e.decode(&w), Value::Number(-0.25));
+        assert!(enc(ValueType::F32).encode(Value::Number(1e300)).is_err());
+    }
+
+    #[test]
+    fn sixty_four_bit_integers() {
+        let e = enc(ValueType::I64);
+        let w = e.encode(Value::Number(-1.0)).unwrap();
+        assert_eq!(w, vec![0xFFFF; 4]);
+        assert_eq!(e.decode(&w), Value::Number(-1.0));
+        let e = enc(ValueType::U64);
+        assert_eq!(e.encode(Value::Number(65536.0)).unwrap(), vec![0, 0, 1, 0]);
+        assert!(e.encode(Value::Number(1.9e19)).is_err());
+    }
+
+    #[test]
+    fn bit_extracts_one_bit_and_cannot_be_written() {
+        let e = Encoding {
+            bit: Some(3),
+            ..enc(ValueType::U16)
+        };
+        assert_eq!(e.decode(&[0b1000]), Value::Bool(true));
+        assert_eq!(e.decode(&[0b0111]), Value::Bool(false));
+        assert_eq!(e.encode(Value::Bool(true)), Err(EncodeError::BitWrite));
+    }
+}

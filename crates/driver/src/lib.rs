@@ -1,0 +1,49 @@
+//! The seam between closedloop's engine and the devices it drives.
+//!
+//! Every protocol (the in-process simulator today; Modbus, MQTT, OPC UA and CAN later) implements
+//! [`Driver`]. The engine knows nothing else about a device: it reads blocks of bits or registers,
+//! writes them, and judges the answers. Keeping the seam this narrow is what lets the simulator
+//! stand in for real hardware in every engine test.
+//!
+//! Answers have two layers, as in tokio-modbus: the outer `Result` says whether the device could
+//! be reached at all ([`TransportError`]); the inner one whether the device accepted the request
+//! ([`Exception`]). "The device said no" and "nothing answered" lead to different error codes and
+//! different liveness verdicts, so they must never be folded together.
+
+pub mod address;
+pub mod codec;
+pub mod error;
+
+use std::future::Future;
+use std::pin::Pin;
+
+pub use address::{Area, Data, Write};
+pub use codec::{EncodeError, Encoding, Value, ValueType, WordOrder};
+pub use error::{Exception, TransportError};
+
+/// A boxed future, so that drivers can be used as `dyn Driver`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The two-layer answer of a device: reached or not, then accepted or refused.
+pub type Answer<T> = Result<Result<T, Exception>, TransportError>;
+
+/// One device as the engine sees it: something that answers register-level reads and writes.
+///
+/// Implementations do not apply request timeouts of their own unless their protocol demands it:
+/// the engine wraps every call in the device's `timeout_ms`, so a device that never answers
+/// (powered off, or a zombie whose TCP stack accepts and then says nothing) is simply a future
+/// that never resolves. Dropping the future must be safe at any point.
+pub trait Driver: Send + Sync + 'static {
+    /// Reads `count` consecutive items of `area` starting at the 0-based PDU address `start`.
+    ///
+    /// Coils and discrete inputs answer [`Data::Bits`]; registers answer [`Data::Words`], each of
+    /// exactly `count` items.
+    fn read(&self, area: Area, start: u16, count: u16) -> BoxFuture<'_, Answer<Data>>;
+
+    /// Writes one block of coils or holding registers in a single request.
+    fn write(&self, write: Write) -> BoxFuture<'_, Answer<()>>;
+
+    /// A short human description for logs and `detail` texts, e.g. `sim relay` or
+    /// `modbus-tcp 127.0.0.1:502 unit 1`.
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,99 @@
+//! The durable command journal.
+//!
+//! Every command closedloop accepts is written here *before* the caller hears of it, and every
+//! transition after that is appended, so that a crash never loses an accepted command and a
+//! restarted gateway knows exactly which commands it must keep supervising (DESIGN §2).
+//!
+//! The journal stores plain rows ([`CommandRow`], [`EventRow`]); it knows nothing of the
+//! lifecycle's rules, which live in the engine. SQLite runs in WAL mode with `synchronous = FULL`,
+//! so a committed row survives a process crash and a power loss alike.
+
+mod schema;
+mod store;
+
+pub use store::{Journal, ListFilter};
+
+use thiserror::Error;
+
+/// One command as the journal keeps it: the latest state of its result object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandRow {
+    /// UUIDv7, the command's identity.
+    pub command_id: String,
+    /// The server-minted id of the tool call that created it.
+    pub request_id: String,
+    /// Device id from the plant file.
+    pub device: String,
+    /// Action name on that device.
+    pub action: String,
+    /// The validated parameters, as JSON.
+    pub params: serde_json::Value,
+    /// Lifecycle status (`accepted`, `running`, `completed`, ...).
+    pub status: String,
+    /// Whether feedback read after the acknowledged write decided the outcome.
+    pub verified: bool,
+    /// `feedback`, `readback` or `none`.
+    pub verification: String,
+    /// Contract error code, when the status carries one.
+    pub error_code: Option<String>,
+    /// What happened, in a sentence.
+    pub detail: Option<String>,
+    /// What the agent should do next.
+    pub hint: Option<String>,
+    /// Signal values that decided the outcome, as JSON.
+    pub evidence: serde_json::Value,
+    /// For readback verification: whether the registers held what was written.
+    pub readback_matched: Option<bool>,
+    /// Wall-clock milliseconds since the Unix epoch.
+    pub accepted_at_ms: i64,
+    /// Wall-clock milliseconds since the Unix epoch.
+    pub updated_at_ms: i64,
+    /// The supervision deadline, once dispatched (wall-clock ms); recovery keeps supervising until it.
+    pub deadline_ms: Option<i64>,
+    /// Whether the write plan was handed to the driver (a crash after this may have moved something).
+    pub dispatched: bool,
+    /// Who asked (token name, or `stdio`), for audit.
+    pub caller: Option<String>,
+    /// The caller's idempotency key, if any.
+    pub idempotency_key: Option<String>,
+}
+
+/// One timeline entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    /// Wall-clock milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// `received`, `accepted`, `dispatched`, `device_ack`, `signal`, `retry`, `cancel_sent`, or a
+    /// terminal status.
+    pub event: String,
+    /// Event details (signal values, error text), as JSON; `null` when there are none.
+    pub data: serde_json::Value,
+}
+
+/// What can go wrong with the journal itself.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The URL names a database closedloop cannot use (yet).
+    #[error("journal {url:?}: {reason}")]
+    Unsupported {
+        /// The URL as given.
+        url: String,
+        /// Why, and what to use instead.
+        reason: String,
+    },
+    /// The database refused or failed an operation.
+    #[error("journal database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored JSON column did not parse (the file was edited or damaged).
+    #[error("journal row for command {command_id} is damaged: {reason}")]
+    Corrupt {
+        /// The affected command.
+        command_id: String,
+        /// What did not parse.
+        reason: String,
+    },
+    /// A command id was inserted twice.
+    #[error("command {0} is already in the journal")]
+    Duplicate(String),
+}

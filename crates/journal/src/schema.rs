@@ -1,0 +1,43 @@
+//! Schema migrations, applied in order inside one transaction each.
+//!
+//! Kept as plain SQL strings (rather than sqlx's macro migrator) so the journal builds without
+//! sqlx's macro tree; `schema_version` records the last one applied.
+
+/// `(version, sql)` in ascending order. Never edit an applied migration; append a new one.
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    r#"
+CREATE TABLE commands (
+    command_id      TEXT PRIMARY KEY NOT NULL,
+    request_id      TEXT NOT NULL,
+    device          TEXT NOT NULL,
+    action          TEXT NOT NULL,
+    params          TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    verified        INTEGER NOT NULL,
+    verification    TEXT NOT NULL,
+    error_code      TEXT,
+    detail          TEXT,
+    hint            TEXT,
+    evidence        TEXT NOT NULL,
+    readback_matched INTEGER,
+    accepted_at_ms  INTEGER NOT NULL,
+    updated_at_ms   INTEGER NOT NULL,
+    deadline_ms     INTEGER,
+    dispatched      INTEGER NOT NULL,
+    caller          TEXT,
+    idempotency_key TEXT
+);
+CREATE INDEX commands_by_device ON commands (device, accepted_at_ms);
+CREATE INDEX commands_by_status ON commands (status);
+CREATE INDEX commands_by_key ON commands (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    command_id  TEXT NOT NULL REFERENCES commands (command_id),
+    at_ms       INTEGER NOT NULL,
+    event       TEXT NOT NULL,
+    data        TEXT NOT NULL
+);
+CREATE INDEX events_by_command ON events (command_id, seq);
+"#,
+)];
