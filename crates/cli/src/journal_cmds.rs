@@ -1,0 +1,103 @@
+//! `closedloop commands` and `closedloop trace`: read a plant's journal for a person at a
+//! terminal.
+
+use anyhow::{Result, bail};
+use closedloop_journal::{Journal, ListFilter};
+use closedloop_plant::Plant;
+use std::process::ExitCode;
+
+async fn open(plant: &Plant) -> Result<Journal> {
+    Ok(Journal::open(&plant.server.journal).await?)
+}
+
+/// Prints one line per command, newest first.
+pub async fn commands(
+    plant: &Plant,
+    device: Option<String>,
+    status: Option<String>,
+    limit: u32,
+) -> Result<ExitCode> {
+    if let Some(s) = &status
+        && closedloop_engine::Status::parse(s).is_none()
+    {
+        bail!(
+            "--status {s:?} is not a status; use one of accepted, running, completed, failed, timeout, sent, cancelled, rejected"
+        );
+    }
+    let journal = open(plant).await?;
+    let rows = journal
+        .list(&ListFilter {
+            device,
+            status,
+            limit: limit.clamp(1, 10_000),
+        })
+        .await?;
+    if rows.is_empty() {
+        println!("no commands");
+    }
+    for r in rows {
+        println!(
+            "{}  {}  {:<10} {}.{} {}  {}{}",
+            r.command_id,
+            closedloop_engine::clock::rfc3339(r.accepted_at_ms),
+            r.status,
+            r.device,
+            r.action,
+            r.params,
+            r.error_code.as_deref().unwrap_or(""),
+            if r.verified { " verified" } else { "" },
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a command's timeline with the milliseconds between steps.
+pub async fn trace(plant: &Plant, command_id: &str) -> Result<ExitCode> {
+    let journal = open(plant).await?;
+    let Some(row) = journal.get(command_id).await? else {
+        eprintln!("no command has id {command_id:?}; `closedloop commands PLANT` lists them");
+        return Ok(ExitCode::from(1));
+    };
+    let events = journal.events(command_id).await?;
+    println!(
+        "{} {}.{} {}",
+        row.command_id, row.device, row.action, row.params
+    );
+    println!(
+        "request {}  verification {}",
+        row.request_id, row.verification
+    );
+    let start = events
+        .first()
+        .map(|e| e.at_ms)
+        .unwrap_or(row.accepted_at_ms);
+    let mut prev = start;
+    for e in &events {
+        let data = if e.data.is_null() {
+            String::new()
+        } else {
+            e.data.to_string()
+        };
+        println!(
+            "{}  +{:>6} ms  (Δ {:>5} ms)  {:<12} {}",
+            closedloop_engine::clock::rfc3339(e.at_ms),
+            e.at_ms - start,
+            e.at_ms - prev,
+            e.event,
+            data
+        );
+        prev = e.at_ms;
+    }
+    println!(
+        "status {}{}",
+        row.status,
+        if row.verified { " (verified)" } else { "" }
+    );
+    if let Some(code) = &row.error_code {
+        println!("error  {code}: {}", row.detail.as_deref().unwrap_or(""));
+    }
+    if let Some(hint) = &row.hint {
+        println!("hint   {hint}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

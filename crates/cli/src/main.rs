@@ -1,0 +1,117 @@
+//! The `closedloop` command line: a thin shell over the library crates.
+//!
+//! Exit codes: 0 success; 1 the command ran and found a problem (an invalid plant file, an unknown
+//! command id); 2 bad usage (clap's own code).
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod journal_cmds;
+
+/// closedloop: act on physical hardware and never report an action as done before the hardware
+/// confirmed it.
+#[derive(Parser, Debug)]
+#[command(name = "closedloop", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Validate a plant file exactly as `serve` would and print the tools it generates.
+    Check {
+        /// The plant file (TOML).
+        plant: PathBuf,
+    },
+    /// List the commands in a plant's journal, newest first.
+    Commands {
+        /// The plant file whose journal to read.
+        plant: PathBuf,
+        /// Only this device.
+        #[arg(long)]
+        device: Option<String>,
+        /// Only this status (accepted, running, completed, failed, timeout, sent, cancelled, rejected).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// Print one command's timeline with the milliseconds between steps.
+    Trace {
+        /// The plant file whose journal to read.
+        plant: PathBuf,
+        /// The command's id.
+        command_id: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CLOSEDLOOP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Cmd::Check { plant } => Ok(check(&plant)),
+        Cmd::Commands {
+            plant,
+            device,
+            status,
+            limit,
+        } => {
+            let plant = load(&plant)?;
+            runtime()?.block_on(journal_cmds::commands(&plant, device, status, limit))
+        }
+        Cmd::Trace { plant, command_id } => {
+            let plant = load(&plant)?;
+            runtime()?.block_on(journal_cmds::trace(&plant, &command_id))
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Loads a plant file, turning its errors into one message per line.
+fn load(path: &std::path::Path) -> Result<closedloop_plant::Plant> {
+    closedloop_plant::load(path).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn check(path: &std::path::Path) -> ExitCode {
+    match closedloop_plant::load(path) {
+        Ok(plant) => {
+            if let Err(e) = closedloop_engine::build_drivers(&plant) {
+                eprintln!("{}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+            print!("{}", closedloop_plant::render_surface(&plant));
+            println!("{}: OK", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            ExitCode::from(1)
+        }
+    }
+}

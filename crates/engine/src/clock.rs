@@ -1,0 +1,120 @@
+//! Time for the engine: one monotonic base mapped to wall-clock milliseconds.
+//!
+//! Timestamps in results and the journal are derived from `tokio::time::Instant`, so that under
+//! `tokio::time::pause()` a test's timeline advances with the paused clock and stays consistent
+//! with deadlines. Formatting is done here (RFC 3339, UTC, milliseconds, `Z`) rather than pulling in
+//! a date crate for one function.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
+
+/// Maps monotonic instants to wall-clock milliseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    base_wall_ms: i64,
+    base: Instant,
+}
+
+impl Clock {
+    /// A clock whose wall time is the system's at creation.
+    pub fn new() -> Clock {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        Clock {
+            base_wall_ms: wall,
+            base: Instant::now(),
+        }
+    }
+
+    /// Wall-clock milliseconds now.
+    pub fn now_ms(&self) -> i64 {
+        self.wall_ms(Instant::now())
+    }
+
+    /// Wall-clock milliseconds of an instant.
+    pub fn wall_ms(&self, at: Instant) -> i64 {
+        let delta = if at >= self.base {
+            at.duration_since(self.base).as_millis() as i64
+        } else {
+            -(self.base.duration_since(at).as_millis() as i64)
+        };
+        self.base_wall_ms + delta
+    }
+
+    /// The instant of a wall-clock time (for journaled deadlines after a restart).
+    pub fn instant_of(&self, wall_ms: i64) -> Instant {
+        let delta = wall_ms - self.base_wall_ms;
+        if delta >= 0 {
+            self.base + std::time::Duration::from_millis(delta as u64)
+        } else {
+            self.base
+                .checked_sub(std::time::Duration::from_millis((-delta) as u64))
+                .unwrap_or(self.base)
+        }
+    }
+
+    /// Monotonic milliseconds since the clock's creation (for `hold_ms`).
+    pub fn mono_ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.base).as_millis() as u64
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+/// Formats wall-clock milliseconds as `2026-11-29T16:00:00.123Z`.
+pub fn rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_rfc3339_with_millis_and_z() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        // 2026-11-29T16:00:00.123Z
+        assert_eq!(rfc3339(1_764_432_000_123), "2025-11-29T16:00:00.123Z");
+        assert_eq!(rfc3339(1_795_968_000_123), "2026-11-29T16:00:00.123Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wall_time_follows_the_paused_clock() {
+        let c = Clock::new();
+        let t0 = c.now_ms();
+        tokio::time::advance(std::time::Duration::from_millis(1500)).await;
+        assert_eq!(c.now_ms() - t0, 1500);
+        assert_eq!(c.wall_ms(c.instant_of(t0 + 10)), t0 + 10);
+    }
+}

@@ -1,0 +1,254 @@
+//! The contract's statuses and error codes (DESIGN §2), with the hint each code gives an agent.
+
+use serde::{Serialize, Serializer};
+use std::fmt;
+
+/// Where a command is in its lifecycle. The serialised names are the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Never reached the device: bad params, interlock, offline, busy, no scope.
+    Rejected,
+    /// Journaled and queued (or being written); nothing confirmed.
+    Accepted,
+    /// The write plan was acknowledged; supervision against fresh reads is under way.
+    Running,
+    /// `done_when` held on fresh reads.
+    Completed,
+    /// A failure signal, a refusal, the device going offline, or the feedback never moving.
+    Failed,
+    /// The deadline passed; the feedback moved but `done_when` never held.
+    Timeout,
+    /// Delivered to a device that cannot report back (`verification = "none"`).
+    Sent,
+    /// Cancelled on request; the cancel plan was written.
+    Cancelled,
+}
+
+impl Status {
+    /// The contract spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Rejected => "rejected",
+            Status::Accepted => "accepted",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Timeout => "timeout",
+            Status::Sent => "sent",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the contract spelling.
+    pub fn parse(s: &str) -> Option<Status> {
+        Some(match s {
+            "rejected" => Status::Rejected,
+            "accepted" => Status::Accepted,
+            "running" => Status::Running,
+            "completed" => Status::Completed,
+            "failed" => Status::Failed,
+            "timeout" => Status::Timeout,
+            "sent" => Status::Sent,
+            "cancelled" => Status::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Terminal statuses never change again.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Status::Accepted | Status::Running)
+    }
+
+    /// Whether a tool result with this status is an error result (`isError: true`).
+    pub fn is_error(self) -> bool {
+        matches!(self, Status::Rejected | Status::Failed | Status::Timeout)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A contract error code. `Signal` carries any code a plant file names in `fail_when`
+/// (`MOTOR_STALL` among them).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// Parameter missing, wrong type, out of range, or not representable.
+    InvalidParams,
+    /// A `requires` precondition does not hold.
+    Interlock,
+    /// No valid answer within the liveness window.
+    DeviceOffline,
+    /// Another command holds the device and the action does not queue.
+    DeviceBusy,
+    /// The bus or device refused.
+    BusNak,
+    /// The device rejected the address or value.
+    RegisterInvalid,
+    /// A `fail_when` signal went active; the string is the plant's code (e.g. `MOTOR_STALL`).
+    Signal(String),
+    /// The feedback never moved toward the commanded state.
+    FeedbackMismatch,
+    /// The deadline passed; the feedback moved but never satisfied `done_when`.
+    Timeout,
+    /// A frame's checksum did not verify.
+    CrcMismatch,
+    /// The gateway restarted (or stopped) and could not confirm the command.
+    Interrupted,
+    /// Cancelled on request.
+    Cancelled,
+    /// The caller lacks the scope.
+    Unauthorized,
+    /// No command has this id.
+    UnknownCommand,
+}
+
+impl ErrorCode {
+    /// The contract spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            ErrorCode::InvalidParams => "INVALID_PARAMS",
+            ErrorCode::Interlock => "INTERLOCK",
+            ErrorCode::DeviceOffline => "DEVICE_OFFLINE",
+            ErrorCode::DeviceBusy => "DEVICE_BUSY",
+            ErrorCode::BusNak => "BUS_NAK",
+            ErrorCode::RegisterInvalid => "REGISTER_INVALID",
+            ErrorCode::Signal(s) => s,
+            ErrorCode::FeedbackMismatch => "FEEDBACK_MISMATCH",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::CrcMismatch => "CRC_MISMATCH",
+            ErrorCode::Interrupted => "INTERRUPTED",
+            ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::UnknownCommand => "UNKNOWN_COMMAND",
+        }
+    }
+
+    /// Parses a stored code; anything not in the contract table is a plant `fail_when` code.
+    pub fn parse(s: &str) -> ErrorCode {
+        match s {
+            "INVALID_PARAMS" => ErrorCode::InvalidParams,
+            "INTERLOCK" => ErrorCode::Interlock,
+            "DEVICE_OFFLINE" => ErrorCode::DeviceOffline,
+            "DEVICE_BUSY" => ErrorCode::DeviceBusy,
+            "BUS_NAK" => ErrorCode::BusNak,
+            "REGISTER_INVALID" => ErrorCode::RegisterInvalid,
+            "FEEDBACK_MISMATCH" => ErrorCode::FeedbackMismatch,
+            "TIMEOUT" => ErrorCode::Timeout,
+            "CRC_MISMATCH" => ErrorCode::CrcMismatch,
+            "INTERRUPTED" => ErrorCode::Interrupted,
+            "CANCELLED" => ErrorCode::Cancelled,
+            "UNAUTHORIZED" => ErrorCode::Unauthorized,
+            "UNKNOWN_COMMAND" => ErrorCode::UnknownCommand,
+            other => ErrorCode::Signal(other.to_string()),
+        }
+    }
+
+    /// What the agent should do next, per the contract's table.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            ErrorCode::InvalidParams => {
+                "Fix the parameter as the detail says and call the tool again; nothing was written."
+            }
+            ErrorCode::Interlock => {
+                "A precondition does not hold. Do what the precondition names first, then try again."
+            }
+            ErrorCode::DeviceOffline => {
+                "The device is not answering. Ask the user to check its power and network; do not retry blindly."
+            }
+            ErrorCode::DeviceBusy => {
+                "Another command holds this device. Wait for it (get_command_status) or cancel it, then try again."
+            }
+            ErrorCode::BusNak => {
+                "The bus or device refused the request. Check the address and the device's power."
+            }
+            ErrorCode::RegisterInvalid => {
+                "The device rejected the address or value. Fix the parameter, or ask the user to check the plant file."
+            }
+            ErrorCode::Signal(_) => {
+                "A failure signal went active. Ask a person to inspect the device; do not retry."
+            }
+            ErrorCode::FeedbackMismatch => {
+                "The feedback never moved toward the commanded state. Ask the user to check wiring and supply; do not assume the action happened."
+            }
+            ErrorCode::Timeout => {
+                "The device moved but did not confirm in time. Query the device state (get_device_state) before acting on it."
+            }
+            ErrorCode::CrcMismatch => {
+                "An answer was garbled on the line; the write may have taken effect. Query the device state before retrying."
+            }
+            ErrorCode::Interrupted => {
+                "The gateway restarted and could not confirm this command. Query the device state before retrying."
+            }
+            ErrorCode::Cancelled => "The command was cancelled on request.",
+            ErrorCode::Unauthorized => "The caller lacks the scope for this device or action.",
+            ErrorCode::UnknownCommand => {
+                "No command has this id. Check the command_id, or list_commands."
+            }
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_through_their_spelling() {
+        for c in [
+            ErrorCode::InvalidParams,
+            ErrorCode::Interlock,
+            ErrorCode::DeviceOffline,
+            ErrorCode::DeviceBusy,
+            ErrorCode::BusNak,
+            ErrorCode::RegisterInvalid,
+            ErrorCode::Signal("MOTOR_STALL".into()),
+            ErrorCode::FeedbackMismatch,
+            ErrorCode::Timeout,
+            ErrorCode::CrcMismatch,
+            ErrorCode::Interrupted,
+            ErrorCode::Cancelled,
+            ErrorCode::Unauthorized,
+            ErrorCode::UnknownCommand,
+        ] {
+            assert_eq!(ErrorCode::parse(c.as_str()), c);
+            assert!(!c.hint().is_empty());
+        }
+    }
+
+    #[test]
+    fn statuses_round_trip_and_classify() {
+        for s in [
+            "rejected",
+            "accepted",
+            "running",
+            "completed",
+            "failed",
+            "timeout",
+            "sent",
+            "cancelled",
+        ] {
+            assert_eq!(Status::parse(s).map(Status::as_str), Some(s));
+        }
+        assert!(!Status::Running.is_terminal());
+        assert!(Status::Sent.is_terminal());
+        assert!(Status::Timeout.is_error());
+        assert!(!Status::Cancelled.is_error());
+    }
+}

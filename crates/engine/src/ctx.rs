@@ -1,0 +1,184 @@
+//! State shared by the engine's tasks: devices, exclusive groups, live commands, the journal.
+
+use crate::clock::Clock;
+use crate::device::DeviceRt;
+use crate::live::LiveCommand;
+use closedloop_driver::Value;
+use closedloop_journal::{CommandRow, Journal};
+use closedloop_plant::Plant;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
+
+/// How many commands may wait for one exclusive group; one more is rejected `DEVICE_BUSY`.
+pub const QUEUE_CAPACITY: usize = 32;
+
+/// Something changed that a subscriber (MCP resource notifications) may care about.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A command's state or timeline changed.
+    Command {
+        /// Its id.
+        command_id: String,
+        /// Its device.
+        device: String,
+        /// Its status after the change.
+        status: String,
+    },
+}
+
+/// One exclusive group: one actuating command at a time, the rest wait in FIFO order.
+pub struct Group {
+    sem: Arc<Semaphore>,
+    /// Commands accepted and waiting for the group.
+    pub queued: AtomicUsize,
+}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            sem: Arc::new(Semaphore::new(1)),
+            queued: AtomicUsize::new(0),
+        }
+    }
+
+    /// Waits for the group (FIFO). `None` only if the semaphore was closed.
+    pub async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.sem).acquire_owned().await.ok()
+    }
+
+    /// Takes the group if it is free right now.
+    pub fn try_acquire(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.sem).try_acquire_owned().ok()
+    }
+
+    /// Whether a command holds the group.
+    pub fn is_busy(&self) -> bool {
+        self.sem.available_permits() == 0
+    }
+}
+
+/// The engine's shared state.
+pub struct Ctx {
+    /// The validated plant.
+    pub plant: Arc<Plant>,
+    /// The durable journal.
+    pub journal: Journal,
+    /// Time.
+    pub clock: Clock,
+    /// Runtime of every device, by id.
+    pub devices: BTreeMap<String, Arc<DeviceRt>>,
+    groups: Mutex<HashMap<String, Arc<Group>>>,
+    live: Mutex<HashMap<String, Arc<LiveCommand>>>,
+    /// Change notifications (bounded: a slow subscriber misses changes, never blocks the engine).
+    pub changes: broadcast::Sender<Change>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Ctx {
+    /// Shared state for a started engine.
+    pub fn new(
+        plant: Arc<Plant>,
+        journal: Journal,
+        clock: Clock,
+        devices: BTreeMap<String, Arc<DeviceRt>>,
+    ) -> Ctx {
+        Ctx {
+            plant,
+            journal,
+            clock,
+            devices,
+            groups: Mutex::new(HashMap::new()),
+            live: Mutex::new(HashMap::new()),
+            changes: broadcast::channel(1024).0,
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    /// The exclusive group of this name, created on first use.
+    pub fn group(&self, name: &str) -> Arc<Group> {
+        let mut g = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(
+            g.entry(name.to_string())
+                .or_insert_with(|| Arc::new(Group::new())),
+        )
+    }
+
+    /// Every device's latest values, for `devices.<id>.<signal>` in expressions.
+    pub fn devices_scope(&self) -> BTreeMap<String, BTreeMap<String, Value>> {
+        self.devices
+            .iter()
+            .map(|(id, d)| (id.clone(), d.snapshot().plain()))
+            .collect()
+    }
+
+    /// Registers a live command.
+    pub fn remember(&self, cmd: Arc<LiveCommand>) {
+        let id = cmd.row().command_id;
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, cmd);
+    }
+
+    /// A live command by id.
+    pub fn live(&self, id: &str) -> Option<Arc<LiveCommand>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// Drops a finished command from memory: from now on it is served from the journal.
+    pub fn forget(&self, cmd: &LiveCommand) {
+        let id = cmd.row().command_id;
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    /// Journals a change to a command and announces it. A journal failure is logged: the
+    /// command goes on (the hardware does not wait for the disk), and the error is visible.
+    pub async fn record(
+        &self,
+        cmd: &LiveCommand,
+        change: impl FnOnce(&mut CommandRow),
+        events: Vec<(&str, serde_json::Value)>,
+    ) {
+        if let Err(e) = cmd.record(&self.journal, &self.clock, change, events).await {
+            tracing::error!(error = %e, "journal write failed");
+        }
+        let row = cmd.row();
+        let _ = self.changes.send(Change::Command {
+            command_id: row.command_id,
+            device: row.device,
+            status: row.status,
+        });
+    }
+
+    /// A receiver that turns true when the gateway shuts down.
+    pub fn shutdown_rx(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Tells every task to shut down.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// How many commands are still held in memory.
+    pub fn live_count(&self) -> usize {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Lowers a group's queue count (a command left the queue).
+    pub fn dequeued(&self, group: &str) {
+        let g = self.group(group);
+        let _ = g
+            .queued
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+}

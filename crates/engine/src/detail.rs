@@ -1,0 +1,82 @@
+//! Words for outcomes: the `detail` and `hint` of a result, rendered from the machine's
+//! [`Reason`] and the evidence, so the agent (and the person behind it) reads what the hardware
+//! showed rather than a bare code.
+
+use crate::code::Status;
+use crate::machine::{Outcome, Reason};
+use crate::result::evidence_text;
+use closedloop_plant::{Action, Device};
+
+/// The `detail` text: present exactly for `rejected`, `failed`, `timeout` and `cancelled`.
+pub fn render(
+    o: &Outcome,
+    action: &Action,
+    device: &Device,
+    evidence: &serde_json::Value,
+    budget_s: Option<f64>,
+) -> Option<String> {
+    if !matches!(
+        o.status,
+        Status::Rejected | Status::Failed | Status::Timeout | Status::Cancelled
+    ) {
+        return None;
+    }
+    let ev = evidence_text(evidence);
+    let within = budget_s
+        .map(|b| format!(" within its {b:.2} s deadline"))
+        .unwrap_or_default();
+    let done = action
+        .done_when
+        .as_ref()
+        .map(|d| d.source().to_string())
+        .unwrap_or_default();
+    let text = match &o.reason {
+        Reason::FailSignal => {
+            let code = o.code.as_ref().map(|c| c.as_str()).unwrap_or("");
+            let expr = action.fail_when.iter().find(|(c, _)| c == code).map(|(_, e)| e.source()).unwrap_or("");
+            format!("{code}: the failure condition `{expr}` held on a fresh read of {}. {ev}", device.id)
+        }
+        Reason::NeverMoved => format!(
+            "The feedback never moved: `{done}` did not hold and its signals kept their values from before the write{within}. {ev}"
+        ),
+        Reason::NotReached => {
+            format!("The feedback moved but `{done}` never held{within}. {ev}")
+        }
+        Reason::ReadbackMismatch => format!("The written registers did not read back the written values{within}. {ev}"),
+        Reason::QueueExpired => format!(
+            "Waited {} s for {} (held by another command); nothing was written.",
+            action.queue_timeout_s, device.id
+        ),
+        Reason::Driver(t) | Reason::Offline(t) | Reason::Rejected(t) => t.clone(),
+        Reason::Cancelled { stop_written: true, shutdown: false } => {
+            "Cancelled on request; the cancel plan (stop) was written.".into()
+        }
+        Reason::Cancelled { stop_written: true, shutdown: true } => {
+            "The gateway shut down while the command ran; the cancel plan (stop) was written.".into()
+        }
+        Reason::Cancelled { stop_written: false, .. } => {
+            "Cancelled before it completed. No stop was written: either nothing had been sent yet, or this action has no cancel plan and the device may still finish what it was told.".into()
+        }
+        Reason::CancelFailed(t) => format!("Cancel was requested but the stop could not be written: {t}"),
+        Reason::Interrupted => {
+            "The gateway stopped or restarted before it could confirm this command; its outcome is unknown.".into()
+        }
+        Reason::Confirmed | Reason::Delivered => String::new(),
+    };
+    Some(text.trim().to_string())
+}
+
+/// The `hint`: with an error code, with `sent`, and with readback completions.
+pub fn hint(o: &Outcome) -> Option<String> {
+    match (o.status, &o.code) {
+        (Status::Sent, _) => Some(
+            "Delivered, but this device cannot report back: the effect could not be confirmed. Ask the user to check it if it matters."
+                .into(),
+        ),
+        (Status::Completed, _) if o.readback_matched == Some(true) => Some(
+            "The register holds the written value; the physical effect itself was not sensed.".into(),
+        ),
+        (_, Some(code)) => Some(code.hint().into()),
+        _ => None,
+    }
+}

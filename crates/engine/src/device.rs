@@ -1,0 +1,319 @@
+//! One device at run time: its driver, its poller, its signal cache and its liveness.
+//!
+//! The poller reads every declared signal each `poll_ms` (neighbouring addresses of one area
+//! merged into one request, never across gaps) and publishes a [`Snapshot`] on a watch channel.
+//! Each read cycle gets a sequence number *when it is issued*; a command records the counter when
+//! its write is acknowledged, and only values from cycles with a higher number count as evidence
+//! — a poll already in flight during the write can never confirm it.
+
+use crate::clock::Clock;
+use closedloop_driver::{Answer, Area, Data, Driver, Encoding, TransportError, Value, Write};
+use closedloop_plant::{Device, Source};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+/// Whether a device is answering (DESIGN §2, liveness).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// No valid answer yet.
+    Unknown,
+    /// A valid answer (data or a Modbus exception) within `max_silence_s`.
+    Online,
+    /// No valid answer for longer than `max_silence_s`.
+    Offline,
+}
+
+/// One cached signal value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalValue {
+    /// The decoded value.
+    pub value: Value,
+    /// Wall-clock ms of the read.
+    pub at_ms: i64,
+    /// Where it came from, e.g. `holding:2`.
+    pub source: String,
+    /// The read cycle that produced it (see the module doc).
+    pub seq: u64,
+}
+
+/// The device's cache and liveness after a read cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The cycle this snapshot closes.
+    pub seq: u64,
+    /// Latest value of each signal that has ever been read.
+    pub values: BTreeMap<String, SignalValue>,
+    /// Liveness after this cycle.
+    pub liveness: Liveness,
+    /// Wall-clock ms of the last valid answer.
+    pub last_seen_ms: Option<i64>,
+    /// The last thing that went wrong reading the device, for `detail` texts.
+    pub last_error: Option<String>,
+    /// Whether the last failure was a checksum error (answers arrive, garbled).
+    pub crc_failing: bool,
+}
+
+impl Snapshot {
+    /// Plain values by signal name, for expression scopes.
+    pub fn plain(&self) -> BTreeMap<String, Value> {
+        self.values
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value))
+            .collect()
+    }
+}
+
+/// One merged read request and the signals it serves.
+#[derive(Debug, Clone)]
+struct Block {
+    area: Area,
+    start: u16,
+    count: u16,
+    signals: Vec<(String, u16, Encoding)>,
+}
+
+/// A device's runtime.
+pub struct DeviceRt {
+    /// The plant's declaration.
+    pub spec: Arc<Device>,
+    driver: Arc<dyn Driver>,
+    timeout: Duration,
+    blocks: Vec<Block>,
+    issued: AtomicU64,
+    poll_now: Notify,
+    tx: watch::Sender<Snapshot>,
+    clock: Clock,
+}
+
+impl DeviceRt {
+    /// Wraps a driver; call [`DeviceRt::spawn_poller`] to start reading.
+    pub fn new(spec: Arc<Device>, driver: Arc<dyn Driver>, clock: Clock) -> Arc<DeviceRt> {
+        let blocks = plan_blocks(&spec);
+        let (tx, _) = watch::channel(Snapshot {
+            seq: 0,
+            values: BTreeMap::new(),
+            liveness: Liveness::Unknown,
+            last_seen_ms: None,
+            last_error: None,
+            crc_failing: false,
+        });
+        Arc::new(DeviceRt {
+            timeout: Duration::from_millis(spec.request_timeout_ms()),
+            spec,
+            driver,
+            blocks,
+            issued: AtomicU64::new(0),
+            poll_now: Notify::new(),
+            tx,
+            clock,
+        })
+    }
+
+    /// Device id.
+    pub fn id(&self) -> &str {
+        &self.spec.id
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        self.tx.borrow().clone()
+    }
+
+    /// A receiver that wakes on every read cycle.
+    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+        self.tx.subscribe()
+    }
+
+    /// The number of the last read cycle issued. Values from later cycles are fresh.
+    pub fn issued_seq(&self) -> u64 {
+        self.issued.load(Ordering::SeqCst)
+    }
+
+    /// Asks the poller to start a cycle now instead of at its next tick.
+    pub fn poll_now(&self) {
+        self.poll_now.notify_one();
+    }
+
+    /// Sends one write request with the device's timeout.
+    pub async fn write(&self, w: Write) -> Answer<()> {
+        match tokio::time::timeout(self.timeout, self.driver.write(w)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(TransportError::Timeout(self.timeout.as_millis() as u64)),
+        }
+    }
+
+    /// Reads one block with the device's timeout (readback verification).
+    pub async fn read(&self, area: Area, start: u16, count: u16) -> Answer<Data> {
+        match tokio::time::timeout(self.timeout, self.driver.read(area, start, count)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(TransportError::Timeout(self.timeout.as_millis() as u64)),
+        }
+    }
+
+    /// Starts the poll loop; it ends when `stop` is notified.
+    pub fn spawn_poller(self: &Arc<Self>, stop: Arc<Notify>) -> tokio::task::JoinHandle<()> {
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            let poll = Duration::from_millis(me.spec.poll_ms.max(1));
+            let max_silence = Duration::from_secs_f64(me.spec.liveness.max_silence_s);
+            let mut last_valid: Option<Instant> = None;
+            loop {
+                me.cycle(&mut last_valid, max_silence).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(poll) => {}
+                    _ = me.poll_now.notified() => {}
+                    _ = stop.notified() => return,
+                }
+            }
+        })
+    }
+
+    async fn cycle(&self, last_valid: &mut Option<Instant>, max_silence: Duration) {
+        let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut snap = self.snapshot();
+        let mut error = None;
+        let mut crc = false;
+        for block in &self.blocks {
+            match self.read(block.area, block.start, block.count).await {
+                Ok(Ok(data)) => {
+                    *last_valid = Some(Instant::now());
+                    let at_ms = self.clock.now_ms();
+                    for (name, offset, enc) in &block.signals {
+                        if let Some(value) = decode(&data, *offset, enc) {
+                            let source = format!("{}:{}", block.area, block.start + offset);
+                            snap.values.insert(
+                                name.clone(),
+                                SignalValue {
+                                    value,
+                                    at_ms,
+                                    source,
+                                    seq,
+                                },
+                            );
+                        }
+                    }
+                }
+                Ok(Err(exception)) => {
+                    // An exception is an answer: the device is there, the address is not.
+                    *last_valid = Some(Instant::now());
+                    error = Some(format!(
+                        "{}:{} answered {exception}",
+                        block.area, block.start
+                    ));
+                }
+                Err(e) => {
+                    crc = matches!(e, TransportError::Crc);
+                    error = Some(e.to_string());
+                    // A silent device: do not wait out every block's timeout in this cycle.
+                    break;
+                }
+            }
+        }
+        snap.seq = seq;
+        snap.last_error = error;
+        snap.crc_failing = crc;
+        snap.last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
+        snap.liveness = match last_valid {
+            None => Liveness::Unknown,
+            Some(t) if t.elapsed() <= max_silence => Liveness::Online,
+            Some(_) => Liveness::Offline,
+        };
+        self.tx.send_replace(snap);
+    }
+}
+
+fn decode(data: &Data, offset: u16, enc: &Encoding) -> Option<Value> {
+    let i = usize::from(offset);
+    match data {
+        Data::Bits(bits) => bits.get(i).map(|b| Value::Bool(*b)),
+        Data::Words(words) => {
+            let n = usize::from(enc.words());
+            words.get(i..i + n).map(|w| enc.decode(w))
+        }
+    }
+}
+
+/// Groups register signals by area and merges overlapping or adjacent address ranges into one
+/// request each. Gaps are never bridged: reading an address the device does not have would turn a
+/// good poll into an exception.
+fn plan_blocks(device: &Device) -> Vec<Block> {
+    let mut items: Vec<(Area, u16, u16, String, Encoding)> = device
+        .signals
+        .iter()
+        .filter_map(|s| match &s.source {
+            Source::Register {
+                area,
+                address,
+                encoding,
+            } => {
+                let width = if area.is_bit() { 1 } else { encoding.words() };
+                Some((*area, *address, width, s.name.clone(), *encoding))
+            }
+            _ => None,
+        })
+        .collect();
+    items.sort_by_key(|(area, addr, _, name, _)| (*area, *addr, name.clone()));
+    let mut blocks: Vec<Block> = Vec::new();
+    for (area, addr, width, name, enc) in items {
+        let end = u32::from(addr) + u32::from(width);
+        if let Some(b) = blocks.last_mut()
+            && b.area == area
+            && u32::from(addr) <= u32::from(b.start) + u32::from(b.count)
+        {
+            let new_end = end.max(u32::from(b.start) + u32::from(b.count));
+            b.count = (new_end - u32::from(b.start)) as u16;
+            b.signals.push((name, addr - b.start, enc));
+            continue;
+        }
+        blocks.push(Block {
+            area,
+            start: addr,
+            count: width,
+            signals: vec![(name, 0, enc)],
+        });
+    }
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_merge_neighbours_but_never_bridge_gaps() {
+        let plant = closedloop_plant::parse(
+            r#"
+[[device]]
+id = "d"
+description = "test"
+driver = { kind = "sim", model = "stepper" }
+[device.signals]
+position_mm = { holding = 2, type = "i32", scale = 0.01 }
+target = { holding = 0, type = "i32" }
+far = { holding = 10 }
+moving = { discrete_input = 0 }
+fault = { discrete_input = 1 }
+"#,
+            "t.toml",
+            std::path::Path::new("."),
+        )
+        .expect("plant parses");
+        let blocks = plan_blocks(&plant.devices[0]);
+        let shape: Vec<(Area, u16, u16)> =
+            blocks.iter().map(|b| (b.area, b.start, b.count)).collect();
+        assert_eq!(
+            shape,
+            vec![
+                (Area::DiscreteInput, 0, 2),
+                (Area::Holding, 0, 4),
+                (Area::Holding, 10, 1)
+            ]
+        );
+    }
+}

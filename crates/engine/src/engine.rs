@@ -1,0 +1,730 @@
+//! The engine's API for the next layer (MCP, CLI, tests): submit, status with a bounded wait,
+//! cancel, list, device state, and a stream of changes.
+
+use crate::clock::{Clock, rfc3339};
+use crate::code::{ErrorCode, Status};
+use crate::ctx::{Change, Ctx, QUEUE_CAPACITY};
+use crate::device::{DeviceRt, Liveness};
+use crate::live::LiveCommand;
+use crate::machine::{Check, Event, Machine, Profile};
+use crate::result::CommandResult;
+use crate::supervisor::{Supervisor, offline_detail};
+use crate::{EngineError, plan};
+use closedloop_driver::Driver;
+use closedloop_journal::{CommandRow, EventRow, Journal, ListFilter};
+use closedloop_plant::{Action, Params, Plant, Scope, Verification};
+use serde::Serialize;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, broadcast};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Longest wait a caller may ask for (`wait_s` is capped here).
+pub const MAX_WAIT: Duration = Duration::from_secs(10);
+/// Most write attempts of an idempotent action (the deadline bounds them too).
+const MAX_ATTEMPTS: u32 = 5;
+
+/// A request to run an action.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    /// Device id.
+    pub device: String,
+    /// Action name.
+    pub action: String,
+    /// The tool call's arguments, without `wait_s` and `idempotency_key`.
+    pub args: serde_json::Map<String, serde_json::Value>,
+    /// The tool call's id; minted when absent.
+    pub request_id: Option<String>,
+    /// Same key + same arguments → the same command.
+    pub idempotency_key: Option<String>,
+    /// Who asked (token name, `stdio`), journaled for audit.
+    pub caller: Option<String>,
+    /// Wait up to this long for a terminal status before answering (capped at [`MAX_WAIT`]).
+    pub wait: Duration,
+    /// The caller confirmed an action declared `confirm = true`.
+    pub confirmed: bool,
+}
+
+/// `get_device_state`'s answer.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeviceState {
+    /// Device id.
+    pub device: String,
+    /// `online`, `offline` or `unknown`.
+    pub liveness: Liveness,
+    /// When the device last gave a valid answer.
+    pub last_seen: Option<String>,
+    /// Every signal read so far.
+    pub signals: BTreeMap<String, SignalState>,
+}
+
+/// One signal in [`DeviceState`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SignalState {
+    /// The value.
+    pub value: serde_json::Value,
+    /// Its unit, if declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// When it was read.
+    pub at: String,
+    /// How old it is now.
+    pub age_ms: i64,
+    /// Where it came from.
+    pub source: String,
+}
+
+/// `list_devices`'s entries.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeviceInfo {
+    /// Device id.
+    pub device: String,
+    /// The plant's business description.
+    pub description: String,
+    /// `online`, `offline` or `unknown`.
+    pub liveness: Liveness,
+    /// Action names.
+    pub actions: Vec<String>,
+    /// Signal names.
+    pub signals: Vec<String>,
+}
+
+/// A running engine.
+pub struct Engine {
+    ctx: Arc<Ctx>,
+    stop_pollers: Arc<Notify>,
+    pollers: Vec<JoinHandle<()>>,
+    tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// Starts pollers for every device, recovers unfinished commands from the journal, and
+    /// returns once the engine takes submissions. `drivers` must hold one driver per device.
+    pub async fn start(
+        plant: Arc<Plant>,
+        journal: Journal,
+        drivers: BTreeMap<String, Arc<dyn Driver>>,
+    ) -> Result<Engine, EngineError> {
+        let clock = Clock::new();
+        let mut devices = BTreeMap::new();
+        for d in &plant.devices {
+            let driver = drivers
+                .get(&d.id)
+                .cloned()
+                .ok_or_else(|| EngineError::NoDriver(d.id.clone()))?;
+            devices.insert(
+                d.id.clone(),
+                DeviceRt::new(Arc::new(d.clone()), driver, clock),
+            );
+        }
+        let ctx = Arc::new(Ctx::new(plant, journal, clock, devices));
+        let stop_pollers = Arc::new(Notify::new());
+        let pollers = ctx
+            .devices
+            .values()
+            .map(|d| d.spawn_poller(Arc::clone(&stop_pollers)))
+            .collect();
+        let engine = Engine {
+            ctx,
+            stop_pollers,
+            pollers,
+            tasks: std::sync::Mutex::new(Vec::new()),
+        };
+        engine.recover().await?;
+        Ok(engine)
+    }
+
+    /// Start-up recovery (DESIGN §2): a command that was dispatched keeps being supervised until
+    /// its journaled deadline; one accepted but never dispatched is never sent late.
+    async fn recover(&self) -> Result<(), EngineError> {
+        for row in self.ctx.journal.unfinished().await? {
+            let events = self.ctx.journal.events(&row.command_id).await?;
+            let cmd = Arc::new(LiveCommand::new(row.clone(), events));
+            let found = self
+                .ctx
+                .plant
+                .device(&row.device)
+                .and_then(|d| d.action(&row.action).map(|a| (d, a)));
+            let params = found
+                .and_then(|(_, a)| row.params.as_object().and_then(|m| a.check_params(m).ok()));
+            let (Some((_, action)), Some(params), true, Some(deadline_ms)) =
+                (found, params, row.dispatched, row.deadline_ms)
+            else {
+                let detail = if row.dispatched {
+                    "The gateway restarted and the plant no longer declares this action as it was; its outcome is unknown."
+                } else {
+                    "Accepted, but the gateway stopped before it was sent; it was not sent late."
+                };
+                self.ctx
+                    .record(
+                        &cmd,
+                        |r| {
+                            r.status = Status::Failed.as_str().into();
+                            r.error_code = Some(ErrorCode::Interrupted.as_str().into());
+                            r.detail = Some(detail.into());
+                            r.hint = Some(ErrorCode::Interrupted.hint().into());
+                        },
+                        vec![("failed", json!({"code": "INTERRUPTED", "detail": detail}))],
+                    )
+                    .await;
+                continue;
+            };
+            self.ctx
+                .record(
+                    &cmd,
+                    |_| {},
+                    vec![("recovered", json!({"deadline": rfc3339(deadline_ms)}))],
+                )
+                .await;
+            let action = Arc::new(action.clone());
+            let dev = Arc::clone(&self.ctx.devices[&row.device]);
+            let permit = self.ctx.group(&action.exclusive).try_acquire();
+            self.ctx.remember(Arc::clone(&cmd));
+            let sup = Supervisor {
+                ctx: Arc::clone(&self.ctx),
+                cmd,
+                dev,
+                machine: Machine::recovered(profile(&action)),
+                action,
+                params,
+                accepted: Instant::now(),
+                deadline: Some(self.ctx.clock.instant_of(deadline_ms)),
+                permit,
+                ack_seq: 0,
+                baseline: BTreeMap::new(),
+                last_logged: None,
+                evidence: json!({}),
+                hold: false,
+                shutdown_seen: false,
+                baseline_done: false,
+                expect_s: 0.0,
+                settle_until_ms: 0,
+            };
+            self.spawn(sup);
+        }
+        Ok(())
+    }
+
+    fn spawn(&self, sup: Supervisor) {
+        let handle = tokio::spawn(sup.run());
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
+    }
+
+    /// The plant this engine serves.
+    pub fn plant(&self) -> &Plant {
+        &self.ctx.plant
+    }
+
+    /// Submits a command. Returns the result object: `rejected` (journaled, nothing sent), or
+    /// `accepted` — durably journaled before this returns — possibly advanced further if
+    /// `wait` allowed. Errors are only for requests that name no action, or a broken journal.
+    pub async fn submit(&self, sub: Submission) -> Result<CommandResult, EngineError> {
+        let device = self
+            .ctx
+            .plant
+            .device(&sub.device)
+            .ok_or_else(|| EngineError::UnknownDevice(sub.device.clone()))?;
+        let action = device
+            .action(&sub.action)
+            .ok_or_else(|| EngineError::UnknownAction(sub.device.clone(), sub.action.clone()))?;
+        let wait = sub.wait.min(MAX_WAIT);
+        let request_id = sub
+            .request_id
+            .clone()
+            .unwrap_or_else(|| format!("req_{}", uuid::Uuid::now_v7()));
+
+        let params = match action.check_params(&sub.args) {
+            Ok(p) => p,
+            Err(e) => {
+                return self
+                    .reject(
+                        &sub,
+                        &request_id,
+                        action,
+                        ErrorCode::InvalidParams,
+                        e.to_string(),
+                        true,
+                    )
+                    .await;
+            }
+        };
+        if let Some(key) = &sub.idempotency_key
+            && let Some(prev) = self.ctx.journal.by_idempotency_key(key).await?
+        {
+            if prev.device == sub.device
+                && prev.action == sub.action
+                && prev.params == serde_json::to_value(&params).unwrap_or_default()
+            {
+                return self.status(&prev.command_id, wait).await;
+            }
+            let detail = format!(
+                "idempotency_key {key:?} was already used for command {} with other arguments; use a new key for a new command.",
+                prev.command_id
+            );
+            return self
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    ErrorCode::InvalidParams,
+                    detail,
+                    false,
+                )
+                .await;
+        }
+
+        if action.confirm && !sub.confirmed {
+            let detail = format!(
+                "{} {} is declared confirm = true: nothing moves until a person confirms it, and this caller did not.",
+                device.id, action.name
+            );
+            return self
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    ErrorCode::Interlock,
+                    detail,
+                    true,
+                )
+                .await;
+        }
+        let dev = Arc::clone(&self.ctx.devices[&device.id]);
+        // A command for a device not yet heard from waits for its first answer (bounded).
+        let snap = wait_for_first_answer(&dev).await;
+        if snap.liveness != Liveness::Online {
+            let code = if snap.crc_failing {
+                ErrorCode::CrcMismatch
+            } else {
+                ErrorCode::DeviceOffline
+            };
+            let detail = if snap.liveness == Liveness::Unknown {
+                format!(
+                    "{} has not answered since the gateway started ({} s waited).",
+                    device.id, device.liveness.max_silence_s
+                )
+            } else {
+                offline_detail(&dev, &snap)
+            };
+            return self
+                .reject(&sub, &request_id, action, code, detail, true)
+                .await;
+        }
+        let signals = snap.plain();
+        let devices = self.ctx.devices_scope();
+        let scope = Scope {
+            signals: &signals,
+            params: &params,
+            devices: &devices,
+            extra_strings: &[],
+        };
+        if let Err(e) = plan::evaluate(&action.write, &scope) {
+            return self
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    ErrorCode::InvalidParams,
+                    format!("{e}; nothing was written."),
+                    true,
+                )
+                .await;
+        }
+        if let Some(req) = &action.requires {
+            let holds = req.eval_bool(&scope);
+            if !matches!(holds, Ok(true)) {
+                let why = match holds {
+                    Ok(_) => format!("the precondition `{}` does not hold", req.source()),
+                    Err(e) => format!(
+                        "the precondition `{}` cannot be checked ({e})",
+                        req.source()
+                    ),
+                };
+                let now: Vec<String> = req
+                    .devices()
+                    .iter()
+                    .filter_map(|(d, s)| {
+                        devices
+                            .get(d)
+                            .and_then(|m| m.get(s))
+                            .map(|v| format!("{d}.{s} = {v}"))
+                    })
+                    .chain(
+                        req.signals()
+                            .iter()
+                            .filter_map(|s| signals.get(s).map(|v| format!("{s} = {v}"))),
+                    )
+                    .collect();
+                let detail = if now.is_empty() {
+                    format!("{why}.")
+                } else {
+                    format!("{why}: {}.", now.join(", "))
+                };
+                return self
+                    .reject(
+                        &sub,
+                        &request_id,
+                        action,
+                        ErrorCode::Interlock,
+                        detail,
+                        true,
+                    )
+                    .await;
+            }
+        }
+        let group = self.ctx.group(&action.exclusive);
+        if group.is_busy() && !action.queue {
+            let detail = format!(
+                "{} is busy with another command and {} does not queue.",
+                action.exclusive, action.name
+            );
+            return self
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    ErrorCode::DeviceBusy,
+                    detail,
+                    true,
+                )
+                .await;
+        }
+        if group.queued.load(std::sync::atomic::Ordering::SeqCst) >= QUEUE_CAPACITY {
+            let detail = format!(
+                "{} already has {QUEUE_CAPACITY} commands waiting.",
+                action.exclusive
+            );
+            return self
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    ErrorCode::DeviceBusy,
+                    detail,
+                    true,
+                )
+                .await;
+        }
+
+        // Accept: durable before the caller hears of it.
+        let mut machine = Machine::new(profile(action));
+        machine.on(Event::Accept);
+        let now = self.ctx.clock.now_ms();
+        let row = new_row(&sub, &request_id, action, &params, Status::Accepted, now);
+        let events = vec![
+            EventRow {
+                at_ms: now,
+                event: "received".into(),
+                data: json!({"request_id": request_id}),
+            },
+            EventRow {
+                at_ms: now,
+                event: "accepted".into(),
+                data: serde_json::Value::Null,
+            },
+        ];
+        self.ctx.journal.insert(&row, &events).await?;
+        let cmd = Arc::new(LiveCommand::new(row, events));
+        self.ctx.remember(Arc::clone(&cmd));
+        group
+            .queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.ctx.changes.send(Change::Command {
+            command_id: cmd.row().command_id,
+            device: device.id.clone(),
+            status: "accepted".into(),
+        });
+        let sup = Supervisor {
+            ctx: Arc::clone(&self.ctx),
+            cmd: Arc::clone(&cmd),
+            dev,
+            action: Arc::new(action.clone()),
+            params,
+            machine,
+            accepted: Instant::now(),
+            deadline: None,
+            permit: None,
+            ack_seq: 0,
+            baseline: BTreeMap::new(),
+            last_logged: None,
+            evidence: json!({}),
+            hold: false,
+            shutdown_seen: false,
+            baseline_done: false,
+            expect_s: 0.0,
+            settle_until_ms: 0,
+        };
+        self.spawn(sup);
+        if !wait.is_zero() {
+            cmd.wait_terminal(Instant::now() + wait).await;
+        }
+        Ok(cmd.result())
+    }
+
+    async fn reject(
+        &self,
+        sub: &Submission,
+        request_id: &str,
+        action: &Action,
+        code: ErrorCode,
+        detail: String,
+        keep_key: bool,
+    ) -> Result<CommandResult, EngineError> {
+        let now = self.ctx.clock.now_ms();
+        let params = serde_json::Value::Object(sub.args.clone());
+        let mut row = new_row(
+            sub,
+            request_id,
+            action,
+            &Params::new(),
+            Status::Rejected,
+            now,
+        );
+        row.params = params;
+        row.error_code = Some(code.as_str().into());
+        row.hint = Some(code.hint().into());
+        row.detail = Some(detail.clone());
+        if !keep_key {
+            row.idempotency_key = None;
+        }
+        let events = vec![
+            EventRow {
+                at_ms: now,
+                event: "received".into(),
+                data: json!({"request_id": request_id}),
+            },
+            EventRow {
+                at_ms: now,
+                event: "rejected".into(),
+                data: json!({"code": code.as_str(), "detail": detail}),
+            },
+        ];
+        self.ctx.journal.insert(&row, &events).await?;
+        Ok(CommandResult::from_rows(&row, &events, None))
+    }
+
+    /// The result object of a command, waiting up to `wait` (capped at [`MAX_WAIT`]) for a
+    /// terminal status. `UnknownCommand` when no command has this id.
+    pub async fn status(
+        &self,
+        command_id: &str,
+        wait: Duration,
+    ) -> Result<CommandResult, EngineError> {
+        if let Some(cmd) = self.ctx.live(command_id) {
+            if !wait.is_zero() {
+                cmd.wait_terminal(Instant::now() + wait.min(MAX_WAIT)).await;
+            }
+            return Ok(cmd.result());
+        }
+        self.from_journal(command_id).await
+    }
+
+    async fn from_journal(&self, command_id: &str) -> Result<CommandResult, EngineError> {
+        let row = self
+            .ctx
+            .journal
+            .get(command_id)
+            .await?
+            .ok_or_else(|| EngineError::UnknownCommand(command_id.into()))?;
+        let events = self.ctx.journal.events(command_id).await?;
+        Ok(CommandResult::from_rows(&row, &events, None))
+    }
+
+    /// A receiver woken whenever the command changes (for progress notifications), if it is live.
+    pub fn watch(&self, command_id: &str) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.ctx.live(command_id).map(|c| c.watch())
+    }
+
+    /// Asks for a command to be cancelled and returns its state right after the request was
+    /// handled (waiting briefly for the cancel plan to be written).
+    pub async fn cancel(&self, command_id: &str) -> Result<CommandResult, EngineError> {
+        let Some(cmd) = self.ctx.live(command_id) else {
+            // Terminal (or unknown): terminal states never change.
+            return self.from_journal(command_id).await;
+        };
+        cmd.request_cancel();
+        cmd.wait_terminal(Instant::now() + Duration::from_secs(2))
+            .await;
+        Ok(cmd.result())
+    }
+
+    /// Commands, newest first, without their timelines.
+    pub async fn list(
+        &self,
+        device: Option<&str>,
+        status: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<CommandResult>, EngineError> {
+        let filter = ListFilter {
+            device: device.map(str::to_string),
+            status: status.map(str::to_string),
+            limit: limit.clamp(1, 1000),
+        };
+        let rows = self.ctx.journal.list(&filter).await?;
+        Ok(rows
+            .iter()
+            .map(|r| match self.ctx.live(&r.command_id) {
+                Some(live) => CommandResult {
+                    timeline: vec![],
+                    ..live.result()
+                },
+                None => CommandResult::from_rows(r, &[], None),
+            })
+            .collect())
+    }
+
+    /// Every device with its liveness.
+    pub fn devices(&self) -> Vec<DeviceInfo> {
+        self.ctx
+            .plant
+            .devices
+            .iter()
+            .map(|d| DeviceInfo {
+                device: d.id.clone(),
+                description: d.description.clone(),
+                liveness: self.ctx.devices[&d.id].snapshot().liveness,
+                actions: d.actions.iter().map(|a| a.name.clone()).collect(),
+                signals: d.signals.iter().map(|s| s.name.clone()).collect(),
+            })
+            .collect()
+    }
+
+    /// The cached signals of a device with their ages and sources.
+    pub fn device_state(&self, device: &str) -> Option<DeviceState> {
+        let dev = self.ctx.devices.get(device)?;
+        let snap = dev.snapshot();
+        let now = self.ctx.clock.now_ms();
+        Some(DeviceState {
+            device: device.to_string(),
+            liveness: snap.liveness,
+            last_seen: snap.last_seen_ms.map(rfc3339),
+            signals: snap
+                .values
+                .iter()
+                .map(|(name, v)| {
+                    (
+                        name.clone(),
+                        SignalState {
+                            value: plan::value_json(v.value),
+                            unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
+                            at: rfc3339(v.at_ms),
+                            age_ms: (now - v.at_ms).max(0),
+                            source: v.source.clone(),
+                        },
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    /// Change notifications; a receiver that falls more than 1024 changes behind loses the oldest.
+    pub fn changes(&self) -> broadcast::Receiver<Change> {
+        self.ctx.changes.subscribe()
+    }
+
+    /// Shuts down: queued commands end `INTERRUPTED` (never sent late), running motion with a
+    /// cancel plan gets its stop written, running commands without one stay `running` in the
+    /// journal for the next start. Waits (bounded) for the supervisors, then stops the pollers.
+    pub async fn shutdown(self) {
+        self.ctx.begin_shutdown();
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        let all = futures_join(tasks);
+        let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
+        self.stop_pollers.notify_waiters();
+        for p in &self.pollers {
+            p.abort();
+        }
+        self.ctx.journal.close().await;
+    }
+
+    /// How many commands are held in memory (accepted or running, or finishing a safe state).
+    pub fn live_count(&self) -> usize {
+        self.ctx.live_count()
+    }
+}
+
+async fn futures_join(tasks: Vec<JoinHandle<()>>) {
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
+    let mut rx = dev.subscribe();
+    let until = Instant::now() + Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
+    loop {
+        let snap = rx.borrow_and_update().clone();
+        if snap.liveness != Liveness::Unknown {
+            return snap;
+        }
+        if !matches!(
+            tokio::time::timeout_at(until, rx.changed()).await,
+            Ok(Ok(()))
+        ) {
+            return rx.borrow().clone();
+        }
+    }
+}
+
+fn profile(action: &Action) -> Profile {
+    Profile {
+        check: action.verification.as_check(),
+        idempotent: action.idempotent,
+        has_cancel: !action.cancel.is_empty(),
+        has_started_when: action.started_when.is_some(),
+        hold_ms: action.hold_ms,
+        max_attempts: if action.idempotent { MAX_ATTEMPTS } else { 1 },
+    }
+}
+
+fn new_row(
+    sub: &Submission,
+    request_id: &str,
+    action: &Action,
+    params: &Params,
+    status: Status,
+    now: i64,
+) -> CommandRow {
+    CommandRow {
+        command_id: uuid::Uuid::now_v7().to_string(),
+        request_id: request_id.to_string(),
+        device: sub.device.clone(),
+        action: sub.action.clone(),
+        params: serde_json::to_value(params).unwrap_or(serde_json::Value::Null),
+        status: status.as_str().into(),
+        verified: false,
+        verification: action.verification.as_str().into(),
+        error_code: None,
+        detail: None,
+        hint: None,
+        evidence: json!({}),
+        readback_matched: None,
+        accepted_at_ms: now,
+        updated_at_ms: now,
+        deadline_ms: None,
+        dispatched: false,
+        caller: sub.caller.clone(),
+        idempotency_key: sub.idempotency_key.clone(),
+    }
+}
+
+/// The machine's view of a verification level.
+pub(crate) trait AsCheck {
+    fn as_check(&self) -> Check;
+}
+
+impl AsCheck for Verification {
+    fn as_check(&self) -> Check {
+        match self {
+            Verification::Feedback => Check::Feedback,
+            Verification::Readback => Check::Readback,
+            Verification::None => Check::None,
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! closedloop's engine: the command lifecycle of DESIGN §2.
+//!
+//! - [`machine`]: the lifecycle as a pure state machine (event in, effects out).
+//! - [`supervisor`]: the async shell that runs one command: queue, write, judge fresh reads,
+//!   deadline, cancel plan, safe state.
+//! - [`device`]: a device's poller, signal cache and liveness.
+//! - [`engine`]: the API the MCP layer and the CLI use.
+//!
+//! The engine knows no MCP and no wire protocol: devices are `dyn Driver`s.
+
+pub mod clock;
+pub mod code;
+pub mod ctx;
+pub mod detail;
+pub mod device;
+pub mod engine;
+pub mod live;
+pub mod machine;
+pub mod plan;
+pub mod result;
+mod supervisor;
+
+pub use code::{ErrorCode, Status};
+pub use ctx::Change;
+pub use device::Liveness;
+pub use engine::{DeviceInfo, DeviceState, Engine, SignalState, Submission};
+pub use result::CommandResult;
+
+use closedloop_driver::Driver;
+use closedloop_plant::{DriverConfig, Plant};
+use closedloop_sim::SimDevice;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// What the engine itself cannot do (as opposed to a command's outcome, which is a result).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// No device of that id in the plant.
+    #[error("no device {0:?} in the plant")]
+    UnknownDevice(String),
+    /// The device has no action of that name.
+    #[error("device {0:?} has no action {1:?}")]
+    UnknownAction(String, String),
+    /// No command has this id (contract code `UNKNOWN_COMMAND`).
+    #[error("no command has id {0:?}")]
+    UnknownCommand(String),
+    /// A device has no driver.
+    #[error("device {0:?} has no driver")]
+    NoDriver(String),
+    /// A driver kind this build cannot run yet.
+    #[error(
+        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\" for now"
+    )]
+    UnsupportedDriver {
+        /// Device id.
+        device: String,
+        /// Driver kind.
+        kind: String,
+    },
+    /// A simulated device's options are invalid.
+    #[error("device {device:?}: {message}")]
+    Sim {
+        /// Device id.
+        device: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The journal failed.
+    #[error(transparent)]
+    Journal(#[from] closedloop_journal::JournalError),
+}
+
+/// Drivers for a plant, with handles on the simulated ones (to inject faults, or peek at
+/// physical truth in tests and the demo).
+pub struct Drivers {
+    /// One driver per device id.
+    pub map: BTreeMap<String, Arc<dyn Driver>>,
+    /// The simulated devices among them.
+    pub sims: BTreeMap<String, SimDevice>,
+}
+
+/// Builds a driver for every device of the plant.
+pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
+    let mut map: BTreeMap<String, Arc<dyn Driver>> = BTreeMap::new();
+    let mut sims = BTreeMap::new();
+    for d in &plant.devices {
+        match &d.driver {
+            DriverConfig::Sim(cfg) => {
+                let sim = SimDevice::from_config(cfg).map_err(|e| EngineError::Sim {
+                    device: d.id.clone(),
+                    message: e.to_string(),
+                })?;
+                map.insert(d.id.clone(), Arc::new(sim.clone()));
+                sims.insert(d.id.clone(), sim);
+            }
+            other => {
+                return Err(EngineError::UnsupportedDriver {
+                    device: d.id.clone(),
+                    kind: other.kind().into(),
+                });
+            }
+        }
+    }
+    Ok(Drivers { map, sims })
+}

@@ -1,0 +1,135 @@
+//! A command while the engine holds it in memory: its journal row, its timeline, and the
+//! handles that let callers wait on it and cancel it.
+
+use crate::clock::Clock;
+use crate::code::Status;
+use crate::result::CommandResult;
+use closedloop_journal::{CommandRow, EventRow, Journal, JournalError};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+/// The in-memory mirror of one journaled command.
+///
+/// # Invariants
+/// `row` and `events` only ever change *after* the same change was committed to the journal, so
+/// nothing a caller reads from memory can be lost by a crash.
+pub struct LiveCommand {
+    state: Mutex<LiveState>,
+    version: watch::Sender<u64>,
+    cancel: Notify,
+    cancel_requested: AtomicBool,
+}
+
+struct LiveState {
+    row: CommandRow,
+    events: Vec<EventRow>,
+    expected_end: Option<Instant>,
+}
+
+impl LiveCommand {
+    /// Wraps an already-journaled row.
+    pub fn new(row: CommandRow, events: Vec<EventRow>) -> LiveCommand {
+        LiveCommand {
+            state: Mutex::new(LiveState {
+                row,
+                events,
+                expected_end: None,
+            }),
+            version: watch::channel(0).0,
+            cancel: Notify::new(),
+            cancel_requested: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LiveState> {
+        // A poisoned lock only means a panic elsewhere; the data is still the journal's mirror.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A copy of the current row.
+    pub fn row(&self) -> CommandRow {
+        self.lock().row.clone()
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        Status::parse(&self.lock().row.status).unwrap_or(Status::Failed)
+    }
+
+    /// The result object now.
+    pub fn result(&self) -> CommandResult {
+        let s = self.lock();
+        let remaining = match s.expected_end {
+            Some(end) => Some(end.saturating_duration_since(Instant::now()).as_secs_f64()),
+            None => Some(0.0),
+        };
+        CommandResult::from_rows(&s.row, &s.events, remaining)
+    }
+
+    /// Sets when the action is expected to be done (dispatch + expect_s).
+    pub fn set_expected_end(&self, end: Instant) {
+        self.lock().expected_end = Some(end);
+    }
+
+    /// Applies `change` to a copy of the row, journals it with `events`, then publishes it.
+    pub async fn record(
+        &self,
+        journal: &Journal,
+        clock: &Clock,
+        change: impl FnOnce(&mut CommandRow),
+        events: Vec<(&str, serde_json::Value)>,
+    ) -> Result<(), JournalError> {
+        let now = clock.now_ms();
+        let mut row = self.row();
+        change(&mut row);
+        row.updated_at_ms = now;
+        let events: Vec<EventRow> = events
+            .into_iter()
+            .map(|(e, data)| EventRow {
+                at_ms: now,
+                event: e.to_string(),
+                data,
+            })
+            .collect();
+        journal.update(&row, &events).await?;
+        {
+            let mut s = self.lock();
+            s.row = row;
+            s.events.extend(events);
+        }
+        self.version.send_modify(|v| *v += 1);
+        Ok(())
+    }
+
+    /// Waits until the status is terminal or `until` passes.
+    pub async fn wait_terminal(&self, until: Instant) {
+        let mut rx = self.version.subscribe();
+        loop {
+            if self.status().is_terminal() {
+                return;
+            }
+            if tokio::time::timeout_at(until, rx.changed()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A receiver that wakes on every recorded change.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Asks the supervisor to cancel. Idempotent.
+    pub fn request_cancel(&self) {
+        if !self.cancel_requested.swap(true, Ordering::SeqCst) {
+            self.cancel.notify_one();
+        }
+    }
+
+    /// Resolves when a cancel was requested.
+    pub async fn cancelled(&self) {
+        self.cancel.notified().await;
+    }
+}

@@ -1,0 +1,561 @@
+//! The command lifecycle as a pure state machine: `on(event) -> effects`.
+//!
+//! No I/O, no clock reads, no async: the shell ([`crate::supervisor`]) reads the clock, evaluates
+//! the plant's expressions against fresh reads, and feeds the verdicts in as events; the machine
+//! decides what they mean and answers with effects for the shell to carry out (write, journal,
+//! release). That split is what makes every transition of DESIGN §2 testable in microseconds.
+//!
+//! # Invariants
+//! - A terminal status never changes: every event after it yields no effect.
+//! - `Completed` is reachable only from a [`Reading`] the shell marked fresh (issued after the write
+//!   was acknowledged) with `done` true — there is no other path to it.
+//! - `verified` is true only for a `Completed` or a `fail_when` failure decided by feedback.
+
+use crate::code::{ErrorCode, Status};
+
+/// How the outcome of an action can be checked (the plant's `verification`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// An independent signal senses the effect.
+    Feedback,
+    /// The written registers are read back; the effect itself is not sensed.
+    Readback,
+    /// Nothing can be read back.
+    None,
+}
+
+/// What the machine needs to know about the action, fixed at creation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Profile {
+    /// Verification level.
+    pub check: Check,
+    /// Whether the write may be re-sent after a transport error or a busy answer.
+    pub idempotent: bool,
+    /// Whether the action has a cancel plan (stop) to write on cancel, failure, timeout.
+    pub has_cancel: bool,
+    /// Whether `started_when` must be seen once before `done_when` counts.
+    pub has_started_when: bool,
+    /// How long `done_when` must hold across consecutive fresh reads.
+    pub hold_ms: u64,
+    /// Most write attempts for an idempotent action (the deadline bounds them too).
+    pub max_attempts: u32,
+}
+
+/// One fresh read, already judged by the shell against the action's expressions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    /// Monotonic milliseconds of the read (for `hold_ms`).
+    pub at_ms: u64,
+    /// `done_when` (or the readback comparison) holds.
+    pub done: bool,
+    /// The first `fail_when` code whose expression holds.
+    pub failed: Option<String>,
+    /// `started_when` holds.
+    pub started: bool,
+    /// The signals named in `done_when` differ from their values at dispatch.
+    pub moved: bool,
+    /// `done_when` already held at dispatch and this read came sooner than `expect_s` after the
+    /// acknowledgement: a value that has not had time to change cannot confirm anything (a relay
+    /// with swapped contacts reads "closed" until it pulls in). `fail_when` still counts.
+    pub early: bool,
+}
+
+/// Something that happened to the command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Validation passed and the command may be journaled as accepted.
+    Accept,
+    /// Validation failed; the command never reaches the device.
+    Reject { code: ErrorCode, detail: String },
+    /// The device (its exclusive group) is ours: write the plan.
+    Dispatch,
+    /// The command waited in the queue longer than `queue_timeout_s`.
+    QueueExpired,
+    /// Every write of the plan was acknowledged by the device.
+    WriteAcked,
+    /// A write of the plan failed. `transient` = a transport error or a busy answer, after which
+    /// an idempotent write may be re-sent; `maybe_applied` = the write may have reached the
+    /// device (no answer, garbled answer), so a cancel plan must be written for safety.
+    WriteFailed {
+        code: ErrorCode,
+        detail: String,
+        transient: bool,
+        maybe_applied: bool,
+    },
+    /// A fresh read, judged.
+    Reading(Reading),
+    /// The device stopped answering (liveness went offline).
+    Offline { detail: String },
+    /// The supervision deadline passed.
+    Deadline,
+    /// `cancel_command` was called.
+    CancelRequested,
+    /// The cancel plan was acknowledged.
+    CancelWritten,
+    /// The cancel plan could not be written.
+    CancelFailed { code: ErrorCode, detail: String },
+    /// The gateway is shutting down.
+    Shutdown,
+}
+
+/// Why a command ended as it did; the shell renders it into `detail` with the evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reason {
+    /// `done_when` held on fresh reads (or the readback matched).
+    Confirmed,
+    /// Delivered to a device without feedback.
+    Delivered,
+    /// A `fail_when` expression held.
+    FailSignal,
+    /// The feedback never changed from its value at dispatch.
+    NeverMoved,
+    /// The feedback changed but never satisfied `done_when`.
+    NotReached,
+    /// The readback never matched what was written.
+    ReadbackMismatch,
+    /// Waited in the queue too long; nothing was written.
+    QueueExpired,
+    /// The driver or device refused or could not be reached; the text says how.
+    Driver(String),
+    /// The device went offline; the text says how.
+    Offline(String),
+    /// Cancelled; whether a stop was written.
+    Cancelled { stop_written: bool, shutdown: bool },
+    /// Cancel was requested, but the stop could not be written.
+    CancelFailed(String),
+    /// Rejected before reaching the device.
+    Rejected(String),
+    /// The gateway stopped or restarted before the command could be confirmed.
+    Interrupted,
+}
+
+/// A terminal outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The terminal status.
+    pub status: Status,
+    /// The error code, for `rejected`, `failed`, `timeout`, `cancelled`.
+    pub code: Option<ErrorCode>,
+    /// Why.
+    pub reason: Reason,
+    /// Decided by feedback read after the acknowledged write.
+    pub verified: bool,
+    /// For readback verification: whether the registers held the written value.
+    pub readback_matched: Option<bool>,
+}
+
+/// What the shell must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Journal the command as `accepted` (durably) and tell the caller.
+    Journal(Status),
+    /// Send the write plan; `attempt` > 1 is a retry (journal `retry`).
+    Write { attempt: u32 },
+    /// The plan was acknowledged: journal `device_ack`, poll at once.
+    PollNow,
+    /// Send the cancel plan (journal `cancel_sent`).
+    WriteCancel,
+    /// After a failure or timeout of an action with a cancel plan: write the plan (unless it was
+    /// just written) and keep the device busy until `stopped_when` holds.
+    SafeState { write_cancel: bool },
+    /// The command ended: journal it, release the device (after any safe state), notify.
+    Finish(Outcome),
+}
+
+/// Internal phase, finer than the status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Received,
+    Queued,
+    Writing,
+    Supervising,
+    Cancelling,
+    Done,
+}
+
+/// One command's lifecycle state.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    profile: Profile,
+    phase: Phase,
+    status: Status,
+    attempt: u32,
+    started_seen: bool,
+    hold_since: Option<u64>,
+    moved: bool,
+    cancel_requested: bool,
+    cancel_for_shutdown: bool,
+    recovered: bool,
+    last_write_error: Option<(ErrorCode, String)>,
+}
+
+impl Machine {
+    /// A new command, before validation.
+    pub fn new(profile: Profile) -> Machine {
+        Machine {
+            profile,
+            phase: Phase::Received,
+            status: Status::Accepted,
+            attempt: 0,
+            started_seen: false,
+            hold_since: None,
+            moved: false,
+            cancel_requested: false,
+            cancel_for_shutdown: false,
+            recovered: false,
+            last_write_error: None,
+        }
+    }
+
+    /// A command found `running` (or dispatched) in the journal at start-up: it is supervised
+    /// until its journaled deadline, and at that deadline it ends `failed` `INTERRUPTED` — the
+    /// baseline needed to tell "never moved" from "moved" did not survive the restart.
+    pub fn recovered(profile: Profile) -> Machine {
+        Machine {
+            phase: Phase::Supervising,
+            status: Status::Running,
+            recovered: true,
+            ..Machine::new(profile)
+        }
+    }
+
+    /// The current status.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// Whether the command is waiting for its device.
+    pub fn is_queued(&self) -> bool {
+        self.phase == Phase::Queued
+    }
+
+    /// Whether the shell should be feeding fresh readings.
+    pub fn is_supervising(&self) -> bool {
+        self.phase == Phase::Supervising
+    }
+
+    /// Whether the command has ended.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Feeds one event; returns what the shell must do, in order.
+    pub fn on(&mut self, event: Event) -> Vec<Effect> {
+        use Phase::*;
+        match (self.phase, event) {
+            (Done, _) => vec![],
+            (Received, Event::Accept) => {
+                self.phase = Queued;
+                vec![Effect::Journal(Status::Accepted)]
+            }
+            (Received, Event::Reject { code, detail }) => self.finish(
+                Status::Rejected,
+                Some(code),
+                Reason::Rejected(detail),
+                false,
+                None,
+            ),
+            (Received, _) => vec![],
+
+            (Queued, Event::Dispatch) => {
+                self.phase = Writing;
+                self.attempt = 1;
+                vec![Effect::Write { attempt: 1 }]
+            }
+            (Queued, Event::QueueExpired) => self.finish(
+                Status::Timeout,
+                Some(ErrorCode::Timeout),
+                Reason::QueueExpired,
+                false,
+                None,
+            ),
+            (Queued, Event::CancelRequested) => self.finish(
+                Status::Cancelled,
+                Some(ErrorCode::Cancelled),
+                Reason::Cancelled {
+                    stop_written: false,
+                    shutdown: false,
+                },
+                false,
+                None,
+            ),
+            (Queued, Event::Offline { detail }) => self.finish(
+                Status::Failed,
+                Some(ErrorCode::DeviceOffline),
+                Reason::Offline(detail),
+                false,
+                None,
+            ),
+            (Queued, Event::Shutdown) => self.finish(
+                Status::Failed,
+                Some(ErrorCode::Interrupted),
+                Reason::Interrupted,
+                false,
+                None,
+            ),
+            (Queued, _) => vec![],
+
+            (Writing, Event::WriteAcked) => self.acked(),
+            (
+                Writing,
+                Event::WriteFailed {
+                    code,
+                    detail,
+                    transient,
+                    maybe_applied,
+                },
+            ) => {
+                if transient && self.profile.idempotent && self.attempt < self.profile.max_attempts
+                {
+                    self.attempt += 1;
+                    self.last_write_error = Some((code, detail));
+                    return vec![Effect::Write {
+                        attempt: self.attempt,
+                    }];
+                }
+                let mut fx = self.finish(
+                    Status::Failed,
+                    Some(code),
+                    Reason::Driver(detail),
+                    false,
+                    None,
+                );
+                if maybe_applied && self.profile.has_cancel {
+                    fx.insert(0, Effect::SafeState { write_cancel: true });
+                }
+                fx
+            }
+            (Writing, Event::Deadline) => {
+                let (code, detail) = self.last_write_error.take().unwrap_or((
+                    ErrorCode::Timeout,
+                    "the write was never acknowledged".into(),
+                ));
+                let mut fx = self.finish(
+                    Status::Failed,
+                    Some(code),
+                    Reason::Driver(detail),
+                    false,
+                    None,
+                );
+                if self.profile.has_cancel {
+                    fx.insert(0, Effect::SafeState { write_cancel: true });
+                }
+                fx
+            }
+            (Writing, Event::Offline { detail }) => {
+                let mut fx = self.finish(
+                    Status::Failed,
+                    Some(ErrorCode::DeviceOffline),
+                    Reason::Offline(detail),
+                    false,
+                    None,
+                );
+                if self.profile.has_cancel {
+                    fx.insert(0, Effect::SafeState { write_cancel: true });
+                }
+                fx
+            }
+            (Writing, Event::CancelRequested) => {
+                // The write is on the wire; stop it once it is acknowledged.
+                self.cancel_requested = true;
+                vec![]
+            }
+            (Writing, Event::Shutdown) => {
+                self.cancel_requested = true;
+                self.cancel_for_shutdown = true;
+                vec![]
+            }
+            (Writing, _) => vec![],
+
+            (Supervising, Event::Reading(r)) => self.reading(r),
+            (Supervising, Event::Deadline) => self.deadline(),
+            (Supervising, Event::Offline { detail }) => {
+                let mut fx = self.finish(
+                    Status::Failed,
+                    Some(ErrorCode::DeviceOffline),
+                    Reason::Offline(detail),
+                    false,
+                    None,
+                );
+                if self.profile.has_cancel {
+                    fx.insert(0, Effect::SafeState { write_cancel: true });
+                }
+                fx
+            }
+            (Supervising, Event::CancelRequested) => self.cancel(false),
+            (Supervising, Event::Shutdown) => {
+                if self.profile.has_cancel {
+                    self.cancel(true)
+                } else {
+                    // Nothing can stop it: leave it `running` in the journal so the next start
+                    // keeps supervising it until its deadline.
+                    vec![]
+                }
+            }
+            (Supervising, _) => vec![],
+
+            (Cancelling, Event::CancelWritten) => {
+                let shutdown = self.cancel_for_shutdown;
+                self.finish(
+                    Status::Cancelled,
+                    Some(ErrorCode::Cancelled),
+                    Reason::Cancelled {
+                        stop_written: true,
+                        shutdown,
+                    },
+                    false,
+                    None,
+                )
+            }
+            (Cancelling, Event::CancelFailed { code, detail }) => self.finish(
+                Status::Failed,
+                Some(code),
+                Reason::CancelFailed(detail),
+                false,
+                None,
+            ),
+            (Cancelling, _) => vec![],
+        }
+    }
+
+    fn acked(&mut self) -> Vec<Effect> {
+        // A shutdown cannot stop an action without a cancel plan: it stays `running` in the
+        // journal and the next start supervises it. Any other pending cancel is honoured now.
+        let stop = self.cancel_requested && (self.profile.has_cancel || !self.cancel_for_shutdown);
+        if self.profile.check == Check::None && !stop {
+            return self.finish(Status::Sent, None, Reason::Delivered, false, None);
+        }
+        self.phase = Phase::Supervising;
+        self.status = Status::Running;
+        let mut fx = vec![Effect::Journal(Status::Running), Effect::PollNow];
+        if stop {
+            fx.extend(self.cancel(self.cancel_for_shutdown));
+        }
+        fx
+    }
+
+    fn reading(&mut self, r: Reading) -> Vec<Effect> {
+        let feedback = self.profile.check == Check::Feedback;
+        if let Some(code) = r.failed {
+            let mut fx = self.finish(
+                Status::Failed,
+                Some(ErrorCode::Signal(code)),
+                Reason::FailSignal,
+                feedback,
+                None,
+            );
+            if self.profile.has_cancel {
+                fx.insert(0, Effect::SafeState { write_cancel: true });
+            }
+            return fx;
+        }
+        self.moved |= r.moved;
+        if self.profile.has_started_when && !self.started_seen {
+            if !r.started {
+                return vec![];
+            }
+            self.started_seen = true;
+        }
+        if !r.done || r.early {
+            self.hold_since = None;
+            return vec![];
+        }
+        let since = *self.hold_since.get_or_insert(r.at_ms);
+        if r.at_ms.saturating_sub(since) < self.profile.hold_ms {
+            return vec![];
+        }
+        match self.profile.check {
+            Check::Readback => self.finish(
+                Status::Completed,
+                None,
+                Reason::Confirmed,
+                false,
+                Some(true),
+            ),
+            _ => self.finish(Status::Completed, None, Reason::Confirmed, true, None),
+        }
+    }
+
+    fn deadline(&mut self) -> Vec<Effect> {
+        let readback = self.profile.check == Check::Readback;
+        let mut fx = if self.recovered {
+            self.finish(
+                Status::Failed,
+                Some(ErrorCode::Interrupted),
+                Reason::Interrupted,
+                false,
+                None,
+            )
+        } else if readback {
+            self.finish(
+                Status::Failed,
+                Some(ErrorCode::FeedbackMismatch),
+                Reason::ReadbackMismatch,
+                false,
+                Some(false),
+            )
+        } else if self.moved {
+            self.finish(
+                Status::Timeout,
+                Some(ErrorCode::Timeout),
+                Reason::NotReached,
+                false,
+                None,
+            )
+        } else {
+            self.finish(
+                Status::Failed,
+                Some(ErrorCode::FeedbackMismatch),
+                Reason::NeverMoved,
+                false,
+                None,
+            )
+        };
+        if self.profile.has_cancel {
+            fx.insert(0, Effect::SafeState { write_cancel: true });
+        }
+        fx
+    }
+
+    fn cancel(&mut self, shutdown: bool) -> Vec<Effect> {
+        if self.profile.has_cancel {
+            self.phase = Phase::Cancelling;
+            self.cancel_for_shutdown = shutdown;
+            vec![Effect::WriteCancel]
+        } else {
+            self.finish(
+                Status::Cancelled,
+                Some(ErrorCode::Cancelled),
+                Reason::Cancelled {
+                    stop_written: false,
+                    shutdown,
+                },
+                false,
+                None,
+            )
+        }
+    }
+
+    fn finish(
+        &mut self,
+        status: Status,
+        code: Option<ErrorCode>,
+        reason: Reason,
+        verified: bool,
+        readback_matched: Option<bool>,
+    ) -> Vec<Effect> {
+        self.phase = Phase::Done;
+        self.status = status;
+        vec![Effect::Finish(Outcome {
+            status,
+            code,
+            reason,
+            verified,
+            readback_matched,
+        })]
+    }
+}
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

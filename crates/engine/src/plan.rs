@@ -1,0 +1,205 @@
+//! Write plans: from the plant's entries and CEL values to driver requests, and from the
+//! driver's answers to contract error codes.
+//!
+//! Every value is evaluated and encoded *before* anything is sent, so a value the register cannot
+//! hold refuses the whole plan (`INVALID_PARAMS`) with nothing written — never half a plan, never a
+//! saturated value.
+
+use crate::code::ErrorCode;
+use closedloop_driver::{Answer, Data, Exception, TransportError, Value, Write};
+use closedloop_plant::{Scope, WriteEntry};
+use std::fmt;
+
+/// Why a plan could not be built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanError(pub String);
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Evaluates and encodes every entry of a plan.
+pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Write>, PlanError> {
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match entry {
+            WriteEntry::Register {
+                area,
+                address,
+                encoding,
+                value,
+            } => {
+                let v = value.eval(scope).map_err(|e| {
+                    PlanError(format!(
+                        "{area}:{address}: `{}` could not be evaluated: {e}",
+                        value.source()
+                    ))
+                })?;
+                if area.is_bit() {
+                    out.push(Write::Coils {
+                        start: *address,
+                        values: vec![v.as_bool()],
+                    });
+                } else {
+                    let words = encoding.encode(v).map_err(|e| {
+                        PlanError(format!(
+                            "{area}:{address} cannot take `{}` = {v}: {e}",
+                            value.source()
+                        ))
+                    })?;
+                    out.push(Write::Registers {
+                        start: *address,
+                        values: words,
+                    });
+                }
+            }
+            other => {
+                return Err(PlanError(format!(
+                    "write entry {other:?} needs a driver this build does not have yet (only register writes run)"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A write that did not get a clean acknowledgement, mapped to the contract.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteError {
+    /// The contract code.
+    pub code: ErrorCode,
+    /// The exception's or transport error's name and what was being written.
+    pub detail: String,
+    /// A transport error or a busy answer: an idempotent write may be re-sent.
+    pub transient: bool,
+    /// The request may have reached the device (no answer, or a garbled one).
+    pub maybe_applied: bool,
+}
+
+/// Maps one write answer: `Ok` for an acknowledgement (exception 5, "Acknowledge", means the
+/// device took the request and is still working: the criterion decides the rest).
+pub fn interpret(answer: Answer<()>, w: &Write) -> Result<(), WriteError> {
+    let err = |code, detail: String, transient, maybe_applied| {
+        Err(WriteError {
+            code,
+            detail: format!("writing {w}: {detail}"),
+            transient,
+            maybe_applied,
+        })
+    };
+    match answer {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(Exception::ACKNOWLEDGE)) => Ok(()),
+        Ok(Err(e)) => match e.0 {
+            1..=3 => err(
+                ErrorCode::RegisterInvalid,
+                format!("the device answered {e}"),
+                false,
+                false,
+            ),
+            6 => err(
+                ErrorCode::BusNak,
+                format!("the device answered {e}"),
+                true,
+                false,
+            ),
+            0x0A | 0x0B => err(
+                ErrorCode::DeviceOffline,
+                format!("the gateway answered {e}"),
+                true,
+                false,
+            ),
+            _ => err(
+                ErrorCode::BusNak,
+                format!("the device answered {e}"),
+                false,
+                false,
+            ),
+        },
+        Err(TransportError::Crc) => err(
+            ErrorCode::CrcMismatch,
+            "the answer's checksum did not verify".into(),
+            true,
+            true,
+        ),
+        Err(TransportError::Disconnected(m)) => err(
+            ErrorCode::DeviceOffline,
+            format!("not connected: {m}"),
+            true,
+            false,
+        ),
+        Err(e) => err(ErrorCode::DeviceOffline, e.to_string(), true, true),
+    }
+}
+
+/// Whether a readback holds exactly what `w` wrote.
+pub fn matches(data: &Data, w: &Write) -> bool {
+    match (data, w) {
+        (Data::Bits(b), Write::Coils { values, .. }) => b == values,
+        (Data::Words(r), Write::Registers { values, .. }) => r == values,
+        _ => false,
+    }
+}
+
+/// A value as the JSON a timeline shows.
+pub fn value_json(v: Value) -> serde_json::Value {
+    match v {
+        Value::Bool(b) => serde_json::Value::Bool(b),
+        Value::Number(n) => serde_json::json!(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w() -> Write {
+        Write::Coils {
+            start: 0,
+            values: vec![true],
+        }
+    }
+
+    #[test]
+    fn exceptions_map_to_contract_codes() {
+        let code = |e: u8| interpret(Ok(Err(Exception(e))), &w()).unwrap_err().code;
+        assert_eq!(code(1), ErrorCode::RegisterInvalid);
+        assert_eq!(code(2), ErrorCode::RegisterInvalid);
+        assert_eq!(code(3), ErrorCode::RegisterInvalid);
+        assert_eq!(code(4), ErrorCode::BusNak);
+        assert_eq!(code(0x0B), ErrorCode::DeviceOffline);
+        assert_eq!(code(0x0A), ErrorCode::DeviceOffline);
+        assert!(
+            interpret(Ok(Err(Exception(6))), &w())
+                .unwrap_err()
+                .transient
+        );
+        assert!(interpret(Ok(Err(Exception(5))), &w()).is_ok());
+        let e = interpret(Ok(Err(Exception(4))), &w()).unwrap_err();
+        assert!(e.detail.contains("Server Device Failure"), "{}", e.detail);
+    }
+
+    #[test]
+    fn transport_errors_are_transient_and_may_have_applied() {
+        let e = interpret(Err(TransportError::Crc), &w()).unwrap_err();
+        assert_eq!(
+            (e.code, e.transient, e.maybe_applied),
+            (ErrorCode::CrcMismatch, true, true)
+        );
+        let e = interpret(Err(TransportError::Timeout(500)), &w()).unwrap_err();
+        assert_eq!((e.code, e.maybe_applied), (ErrorCode::DeviceOffline, true));
+    }
+
+    #[test]
+    fn readback_compares_exactly() {
+        let wr = Write::Registers {
+            start: 0,
+            values: vec![1, 2],
+        };
+        assert!(matches(&Data::Words(vec![1, 2]), &wr));
+        assert!(!matches(&Data::Words(vec![1, 3]), &wr));
+        assert!(!matches(&Data::Bits(vec![true]), &wr));
+    }
+}

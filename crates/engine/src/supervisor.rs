@@ -1,0 +1,605 @@
+//! The async shell around one command's [`Machine`]: it waits for the device, writes the plan,
+//! judges fresh reads, keeps the deadline, and carries out every effect the machine asks for.
+
+use crate::code::{ErrorCode, Status};
+use crate::ctx::Ctx;
+use crate::device::{DeviceRt, Liveness, Snapshot};
+use crate::engine::AsCheck;
+use crate::live::LiveCommand;
+use crate::machine::{Check, Effect, Event, Machine, Outcome, Reading};
+use crate::plan::{self, WriteError};
+use closedloop_driver::{Value, Write};
+use closedloop_plant::{Action, Params, Scope};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::{Instant, sleep_until};
+
+/// Upper bound on how long a device stays held after a stop, waiting for `stopped_when`.
+const SAFE_STATE_MAX: Duration = Duration::from_secs(30);
+
+/// Everything one command's task owns.
+pub(crate) struct Supervisor {
+    pub ctx: Arc<Ctx>,
+    pub cmd: Arc<LiveCommand>,
+    pub dev: Arc<DeviceRt>,
+    pub action: Arc<Action>,
+    pub params: Params,
+    pub machine: Machine,
+    /// Instant the command was accepted (the queue wait counts from it).
+    pub accepted: Instant,
+    /// Journaled deadline, for a recovered command.
+    pub deadline: Option<Instant>,
+    pub permit: Option<OwnedSemaphorePermit>,
+    /// Read cycles up to this number were issued before the write was acknowledged.
+    pub ack_seq: u64,
+    /// Values of the `done_when` signals when the write was dispatched.
+    pub baseline: BTreeMap<String, Value>,
+    /// The last signal values journaled, to journal only changes.
+    pub last_logged: Option<serde_json::Value>,
+    /// Evidence of the last fresh reading.
+    pub evidence: serde_json::Value,
+    /// Whether a stop was written and the device must be held until `stopped_when`.
+    pub hold: bool,
+    pub shutdown_seen: bool,
+    /// `done_when` already held on the values cached at dispatch ("already so").
+    pub baseline_done: bool,
+    /// The expected duration, evaluated at dispatch.
+    pub expect_s: f64,
+    /// Before this wall-clock ms, a `done_when` that already held at dispatch cannot confirm.
+    pub settle_until_ms: i64,
+}
+
+impl Supervisor {
+    /// Runs the command to a terminal status (or, at shutdown, as far as it can go).
+    pub async fn run(mut self) {
+        if self.machine.is_queued() && !self.queue().await {
+            return;
+        }
+        if !self.machine.is_done() && !self.machine.is_supervising() {
+            self.dispatch().await;
+        }
+        if self.machine.is_supervising() {
+            self.supervise().await;
+        }
+        if self.hold {
+            self.hold_until_stopped().await;
+        }
+        self.ctx.forget(&self.cmd);
+        drop(self.permit.take());
+    }
+
+    /// Waits for the exclusive group. Returns false when the command ended while queued.
+    async fn queue(&mut self) -> bool {
+        let group = self.ctx.group(&self.action.exclusive);
+        let expiry = self.accepted + Duration::from_secs_f64(self.action.queue_timeout_s.max(0.0));
+        let mut shutdown = self.ctx.shutdown_rx();
+        let event = tokio::select! {
+            permit = group.acquire() => match permit {
+                Some(p) => { self.permit = Some(p); Event::Dispatch }
+                None => Event::Shutdown,
+            },
+            _ = sleep_until(expiry) => Event::QueueExpired,
+            _ = self.cmd.cancelled() => Event::CancelRequested,
+            _ = shutdown_signal(&mut shutdown) => Event::Shutdown,
+        };
+        self.ctx.dequeued(&self.action.exclusive);
+        let dispatch = event == Event::Dispatch;
+        self.feed(event).await;
+        dispatch
+    }
+
+    /// Checks the device and the precondition again, evaluates the plan, and writes it.
+    async fn dispatch(&mut self) {
+        let snap = self.dev.snapshot();
+        if snap.liveness == Liveness::Offline {
+            let detail = offline_detail(&self.dev, &snap);
+            self.feed(Event::Offline { detail }).await;
+            return;
+        }
+        let devices = self.ctx.devices_scope();
+        let signals = snap.plain();
+        let scope = Scope {
+            signals: &signals,
+            params: &self.params,
+            devices: &devices,
+            extra_strings: &[],
+        };
+        if let Some(req) = &self.action.requires
+            && !req.eval_bool(&scope).unwrap_or(false)
+        {
+            let detail = format!(
+                "The precondition `{}` no longer held when the device became free; nothing was written.",
+                req.source()
+            );
+            let ev = Event::WriteFailed {
+                code: ErrorCode::Interlock,
+                detail,
+                transient: false,
+                maybe_applied: false,
+            };
+            self.feed(ev).await;
+            return;
+        }
+        let writes = match plan::evaluate(&self.action.write, &scope) {
+            Ok(w) => w,
+            Err(e) => {
+                let ev = Event::WriteFailed {
+                    code: ErrorCode::InvalidParams,
+                    detail: e.to_string(),
+                    transient: false,
+                    maybe_applied: false,
+                };
+                self.feed(ev).await;
+                return;
+            }
+        };
+        let expect_s = self
+            .action
+            .expect_s
+            .eval_f64(&scope)
+            .unwrap_or(0.0)
+            .max(0.0);
+        let now = Instant::now();
+        let budget = expect_s * self.action.timeout_factor
+            + self.action.timeout_floor_ms as f64 / 1000.0
+            + self.dev.spec.poll_ms as f64 / 1000.0;
+        let deadline = now + Duration::from_secs_f64(budget);
+        self.deadline = Some(deadline);
+        self.cmd
+            .set_expected_end(now + Duration::from_secs_f64(expect_s));
+        if let Some(done) = &self.action.done_when {
+            self.baseline = done
+                .signals()
+                .iter()
+                .filter_map(|s| signals.get(s).map(|v| (s.clone(), *v)))
+                .collect();
+            self.baseline_done = done.eval_bool(&scope).unwrap_or(false);
+        }
+        self.expect_s = expect_s;
+        let deadline_ms = self.ctx.clock.wall_ms(deadline);
+        let data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": expect_s,
+                          "writes": writes.iter().map(|w| w.to_string()).collect::<Vec<_>>()});
+        self.ctx
+            .record(
+                &self.cmd,
+                |r| {
+                    r.dispatched = true;
+                    r.deadline_ms = Some(deadline_ms);
+                },
+                vec![("dispatched", data)],
+            )
+            .await;
+
+        let mut attempt = 1;
+        loop {
+            match self.write_all(&writes).await {
+                Ok(()) => {
+                    self.ack_seq = self.dev.issued_seq();
+                    self.settle_until_ms =
+                        self.ctx.clock.now_ms() + (self.expect_s * 1000.0).round() as i64;
+                    self.feed(Event::WriteAcked).await;
+                    return;
+                }
+                Err(e) => {
+                    let ev = Event::WriteFailed {
+                        code: e.code.clone(),
+                        detail: e.detail.clone(),
+                        transient: e.transient && Instant::now() < deadline,
+                        maybe_applied: e.maybe_applied,
+                    };
+                    let fx = self.feed(ev).await;
+                    let retry = fx.iter().any(|f| matches!(f, Effect::Write { .. }));
+                    if !retry {
+                        return;
+                    }
+                    attempt += 1;
+                    self.ctx
+                        .record(
+                            &self.cmd,
+                            |_| {},
+                            vec![("retry", json!({"attempt": attempt, "after": e.detail}))],
+                        )
+                        .await;
+                    let pause = Duration::from_millis(self.dev.spec.poll_ms.clamp(10, 500));
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = sleep_until(deadline) => { self.feed(Event::Deadline).await; return; }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn write_all(&self, writes: &[Write]) -> Result<(), WriteError> {
+        for w in writes {
+            plan::interpret(self.dev.write(w.clone()).await, w)?;
+        }
+        Ok(())
+    }
+
+    /// Judges fresh reads until the machine reaches a terminal status.
+    async fn supervise(&mut self) {
+        let mut rx = self.dev.subscribe();
+        let mut shutdown = self.ctx.shutdown_rx();
+        let deadline = self.deadline.unwrap_or_else(Instant::now);
+        let readback = self.action.verification.as_check() == Check::Readback;
+        let readback_every = Duration::from_millis(self.dev.spec.poll_ms.max(1));
+        let mut next_readback = Instant::now();
+        while self.machine.is_supervising() {
+            let wake = tokio::select! {
+                changed = rx.changed(), if !readback => match changed {
+                    Ok(()) => Wake::Snapshot(rx.borrow_and_update().clone()),
+                    Err(_) => return,
+                },
+                _ = sleep_until(next_readback), if readback => {
+                    next_readback = Instant::now() + readback_every;
+                    Wake::Readback
+                }
+                _ = sleep_until(deadline) => Wake::Event(Event::Deadline),
+                _ = self.cmd.cancelled() => Wake::Event(Event::CancelRequested),
+                _ = shutdown_signal(&mut shutdown), if !self.shutdown_seen => {
+                    self.shutdown_seen = true;
+                    Wake::Event(Event::Shutdown)
+                }
+            };
+            let event = match wake {
+                Wake::Snapshot(snap) => match self.judge(&snap).await {
+                    Some(e) => e,
+                    None => continue,
+                },
+                Wake::Readback => match self.readback().await {
+                    Some(e) => e,
+                    None => continue,
+                },
+                Wake::Event(e) => e,
+            };
+            let was_shutdown = event == Event::Shutdown;
+            let fx = self.feed(event).await;
+            if was_shutdown && fx.is_empty() {
+                // No cancel plan: leave it `running` for the next start to supervise.
+                return;
+            }
+        }
+    }
+
+    /// Turns a snapshot into an event, if it says something about this command.
+    async fn judge(&mut self, snap: &Snapshot) -> Option<Event> {
+        if snap.liveness == Liveness::Offline {
+            return Some(Event::Offline {
+                detail: offline_detail(&self.dev, snap),
+            });
+        }
+        let action = Arc::clone(&self.action);
+        let mut names: Vec<&String> = Vec::new();
+        if let Some(d) = &action.done_when {
+            names.extend(d.signals());
+        }
+        for (_, e) in &action.fail_when {
+            names.extend(e.signals());
+        }
+        if let Some(s) = &action.started_when {
+            names.extend(s.signals());
+        }
+        names.sort();
+        names.dedup();
+        // Only values read by cycles issued after the acknowledgement count.
+        let fresh = names
+            .iter()
+            .all(|n| snap.values.get(*n).is_some_and(|v| v.seq > self.ack_seq));
+        if !fresh || snap.seq <= self.ack_seq {
+            return None;
+        }
+        let signals = snap.plain();
+        let devices = self.ctx.devices_scope();
+        let scope = Scope {
+            signals: &signals,
+            params: &self.params,
+            devices: &devices,
+            extra_strings: &[],
+        };
+        let failed = action
+            .fail_when
+            .iter()
+            .find(|(_, e)| e.eval_bool(&scope).unwrap_or(false))
+            .map(|(c, _)| c.clone());
+        let done = action
+            .done_when
+            .as_ref()
+            .is_some_and(|d| d.eval_bool(&scope).unwrap_or(false));
+        let started = action
+            .started_when
+            .as_ref()
+            .is_none_or(|s| s.eval_bool(&scope).unwrap_or(false));
+        let moved = action.done_when.as_ref().is_some_and(|d| {
+            d.signals()
+                .iter()
+                .any(|s| match (self.baseline.get(s), signals.get(s)) {
+                    (Some(a), Some(b)) => a != b,
+                    (None, Some(_)) => false,
+                    _ => false,
+                })
+        });
+        let unit_of = |n: &str| self.dev.spec.signal(n).and_then(|s| s.unit.clone());
+        let mut evidence = serde_json::Map::new();
+        for n in &names {
+            if let Some(v) = snap.values.get(*n) {
+                let mut e = json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
+                if let Some(u) = unit_of(n) {
+                    e["unit"] = json!(u);
+                }
+                evidence.insert((*n).clone(), e);
+            }
+        }
+        self.evidence = serde_json::Value::Object(evidence);
+        let values: serde_json::Map<String, serde_json::Value> = names
+            .iter()
+            .filter_map(|n| signals.get(*n).map(|v| ((*n).clone(), json!(v))))
+            .collect();
+        let values = serde_json::Value::Object(values);
+        let decisive = done || failed.is_some();
+        if decisive || self.last_logged.as_ref() != Some(&values) {
+            self.ctx
+                .record(
+                    &self.cmd,
+                    |_| {},
+                    vec![("signal", json!({"values": values}))],
+                )
+                .await;
+            self.last_logged = Some(values);
+        }
+        let oldest = names
+            .iter()
+            .filter_map(|n| snap.values.get(*n).map(|v| v.at_ms))
+            .min()
+            .unwrap_or(0);
+        let early = self.baseline_done && oldest < self.settle_until_ms;
+        let at_ms = self.ctx.clock.mono_ms(Instant::now());
+        Some(Event::Reading(Reading {
+            at_ms,
+            done,
+            failed,
+            started,
+            moved,
+            early,
+        }))
+    }
+
+    /// Readback verification: read the written blocks back and compare with what was written.
+    async fn readback(&mut self) -> Option<Event> {
+        let devices = self.ctx.devices_scope();
+        let signals = self.dev.snapshot().plain();
+        let scope = Scope {
+            signals: &signals,
+            params: &self.params,
+            devices: &devices,
+            extra_strings: &[],
+        };
+        let writes = plan::evaluate(&self.action.write, &scope).ok()?;
+        let mut all = true;
+        let mut evidence = serde_json::Map::new();
+        for w in &writes {
+            let (area, start, count) = match w {
+                Write::Coils { start, values } => (w.area(), *start, values.len() as u16),
+                Write::Registers { start, values } => (w.area(), *start, values.len() as u16),
+            };
+            // Self-clearing outputs (a start coil) cannot be read back as written; a plant that
+            // wants readback declares registers that hold their value.
+            match self.dev.read(area, start, count).await {
+                Ok(Ok(data)) => {
+                    let matched = plan::matches(&data, w);
+                    all &= matched;
+                    let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
+                    let value = match &data {
+                        closedloop_driver::Data::Bits(b) => json!(b),
+                        closedloop_driver::Data::Words(ws) => json!(ws),
+                    };
+                    evidence.insert(
+                        format!("{area}:{start}"),
+                        json!({"value": value, "at": at, "source": format!("{area}:{start}")}),
+                    );
+                }
+                Ok(Err(_)) | Err(_) => all = false,
+            }
+        }
+        self.evidence = serde_json::Value::Object(evidence);
+        let at_ms = self.ctx.clock.mono_ms(Instant::now());
+        Some(Event::Reading(Reading {
+            at_ms,
+            done: all,
+            failed: None,
+            started: true,
+            moved: false,
+            early: false,
+        }))
+    }
+
+    /// Feeds the machine and carries out its effects, in order. Returns the effects.
+    async fn feed(&mut self, event: Event) -> Vec<Effect> {
+        let mut pending = std::collections::VecDeque::from(self.machine.on(event));
+        let mut all = Vec::new();
+        while let Some(effect) = pending.pop_front() {
+            all.push(effect.clone());
+            match effect {
+                Effect::Journal(Status::Running) => {
+                    self.ctx
+                        .record(
+                            &self.cmd,
+                            |r| r.status = Status::Running.as_str().into(),
+                            vec![
+                                ("device_ack", serde_json::Value::Null),
+                                ("running", serde_json::Value::Null),
+                            ],
+                        )
+                        .await;
+                }
+                Effect::Journal(_) => {}
+                Effect::Write { .. } => {}
+                Effect::PollNow => self.dev.poll_now(),
+                Effect::WriteCancel => {
+                    let next = self.write_cancel().await;
+                    pending.extend(self.machine.on(next));
+                }
+                Effect::SafeState { write_cancel } => {
+                    if write_cancel {
+                        // The outcome is already decided; a failed stop is logged in the timeline.
+                        let _ = self.write_cancel().await;
+                    }
+                }
+                Effect::Finish(outcome) => self.finish(outcome).await,
+            }
+        }
+        all
+    }
+
+    /// Writes the cancel plan; holds the device until `stopped_when` afterwards.
+    async fn write_cancel(&mut self) -> Event {
+        let devices = self.ctx.devices_scope();
+        let signals = self.dev.snapshot().plain();
+        let scope = Scope {
+            signals: &signals,
+            params: &self.params,
+            devices: &devices,
+            extra_strings: &[],
+        };
+        let result = match plan::evaluate(&self.action.cancel, &scope) {
+            Ok(writes) => self.write_all(&writes).await,
+            Err(e) => Err(WriteError {
+                code: ErrorCode::InvalidParams,
+                detail: e.to_string(),
+                transient: false,
+                maybe_applied: false,
+            }),
+        };
+        match result {
+            Ok(()) => {
+                self.hold = self.action.stopped_when.is_some();
+                self.ctx
+                    .record(
+                        &self.cmd,
+                        |_| {},
+                        vec![("cancel_sent", serde_json::Value::Null)],
+                    )
+                    .await;
+                Event::CancelWritten
+            }
+            Err(e) => {
+                self.ctx
+                    .record(
+                        &self.cmd,
+                        |_| {},
+                        vec![(
+                            "cancel_failed",
+                            json!({"code": e.code.as_str(), "detail": e.detail}),
+                        )],
+                    )
+                    .await;
+                Event::CancelFailed {
+                    code: e.code,
+                    detail: e.detail,
+                }
+            }
+        }
+    }
+
+    async fn finish(&mut self, o: Outcome) {
+        let detail = crate::detail::render(
+            &o,
+            &self.action,
+            &self.dev.spec,
+            &self.evidence,
+            self.deadline_budget(),
+        );
+        let hint = crate::detail::hint(&o);
+        let evidence = self.evidence.clone();
+        let status = o.status;
+        let code = o.code.clone();
+        self.ctx
+            .record(
+                &self.cmd,
+                |r| {
+                    r.status = status.as_str().into();
+                    r.verified = o.verified;
+                    r.error_code = code.as_ref().map(|c| c.as_str().to_string());
+                    r.detail = detail.clone();
+                    r.hint = hint.clone();
+                    r.readback_matched = o.readback_matched;
+                    r.evidence = evidence;
+                },
+                vec![(
+                    status.as_str(),
+                    json!({"code": code.as_ref().map(|c| c.as_str()), "detail": detail}),
+                )],
+            )
+            .await;
+    }
+
+    fn deadline_budget(&self) -> Option<f64> {
+        let row = self.cmd.row();
+        row.deadline_ms
+            .map(|d| (d - row.accepted_at_ms).max(0) as f64 / 1000.0)
+    }
+
+    /// Keeps the device busy until `stopped_when` holds on a fresh read (bounded).
+    async fn hold_until_stopped(&mut self) {
+        let Some(stopped) = self.action.stopped_when.clone() else {
+            return;
+        };
+        let mut rx = self.dev.subscribe();
+        let after = self.dev.issued_seq();
+        self.dev.poll_now();
+        let until = Instant::now() + SAFE_STATE_MAX;
+        loop {
+            let snap = rx.borrow_and_update().clone();
+            if snap.seq > after {
+                let signals = snap.plain();
+                let devices = self.ctx.devices_scope();
+                let scope = Scope {
+                    signals: &signals,
+                    params: &self.params,
+                    devices: &devices,
+                    extra_strings: &[],
+                };
+                if stopped.eval_bool(&scope).unwrap_or(false) {
+                    return;
+                }
+            }
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    tracing::warn!(device = %self.dev.id(), "stopped_when did not hold within {SAFE_STATE_MAX:?}; releasing the device");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Why a device counts as offline, in words.
+pub(crate) fn offline_detail(dev: &DeviceRt, snap: &Snapshot) -> String {
+    let silence = dev.spec.liveness.max_silence_s;
+    match &snap.last_error {
+        Some(e) => format!(
+            "{} gave no valid answer for more than {silence} s (last error: {e}).",
+            dev.id()
+        ),
+        None => format!(
+            "{} gave no valid answer for more than {silence} s.",
+            dev.id()
+        ),
+    }
+}
+
+/// What woke the supervision loop.
+enum Wake {
+    Snapshot(Snapshot),
+    Readback,
+    Event(Event),
+}
+
+/// Resolves once the gateway is shutting down (never holds the watch guard across an await).
+async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}

@@ -1,0 +1,161 @@
+//! Actions: what a device can be asked to do, and how the engine confirms it was done.
+
+use crate::expr::Expr;
+use crate::params::{self, ParamError, ParamSpec, Params};
+use crate::template::Template;
+use closedloop_driver::{Area, Encoding};
+
+/// One declared action of a device, resolved.
+#[derive(Debug, Clone)]
+pub struct Action {
+    /// Its name (`move_to`).
+    pub name: String,
+    /// Business text for the tool description.
+    pub description: String,
+    /// Declared parameters, sorted by name; all required.
+    pub params: Vec<ParamSpec>,
+    /// Interlock: must hold before anything is written, else `INTERLOCK`.
+    pub requires: Option<Expr>,
+    /// The write plan, in order.
+    pub write: Vec<WriteEntry>,
+    /// Completion criterion on fresh reads (required for `feedback`).
+    pub done_when: Option<Expr>,
+    /// Failure criteria, error code → expression, sorted by code.
+    pub fail_when: Vec<(String, Expr)>,
+    /// Expected duration in seconds, evaluated at dispatch (a constant is an expression too).
+    pub expect_s: Expr,
+    /// Safe-state writes on failure, timeout, cancel or shutdown.
+    pub cancel: Vec<WriteEntry>,
+    /// After a cancel, the device stays busy until this holds.
+    pub stopped_when: Option<Expr>,
+    /// Must be seen true once before `done_when` counts (devices that apply writes late).
+    pub started_when: Option<Expr>,
+    /// `done_when` must stay true this long across consecutive reads.
+    pub hold_ms: u64,
+    /// Whether a re-send after a transport error is harmless.
+    pub idempotent: bool,
+    /// How the outcome can be confirmed.
+    pub verification: Verification,
+    /// Whether nothing moves until the caller confirms.
+    pub confirm: bool,
+    /// Whether a busy device queues the command (else `DEVICE_BUSY`).
+    pub queue: bool,
+    /// Deadline = expect_s × timeout_factor + timeout_floor_ms + poll_ms.
+    pub timeout_factor: f64,
+    /// See `timeout_factor`.
+    pub timeout_floor_ms: u64,
+    /// Longest time a command may wait in the queue.
+    pub queue_timeout_s: f64,
+    /// Commands of the same exclusive group run one at a time (default: the device id).
+    pub exclusive: String,
+    /// MCP `destructiveHint`.
+    pub destructive: bool,
+    /// The MCP tool name, `{device}_{action}`.
+    pub tool_name: String,
+}
+
+impl Action {
+    /// Checks a tool call's arguments (without `wait_s` and `idempotency_key`) against the
+    /// declared parameters: all required, none unknown, types, whole integers, ranges, enums.
+    pub fn check_params(
+        &self,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Params, ParamError> {
+        params::check(&self.params, args)
+    }
+
+    /// Every signal of its own device that one of its expressions reads.
+    pub fn signals_read(&self) -> std::collections::BTreeSet<String> {
+        let exprs = self.requires.iter().chain(self.done_when.iter()).chain(self.fail_when.iter().map(|(_, e)| e));
+        let exprs = exprs.chain(self.stopped_when.iter()).chain(self.started_when.iter()).chain([&self.expect_s]);
+        exprs.flat_map(|e| e.signals().iter().cloned()).collect()
+    }
+}
+
+/// How the outcome of an action can be confirmed (DESIGN §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verification {
+    /// An independent signal senses the effect.
+    #[default]
+    Feedback,
+    /// The written registers are read back; the effect itself is not sensed.
+    Readback,
+    /// Nothing can be read back: the result is `sent`.
+    None,
+}
+
+impl Verification {
+    /// The plant-file and result spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verification::Feedback => "feedback",
+            Verification::Readback => "readback",
+            Verification::None => "none",
+        }
+    }
+}
+
+/// One entry of a `write` or `cancel` plan.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum WriteEntry {
+    /// A coil or holding register (block); `value` is bool for a coil, number or bool for a register.
+    Register {
+        /// `Coil` or `Holding` (validation refuses the read-only areas).
+        area: Area,
+        /// 0-based PDU address.
+        address: u16,
+        /// How the value becomes registers (`bit` is never set).
+        encoding: Encoding,
+        /// The value to write.
+        value: Expr,
+    },
+    /// An MQTT publish (never retained; QoS as given).
+    Mqtt {
+        /// Topic.
+        topic: String,
+        /// Payload with `${...}` interpolations.
+        payload: Template,
+        /// QoS 0, 1 or 2.
+        qos: u8,
+    },
+    /// An OPC UA node write.
+    OpcuaNode {
+        /// NodeId.
+        node: String,
+        /// The value.
+        value: Expr,
+    },
+    /// An OPC UA method call.
+    OpcuaMethod {
+        /// Method NodeId.
+        method: String,
+        /// Object NodeId.
+        object: String,
+        /// Arguments.
+        args: Vec<Expr>,
+    },
+    /// A CAN message built from DBC signals.
+    Can {
+        /// Message name or id.
+        message: String,
+        /// DBC signal name → value, sorted by name.
+        signals: Vec<(String, Expr)>,
+        /// Repeat period while the command runs, if the device wants cyclic frames.
+        cycle_ms: Option<u64>,
+    },
+}
+
+impl WriteEntry {
+    /// Short form for logs and timelines: `holding:0`, `mqtt lab/lamp/set`, ...
+    pub fn describe(&self) -> String {
+        match self {
+            WriteEntry::Register { area, address, .. } => format!("{}:{address}", area.key()),
+            WriteEntry::Mqtt { topic, .. } => format!("mqtt {topic}"),
+            WriteEntry::OpcuaNode { node, .. } => node.clone(),
+            WriteEntry::OpcuaMethod { method, .. } => format!("call {method}"),
+            WriteEntry::Can { message, .. } => format!("CAN {message}"),
+        }
+    }
+}

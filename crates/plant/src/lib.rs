@@ -1,0 +1,96 @@
+//! The plant file: typed keys, one validation pass, compiled CEL expressions, and the MCP tool
+//! surface generated from it.
+//!
+//! A plant file (DESIGN §3) declares devices, their signals and their actions. Everything the
+//! engine later relies on is decided here, once, at load: every key is known, every expression
+//! compiles and has the right type, every write goes to a writable address. A file that would
+//! surprise the engine at run time is refused with messages that name the file, the device, the
+//! key and the fix — `closedloop check` and `closedloop serve` run exactly this pass.
+//!
+//! ```
+//! let src = r#"
+//! [[device]]
+//! id = "lamp"
+//! driver = { kind = "sim", model = "relay" }
+//! [device.signals]
+//! contact = { discrete_input = 0 }
+//! [[device.action]]
+//! name = "switch"
+//! description = "Turn the lamp on or off."
+//! params = { on = { type = "bool" } }
+//! write = [{ coil = 0, value = "params.on" }]
+//! done_when = "contact == params.on"
+//! "#;
+//! let plant = closedloop_plant::parse(src, "lamp.toml", std::path::Path::new("/srv")).unwrap();
+//! assert_eq!(plant.devices[0].actions[0].tool_name, "lamp_switch");
+//! ```
+
+mod action;
+mod ast;
+mod env;
+mod error;
+mod expr;
+mod literal;
+mod model;
+mod params;
+mod plant;
+mod schema;
+mod syntax;
+mod template;
+mod validate;
+
+pub use action::{Action, Verification, WriteEntry};
+pub use error::{PlantError, PlantErrors};
+pub use expr::{EvalError, Expr, Scope};
+pub use params::{ParamError, ParamProblem, ParamSpec, ParamType, ParamValue, Params};
+pub use plant::{
+    DEFAULT_TIMEOUT_MS, Device, DeviceSim, DriverConfig, Liveness, Parity, Plant, Secret, Server,
+    Signal, Source, Token, TokenScope, ToolMode,
+};
+pub use schema::{MAX_TOOL_NAME, render_surface};
+pub use template::Template;
+
+use std::path::Path;
+
+/// Reads, parses and validates the plant file at `path`. Relative paths in it (journal, DBC
+/// files) resolve against the file's folder; `${env:NAME}` reads the process environment.
+pub fn load(path: &Path) -> Result<Plant, PlantErrors> {
+    let label = path.display().to_string();
+    let src = std::fs::read_to_string(path).map_err(|e| {
+        PlantErrors(vec![PlantError {
+            file: label.clone(),
+            device: None,
+            key: None,
+            line: None,
+            message: format!("cannot read the plant file: {e}"),
+        }])
+    })?;
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or(label.clone());
+    let mut plant = parse_with_env(&src, &name, base, &|k| std::env::var(k).ok())
+        .map_err(|mut e| {
+            for err in &mut e.0 {
+                err.file = label.clone();
+            }
+            e
+        })?;
+    plant.file = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok(plant)
+}
+
+/// Parses and validates plant-file text. `file_label` names the file in messages; `base_dir`
+/// is where relative paths resolve. `${env:NAME}` reads the process environment.
+pub fn parse(src: &str, file_label: &str, base_dir: &Path) -> Result<Plant, PlantErrors> {
+    parse_with_env(src, file_label, base_dir, &|k| std::env::var(k).ok())
+}
+
+/// [`parse`] with `${env:NAME}` answered by `env` instead of the process environment, so that
+/// tests and tools need not change the environment of the whole process.
+pub fn parse_with_env(
+    src: &str,
+    file_label: &str,
+    base_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plant, PlantErrors> {
+    validate::run(src, file_label, base_dir, env)
+}

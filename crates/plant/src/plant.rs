@@ -1,0 +1,355 @@
+//! The resolved plant: what the engine, the drivers and the MCP layer consume.
+//!
+//! Everything here has passed validation: defaults are filled in, paths are absolute, every
+//! expression compiled and was dry-run. Consumers never re-check the file.
+
+use crate::action::Action;
+use closedloop_driver::{Area, Encoding, ValueType};
+use closedloop_sim::SimConfig;
+use std::fmt;
+use std::path::PathBuf;
+
+/// A validated plant file.
+#[derive(Debug, Clone)]
+pub struct Plant {
+    /// The plant file (absolute when loaded with [`crate::load`]).
+    pub file: PathBuf,
+    /// The `[server]` table.
+    pub server: Server,
+    /// The devices, in file order.
+    pub devices: Vec<Device>,
+}
+
+impl Plant {
+    /// The device with this id.
+    pub fn device(&self, id: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.id == id)
+    }
+
+    /// Every action of every device, with its device, in file order.
+    pub fn actions(&self) -> impl Iterator<Item = (&Device, &Action)> {
+        self.devices.iter().flat_map(|d| d.actions.iter().map(move |a| (d, a)))
+    }
+
+    /// The action behind a tool name (`slide_move_to`).
+    pub fn tool(&self, tool_name: &str) -> Option<(&Device, &Action)> {
+        self.actions().find(|(_, a)| a.tool_name == tool_name)
+    }
+}
+
+/// The `[server]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Server {
+    /// The server's name, reported to MCP clients. Default: the plant file's stem.
+    pub name: String,
+    /// `sqlite://<absolute path>` or `sqlite::memory:`.
+    pub journal: String,
+    /// Bearer tokens for HTTP.
+    pub tokens: Vec<Token>,
+    /// How actions become MCP tools.
+    pub tools: ToolMode,
+}
+
+/// How actions become MCP tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    /// One tool per action, `{device}_{action}` (the default).
+    #[default]
+    PerAction,
+    /// One generic tool taking device, action and params, for plants with very many actions.
+    Generic,
+}
+
+/// A bearer token of the HTTP transport. Only the hash of the secret is in the file.
+#[derive(Clone, PartialEq)]
+pub struct Token {
+    /// Who holds it, for logs.
+    pub name: String,
+    /// Lower-case hex SHA-256 of the secret (64 characters).
+    pub sha256: String,
+    /// What it allows.
+    pub scopes: Vec<TokenScope>,
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Token").field("name", &self.name).field("scopes", &self.scopes).finish()
+    }
+}
+
+/// One scope of a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenScope {
+    /// Read state, commands, resources.
+    Read,
+    /// Run actions of one device.
+    Actuate(String),
+    /// Run actions of every device (`actuate:*`).
+    ActuateAll,
+    /// Everything, including raw access.
+    Admin,
+}
+
+impl TokenScope {
+    /// Whether this scope lets its holder run actions of `device`.
+    pub fn allows_actuate(&self, device: &str) -> bool {
+        match self {
+            TokenScope::Admin | TokenScope::ActuateAll => true,
+            TokenScope::Actuate(d) => d == device,
+            TokenScope::Read => false,
+        }
+    }
+}
+
+/// A password or similar secret: kept out of `Debug` output, so logs never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// One device of the plant.
+#[derive(Debug, Clone)]
+pub struct Device {
+    /// `[a-z0-9_]+`, unique in the plant.
+    pub id: String,
+    /// What and where it is, for people and agents.
+    pub description: String,
+    /// How to reach it.
+    pub driver: DriverConfig,
+    /// Polling period of polled drivers.
+    pub poll_ms: u64,
+    /// When it counts as online.
+    pub liveness: Liveness,
+    /// Whether raw register tools may touch it.
+    pub raw_access: bool,
+    /// The simulated counterpart that `closedloop sim` serves, if any.
+    pub sim: Option<DeviceSim>,
+    /// Its signals, sorted by name.
+    pub signals: Vec<Signal>,
+    /// Its actions, in file order.
+    pub actions: Vec<Action>,
+}
+
+impl Device {
+    /// The signal with this name.
+    pub fn signal(&self, name: &str) -> Option<&Signal> {
+        self.signals.iter().find(|s| s.name == name)
+    }
+
+    /// The action with this name.
+    pub fn action(&self, name: &str) -> Option<&Action> {
+        self.actions.iter().find(|a| a.name == name)
+    }
+
+    /// How long the engine waits for one answer of this device before counting it as none.
+    pub fn request_timeout_ms(&self) -> u64 {
+        match &self.driver {
+            DriverConfig::Sim(c) => c.timeout_ms.unwrap_or(closedloop_sim::DEFAULT_TIMEOUT_MS),
+            DriverConfig::ModbusTcp { timeout_ms, .. } | DriverConfig::ModbusRtu { timeout_ms, .. } => {
+                *timeout_ms
+            }
+            _ => DEFAULT_TIMEOUT_MS,
+        }
+    }
+}
+
+/// Request timeout of drivers whose table has no `timeout_ms`.
+pub const DEFAULT_TIMEOUT_MS: u64 = 500;
+
+/// The `driver = { kind = ..., ... }` table, typed by kind.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DriverConfig {
+    /// In-process simulator.
+    Sim(SimConfig),
+    /// Modbus TCP.
+    ModbusTcp {
+        /// `host:port`.
+        address: String,
+        /// Unit identifier.
+        unit: u8,
+        /// Request timeout.
+        timeout_ms: u64,
+    },
+    /// Modbus RTU over a serial line.
+    ModbusRtu {
+        /// Serial port (`/dev/ttyUSB0`).
+        port: String,
+        /// Baud rate.
+        baud: u32,
+        /// Parity.
+        parity: Parity,
+        /// Unit address.
+        unit: u8,
+        /// Request timeout.
+        timeout_ms: u64,
+    },
+    /// MQTT.
+    Mqtt {
+        /// `mqtt://host:1883` or `mqtts://...`.
+        broker: String,
+        /// Client id.
+        client_id: String,
+        /// User name, if the broker wants one.
+        username: Option<String>,
+        /// Password, if the broker wants one.
+        password: Option<Secret>,
+    },
+    /// OPC UA.
+    Opcua {
+        /// `opc.tcp://host:4840/path`.
+        endpoint: String,
+        /// Security mode (`none`).
+        security: String,
+    },
+    /// CAN with a DBC file.
+    Can {
+        /// `socketcan:can0` or `slcan:/dev/ttyACM0`.
+        interface: String,
+        /// Bus bit rate.
+        bitrate: u32,
+        /// The DBC file, absolute.
+        dbc: PathBuf,
+    },
+}
+
+impl DriverConfig {
+    /// The `kind` as written in the plant file.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DriverConfig::Sim(_) => "sim",
+            DriverConfig::ModbusTcp { .. } => "modbus-tcp",
+            DriverConfig::ModbusRtu { .. } => "modbus-rtu",
+            DriverConfig::Mqtt { .. } => "mqtt",
+            DriverConfig::Opcua { .. } => "opcua",
+            DriverConfig::Can { .. } => "can",
+        }
+    }
+
+    /// Whether the device is register-mapped (sim or Modbus): coils, inputs, registers.
+    pub fn is_register_based(&self) -> bool {
+        matches!(self, DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. })
+    }
+}
+
+/// Serial parity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parity {
+    /// `N`.
+    None,
+    /// `E`.
+    Even,
+    /// `O`.
+    Odd,
+}
+
+/// When a device counts as online (DESIGN §2 "Liveness").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Liveness {
+    /// Offline after this long without a valid answer. Default max(2, 5 × poll_ms / 1000).
+    pub max_silence_s: f64,
+    /// Modbus heartbeat: a holding register that must keep changing.
+    pub counter: Option<u16>,
+    /// MQTT status topic (the device's last will).
+    pub status_topic: Option<String>,
+    /// Payload of the status topic meaning online.
+    pub online: String,
+    /// Payload of the status topic meaning offline.
+    pub offline: String,
+}
+
+/// `[device.sim]`: the simulated counterpart `closedloop sim` serves over real protocols.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceSim {
+    /// Model, options and faults.
+    pub config: SimConfig,
+    /// Modbus TCP listen address (`127.0.0.1:PORT`).
+    pub listen: Option<String>,
+    /// Modbus unit id it answers as.
+    pub unit: Option<u8>,
+    /// Broker of an `mqtt-relay`.
+    pub broker: Option<String>,
+}
+
+/// A named value read from a device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signal {
+    /// Its name, read by expressions.
+    pub name: String,
+    /// Where it is read from.
+    pub source: Source,
+    /// Engineering unit.
+    pub unit: Option<String>,
+    /// What it means.
+    pub description: Option<String>,
+}
+
+/// Where a signal is read from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// A coil, discrete input, holding or input register.
+    Register {
+        /// The data area.
+        area: Area,
+        /// 0-based PDU address.
+        address: u16,
+        /// How the registers become a value.
+        encoding: Encoding,
+    },
+    /// An MQTT topic.
+    Topic {
+        /// The topic.
+        topic: String,
+        /// JSON pointer into the payload; the raw payload when absent.
+        json: Option<String>,
+        /// Plain payloads that mean `true` (then the signal is a bool).
+        true_values: Vec<String>,
+        /// `bool` or a number type.
+        ty: ValueType,
+    },
+    /// An OPC UA node.
+    Node {
+        /// The NodeId (`ns=2;s=Speed`).
+        node: String,
+        /// `bool` or a number type.
+        ty: ValueType,
+    },
+    /// A signal of a CAN message described by the DBC file.
+    Can {
+        /// Message name or id (`0x1F0`).
+        message: String,
+        /// The DBC signal.
+        signal: String,
+        /// `bool` or a number type.
+        ty: ValueType,
+    },
+}
+
+impl Source {
+    /// Short form for evidence: `holding:2`, `lab/lamp/state /on`, `ns=2;s=Speed`, `CAN 0x1F0 Speed`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Register { area, address, .. } => format!("{}:{address}", area.key()),
+            Source::Topic { topic, json: Some(p), .. } => format!("{topic} {p}"),
+            Source::Topic { topic, .. } => topic.clone(),
+            Source::Node { node, .. } => node.clone(),
+            Source::Can { message, signal, .. } => format!("CAN {message} {signal}"),
+        }
+    }
+
+    /// Whether the signal is a bool (else a number).
+    pub fn is_bool(&self) -> bool {
+        match self {
+            Source::Register { area, encoding, .. } => {
+                area.is_bit() || encoding.bit.is_some() || encoding.ty == ValueType::Bool
+            }
+            Source::Topic { ty, true_values, .. } => *ty == ValueType::Bool || !true_values.is_empty(),
+            Source::Node { ty, .. } | Source::Can { ty, .. } => *ty == ValueType::Bool,
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! The MCP tool surface generated from the plant: names, descriptions, input schemas.
+//!
+//! The description is where an agent learns the one rule that matters: an action tool answers
+//! `accepted` at once, and only `get_command_status` says whether the device confirmed it.
+
+use crate::action::{Action, Verification};
+use crate::params::ParamType;
+use crate::plant::{Device, Plant, ToolMode};
+use serde_json::{Map, Value, json};
+use std::fmt::Write as _;
+
+/// Longest tool name many MCP clients accept (`^[a-zA-Z0-9_-]{1,64}$`).
+pub const MAX_TOOL_NAME: usize = 64;
+
+impl Action {
+    /// The JSON Schema of the tool's input: every param (required), plus optional `wait_s`
+    /// and `idempotency_key`; nothing else is accepted.
+    pub fn input_schema(&self) -> Value {
+        let mut props = Map::new();
+        for p in &self.params {
+            let mut s = Map::new();
+            s.insert("type".into(), json!(p.ty.json_type()));
+            if matches!(p.ty, ParamType::Number | ParamType::Integer) {
+                if let Some(min) = p.min {
+                    s.insert("minimum".into(), json!(min));
+                }
+                if let Some(max) = p.max {
+                    s.insert("maximum".into(), json!(max));
+                }
+            }
+            if let Some(choices) = &p.choices {
+                s.insert("enum".into(), json!(choices));
+            }
+            let desc = match (&p.description, &p.unit) {
+                (Some(d), Some(u)) => Some(format!("{d} (unit: {u})")),
+                (Some(d), None) => Some(d.clone()),
+                (None, Some(u)) => Some(format!("In {u}.")),
+                (None, None) => None,
+            };
+            if let Some(d) = desc {
+                s.insert("description".into(), json!(d));
+            }
+            props.insert(p.name.clone(), Value::Object(s));
+        }
+        props.insert(
+            "wait_s".into(),
+            json!({
+                "type": "number", "minimum": 0, "maximum": 10, "default": 0,
+                "description": "Wait up to this many seconds for a final status before returning \
+                                (0: return at once with status accepted)."
+            }),
+        );
+        props.insert(
+            "idempotency_key".into(),
+            json!({
+                "type": "string",
+                "description": "Optional. Repeating a call with the same key and the same \
+                                arguments returns the same command instead of acting twice."
+            }),
+        );
+        let required: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+        json!({
+            "type": "object",
+            "properties": props,
+            "required": required,
+            "additionalProperties": false
+        })
+    }
+
+    /// The tool description: the plant file's business text, the device, and how to learn the
+    /// outcome (accepted is not done), plus what cannot be confirmed for this action.
+    pub fn tool_description(&self, device: &Device) -> String {
+        let mut d = self.description.trim().to_string();
+        if !d.is_empty() && !d.ends_with(['.', '!', '?']) {
+            d.push('.');
+        }
+        if !device.description.trim().is_empty() {
+            let _ = write!(d, " Device {}: {}", device.id, device.description.trim());
+            if !d.ends_with(['.', '!', '?']) {
+                d.push('.');
+            }
+        }
+        d.push_str(
+            " It returns status \"accepted\" and a command_id at once; that is not completion. \
+             Call get_command_status with the command_id (or pass wait_s) to learn whether the \
+             device confirmed it.",
+        );
+        match self.verification {
+            Verification::Feedback => {}
+            Verification::Readback => d.push_str(
+                " The device can only confirm that it holds the written value; the physical \
+                 effect is not sensed.",
+            ),
+            Verification::None => d.push_str(
+                " Nothing can confirm this action: its result is \"sent\", never verified.",
+            ),
+        }
+        if self.confirm {
+            d.push_str(" Nothing moves until the command is confirmed.");
+        }
+        d
+    }
+}
+
+/// The human listing `closedloop check` prints: every tool with its description and schema.
+pub fn render_surface(plant: &Plant) -> String {
+    let mut out = String::new();
+    let count = plant.devices.iter().map(|d| d.actions.len()).sum::<usize>();
+    let _ = writeln!(
+        out,
+        "{}: server \"{}\", {} device(s), {} action tool(s), journal {}",
+        plant.file.display(),
+        plant.server.name,
+        plant.devices.len(),
+        count,
+        plant.server.journal
+    );
+    if plant.server.tools == ToolMode::Generic {
+        out.push_str("tools = \"generic\": actions are run through one generic tool; per-action schemas below.\n");
+    }
+    for device in &plant.devices {
+        let signals: Vec<String> = device
+            .signals
+            .iter()
+            .map(|s| format!("{} ({})", s.name, s.source.describe()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "\ndevice {} [{}], poll {} ms, offline after {} s\n  signals: {}",
+            device.id,
+            device.driver.kind(),
+            device.poll_ms,
+            device.liveness.max_silence_s,
+            if signals.is_empty() { "none".to_string() } else { signals.join(", ") }
+        );
+        for action in &device.actions {
+            let _ = writeln!(
+                out,
+                "\n  tool {}  (verification {}, {}, {})",
+                action.tool_name,
+                action.verification.as_str(),
+                if action.idempotent { "idempotent" } else { "not idempotent" },
+                if action.destructive { "destructive" } else { "not destructive" },
+            );
+            let _ = writeln!(out, "    {}", action.tool_description(device));
+            let schema = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
+            for line in schema.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+    }
+    out
+}

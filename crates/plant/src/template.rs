@@ -1,0 +1,142 @@
+//! MQTT payloads with `${...}` CEL interpolation (`{"on": ${params.on}, "id": "${command_id}"}`).
+//!
+//! Each `${...}` is compiled once at load like any other expression; rendering evaluates them
+//! and splices the results in (strings as they are, numbers and bools as JSON writes them).
+//! `$${` writes a literal `${`.
+
+use crate::expr::{EvalError, Expr, Scope};
+
+/// A payload template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    source: String,
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Text(String),
+    Expr(Expr),
+}
+
+impl Template {
+    /// Splits `src` into text and compiled `${...}` expressions.
+    pub fn compile(src: &str) -> Result<Template, String> {
+        let mut parts = Vec::new();
+        let mut text = String::new();
+        let mut rest = src;
+        while let Some(i) = rest.find('$') {
+            text.push_str(&rest[..i]);
+            let after = &rest[i..];
+            if after.starts_with("$${") {
+                text.push_str("${");
+                rest = &after[3..];
+            } else if let Some(body) = after.strip_prefix("${") {
+                let end = closing(body).ok_or_else(|| {
+                    format!("\"${{\" at byte {} has no closing \"}}\"", src.len() - after.len())
+                })?;
+                if !text.is_empty() {
+                    parts.push(Part::Text(std::mem::take(&mut text)));
+                }
+                let inner = body[..end].trim();
+                if inner.is_empty() {
+                    return Err("an empty \"${}\"; write an expression inside".into());
+                }
+                parts.push(Part::Expr(Expr::compile(inner)?));
+                rest = &body[end + 1..];
+            } else {
+                text.push('$');
+                rest = &after[1..];
+            }
+        }
+        text.push_str(rest);
+        if !text.is_empty() {
+            parts.push(Part::Text(text));
+        }
+        Ok(Template { source: src.to_string(), parts })
+    }
+
+    /// The payload as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The interpolated expressions, in order.
+    pub fn exprs(&self) -> impl Iterator<Item = &Expr> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Expr(e) => Some(e),
+            Part::Text(_) => None,
+        })
+    }
+
+    /// Renders the payload for one command.
+    pub fn render(&self, scope: &Scope) -> Result<String, EvalError> {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => out.push_str(t),
+                Part::Expr(e) => out.push_str(&e.eval_text(scope)?),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Index of the `}` closing an interpolation whose body starts `body`, skipping nested braces
+/// and string literals.
+fn closing(body: &str) -> Option<usize> {
+    let b = body.as_bytes();
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(_) if c == b'\\' => i += 1,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == b'"' || c == b'\'' => quote = Some(c),
+            None if c == b'{' => depth += 1,
+            None if c == b'}' && depth == 0 => return Some(i),
+            None if c == b'}' => depth -= 1,
+            None => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::{ParamValue, Params};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn renders_params_and_command_id() {
+        let t = Template::compile(r#"{"on": ${params.on}, "level": ${params.level * 2}, "id": "${command_id}"}"#).unwrap();
+        assert_eq!(t.exprs().count(), 3);
+        let mut params = Params::new();
+        params.insert("on".into(), ParamValue::Bool(true));
+        params.insert("level".into(), ParamValue::Number(1.5));
+        let none = BTreeMap::new();
+        let devices = BTreeMap::new();
+        let extra = [("command_id", "abc")];
+        let scope = Scope { signals: &none, params: &params, devices: &devices, extra_strings: &extra };
+        assert_eq!(t.render(&scope).unwrap(), r#"{"on": true, "level": 3, "id": "abc"}"#);
+    }
+
+    #[test]
+    fn literal_dollars_and_nested_braces() {
+        let t = Template::compile("cost $5 $${x} ${ {'a': 1}['a'] }").unwrap();
+        let none = BTreeMap::new();
+        let scope = Scope { signals: &none, params: &Params::new(), devices: &BTreeMap::new(), extra_strings: &[] };
+        assert_eq!(t.render(&scope).unwrap(), "cost $5 ${x} 1");
+    }
+
+    #[test]
+    fn unclosed_and_empty_are_refused() {
+        assert!(Template::compile("${params.on").unwrap_err().contains("no closing"));
+        assert!(Template::compile("${ }").unwrap_err().contains("empty"));
+    }
+}

@@ -1,0 +1,184 @@
+//! The validation pass: TOML text → a resolved [`Plant`], or every problem found.
+//!
+//! Steps: parse the text into a generic TOML table (syntax errors stop here); replace
+//! `${env:NAME}`; type the server, then each device piece by piece (head, driver, signals);
+//! then, knowing every device's signals, each action with its expressions. Errors are
+//! collected in a [`Sink`] so one run reports everything.
+
+mod action;
+mod device;
+mod exprs;
+mod register;
+mod server;
+
+use crate::env::{self, Seg};
+use crate::error::{PlantErrors, Sink};
+use crate::model::typed;
+use crate::plant::{Device, Plant};
+use crate::syntax;
+use device::Pending;
+use exprs::Catalog;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Where errors of one device go: its id (if it has one) and the key prefix inside it.
+pub(crate) struct Dev {
+    pub id: Option<String>,
+    pub prefix: String,
+}
+
+impl Dev {
+    pub fn err(&self, sink: &mut Sink, key: &str, msg: impl Into<String>) {
+        sink.push(self.id.as_deref(), &crate::error::join(&self.prefix, key), msg);
+    }
+}
+
+/// Parses and validates `src`; `lookup` answers `${env:NAME}`.
+pub(crate) fn run(
+    src: &str,
+    file_label: &str,
+    base_dir: &Path,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plant, PlantErrors> {
+    let mut sink = Sink::new(file_label);
+    let mut doc: toml::Table = match src.parse() {
+        Ok(t) => t,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            let text = src.get(span.clone()).unwrap_or("");
+            let msg = e.message().trim().to_string();
+            let dup = msg.contains("duplicate key");
+            let w = syntax::locate(src, span.start, text, dup);
+            let msg = if dup {
+                format!("{msg}: this key is given twice; keep one (names of signals, params and \
+                         tables must be unique)")
+            } else {
+                format!("TOML syntax error: {msg}")
+            };
+            sink.push_at(w.device, w.key, w.line, msg);
+            return Err(sink.into_errors());
+        }
+    };
+    for m in env::substitute(&mut doc, lookup) {
+        let (device, key) = locate(&doc, &m.path);
+        sink.push(
+            device.as_deref(),
+            &key,
+            format!("the environment variable {} is not set; set it before starting closedloop, or write the value in the file", m.var),
+        );
+        sink.mute(device.as_deref(), &key);
+    }
+    let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
+    let file = base_dir.join(Path::new(file_label).file_name().unwrap_or_default());
+    let stem = Path::new(file_label).file_stem().and_then(|s| s.to_str()).unwrap_or("closedloop");
+
+    for k in doc.keys().filter(|k| *k != "server" && *k != "device") {
+        sink.push(None, k, format!("unknown top-level key \"{k}\"; a plant file has [server] and [[device]] tables"));
+    }
+    let raw_server = match doc.remove("server") {
+        None => Default::default(),
+        Some(v) => typed(v, "server").unwrap_or_else(|(k, m)| {
+            sink.push(None, &k, m);
+            Default::default()
+        }),
+    };
+
+    let device_values = match doc.remove("device") {
+        None => Vec::new(),
+        Some(toml::Value::Array(items)) => items,
+        Some(_) => {
+            sink.push(None, "device", "write each device as a [[device]] table");
+            Vec::new()
+        }
+    };
+    let mut pending: Vec<Pending> = Vec::new();
+    for (i, value) in device_values.into_iter().enumerate() {
+        let Some(p) = device::device(i, value, &base_dir, &mut sink) else { continue };
+        if let Some(id) = &p.id {
+            if pending.iter().any(|q| q.id.as_deref() == Some(id.as_str())) {
+                p.dev.err(&mut sink, "id", format!("the device id \"{id}\" is used twice; give each device its own id"));
+            }
+        }
+        pending.push(p);
+    }
+    if pending.is_empty() && sink.count() == 0 {
+        sink.push(None, "device", "the plant declares no device; add a [[device]] table");
+    }
+
+    let mut catalog = Catalog::default();
+    for p in &pending {
+        if let Some(id) = &p.label {
+            let mut signals: BTreeMap<String, bool> =
+                p.signals.iter().map(|s| (s.name.clone(), s.source.is_bool())).collect();
+            signals.extend(p.broken_signals.iter().cloned());
+            catalog.devices.entry(id.clone()).or_insert(signals);
+        }
+    }
+    let mut devices = Vec::new();
+    let mut tool_names: BTreeMap<String, String> = BTreeMap::new();
+    for mut p in pending {
+        let actions = action::actions(&mut p, &catalog, &mut sink);
+        for a in &actions {
+            let owner = format!("{}.{}", p.label.as_deref().unwrap_or("?"), a.name);
+            // A repeated action name is reported as such; only clashes between different
+            // (device, action) pairs are tool-name clashes.
+            if let Some(first) = tool_names.insert(a.tool_name.clone(), owner.clone()).filter(|f| *f != owner) {
+                p.dev.err(&mut sink, &format!("action.{}.name", a.name), format!(
+                    "the tool name \"{}\" is also produced by {first}; rename the action or the device", a.tool_name));
+            }
+        }
+        if let (Some(id), Some(driver)) = (p.id, p.driver) {
+            devices.push(Device {
+                id,
+                description: p.description,
+                driver,
+                poll_ms: p.poll_ms,
+                liveness: p.liveness,
+                raw_access: p.raw_access,
+                sim: p.sim,
+                signals: p.signals,
+                actions,
+            });
+        }
+    }
+    let server = server::server(raw_server, stem, &base_dir, &catalog, &mut sink);
+    sink.finish(Plant { file, server, devices })
+}
+
+/// The device id and device-relative key of a path into the document, for error messages.
+fn locate(doc: &toml::Table, path: &[Seg]) -> (Option<String>, String) {
+    let render = |segs: &[Seg], mut cur: Option<&toml::Value>| {
+        let mut key = String::new();
+        let mut prev_key = "";
+        for s in segs {
+            match s {
+                Seg::Key(k) => {
+                    if !key.is_empty() {
+                        key.push('.');
+                    }
+                    key.push_str(k);
+                    prev_key = k;
+                    cur = cur.and_then(|v| v.get(k.as_str()));
+                }
+                Seg::Index(i) => {
+                    cur = cur.and_then(|v| v.get(*i));
+                    let name = cur.and_then(|v| v.get("name")).and_then(|n| n.as_str());
+                    match name {
+                        Some(n) if prev_key == "action" => key.push_str(&format!(".{n}")),
+                        _ => key.push_str(&format!("[{i}]")),
+                    }
+                }
+            }
+        }
+        key
+    };
+    if let [Seg::Key(d), Seg::Index(i), rest @ ..] = path {
+        if d == "device" {
+            let dev = doc.get("device").and_then(|v| v.get(*i));
+            if let Some(id) = dev.and_then(|v| v.get("id")).and_then(|v| v.as_str()) {
+                return (Some(id.to_string()), render(rest, dev));
+            }
+        }
+    }
+    (None, render(path, Some(&toml::Value::Table(doc.clone()))))
+}
