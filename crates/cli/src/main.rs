@@ -7,8 +7,11 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tracing_subscriber::Layer;
 
+mod demo;
 mod journal_cmds;
+mod serve;
 
 /// closedloop: act on physical hardware and never report an action as done before the hardware
 /// confirmed it.
@@ -26,6 +29,16 @@ enum Cmd {
         /// The plant file (TOML).
         plant: PathBuf,
     },
+    /// Serve the plant's tools over MCP on stdin/stdout (logs go to stderr).
+    Serve {
+        /// The plant file (TOML).
+        plant: PathBuf,
+        /// Also append logs to this file.
+        #[arg(long)]
+        log_file: Option<PathBuf>,
+    },
+    /// Run the bundled simulated workshop through a real MCP client session and print what happens.
+    Demo,
     /// List the commands in a plant's journal, newest first.
     Commands {
         /// The plant file whose journal to read.
@@ -51,13 +64,14 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("CLOSEDLOOP_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    let log_file = match &cli.command {
+        Cmd::Serve { log_file, .. } => log_file.clone(),
+        _ => None,
+    };
+    if let Err(e) = init_logging(log_file.as_deref()) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(1);
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -70,6 +84,14 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Cmd::Check { plant } => Ok(check(&plant)),
+        Cmd::Serve { plant, .. } => {
+            let rt = runtime()?;
+            let result = rt.block_on(serve::serve(&plant));
+            // stdin is read by a blocking thread that cannot be interrupted: do not wait for it.
+            rt.shutdown_timeout(std::time::Duration::from_millis(200));
+            result.map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Demo => runtime()?.block_on(demo::run()).map(|()| ExitCode::SUCCESS),
         Cmd::Commands {
             plant,
             device,
@@ -84,6 +106,41 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime()?.block_on(journal_cmds::trace(&plant, &command_id))
         }
     }
+}
+
+/// Logs go to stderr — stdout carries MCP — and, for `serve --log-file`, to a file as well.
+/// `CLOSEDLOOP_LOG` sets the filter (default `info` for serve, `warn` otherwise).
+fn init_logging(file: Option<&std::path::Path>) -> Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_env("CLOSEDLOOP_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+    };
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter());
+    let file_layer = match file {
+        Some(path) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening the log file {}", path.display()))?;
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(std::sync::Mutex::new(f))
+                    .with_filter(filter()),
+            )
+        }
+        None => None,
+    };
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(file_layer)
+        .init();
+    Ok(())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {

@@ -232,7 +232,20 @@ impl Encoding {
             ValueType::F32 => f64::from(f32::from_bits(bits as u32)),
             ValueType::F64 => f64::from_bits(bits),
         };
-        Value::Number(raw * self.scale + self.offset)
+        Value::Number(self.engineering(raw))
+    }
+
+    /// `raw × scale + offset`, rounded to the decimals the scale and offset carry, so that a
+    /// register holding 252 with `scale = 0.1` reads 25.2 rather than 25.200000000000003.
+    fn engineering(&self, raw: f64) -> f64 {
+        let v = raw * self.scale + self.offset;
+        if self.scale == 1.0 && self.offset == 0.0 {
+            return v;
+        }
+        let d = decimals(self.scale).max(decimals(self.offset));
+        let f = 10f64.powi(d);
+        let r = (v * f).round() / f;
+        if r.is_finite() { r } else { v }
     }
 
     /// Encodes an engineering value into registers in device order.
@@ -296,6 +309,16 @@ impl Encoding {
     fn swap(&self, w: u16) -> u16 {
         if self.byte_swap { w.swap_bytes() } else { w }
     }
+}
+
+/// How many decimals `x` needs (at most 12): 0.1 → 1, 0.25 → 2, 100 → 0.
+fn decimals(x: f64) -> i32 {
+    (0..=12)
+        .find(|d| {
+            let m = x * 10f64.powi(*d);
+            (m - m.round()).abs() < 1e-9 * m.abs().max(1.0)
+        })
+        .unwrap_or(12)
 }
 
 #[cfg(test)]
@@ -363,6 +386,25 @@ mod tests {
         };
         assert_eq!(e.decode(&[65]), Value::Number(25.0));
         assert_eq!(e.encode(Value::Number(25.0)).unwrap(), vec![65]);
+    }
+
+    #[test]
+    fn scaled_values_carry_no_float_noise() {
+        let e = Encoding {
+            scale: 0.1,
+            ..enc(ValueType::I16)
+        };
+        assert_eq!(e.decode(&[252]), Value::Number(25.2));
+        let e = Encoding {
+            scale: 0.01,
+            ..enc(ValueType::I32)
+        };
+        assert_eq!(e.decode(&[0, 6985]), Value::Number(69.85));
+        let e = Encoding {
+            scale: 0.25,
+            ..enc(ValueType::U16)
+        };
+        assert_eq!(e.decode(&[3]), Value::Number(0.75));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use crate::code::Status;
 use crate::machine::{Outcome, Reason};
 use crate::result::evidence_text;
-use closedloop_plant::{Action, Device};
+use closedloop_plant::{Action, Device, Params};
 
 /// The `detail` text: present exactly for `rejected`, `failed`, `timeout` and `cancelled`.
 pub fn render(
@@ -13,6 +13,7 @@ pub fn render(
     action: &Action,
     device: &Device,
     evidence: &serde_json::Value,
+    params: &Params,
     budget_s: Option<f64>,
 ) -> Option<String> {
     if !matches!(
@@ -22,6 +23,15 @@ pub fn render(
         return None;
     }
     let ev = evidence_text(evidence);
+    let asked = if params.is_empty() {
+        String::new()
+    } else {
+        let p: Vec<String> = params
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", serde_json::to_value(v).unwrap_or_default()))
+            .collect();
+        format!(" Asked for: {}.", p.join(", "))
+    };
     let within = budget_s
         .map(|b| format!(" within its {b:.2} s deadline"))
         .unwrap_or_default();
@@ -34,13 +44,13 @@ pub fn render(
         Reason::FailSignal => {
             let code = o.code.as_ref().map(|c| c.as_str()).unwrap_or("");
             let expr = action.fail_when.iter().find(|(c, _)| c == code).map(|(_, e)| e.source()).unwrap_or("");
-            format!("{code}: the failure condition `{expr}` held on a fresh read of {}. {ev}", device.id)
+            format!("The failure condition {code} (`{expr}`) held on a fresh read of {}. {ev}{asked}", device.id)
         }
         Reason::NeverMoved => format!(
-            "The feedback never moved: `{done}` did not hold and its signals kept their values from before the write{within}. {ev}"
+            "The feedback never moved: `{done}` did not hold and its signals kept their values from before the write{within}. {ev}{asked}"
         ),
         Reason::NotReached => {
-            format!("The feedback moved but `{done}` never held{within}. {ev}")
+            format!("The feedback moved but `{done}` never held{within}. {ev}{asked}")
         }
         Reason::ReadbackMismatch => format!("The written registers did not read back the written values{within}. {ev}"),
         Reason::QueueExpired => format!(

@@ -96,7 +96,7 @@ pub struct DeviceInfo {
 pub struct Engine {
     ctx: Arc<Ctx>,
     stop_pollers: Arc<Notify>,
-    pollers: Vec<JoinHandle<()>>,
+    pollers: std::sync::Mutex<Vec<JoinHandle<()>>>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -126,11 +126,11 @@ impl Engine {
             .devices
             .values()
             .map(|d| d.spawn_poller(Arc::clone(&stop_pollers)))
-            .collect();
+            .collect::<Vec<_>>();
         let engine = Engine {
             ctx,
             stop_pollers,
-            pollers,
+            pollers: std::sync::Mutex::new(pollers),
             tasks: std::sync::Mutex::new(Vec::new()),
         };
         engine.recover().await?;
@@ -378,7 +378,9 @@ impl Engine {
             }
         }
         let group = self.ctx.group(&action.exclusive);
-        if group.is_busy() && !action.queue {
+        if (group.is_busy() || group.queued.load(std::sync::atomic::Ordering::SeqCst) > 0)
+            && !action.queue
+        {
             let detail = format!(
                 "{} is busy with another command and {} does not queue.",
                 action.exclusive, action.name
@@ -430,6 +432,9 @@ impl Engine {
         ];
         self.ctx.journal.insert(&row, &events).await?;
         let cmd = Arc::new(LiveCommand::new(row, events));
+        // Until dispatch re-evaluates it, the estimate is the expected duration from now.
+        let expect_s = action.expect_s.eval_f64(&scope).unwrap_or(0.0).max(0.0);
+        cmd.set_expected_end(Instant::now() + Duration::from_secs_f64(expect_s));
         self.ctx.remember(Arc::clone(&cmd));
         group
             .queued
@@ -521,10 +526,10 @@ impl Engine {
             }
             return Ok(cmd.result());
         }
-        self.from_journal(command_id).await
+        self.read_journal(command_id).await
     }
 
-    async fn from_journal(&self, command_id: &str) -> Result<CommandResult, EngineError> {
+    async fn read_journal(&self, command_id: &str) -> Result<CommandResult, EngineError> {
         let row = self
             .ctx
             .journal
@@ -545,7 +550,7 @@ impl Engine {
     pub async fn cancel(&self, command_id: &str) -> Result<CommandResult, EngineError> {
         let Some(cmd) = self.ctx.live(command_id) else {
             // Terminal (or unknown): terminal states never change.
-            return self.from_journal(command_id).await;
+            return self.read_journal(command_id).await;
         };
         cmd.request_cancel();
         cmd.wait_terminal(Instant::now() + Duration::from_secs(2))
@@ -630,14 +635,19 @@ impl Engine {
     /// Shuts down: queued commands end `INTERRUPTED` (never sent late), running motion with a
     /// cancel plan gets its stop written, running commands without one stay `running` in the
     /// journal for the next start. Waits (bounded) for the supervisors, then stops the pollers.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         self.ctx.begin_shutdown();
         let tasks: Vec<JoinHandle<()>> =
             std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
         let all = futures_join(tasks);
         let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
         self.stop_pollers.notify_waiters();
-        for p in &self.pollers {
+        for p in self
+            .pollers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             p.abort();
         }
         self.ctx.journal.close().await;

@@ -510,6 +510,7 @@ impl Supervisor {
             &self.action,
             &self.dev.spec,
             &self.evidence,
+            &self.params,
             self.deadline_budget(),
         );
         let hint = crate::detail::hint(&o);
@@ -530,7 +531,7 @@ impl Supervisor {
                 },
                 vec![(
                     status.as_str(),
-                    json!({"code": code.as_ref().map(|c| c.as_str()), "detail": detail}),
+                    terminal_data(code.as_ref(), detail.as_deref()),
                 )],
             )
             .await;
@@ -602,4 +603,20 @@ enum Wake {
 /// Resolves once the gateway is shutting down (never holds the watch guard across an await).
 async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
+}
+
+/// The terminal timeline entry's data: the code and detail when there are any.
+fn terminal_data(code: Option<&ErrorCode>, detail: Option<&str>) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    if let Some(c) = code {
+        m.insert("code".into(), json!(c.as_str()));
+    }
+    if let Some(d) = detail {
+        m.insert("detail".into(), json!(d));
+    }
+    if m.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::Value::Object(m)
+    }
 }

@@ -103,7 +103,7 @@ async fn stall_fails_motor_stall_near_the_stall_point_writes_the_stop_and_interl
         "{:?}",
         g.detail
     );
-    assert_eq!(rig.sim("gripper").peek().coils[0], false, "nothing written");
+    assert!(!rig.sim("gripper").peek().coils[0], "nothing written");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

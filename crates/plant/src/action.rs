@@ -66,8 +66,15 @@ impl Action {
 
     /// Every signal of its own device that one of its expressions reads.
     pub fn signals_read(&self) -> std::collections::BTreeSet<String> {
-        let exprs = self.requires.iter().chain(self.done_when.iter()).chain(self.fail_when.iter().map(|(_, e)| e));
-        let exprs = exprs.chain(self.stopped_when.iter()).chain(self.started_when.iter()).chain([&self.expect_s]);
+        let exprs = self
+            .requires
+            .iter()
+            .chain(self.done_when.iter())
+            .chain(self.fail_when.iter().map(|(_, e)| e));
+        let exprs = exprs
+            .chain(self.stopped_when.iter())
+            .chain(self.started_when.iter())
+            .chain([&self.expect_s]);
         exprs.flat_map(|e| e.signals().iter().cloned()).collect()
     }
 }

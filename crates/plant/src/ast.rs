@@ -37,7 +37,11 @@ pub(crate) enum Leaf<'a> {
 
 /// Collects the names `expr` reads; refuses `params` and `devices` used other than as
 /// `params.<name>` and `devices.<id>.<signal>`, so that every name is known at load.
-pub(crate) fn collect(expr: &IdedExpr, bound: &mut Vec<String>, names: &mut Names) -> Result<(), String> {
+pub(crate) fn collect(
+    expr: &IdedExpr,
+    bound: &mut Vec<String>,
+    names: &mut Names,
+) -> Result<(), String> {
     match &expr.expr {
         Expr::Unspecified | Expr::Literal(_) => Ok(()),
         Expr::Ident(name) => {
@@ -93,9 +97,18 @@ pub(crate) fn collect(expr: &IdedExpr, bound: &mut Vec<String>, names: &mut Name
             bound.truncate(before);
             r
         }
-        Expr::List(list) => list.elements.iter().try_for_each(|e| collect(e, bound, names)),
-        Expr::Map(map) => map.entries.iter().try_for_each(|e| entry(&e.expr, bound, names)),
-        Expr::Struct(s) => s.entries.iter().try_for_each(|e| entry(&e.expr, bound, names)),
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .try_for_each(|e| collect(e, bound, names)),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .try_for_each(|e| entry(&e.expr, bound, names)),
+        Expr::Struct(s) => s
+            .entries
+            .iter()
+            .try_for_each(|e| entry(&e.expr, bound, names)),
     }
 }
 
@@ -129,10 +142,11 @@ fn chain(expr: &IdedExpr) -> Option<Vec<&str>> {
 pub(crate) fn equalities<'a>(expr: &'a IdedExpr, out: &mut Vec<(Leaf<'a>, Leaf<'a>)>) {
     match &expr.expr {
         Expr::Call(call) => {
-            if matches!(call.func_name.as_str(), "_==_" | "_!=_") && call.args.len() == 2 {
-                if let (Some(a), Some(b)) = (leaf(&call.args[0]), leaf(&call.args[1])) {
-                    out.push((a, b));
-                }
+            if matches!(call.func_name.as_str(), "_==_" | "_!=_")
+                && call.args.len() == 2
+                && let (Some(a), Some(b)) = (leaf(&call.args[0]), leaf(&call.args[1]))
+            {
+                out.push((a, b));
             }
             if let Some(t) = &call.target {
                 equalities(t, out);

@@ -59,9 +59,10 @@ fn walk(
         toml::Value::String(s) => match expand(s, lookup) {
             Ok(Some(new)) => *s = new,
             Ok(None) => {}
-            Err(vars) => {
-                missing.extend(vars.into_iter().map(|var| Missing { path: path.clone(), var }))
-            }
+            Err(vars) => missing.extend(vars.into_iter().map(|var| Missing {
+                path: path.clone(),
+                var,
+            })),
         },
         toml::Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
@@ -107,7 +108,11 @@ pub(crate) fn expand(
         rest = &after[end + 1..];
     }
     out.push_str(rest);
-    if unset.is_empty() { Ok(Some(out)) } else { Err(unset) }
+    if unset.is_empty() {
+        Ok(Some(out))
+    } else {
+        Err(unset)
+    }
 }
 
 #[cfg(test)]
@@ -129,8 +134,9 @@ mod tests {
 
     #[test]
     fn walks_nested_tables_and_arrays() {
-        let mut t: toml::Table =
-            "[[device]]\nid = \"x\"\ndriver = { password = \"${env:GONE}\" }".parse().unwrap();
+        let mut t: toml::Table = "[[device]]\nid = \"x\"\ndriver = { password = \"${env:GONE}\" }"
+            .parse()
+            .unwrap();
         let missing = substitute(&mut t, &env);
         assert_eq!(missing.len(), 1);
         assert_eq!(missing[0].var, "GONE");

@@ -87,12 +87,20 @@ pub(crate) struct Sink {
 
 impl Sink {
     pub(crate) fn new(file: &str) -> Sink {
-        Sink { file: file.to_string(), errors: Vec::new(), muted: Vec::new() }
+        Sink {
+            file: file.to_string(),
+            errors: Vec::new(),
+            muted: Vec::new(),
+        }
     }
 
     /// Records a problem at `key` (empty: none) of `device` (None: outside any device).
     pub(crate) fn push(&mut self, device: Option<&str>, key: &str, message: impl Into<String>) {
-        if self.muted.iter().any(|(d, k)| d.as_deref() == device && k == key) {
+        if self
+            .muted
+            .iter()
+            .any(|(d, k)| d.as_deref() == device && k == key)
+        {
             return;
         }
         self.errors.push(PlantError {
@@ -106,7 +114,8 @@ impl Sink {
 
     /// Reports nothing more at `key` of `device`.
     pub(crate) fn mute(&mut self, device: Option<&str>, key: &str) {
-        self.muted.push((device.map(str::to_string), key.to_string()));
+        self.muted
+            .push((device.map(str::to_string), key.to_string()));
     }
 
     /// Records a problem with a known position (TOML syntax errors).
@@ -131,7 +140,11 @@ impl Sink {
     }
 
     pub(crate) fn finish<T>(self, value: T) -> Result<T, PlantErrors> {
-        if self.errors.is_empty() { Ok(value) } else { Err(PlantErrors(self.errors)) }
+        if self.errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(PlantErrors(self.errors))
+        }
     }
 
     pub(crate) fn into_errors(self) -> PlantErrors {
@@ -176,7 +189,10 @@ pub(crate) fn from_serde(e: &toml::de::Error, prefix: &str) -> (String, String) 
     }
     if let Some(rest) = message.strip_prefix("missing field `") {
         let field = rest.split('`').next().unwrap_or(rest);
-        return (join(&key, field), format!("missing key \"{field}\"; add it"));
+        return (
+            join(&key, field),
+            format!("missing key \"{field}\"; add it"),
+        );
     }
     if let Some(rest) = message.strip_prefix("unknown variant `") {
         let (value, expected) = rest.split_once('`').unwrap_or((rest, ""));
@@ -193,7 +209,11 @@ pub(crate) fn from_serde(e: &toml::de::Error, prefix: &str) -> (String, String) 
 
 /// The names written between backticks in a serde "expected ..." text.
 fn backticked(text: &str) -> Vec<String> {
-    text.split('`').skip(1).step_by(2).map(str::to_string).collect()
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
 }
 
 /// The candidate closest to `word`, when it is close enough to be a likely typo.
@@ -221,13 +241,15 @@ fn distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 best = best.min(d[i - 2][j - 2] + 1);
             }
@@ -258,7 +280,10 @@ mod tests {
 
     #[test]
     fn suggestions_only_for_near_misses() {
-        assert_eq!(did_you_mean("contakt", ["commanded", "contact"]), Some("contact"));
+        assert_eq!(
+            did_you_mean("contakt", ["commanded", "contact"]),
+            Some("contact")
+        );
         assert_eq!(did_you_mean("zzz", ["commanded", "contact"]), None);
         assert_eq!(did_you_mean("nmae", ["name", "journal"]), Some("name"));
         assert_eq!(did_you_mean("target", ["target_mm"]), Some("target_mm"));
@@ -269,6 +294,9 @@ mod tests {
         let mut sink = Sink::new("f.toml");
         sink.push(None, "server.name", "a");
         sink.push(Some("x"), "", "b");
-        assert_eq!(sink.into_errors().to_string(), "f.toml: key server.name: a\nf.toml: device \"x\": b");
+        assert_eq!(
+            sink.into_errors().to_string(),
+            "f.toml: key server.name: a\nf.toml: device \"x\": b"
+        );
     }
 }

@@ -90,13 +90,23 @@ impl Expr {
     pub fn compile(src: &str) -> Result<Expr, String> {
         let rewritten = literal::doubles(src);
         let program = env().compile(&rewritten).map_err(|e| {
-            let first = e.errors.first().map(|p| p.msg.clone()).unwrap_or_else(|| e.to_string());
+            let first = e
+                .errors
+                .first()
+                .map(|p| p.msg.clone())
+                .unwrap_or_else(|| e.to_string());
             format!("\"{src}\" is not a valid CEL expression: {first}")
         })?;
         let mut names = Names::default();
         ast::collect(program.expression(), &mut Vec::new(), &mut names)
             .map_err(|m| format!("in \"{src}\": {m}"))?;
-        Ok(Expr { inner: Arc::new(Compiled { source: src.to_string(), program, names }) })
+        Ok(Expr {
+            inner: Arc::new(Compiled {
+                source: src.to_string(),
+                program,
+                names,
+            }),
+        })
     }
 
     /// The expression as written in the plant file.
@@ -184,10 +194,13 @@ impl Expr {
         let resolver = Resolver { scope };
         let mut ctx = Context::with_env(Arc::clone(env()));
         ctx.set_variable_resolver(&resolver);
-        self.inner.program.execute(&ctx).map_err(|e| EvalError::Failed {
-            expr: self.source().to_string(),
-            message: describe(&e),
-        })
+        self.inner
+            .program
+            .execute(&ctx)
+            .map_err(|e| EvalError::Failed {
+                expr: self.source().to_string(),
+                message: describe(&e),
+            })
     }
 
     fn check_known(&self, scope: &Scope) -> Result<(), EvalError> {
@@ -199,18 +212,27 @@ impl Expr {
         if let Some(p) = n.params.iter().find(|p| !scope.params.contains_key(*p)) {
             return missing(format!("params.{p}"));
         }
-        let absent = |(d, s): &&(String, String)| scope.devices.get(d).is_none_or(|m| !m.contains_key(s));
+        let absent =
+            |(d, s): &&(String, String)| scope.devices.get(d).is_none_or(|m| !m.contains_key(s));
         if let Some((d, s)) = n.devices.iter().find(absent) {
             return missing(format!("devices.{d}.{s}"));
         }
-        if let Some(x) = n.extras.iter().find(|x| !scope.extra_strings.iter().any(|(k, _)| k == *x)) {
+        if let Some(x) = n
+            .extras
+            .iter()
+            .find(|x| !scope.extra_strings.iter().any(|(k, _)| k == *x))
+        {
             return missing(x.clone());
         }
         Ok(())
     }
 
     fn type_error(&self, expected: &'static str, got: &cel::Value) -> EvalError {
-        EvalError::Type { expr: self.source().to_string(), expected, got: kind_of(got) }
+        EvalError::Type {
+            expr: self.source().to_string(),
+            expected,
+            got: kind_of(got),
+        }
     }
 }
 
@@ -260,7 +282,11 @@ fn describe(e: &ExecutionError) -> String {
                 "rem" => "%",
                 other => other,
             };
-            format!("'{op}' cannot be applied to {} and {}", kind_of(a), kind_of(b))
+            format!(
+                "'{op}' cannot be applied to {} and {}",
+                kind_of(a),
+                kind_of(b)
+            )
         }
         ExecutionError::UndeclaredReference(name) => format!("unknown name or function \"{name}\""),
         other => other.to_string(),

@@ -20,11 +20,20 @@ impl Fixture {
         slide.insert("fault".to_string(), Value::Bool(false));
         let mut devices = BTreeMap::new();
         devices.insert("slide".to_string(), slide);
-        Fixture { signals, params, devices }
+        Fixture {
+            signals,
+            params,
+            devices,
+        }
     }
 
     fn scope(&self) -> Scope<'_> {
-        Scope { signals: &self.signals, params: &self.params, devices: &self.devices, extra_strings: &[] }
+        Scope {
+            signals: &self.signals,
+            params: &self.params,
+            devices: &self.devices,
+            extra_strings: &[],
+        }
     }
 }
 
@@ -42,7 +51,10 @@ fn integer_literals_are_doubles() {
 
 #[test]
 fn abs_min_max_over_doubles() {
-    assert_eq!(eval("abs(position_mm - params.target_mm)"), Ok(Value::Number(79.8)));
+    assert_eq!(
+        eval("abs(position_mm - params.target_mm)"),
+        Ok(Value::Number(79.8))
+    );
     assert_eq!(eval("min(position_mm, 10)"), Ok(Value::Number(10.0)));
     assert_eq!(eval("max(position_mm, 10)"), Ok(Value::Number(70.2)));
 }
@@ -50,7 +62,8 @@ fn abs_min_max_over_doubles() {
 #[test]
 fn the_slide_criteria() {
     let f = Fixture::new();
-    let done = Expr::compile("abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault").unwrap();
+    let done =
+        Expr::compile("abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault").unwrap();
     assert_eq!(done.eval_bool(&f.scope()), Ok(false));
     let stall = Expr::compile("fault").unwrap();
     assert_eq!(stall.eval_bool(&f.scope()), Ok(true));
@@ -61,30 +74,57 @@ fn the_slide_criteria() {
 #[test]
 fn names_are_collected() {
     let e = Expr::compile("!devices.slide.fault && !moving && params.on == contact").unwrap();
-    assert_eq!(e.signals().iter().collect::<Vec<_>>(), ["contact", "moving"]);
+    assert_eq!(
+        e.signals().iter().collect::<Vec<_>>(),
+        ["contact", "moving"]
+    );
     assert_eq!(e.params().iter().collect::<Vec<_>>(), ["on"]);
-    assert_eq!(e.devices().iter().collect::<Vec<_>>(), [&("slide".to_string(), "fault".to_string())]);
+    assert_eq!(
+        e.devices().iter().collect::<Vec<_>>(),
+        [&("slide".to_string(), "fault".to_string())]
+    );
     let macro_vars = Expr::compile("[1, 2].exists(x, x > position_mm)").unwrap();
-    assert_eq!(macro_vars.signals().iter().collect::<Vec<_>>(), ["position_mm"]);
+    assert_eq!(
+        macro_vars.signals().iter().collect::<Vec<_>>(),
+        ["position_mm"]
+    );
 }
 
 #[test]
 fn missing_values_are_reported_by_name() {
     let f = Fixture::new();
     let e = Expr::compile("contact").unwrap();
-    assert_eq!(e.eval(&f.scope()), Err(EvalError::Missing { name: "contact".into() }));
+    assert_eq!(
+        e.eval(&f.scope()),
+        Err(EvalError::Missing {
+            name: "contact".into()
+        })
+    );
     assert!(e.eval(&f.scope()).unwrap_err().is_missing());
     let e = Expr::compile("devices.slide.moving").unwrap();
-    assert_eq!(e.eval(&f.scope()), Err(EvalError::Missing { name: "devices.slide.moving".into() }));
+    assert_eq!(
+        e.eval(&f.scope()),
+        Err(EvalError::Missing {
+            name: "devices.slide.moving".into()
+        })
+    );
     let e = Expr::compile("params.speed > 1").unwrap();
-    assert_eq!(e.eval(&f.scope()), Err(EvalError::Missing { name: "params.speed".into() }));
+    assert_eq!(
+        e.eval(&f.scope()),
+        Err(EvalError::Missing {
+            name: "params.speed".into()
+        })
+    );
 }
 
 #[test]
 fn wrong_result_types_are_errors() {
     let f = Fixture::new();
     let e = Expr::compile("position_mm").unwrap();
-    assert!(matches!(e.eval_bool(&f.scope()), Err(EvalError::Type { .. })));
+    assert!(matches!(
+        e.eval_bool(&f.scope()),
+        Err(EvalError::Type { .. })
+    ));
     let e = Expr::compile("'text'").unwrap();
     assert!(matches!(e.eval(&f.scope()), Err(EvalError::Type { .. })));
     let e = Expr::compile("!position_mm").unwrap();
@@ -94,9 +134,21 @@ fn wrong_result_types_are_errors() {
 
 #[test]
 fn params_and_devices_must_be_fully_named() {
-    assert!(Expr::compile("params").unwrap_err().contains("params.<name>"));
-    assert!(Expr::compile("devices.slide").unwrap_err().contains("devices.<id>.<signal>"));
-    assert!(Expr::compile("1 +").unwrap_err().contains("not a valid CEL expression"));
+    assert!(
+        Expr::compile("params")
+            .unwrap_err()
+            .contains("params.<name>")
+    );
+    assert!(
+        Expr::compile("devices.slide")
+            .unwrap_err()
+            .contains("devices.<id>.<signal>")
+    );
+    assert!(
+        Expr::compile("1 +")
+            .unwrap_err()
+            .contains("not a valid CEL expression")
+    );
 }
 
 #[test]

@@ -25,6 +25,8 @@
 //! assert_eq!(plant.devices[0].actions[0].tool_name, "lamp_switch");
 //! ```
 
+#![warn(missing_docs)]
+
 mod action;
 mod ast;
 mod env;
@@ -65,10 +67,16 @@ pub fn load(path: &Path) -> Result<Plant, PlantErrors> {
             message: format!("cannot read the plant file: {e}"),
         }])
     })?;
-    let base = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or(label.clone());
-    let mut plant = parse_with_env(&src, &name, base, &|k| std::env::var(k).ok())
-        .map_err(|mut e| {
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or(label.clone());
+    let mut plant =
+        parse_with_env(&src, &name, base, &|k| std::env::var(k).ok()).map_err(|mut e| {
             for err in &mut e.0 {
                 err.file = label.clone();
             }

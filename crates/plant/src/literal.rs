@@ -31,7 +31,8 @@ pub(crate) fn doubles(src: &str) -> String {
                 let raw = word.contains(['r', 'R']);
                 i = skip_string(b, i, raw);
             }
-        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+        {
             i = number(b, i, &mut inserts);
         } else {
             i += 1;
@@ -136,7 +137,9 @@ mod tests {
 
     #[test]
     fn floats_hex_unsigned_and_identifiers_stay() {
-        for s in ["1.5", ".5", "1e3", "2.5E-3", "0x1F", "0XAB", "7u", "x1", "a_2b", "1.0"] {
+        for s in [
+            "1.5", ".5", "1e3", "2.5E-3", "0x1F", "0XAB", "7u", "x1", "a_2b", "1.0",
+        ] {
             assert_eq!(doubles(s), s, "{s}");
         }
     }
@@ -144,7 +147,10 @@ mod tests {
     #[test]
     fn strings_and_comments_stay() {
         assert_eq!(doubles("'a1' + \"2\""), "'a1' + \"2\"");
-        assert_eq!(doubles(r#""say \"3\"" == s && 4 > 3"#), r#""say \"3\"" == s && 4.0 > 3.0"#);
+        assert_eq!(
+            doubles(r#""say \"3\"" == s && 4 > 3"#),
+            r#""say \"3\"" == s && 4.0 > 3.0"#
+        );
         assert_eq!(doubles("'''x 1 ' 2''' + 3"), "'''x 1 ' 2''' + 3.0");
         assert_eq!(doubles(r"r'\' + 1"), r"r'\' + 1.0");
         assert_eq!(doubles("1 // 2\n+ 3"), "1.0 // 2\n+ 3.0");
@@ -152,6 +158,9 @@ mod tests {
 
     #[test]
     fn non_ascii_text_survives() {
-        assert_eq!(doubles("'°C' == unit && t > 20"), "'°C' == unit && t > 20.0");
+        assert_eq!(
+            doubles("'°C' == unit && t > 20"),
+            "'°C' == unit && t > 20.0"
+        );
     }
 }

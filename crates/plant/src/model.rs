@@ -8,8 +8,8 @@ use crate::action::Verification;
 use crate::params::ParamType;
 use crate::plant::ToolMode;
 use closedloop_driver::{ValueType, WordOrder};
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -225,7 +225,11 @@ impl<'de> Deserialize<'de> for RawExpr {
                 Ok(RawExpr(v.to_string()))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawExpr, E> {
-                if v.is_finite() { Ok(RawExpr(format!("{v:?}"))) } else { Err(E::custom("a finite number")) }
+                if v.is_finite() {
+                    Ok(RawExpr(format!("{v:?}")))
+                } else {
+                    Err(E::custom("a finite number"))
+                }
             }
         }
         d.deserialize_any(V)
@@ -248,7 +252,9 @@ impl<'de> Deserialize<'de> for RawMessage {
                 Ok(RawMessage(v.to_string()))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawMessage, E> {
-                u32::try_from(v).map(|id| RawMessage(format!("0x{id:X}"))).map_err(|_| E::custom("a CAN id of 0 or more"))
+                u32::try_from(v)
+                    .map(|id| RawMessage(format!("0x{id:X}")))
+                    .map_err(|_| E::custom("a CAN id of 0 or more"))
             }
         }
         d.deserialize_any(V)
@@ -260,5 +266,7 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned>(
     value: toml::Value,
     prefix: &str,
 ) -> Result<T, (String, String)> {
-    value.try_into::<T>().map_err(|e| crate::error::from_serde(&e, prefix))
+    value
+        .try_into::<T>()
+        .map_err(|e| crate::error::from_serde(&e, prefix))
 }

@@ -128,7 +128,10 @@ pub(crate) fn check(
             Ok(v) => {
                 params.insert(spec.name.clone(), v);
             }
-            Err(message) => problems.push(ParamProblem { param: spec.name.clone(), message }),
+            Err(message) => problems.push(ParamProblem {
+                param: spec.name.clone(),
+                message,
+            }),
         }
     }
     for name in args.keys().filter(|k| !specs.iter().any(|s| &s.name == *k)) {
@@ -138,9 +141,16 @@ pub(crate) fn check(
         } else {
             format!("unknown parameter; the parameters are {}", known.join(", "))
         };
-        problems.push(ParamProblem { param: name.clone(), message });
+        problems.push(ParamProblem {
+            param: name.clone(),
+            message,
+        });
     }
-    if problems.is_empty() { Ok(params) } else { Err(ParamError { problems }) }
+    if problems.is_empty() {
+        Ok(params)
+    } else {
+        Err(ParamError { problems })
+    }
 }
 
 fn check_one(spec: &ParamSpec, arg: &serde_json::Value) -> Result<ParamValue, String> {
@@ -161,12 +171,22 @@ fn check_one(spec: &ParamSpec, arg: &serde_json::Value) -> Result<ParamValue, St
             if spec.ty == ParamType::Integer && n.fract() != 0.0 {
                 return Err(format!("{n} is not a whole number; send an integer"));
             }
-            let unit = spec.unit.as_deref().map(|u| format!(" {u}")).unwrap_or_default();
+            let unit = spec
+                .unit
+                .as_deref()
+                .map(|u| format!(" {u}"))
+                .unwrap_or_default();
             if let Some(min) = spec.min.filter(|m| n < *m) {
-                return Err(format!("{n}{unit} is below the minimum {min}{unit}; {}", range(spec)));
+                return Err(format!(
+                    "{n}{unit} is below the minimum {min}{unit}; {}",
+                    range(spec)
+                ));
             }
             if let Some(max) = spec.max.filter(|m| n > *m) {
-                return Err(format!("{n}{unit} is above the maximum {max}{unit}; {}", range(spec)));
+                return Err(format!(
+                    "{n}{unit} is above the maximum {max}{unit}; {}",
+                    range(spec)
+                ));
             }
             Ok(ParamValue::Number(n))
         }
@@ -182,7 +202,11 @@ fn expected(spec: &ParamSpec) -> String {
             None => "a string".to_string(),
         },
         ParamType::Number | ParamType::Integer => {
-            let what = if spec.ty == ParamType::Integer { "an integer" } else { "a number" };
+            let what = if spec.ty == ParamType::Integer {
+                "an integer"
+            } else {
+                "a number"
+            };
             match (spec.min, spec.max) {
                 (None, None) => what.to_string(),
                 _ => format!("{what} {}", bounds(spec)),
@@ -196,7 +220,11 @@ fn range(spec: &ParamSpec) -> String {
 }
 
 fn bounds(spec: &ParamSpec) -> String {
-    let unit = spec.unit.as_deref().map(|u| format!(" {u}")).unwrap_or_default();
+    let unit = spec
+        .unit
+        .as_deref()
+        .map(|u| format!(" {u}"))
+        .unwrap_or_default();
     match (spec.min, spec.max) {
         (Some(a), Some(b)) => format!("from {a} to {b}{unit}"),
         (Some(a), None) => format!("of at least {a}{unit}"),
@@ -206,7 +234,10 @@ fn bounds(spec: &ParamSpec) -> String {
 }
 
 fn quoted(c: &[String]) -> String {
-    c.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ")
+    c.iter()
+        .map(|s| format!("\"{s}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -225,10 +256,30 @@ mod tests {
             choices: None,
         };
         vec![
-            ParamSpec { name: "count".into(), ty: ParamType::Integer, min: Some(1.0), ..base.clone() },
-            ParamSpec { name: "mode".into(), ty: ParamType::String, choices: Some(vec!["fast".into(), "slow".into()]), ..base.clone() },
-            ParamSpec { name: "on".into(), ty: ParamType::Bool, ..base.clone() },
-            ParamSpec { name: "target_mm".into(), min: Some(0.0), max: Some(300.0), unit: Some("mm".into()), ..base },
+            ParamSpec {
+                name: "count".into(),
+                ty: ParamType::Integer,
+                min: Some(1.0),
+                ..base.clone()
+            },
+            ParamSpec {
+                name: "mode".into(),
+                ty: ParamType::String,
+                choices: Some(vec!["fast".into(), "slow".into()]),
+                ..base.clone()
+            },
+            ParamSpec {
+                name: "on".into(),
+                ty: ParamType::Bool,
+                ..base.clone()
+            },
+            ParamSpec {
+                name: "target_mm".into(),
+                min: Some(0.0),
+                max: Some(300.0),
+                unit: Some("mm".into()),
+                ..base
+            },
         ]
     }
 
@@ -241,18 +292,37 @@ mod tests {
         let p = run(json!({"count": 3, "mode": "fast", "on": true, "target_mm": 150})).unwrap();
         assert_eq!(p["count"], ParamValue::Number(3.0));
         assert_eq!(p["target_mm"], ParamValue::Number(150.0));
-        assert_eq!(serde_json::to_value(&p).unwrap(), json!({"count": 3.0, "mode": "fast", "on": true, "target_mm": 150.0}));
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            json!({"count": 3.0, "mode": "fast", "on": true, "target_mm": 150.0})
+        );
     }
 
     #[test]
     fn every_problem_names_the_param_and_the_fix() {
-        let e = run(json!({"count": 2.5, "mode": "turbo", "on": "yes", "target_mm": 301, "speed": 1})).unwrap_err();
+        let e =
+            run(json!({"count": 2.5, "mode": "turbo", "on": "yes", "target_mm": 301, "speed": 1}))
+                .unwrap_err();
         let s = e.to_string();
-        assert!(s.contains("count: 2.5 is not a whole number; send an integer"), "{s}");
-        assert!(s.contains("mode: \"turbo\" is not allowed; send one of \"fast\", \"slow\""), "{s}");
+        assert!(
+            s.contains("count: 2.5 is not a whole number; send an integer"),
+            "{s}"
+        );
+        assert!(
+            s.contains("mode: \"turbo\" is not allowed; send one of \"fast\", \"slow\""),
+            "{s}"
+        );
         assert!(s.contains("on: got \"yes\"; send true or false"), "{s}");
-        assert!(s.contains("target_mm: 301 mm is above the maximum 300 mm; send a number from 0 to 300 mm"), "{s}");
-        assert!(s.contains("speed: unknown parameter; the parameters are count, mode, on, target_mm"), "{s}");
+        assert!(
+            s.contains(
+                "target_mm: 301 mm is above the maximum 300 mm; send a number from 0 to 300 mm"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("speed: unknown parameter; the parameters are count, mode, on, target_mm"),
+            "{s}"
+        );
         assert_eq!(e.problems.len(), 5);
     }
 
@@ -260,14 +330,23 @@ mod tests {
     fn missing_and_below_minimum() {
         let e = run(json!({"count": 0, "mode": "fast", "on": false})).unwrap_err();
         let s = e.to_string();
-        assert!(s.contains("count: 0 is below the minimum 1; send an integer of at least 1"), "{s}");
-        assert!(s.contains("target_mm: missing; send a number from 0 to 300 mm"), "{s}");
+        assert!(
+            s.contains("count: 0 is below the minimum 1; send an integer of at least 1"),
+            "{s}"
+        );
+        assert!(
+            s.contains("target_mm: missing; send a number from 0 to 300 mm"),
+            "{s}"
+        );
     }
 
     #[test]
     fn no_params_declared() {
         assert_eq!(check(&[], &serde_json::Map::new()), Ok(Params::new()));
         let e = check(&[], json!({"x": 1}).as_object().unwrap()).unwrap_err();
-        assert_eq!(e.to_string(), "x: unknown parameter; this action takes none");
+        assert_eq!(
+            e.to_string(),
+            "x: unknown parameter; this action takes none"
+        );
     }
 }

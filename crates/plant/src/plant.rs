@@ -28,7 +28,9 @@ impl Plant {
 
     /// Every action of every device, with its device, in file order.
     pub fn actions(&self) -> impl Iterator<Item = (&Device, &Action)> {
-        self.devices.iter().flat_map(|d| d.actions.iter().map(move |a| (d, a)))
+        self.devices
+            .iter()
+            .flat_map(|d| d.actions.iter().map(move |a| (d, a)))
     }
 
     /// The action behind a tool name (`slide_move_to`).
@@ -74,7 +76,10 @@ pub struct Token {
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Token").field("name", &self.name).field("scopes", &self.scopes).finish()
+        f.debug_struct("Token")
+            .field("name", &self.name)
+            .field("scopes", &self.scopes)
+            .finish()
     }
 }
 
@@ -150,9 +155,8 @@ impl Device {
     pub fn request_timeout_ms(&self) -> u64 {
         match &self.driver {
             DriverConfig::Sim(c) => c.timeout_ms.unwrap_or(closedloop_sim::DEFAULT_TIMEOUT_MS),
-            DriverConfig::ModbusTcp { timeout_ms, .. } | DriverConfig::ModbusRtu { timeout_ms, .. } => {
-                *timeout_ms
-            }
+            DriverConfig::ModbusTcp { timeout_ms, .. }
+            | DriverConfig::ModbusRtu { timeout_ms, .. } => *timeout_ms,
             _ => DEFAULT_TIMEOUT_MS,
         }
     }
@@ -233,7 +237,10 @@ impl DriverConfig {
 
     /// Whether the device is register-mapped (sim or Modbus): coils, inputs, registers.
     pub fn is_register_based(&self) -> bool {
-        matches!(self, DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. })
+        matches!(
+            self,
+            DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. }
+        )
     }
 }
 
@@ -335,10 +342,16 @@ impl Source {
     pub fn describe(&self) -> String {
         match self {
             Source::Register { area, address, .. } => format!("{}:{address}", area.key()),
-            Source::Topic { topic, json: Some(p), .. } => format!("{topic} {p}"),
+            Source::Topic {
+                topic,
+                json: Some(p),
+                ..
+            } => format!("{topic} {p}"),
             Source::Topic { topic, .. } => topic.clone(),
             Source::Node { node, .. } => node.clone(),
-            Source::Can { message, signal, .. } => format!("CAN {message} {signal}"),
+            Source::Can {
+                message, signal, ..
+            } => format!("CAN {message} {signal}"),
         }
     }
 
@@ -348,7 +361,9 @@ impl Source {
             Source::Register { area, encoding, .. } => {
                 area.is_bit() || encoding.bit.is_some() || encoding.ty == ValueType::Bool
             }
-            Source::Topic { ty, true_values, .. } => *ty == ValueType::Bool || !true_values.is_empty(),
+            Source::Topic {
+                ty, true_values, ..
+            } => *ty == ValueType::Bool || !true_values.is_empty(),
             Source::Node { ty, .. } | Source::Can { ty, .. } => *ty == ValueType::Bool,
         }
     }

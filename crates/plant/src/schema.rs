@@ -131,7 +131,11 @@ pub fn render_surface(plant: &Plant) -> String {
             device.driver.kind(),
             device.poll_ms,
             device.liveness.max_silence_s,
-            if signals.is_empty() { "none".to_string() } else { signals.join(", ") }
+            if signals.is_empty() {
+                "none".to_string()
+            } else {
+                signals.join(", ")
+            }
         );
         for action in &device.actions {
             let _ = writeln!(
@@ -139,8 +143,16 @@ pub fn render_surface(plant: &Plant) -> String {
                 "\n  tool {}  (verification {}, {}, {})",
                 action.tool_name,
                 action.verification.as_str(),
-                if action.idempotent { "idempotent" } else { "not idempotent" },
-                if action.destructive { "destructive" } else { "not destructive" },
+                if action.idempotent {
+                    "idempotent"
+                } else {
+                    "not idempotent"
+                },
+                if action.destructive {
+                    "destructive"
+                } else {
+                    "not destructive"
+                },
             );
             let _ = writeln!(out, "    {}", action.tool_description(device));
             let schema = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();

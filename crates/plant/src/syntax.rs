@@ -45,14 +45,21 @@ pub(crate) fn locate(src: &str, offset: usize, span_text: &str, duplicate: bool)
     });
     let table = header.unwrap_or_default();
     let rel = if device_start.is_some() {
-        table.strip_prefix("device").map(|r| r.trim_start_matches('.')).unwrap_or(&table).to_string()
+        table
+            .strip_prefix("device")
+            .map(|r| r.trim_start_matches('.'))
+            .unwrap_or(&table)
+            .to_string()
     } else {
         table
     };
     let key_here = if duplicate {
         Some(span_text.trim().trim_matches(['"', '\'']).to_string())
     } else {
-        lines.get(err_line).and_then(|l| l.split_once('=')).map(|(k, _)| k.trim().to_string())
+        lines
+            .get(err_line)
+            .and_then(|l| l.split_once('='))
+            .map(|(k, _)| k.trim().to_string())
     };
     let key = match key_here.filter(|k| !k.is_empty() && !k.starts_with('[')) {
         Some(k) if rel.is_empty() => Some(k),
@@ -60,14 +67,24 @@ pub(crate) fn locate(src: &str, offset: usize, span_text: &str, duplicate: bool)
         None if rel.is_empty() => None,
         None => Some(rel),
     };
-    Where { device, key, line: (line_no, col) }
+    Where {
+        device,
+        key,
+        line: (line_no, col),
+    }
 }
 
 /// `device.signals` for `[device.signals]`, `device` for `[[device]]`.
 fn header_name(line: &str) -> Option<String> {
     let inner = line.strip_prefix("[[").and_then(|l| l.split("]]").next());
     let inner = inner.or_else(|| line.strip_prefix('[').and_then(|l| l.split(']').next()))?;
-    Some(inner.split('.').map(|p| p.trim().trim_matches('"')).collect::<Vec<_>>().join("."))
+    Some(
+        inner
+            .split('.')
+            .map(|p| p.trim().trim_matches('"'))
+            .collect::<Vec<_>>()
+            .join("."),
+    )
 }
 
 fn id_value(line: &str) -> Option<String> {

@@ -28,12 +28,15 @@ impl Template {
         while let Some(i) = rest.find('$') {
             text.push_str(&rest[..i]);
             let after = &rest[i..];
-            if after.starts_with("$${") {
+            if let Some(after_escape) = after.strip_prefix("$${") {
                 text.push_str("${");
-                rest = &after[3..];
+                rest = after_escape;
             } else if let Some(body) = after.strip_prefix("${") {
                 let end = closing(body).ok_or_else(|| {
-                    format!("\"${{\" at byte {} has no closing \"}}\"", src.len() - after.len())
+                    format!(
+                        "\"${{\" at byte {} has no closing \"}}\"",
+                        src.len() - after.len()
+                    )
                 })?;
                 if !text.is_empty() {
                     parts.push(Part::Text(std::mem::take(&mut text)));
@@ -53,7 +56,10 @@ impl Template {
         if !text.is_empty() {
             parts.push(Part::Text(text));
         }
-        Ok(Template { source: src.to_string(), parts })
+        Ok(Template {
+            source: src.to_string(),
+            parts,
+        })
     }
 
     /// The payload as written.
@@ -91,6 +97,10 @@ fn closing(body: &str) -> Option<usize> {
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
+        // Another "${" before the "}" means this one was never closed.
+        if c == b'$' && b.get(i + 1) == Some(&b'{') {
+            return None;
+        }
         match quote {
             Some(_) if c == b'\\' => i += 1,
             Some(q) if c == q => quote = None,
@@ -114,7 +124,10 @@ mod tests {
 
     #[test]
     fn renders_params_and_command_id() {
-        let t = Template::compile(r#"{"on": ${params.on}, "level": ${params.level * 2}, "id": "${command_id}"}"#).unwrap();
+        let t = Template::compile(
+            r#"{"on": ${params.on}, "level": ${params.level * 2}, "id": "${command_id}"}"#,
+        )
+        .unwrap();
         assert_eq!(t.exprs().count(), 3);
         let mut params = Params::new();
         params.insert("on".into(), ParamValue::Bool(true));
@@ -122,21 +135,38 @@ mod tests {
         let none = BTreeMap::new();
         let devices = BTreeMap::new();
         let extra = [("command_id", "abc")];
-        let scope = Scope { signals: &none, params: &params, devices: &devices, extra_strings: &extra };
-        assert_eq!(t.render(&scope).unwrap(), r#"{"on": true, "level": 3, "id": "abc"}"#);
+        let scope = Scope {
+            signals: &none,
+            params: &params,
+            devices: &devices,
+            extra_strings: &extra,
+        };
+        assert_eq!(
+            t.render(&scope).unwrap(),
+            r#"{"on": true, "level": 3, "id": "abc"}"#
+        );
     }
 
     #[test]
     fn literal_dollars_and_nested_braces() {
         let t = Template::compile("cost $5 $${x} ${ {'a': 1}['a'] }").unwrap();
         let none = BTreeMap::new();
-        let scope = Scope { signals: &none, params: &Params::new(), devices: &BTreeMap::new(), extra_strings: &[] };
+        let scope = Scope {
+            signals: &none,
+            params: &Params::new(),
+            devices: &BTreeMap::new(),
+            extra_strings: &[],
+        };
         assert_eq!(t.render(&scope).unwrap(), "cost $5 ${x} 1");
     }
 
     #[test]
     fn unclosed_and_empty_are_refused() {
-        assert!(Template::compile("${params.on").unwrap_err().contains("no closing"));
+        assert!(
+            Template::compile("${params.on")
+                .unwrap_err()
+                .contains("no closing")
+        );
         assert!(Template::compile("${ }").unwrap_err().contains("empty"));
     }
 }

@@ -2,7 +2,7 @@
 
 use closedloop_driver::{Area, Value, ValueType, WordOrder};
 use closedloop_plant::{
-    DriverConfig, Parity, ParamType, ParamValue, Params, Scope, Source, TokenScope, ToolMode,
+    DriverConfig, ParamType, ParamValue, Params, Parity, Scope, Source, TokenScope, ToolMode,
     Verification, WriteEntry, load, parse, parse_with_env,
 };
 use std::collections::BTreeMap;
@@ -31,7 +31,10 @@ fn design_example_parses_with_defaults() {
     assert!(matches!(&lamp.driver, DriverConfig::Sim(c) if c.model == "relay"));
     let names: Vec<&str> = lamp.signals.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["commanded", "contact"]);
-    assert_eq!(lamp.signal("contact").unwrap().source.describe(), "discrete_input:0");
+    assert_eq!(
+        lamp.signal("contact").unwrap().source.describe(),
+        "discrete_input:0"
+    );
     assert!(lamp.signal("contact").unwrap().source.is_bool());
 
     let switch = lamp.action("switch").unwrap();
@@ -39,8 +42,20 @@ fn design_example_parses_with_defaults() {
     assert!(switch.idempotent);
     assert_eq!(switch.verification, Verification::Feedback);
     assert_eq!(switch.params[0].ty, ParamType::Bool);
-    assert_eq!(switch.done_when.as_ref().unwrap().source(), "contact == params.on");
-    assert_eq!(switch.done_when.as_ref().unwrap().signals().iter().collect::<Vec<_>>(), ["contact"]);
+    assert_eq!(
+        switch.done_when.as_ref().unwrap().source(),
+        "contact == params.on"
+    );
+    assert_eq!(
+        switch
+            .done_when
+            .as_ref()
+            .unwrap()
+            .signals()
+            .iter()
+            .collect::<Vec<_>>(),
+        ["contact"]
+    );
     // Defaults of the per-action keys.
     assert_eq!(switch.timeout_factor, 3.0);
     assert_eq!(switch.timeout_floor_ms, 100);
@@ -57,7 +72,11 @@ fn design_example_parses_with_defaults() {
     assert_eq!(pos.source.describe(), "holding:2");
     assert_eq!(pos.unit.as_deref(), Some("mm"));
     match &pos.source {
-        Source::Register { area, address, encoding } => {
+        Source::Register {
+            area,
+            address,
+            encoding,
+        } => {
             assert_eq!((*area, *address), (Area::Holding, 2));
             assert_eq!(encoding.ty, ValueType::I32);
             assert_eq!(encoding.scale, 0.01);
@@ -72,8 +91,16 @@ fn design_example_parses_with_defaults() {
     assert_eq!(mv.stopped_when.as_ref().unwrap().source(), "!moving");
     assert!(!mv.idempotent);
     match &mv.write[0] {
-        WriteEntry::Register { area, address, encoding, value } => {
-            assert_eq!((*area, *address, encoding.ty), (Area::Holding, 0, ValueType::I32));
+        WriteEntry::Register {
+            area,
+            address,
+            encoding,
+            value,
+        } => {
+            assert_eq!(
+                (*area, *address, encoding.ty),
+                (Area::Holding, 0, ValueType::I32)
+            );
             assert_eq!(value.source(), "params.target_mm * 100.0");
         }
         other => panic!("{other:?}"),
@@ -85,7 +112,12 @@ fn design_example_parses_with_defaults() {
     let mut params = Params::new();
     params.insert("target_mm".into(), ParamValue::Number(150.0));
     let devices = BTreeMap::new();
-    let scope = Scope { signals: &signals, params: &params, devices: &devices, extra_strings: &[] };
+    let scope = Scope {
+        signals: &signals,
+        params: &params,
+        devices: &devices,
+        extra_strings: &[],
+    };
     assert!((mv.expect_s.eval_f64(&scope).unwrap() - 1.55).abs() < 1e-9);
 
     let close = plant.device("gripper").unwrap().action("close").unwrap();
@@ -115,41 +147,99 @@ fn every_driver_kind_and_source_family() {
     assert_eq!(heater.liveness.counter, Some(10));
     assert!(heater.raw_access);
     let sim = heater.sim.as_ref().unwrap();
-    assert_eq!((sim.listen.as_deref(), sim.unit), (Some("127.0.0.1:5020"), Some(3)));
-    assert_eq!(heater.signal("temperature_c").unwrap().source.describe(), "input:0");
+    assert_eq!(
+        (sim.listen.as_deref(), sim.unit),
+        (Some("127.0.0.1:5020"), Some(3))
+    );
+    assert_eq!(
+        heater.signal("temperature_c").unwrap().source.describe(),
+        "input:0"
+    );
     assert!(heater.signal("alarm").unwrap().source.is_bool());
     let set = heater.action("set_temperature").unwrap();
-    assert_eq!((set.exclusive.as_str(), set.hold_ms, set.destructive), ("oven", 500, false));
-    assert_eq!(set.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["mode", "target_c"]);
+    assert_eq!(
+        (set.exclusive.as_str(), set.hold_ms, set.destructive),
+        ("oven", 500, false)
+    );
+    assert_eq!(
+        set.params
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["mode", "target_c"]
+    );
 
     let pump = plant.device("pump").unwrap();
-    assert!(matches!(pump.driver, DriverConfig::ModbusRtu { baud: 19200, parity: Parity::Even, unit: 1, .. }));
-    assert_eq!(pump.action("start").unwrap().verification, Verification::Readback);
+    assert!(matches!(
+        pump.driver,
+        DriverConfig::ModbusRtu {
+            baud: 19200,
+            parity: Parity::Even,
+            unit: 1,
+            ..
+        }
+    ));
+    assert_eq!(
+        pump.action("start").unwrap().verification,
+        Verification::Readback
+    );
 
     let desk = plant.device("desk").unwrap();
-    assert!(format!("{:?}", desk.driver).contains("Secret(***)"), "passwords stay out of Debug");
-    assert_eq!(desk.signal("on").unwrap().source.describe(), "lab/desk/state /on");
+    assert!(
+        format!("{:?}", desk.driver).contains("Secret(***)"),
+        "passwords stay out of Debug"
+    );
+    assert_eq!(
+        desk.signal("on").unwrap().source.describe(),
+        "lab/desk/state /on"
+    );
     assert!(desk.signal("power").unwrap().source.is_bool());
     assert!(!desk.signal("watts").unwrap().source.is_bool());
-    assert_eq!(desk.liveness.status_topic.as_deref(), Some("lab/desk/status"));
-    let WriteEntry::Mqtt { payload, qos, .. } = &desk.action("switch").unwrap().write[0] else { panic!() };
+    assert_eq!(
+        desk.liveness.status_topic.as_deref(),
+        Some("lab/desk/status")
+    );
+    let WriteEntry::Mqtt { payload, qos, .. } = &desk.action("switch").unwrap().write[0] else {
+        panic!()
+    };
     assert_eq!(*qos, 1);
     let mut params = Params::new();
     params.insert("on".into(), ParamValue::Bool(false));
     let empty = BTreeMap::new();
     let devices = BTreeMap::new();
     let extra = [("command_id", "c1")];
-    let scope = Scope { signals: &empty, params: &params, devices: &devices, extra_strings: &extra };
-    assert_eq!(payload.render(&scope).unwrap(), r#"{"on": false, "id": "c1"}"#);
-    assert_eq!(desk.action("blink").unwrap().verification, Verification::None);
+    let scope = Scope {
+        signals: &empty,
+        params: &params,
+        devices: &devices,
+        extra_strings: &extra,
+    };
+    assert_eq!(
+        payload.render(&scope).unwrap(),
+        r#"{"on": false, "id": "c1"}"#
+    );
+    assert_eq!(
+        desk.action("blink").unwrap().verification,
+        Verification::None
+    );
 
     let conveyor = plant.device("conveyor").unwrap();
-    assert_eq!(conveyor.signal("speed").unwrap().source.describe(), "ns=2;s=Speed");
-    assert!(matches!(&conveyor.action("reset").unwrap().write[0], WriteEntry::OpcuaMethod { args, .. } if args.len() == 2));
+    assert_eq!(
+        conveyor.signal("speed").unwrap().source.describe(),
+        "ns=2;s=Speed"
+    );
+    assert!(
+        matches!(&conveyor.action("reset").unwrap().write[0], WriteEntry::OpcuaMethod { args, .. } if args.len() == 2)
+    );
 
     let axle = plant.device("axle").unwrap();
-    assert!(matches!(&axle.driver, DriverConfig::Can { dbc, bitrate: 500_000, .. } if dbc == Path::new("/srv/plant/axle.dbc")));
-    assert_eq!(axle.signal("rpm").unwrap().source.describe(), "CAN 0x1F0 Speed");
+    assert!(
+        matches!(&axle.driver, DriverConfig::Can { dbc, bitrate: 500_000, .. } if dbc == Path::new("/srv/plant/axle.dbc"))
+    );
+    assert_eq!(
+        axle.signal("rpm").unwrap().source.describe(),
+        "CAN 0x1F0 Speed"
+    );
 }
 
 #[test]
@@ -159,10 +249,18 @@ fn load_reads_the_file_and_resolves_next_to_it() {
     std::fs::write(&path, WORKSHOP).unwrap();
     let plant = load(&path).unwrap();
     assert_eq!(plant.file, path);
-    assert_eq!(plant.server.journal, format!("sqlite://{}", dir.path().join("closedloop.db").display()));
+    assert_eq!(
+        plant.server.journal,
+        format!("sqlite://{}", dir.path().join("closedloop.db").display())
+    );
 
     let missing = load(&dir.path().join("nope.toml")).unwrap_err();
-    assert!(missing.to_string().contains("nope.toml: cannot read the plant file"), "{missing}");
+    assert!(
+        missing
+            .to_string()
+            .contains("nope.toml: cannot read the plant file"),
+        "{missing}"
+    );
 }
 
 #[test]

@@ -1,41 +1,61 @@
-//! `[[device.action]]`: params, write and cancel plans, criteria and their rules.
+//! `[[device.action]]`: params, criteria and the rules between them (write and cancel plans
+//! are in `write.rs`).
 
-use super::device::Pending;
-use super::exprs::{check, check_name, check_template, Catalog, ExprCtx, Want};
-use super::register::{family, RegKeys, SourceFamily};
 use super::Dev;
+use super::device::Pending;
+use super::exprs::{Catalog, ExprCtx, Want, check, check_name};
 use crate::action::{Action, Verification, WriteEntry};
 use crate::error::Sink;
-use crate::model::{typed, RawAction, RawExpr, RawParam, RawWrite};
+use crate::model::{RawAction, RawExpr, RawParam, typed};
 use crate::params::{ParamSpec, ParamType};
 use crate::plant::DriverConfig;
 use crate::schema::MAX_TOOL_NAME;
-use closedloop_driver::Area;
 use std::collections::BTreeMap;
 
 /// Error codes of the contract that a `fail_when` may not reuse (they mean something else).
 const RESERVED_CODES: &[&str] = &[
-    "INVALID_PARAMS", "INTERLOCK", "DEVICE_OFFLINE", "DEVICE_BUSY", "BUS_NAK", "REGISTER_INVALID",
-    "FEEDBACK_MISMATCH", "TIMEOUT", "CRC_MISMATCH", "INTERRUPTED", "CANCELLED", "UNAUTHORIZED",
+    "INVALID_PARAMS",
+    "INTERLOCK",
+    "DEVICE_OFFLINE",
+    "DEVICE_BUSY",
+    "BUS_NAK",
+    "REGISTER_INVALID",
+    "FEEDBACK_MISMATCH",
+    "TIMEOUT",
+    "CRC_MISMATCH",
+    "INTERRUPTED",
+    "CANCELLED",
+    "UNAUTHORIZED",
     "UNKNOWN_COMMAND",
 ];
 
 pub(crate) fn actions(p: &mut Pending, catalog: &Catalog, sink: &mut Sink) -> Vec<Action> {
-    let empty = BTreeMap::new();
-    let own = p.label.as_ref().and_then(|id| catalog.devices.get(id)).unwrap_or(&empty);
+    let own = p.signal_kinds();
+    let own = &own;
     let device = p.label.clone().unwrap_or_default();
     let mut out: Vec<Action> = Vec::new();
     for (i, value) in std::mem::take(&mut p.actions).into_iter().enumerate() {
-        let name = value.get("name").and_then(|n| n.as_str()).map(str::to_string);
+        let name = value
+            .get("name")
+            .and_then(|n| n.as_str())
+            .map(str::to_string);
         let key = match &name {
             Some(n) => format!("action.{n}"),
             None => format!("action[{i}]"),
         };
-        let Ok(raw) = typed::<RawAction>(value, &key).map_err(|(k, m)| p.dev.err(sink, &k, m)) else { continue };
+        let Ok(raw) = typed::<RawAction>(value, &key).map_err(|(k, m)| p.dev.err(sink, &k, m))
+        else {
+            continue;
+        };
         if out.iter().any(|a| a.name == raw.name) {
             p.dev.err(sink, &format!("{key}.name"), format!("the action \"{}\" is declared twice in this device; give each action its own name", raw.name));
         }
-        let mut a = ActionCheck { dev: &p.dev, sink, key: key.clone(), driver: p.driver.as_ref() };
+        let mut a = ActionCheck {
+            dev: &p.dev,
+            sink,
+            key: key.clone(),
+            driver: p.driver.as_ref(),
+        };
         if let Some(action) = a.action(raw, &device, own, catalog) {
             out.push(action);
         }
@@ -43,29 +63,53 @@ pub(crate) fn actions(p: &mut Pending, catalog: &Catalog, sink: &mut Sink) -> Ve
     out
 }
 
-struct ActionCheck<'a> {
-    dev: &'a Dev,
-    sink: &'a mut Sink,
-    key: String,
-    driver: Option<&'a DriverConfig>,
+/// Checks one action, reporting into the device's errors under `key` (`action.<name>`).
+pub(super) struct ActionCheck<'a> {
+    pub dev: &'a Dev,
+    pub sink: &'a mut Sink,
+    pub key: String,
+    pub driver: Option<&'a DriverConfig>,
 }
 
 impl ActionCheck<'_> {
-    fn err(&mut self, key: &str, msg: impl Into<String>) {
+    pub(super) fn err(&mut self, key: &str, msg: impl Into<String>) {
         self.dev.err(self.sink, &format!("{}.{key}", self.key), msg);
     }
 
-    fn action(&mut self, raw: RawAction, device: &str, own: &BTreeMap<String, bool>, catalog: &Catalog) -> Option<Action> {
+    fn action(
+        &mut self,
+        raw: RawAction,
+        device: &str,
+        own: &BTreeMap<String, Option<bool>>,
+        catalog: &Catalog,
+    ) -> Option<Action> {
         let before = self.sink.count();
-        if raw.name.is_empty() || !raw.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-            self.err("name", format!("\"{}\" is not a valid action name; use lower-case letters, digits and _", raw.name));
+        if raw.name.is_empty()
+            || !raw
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            self.err(
+                "name",
+                format!(
+                    "\"{}\" is not a valid action name; use lower-case letters, digits and _",
+                    raw.name
+                ),
+            );
         }
         let tool_name = format!("{device}_{}", raw.name);
         if tool_name.len() > MAX_TOOL_NAME {
             self.err("name", format!("the tool name \"{tool_name}\" is longer than {MAX_TOOL_NAME} characters; shorten the device id or the action name"));
         }
         let params = self.params(raw.params);
-        let ctx = ExprCtx { device, action: &raw.name, own, catalog, params: &params };
+        let ctx = ExprCtx {
+            device,
+            action: &raw.name,
+            own,
+            catalog,
+            params: &params,
+        };
         let requires = self.expr(&ctx, "requires", raw.requires.as_ref(), Want::Bool);
         let done_when = self.expr(&ctx, "done_when", raw.done_when.as_ref(), Want::Bool);
         let started_when = self.expr(&ctx, "started_when", raw.started_when.as_ref(), Want::Bool);
@@ -74,7 +118,9 @@ impl ActionCheck<'_> {
         for (code, e) in &raw.fail_when {
             let k = format!("fail_when.{code}");
             let valid = code.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-                && code.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                && code
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
             if !valid {
                 self.err(&k, format!("\"{code}\" is not an error code; write it in capitals like MOTOR_STALL ([A-Z][A-Z0-9_]*)"));
             } else if RESERVED_CODES.contains(&code.as_str()) {
@@ -86,14 +132,10 @@ impl ActionCheck<'_> {
         }
         let expect_src = raw.expect_s.clone().unwrap_or(RawExpr("0".into()));
         let expect_s = self.expr(&ctx, "expect_s", Some(&expect_src), Want::Number);
-        if let Some(e) = &expect_s {
-            if !e.reads_signals() && e.params().is_empty() {
-                let scope_signals = BTreeMap::new();
-                let scope = crate::expr::Scope { signals: &scope_signals, params: &Default::default(), devices: &Default::default(), extra_strings: &[] };
-                if e.eval_f64(&scope).is_ok_and(|v| !(v.is_finite() && v >= 0.0)) {
-                    self.err("expect_s", "expect_s must be 0 or more seconds");
-                }
-            }
+        if let Some(e) = &expect_s
+            && constant(e).is_some_and(|v| !(v.is_finite() && v >= 0.0))
+        {
+            self.err("expect_s", "expect_s must be 0 or more seconds");
         }
         let write = self.plan("write", &raw.write, &ctx);
         let cancel = self.plan("cancel", &raw.cancel, &ctx);
@@ -129,10 +171,16 @@ impl ActionCheck<'_> {
         }
         let queue_timeout_s = raw.queue_timeout_s.unwrap_or(10.0);
         if !(queue_timeout_s.is_finite() && queue_timeout_s >= 0.0) {
-            self.err("queue_timeout_s", "queue_timeout_s must be 0 or more seconds; the default is 10");
+            self.err(
+                "queue_timeout_s",
+                "queue_timeout_s must be 0 or more seconds; the default is 10",
+            );
         }
         if raw.exclusive.as_deref() == Some("") {
-            self.err("exclusive", "exclusive must name a group (default: the device id)");
+            self.err(
+                "exclusive",
+                "exclusive must name a group (default: the device id)",
+            );
         }
         let exclusive = raw.exclusive.unwrap_or_else(|| device.to_string());
         if self.sink.count() > before {
@@ -164,7 +212,13 @@ impl ActionCheck<'_> {
         })
     }
 
-    fn expr(&mut self, ctx: &ExprCtx, key: &str, raw: Option<&RawExpr>, want: Want) -> Option<crate::expr::Expr> {
+    fn expr(
+        &mut self,
+        ctx: &ExprCtx,
+        key: &str,
+        raw: Option<&RawExpr>,
+        want: Want,
+    ) -> Option<crate::expr::Expr> {
         check(ctx, &raw?.0, want).map_err(|m| self.err(key, m)).ok()
     }
 
@@ -179,128 +233,59 @@ impl ActionCheck<'_> {
             }
             let numeric = matches!(p.ty, ParamType::Number | ParamType::Integer);
             if !numeric && (p.min.is_some() || p.max.is_some()) {
-                self.err(&k, format!("min and max apply to number and integer params, not to {}; remove them", p.ty.key()));
+                self.err(
+                    &k,
+                    format!(
+                        "min and max apply to number and integer params, not to {}; remove them",
+                        p.ty.key()
+                    ),
+                );
             }
             if p.choices.is_some() && p.ty != ParamType::String {
-                self.err(&format!("{k}.enum"), "enum applies to string params; set type = \"string\" or remove enum");
+                self.err(
+                    &format!("{k}.enum"),
+                    "enum applies to string params; set type = \"string\" or remove enum",
+                );
             }
             if p.choices.as_ref().is_some_and(Vec::is_empty) {
-                self.err(&format!("{k}.enum"), "enum must list at least one allowed string");
+                self.err(
+                    &format!("{k}.enum"),
+                    "enum must list at least one allowed string",
+                );
             }
-            if let (Some(a), Some(b)) = (p.min, p.max) {
-                if a > b {
-                    self.err(&k, format!("min {a} is above max {b}; swap them"));
-                }
+            if let (Some(a), Some(b)) = (p.min, p.max)
+                && a > b
+            {
+                self.err(&k, format!("min {a} is above max {b}; swap them"));
             }
             if p.min.is_some_and(|v| !v.is_finite()) || p.max.is_some_and(|v| !v.is_finite()) {
                 self.err(&k, "min and max must be finite numbers");
             }
-            out.push(ParamSpec { name, ty: p.ty, min: p.min, max: p.max, unit: p.unit, description: p.description, choices: p.choices });
+            out.push(ParamSpec {
+                name,
+                ty: p.ty,
+                min: p.min,
+                max: p.max,
+                unit: p.unit,
+                description: p.description,
+                choices: p.choices,
+            });
         }
         out
-    }
-
-    fn plan(&mut self, key: &str, entries: &[toml::Value], ctx: &ExprCtx) -> Vec<WriteEntry> {
-        let mut out = Vec::new();
-        for (i, v) in entries.iter().enumerate() {
-            let k = format!("{key}[{i}]");
-            let keys: Vec<String> = v.as_table().map(|t| t.keys().cloned().collect()).unwrap_or_default();
-            let full = format!("{}.{k}", self.key);
-            let raw = match typed::<RawWrite>(v.clone(), &full) {
-                Ok(r) => r,
-                Err((ek, m)) => {
-                    self.dev.err(self.sink, &ek, m);
-                    continue;
-                }
-            };
-            if let Some(w) = self.entry(&k, raw, &keys, ctx) {
-                out.push(w);
-            }
-        }
-        out
-    }
-
-    fn entry(&mut self, k: &str, raw: RawWrite, keys: &[String], ctx: &ExprCtx) -> Option<WriteEntry> {
-        let fam = family(keys, WRITE_KEYS).map_err(|m| self.err(k, m)).ok()?;
-        if let Some(d) = self.driver {
-            fam.fits(d).map_err(|m| self.err(k, m)).ok()?;
-        }
-        let need = |this: &mut Self, field: &str, what: &str| this.err(&format!("{k}.{field}"), format!("missing {field}; {what}"));
-        match fam {
-            SourceFamily::Register => {
-                let (area, address, encoding) = RegKeys::from(&raw).resolve().map_err(|(ek, m)| self.err(&crate::error::join(k, &ek), m)).ok()?;
-                if !area.is_writable() {
-                    let instead = if area == Area::DiscreteInput { "coil" } else { "holding" };
-                    self.err(&format!("{k}.{}", area.key()), format!("a {} is read-only and cannot be written; write a {instead} instead", area.key()));
-                    return None;
-                }
-                if encoding.bit.is_some() {
-                    self.err(&format!("{k}.bit"), "a single bit of a register cannot be written without clobbering the others; write the whole register");
-                    return None;
-                }
-                let Some(value) = raw.value else {
-                    need(self, "value", "write value = \"<expression>\"");
-                    return None;
-                };
-                let want = if area == Area::Coil { Want::Bool } else { Want::Value };
-                let value = check(ctx, &value.0, want).map_err(|m| self.err(&format!("{k}.value"), m)).ok()?;
-                Some(WriteEntry::Register { area, address, encoding, value })
-            }
-            SourceFamily::Topic => {
-                let topic = raw.topic.unwrap_or_default();
-                if topic.is_empty() || topic.contains(['+', '#']) {
-                    self.err(&format!("{k}.topic"), "write to one concrete topic (no empty topic, no + or # wildcards)");
-                }
-                let Some(payload) = raw.payload else {
-                    need(self, "payload", "write payload = \"...\" (${...} interpolates an expression)");
-                    return None;
-                };
-                let payload = check_template(ctx, &payload).map_err(|m| self.err(&format!("{k}.payload"), m)).ok()?;
-                let qos = raw.qos.unwrap_or(1);
-                if qos > 2 {
-                    self.err(&format!("{k}.qos"), "qos must be 0, 1 or 2");
-                }
-                Some(WriteEntry::Mqtt { topic, payload, qos })
-            }
-            SourceFamily::Node => {
-                let Some(value) = raw.value else {
-                    need(self, "value", "write value = \"<expression>\"");
-                    return None;
-                };
-                let value = check(ctx, &value.0, Want::Value).map_err(|m| self.err(&format!("{k}.value"), m)).ok()?;
-                Some(WriteEntry::OpcuaNode { node: raw.node.unwrap_or_default(), value })
-            }
-            SourceFamily::Method => {
-                let Some(object) = raw.object else {
-                    need(self, "object", "write object = \"<NodeId of the object owning the method>\"");
-                    return None;
-                };
-                let mut args = Vec::new();
-                for (j, a) in raw.args.unwrap_or_default().iter().enumerate() {
-                    args.push(check(ctx, &a.0, Want::Value).map_err(|m| self.err(&format!("{k}.args[{j}]"), m)).ok()?);
-                }
-                Some(WriteEntry::OpcuaMethod { method: raw.method.unwrap_or_default(), object, args })
-            }
-            SourceFamily::Can => {
-                let Some(signals) = raw.signals.filter(|s| !s.is_empty()) else {
-                    need(self, "signals", "write signals = { NAME = \"<expression>\" }");
-                    return None;
-                };
-                let mut out = Vec::new();
-                for (name, e) in &signals {
-                    out.push((name.clone(), check(ctx, &e.0, Want::Value).map_err(|m| self.err(&format!("{k}.signals.{name}"), m)).ok()?));
-                }
-                Some(WriteEntry::Can { message: raw.message.map(|m| m.0).unwrap_or_default(), signals: out, cycle_ms: raw.cycle_ms })
-            }
-        }
     }
 }
 
-/// The keys a write entry may have, by family.
-const WRITE_KEYS: &[(SourceFamily, &[&str])] = &[
-    (SourceFamily::Register, &["coil", "discrete_input", "holding", "input", "type", "word_order", "byte_swap", "bit", "scale", "offset", "value"]),
-    (SourceFamily::Topic, &["topic", "payload", "qos"]),
-    (SourceFamily::Node, &["node", "value"]),
-    (SourceFamily::Method, &["method", "object", "args"]),
-    (SourceFamily::Can, &["message", "signals", "cycle_ms"]),
-];
+/// The value of an expression that reads nothing (a constant), if it evaluates to a number.
+fn constant(e: &crate::expr::Expr) -> Option<f64> {
+    if e.reads_signals() || !e.params().is_empty() {
+        return None;
+    }
+    let none = BTreeMap::new();
+    let scope = crate::expr::Scope {
+        signals: &none,
+        params: &Default::default(),
+        devices: &Default::default(),
+        extra_strings: &[],
+    };
+    e.eval_f64(&scope).ok()
+}

@@ -8,23 +8,23 @@
 
 use crate::ast::{self, Leaf};
 use crate::error::did_you_mean;
-use crate::expr::{kind_of, EvalError, Expr, Scope};
+use crate::expr::{EvalError, Expr, Scope, kind_of};
 use crate::params::{ParamSpec, ParamType, ParamValue, Params};
 use crate::template::Template;
 use closedloop_driver::Value;
 use std::collections::BTreeMap;
 
-/// Every device's signals: id → signal name → whether it is a bool.
+/// Every device's signals: id → signal name → whether it is a bool (None: refused, unknown).
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {
-    pub devices: BTreeMap<String, BTreeMap<String, bool>>,
+    pub devices: BTreeMap<String, BTreeMap<String, Option<bool>>>,
 }
 
 /// Where an expression stands: which names it may read.
 pub(crate) struct ExprCtx<'a> {
     pub device: &'a str,
     pub action: &'a str,
-    pub own: &'a BTreeMap<String, bool>,
+    pub own: &'a BTreeMap<String, Option<bool>>,
     pub catalog: &'a Catalog,
     pub params: &'a [ParamSpec],
 }
@@ -66,20 +66,45 @@ impl Want {
 
 /// CEL keywords and the names expressions reserve; none can name a signal or param.
 const RESERVED: &[&str] = &[
-    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
-    "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
-    "params", "devices", "command_id",
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+    "params",
+    "devices",
+    "command_id",
 ];
 
 /// Whether `name` can be read in an expression as a bare name or `params.<name>`.
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
     let mut chars = name.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err("use letters, digits and _, not starting with a digit".into());
     }
     if RESERVED.contains(&name) {
-        return Err(format!("\"{name}\" is reserved in expressions; choose another name"));
+        return Err(format!(
+            "\"{name}\" is reserved in expressions; choose another name"
+        ));
     }
     Ok(())
 }
@@ -108,38 +133,87 @@ fn check_compiled(ctx: &ExprCtx, expr: &Expr, want: Want, extras: bool) -> Resul
         }
     }
     if let Some(x) = expr.extras().iter().next().filter(|_| !extras) {
-        return Err(format!("in \"{src}\": {x} is only known inside an MQTT payload's ${{...}}"));
+        return Err(format!(
+            "in \"{src}\": {x} is only known inside an MQTT payload's ${{...}}"
+        ));
     }
     for p in expr.params() {
         if !ctx.params.iter().any(|s| &s.name == p) {
             let names: Vec<&str> = ctx.params.iter().map(|s| s.name.as_str()).collect();
-            let hint = did_you_mean(p, names.iter().copied()).map(|b| format!(" (did you mean params.{b}?)")).unwrap_or_default();
-            let list = if names.is_empty() { format!("action {} has no params", ctx.action) } else { format!("params of {} are {}", ctx.action, names.join(", ")) };
-            return Err(format!("in \"{src}\": unknown name \"params.{p}\"{hint} — {list}"));
+            let hint = did_you_mean(p, names.iter().copied())
+                .map(|b| format!(" (did you mean params.{b}?)"))
+                .unwrap_or_default();
+            let list = if names.is_empty() {
+                format!("action {} has no params", ctx.action)
+            } else {
+                format!("params of {} are {}", ctx.action, names.join(", "))
+            };
+            return Err(format!(
+                "in \"{src}\": unknown name \"params.{p}\"{hint} — {list}"
+            ));
         }
     }
     for (d, s) in expr.devices() {
         let Some(signals) = ctx.catalog.devices.get(d) else {
             let ids: Vec<&str> = ctx.catalog.devices.keys().map(String::as_str).collect();
-            let hint = did_you_mean(d, ids.iter().copied()).map(|b| format!(" (did you mean {b}?)")).unwrap_or_default();
-            return Err(format!("in \"{src}\": unknown device \"{d}\" in devices.{d}.{s}{hint} — devices are {}", ids.join(", ")));
+            let hint = did_you_mean(d, ids.iter().copied())
+                .map(|b| format!(" (did you mean {b}?)"))
+                .unwrap_or_default();
+            return Err(format!(
+                "in \"{src}\": unknown device \"{d}\" in devices.{d}.{s}{hint} — devices are {}",
+                ids.join(", ")
+            ));
         };
         if !signals.contains_key(s) {
             let names: Vec<&str> = signals.keys().map(String::as_str).collect();
-            let hint = did_you_mean(s, names.iter().copied()).map(|b| format!(" (did you mean {b}?)")).unwrap_or_default();
-            return Err(format!("in \"{src}\": device {d} has no signal \"{s}\"{hint} — its signals are {}", list_or_none(&names)));
+            let hint = did_you_mean(s, names.iter().copied())
+                .map(|b| format!(" (did you mean {b}?)"))
+                .unwrap_or_default();
+            return Err(format!(
+                "in \"{src}\": device {d} has no signal \"{s}\"{hint} — its signals are {}",
+                list_or_none(&names)
+            ));
         }
+    }
+    let unknown_kind = expr
+        .signals()
+        .iter()
+        .any(|s| ctx.own.get(s).is_some_and(Option::is_none))
+        || expr.devices().iter().any(|(d, s)| {
+            ctx.catalog
+                .devices
+                .get(d)
+                .and_then(|m| m.get(s))
+                .is_some_and(Option::is_none)
+        });
+    if unknown_kind {
+        // It reads a signal that was refused (and reported); its type cannot be checked.
+        return Ok(());
     }
     equality_types(ctx, expr)?;
     for sample in [false, true] {
         let (signals, params, devices) = samples(ctx, sample);
         let extra = [("command_id", "0193f0c2-7c1e-7a51-9c1f-3f0f4c1b2a77")];
-        let scope = Scope { signals: &signals, params: &params, devices: &devices, extra_strings: &extra };
+        let scope = Scope {
+            signals: &signals,
+            params: &params,
+            devices: &devices,
+            extra_strings: &extra,
+        };
         match expr.eval_cel(&scope) {
             Ok(v) if want.accepts(&v) => {}
-            Ok(v) => return Err(format!("\"{src}\" must yield {}, but it yields {}", want.says(), kind_of(&v))),
+            Ok(v) => {
+                return Err(format!(
+                    "\"{src}\" must yield {}, but it yields {}",
+                    want.says(),
+                    kind_of(&v)
+                ));
+            }
             Err(EvalError::Failed { message, .. }) => {
-                return Err(format!("type error in \"{src}\": {message}; here {}", kinds(ctx, expr)));
+                return Err(format!(
+                    "type error in \"{src}\": {message}; here {}",
+                    kinds(ctx, expr)
+                ));
             }
             Err(e) => return Err(e.to_string()),
         }
@@ -156,8 +230,14 @@ fn unknown_name(ctx: &ExprCtx, src: &str, name: &str) -> String {
     }
     let signals: Vec<&str> = ctx.own.keys().map(String::as_str).collect();
     let params: Vec<&str> = ctx.params.iter().map(|p| p.name.as_str()).collect();
-    let hint = did_you_mean(name, signals.iter().copied()).map(|b| format!(" (did you mean {b}?)")).unwrap_or_default();
-    let params = if params.is_empty() { "none".to_string() } else { params.join(", ") };
+    let hint = did_you_mean(name, signals.iter().copied())
+        .map(|b| format!(" (did you mean {b}?)"))
+        .unwrap_or_default();
+    let params = if params.is_empty() {
+        "none".to_string()
+    } else {
+        params.join(", ")
+    };
     format!(
         "unknown name \"{name}\"{hint} — signals of {} are {}; params are {params}",
         ctx.device,
@@ -166,7 +246,11 @@ fn unknown_name(ctx: &ExprCtx, src: &str, name: &str) -> String {
 }
 
 fn list_or_none(names: &[&str]) -> String {
-    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// Refuses `==` / `!=` between a number and a bool, which CEL answers with `false`.
@@ -174,13 +258,14 @@ fn equality_types(ctx: &ExprCtx, expr: &Expr) -> Result<(), String> {
     let mut pairs = Vec::new();
     ast::equalities(expr.syntax(), &mut pairs);
     for (a, b) in &pairs {
-        if let (Some((na, ka)), Some((nb, kb))) = (leaf(ctx, a), leaf(ctx, b)) {
-            if ka != kb {
-                return Err(format!(
-                    "type error in \"{}\": it compares {na} ({ka}) with {nb} ({kb}), which is never equal; compare values of the same kind",
-                    expr.source()
-                ));
-            }
+        if let (Some((na, ka)), Some((nb, kb))) = (leaf(ctx, a), leaf(ctx, b))
+            && ka != kb
+        {
+            return Err(format!(
+                "type error in \"{}\": it compares {na} ({ka}) with {nb} ({kb}), which is never \
+                 equal; compare values of the same kind",
+                expr.source()
+            ));
         }
     }
     Ok(())
@@ -192,8 +277,20 @@ fn leaf(ctx: &ExprCtx, l: &Leaf) -> Option<(String, &'static str)> {
         Leaf::Bool => Some(("a bool literal".into(), "a bool")),
         Leaf::Number => Some(("a number literal".into(), "a number")),
         Leaf::String => Some(("a string literal".into(), "a string")),
-        Leaf::Signal(n) => ctx.own.get(*n).map(|b| ((*n).to_string(), bool_kind(*b))),
-        Leaf::Device(d, s) => ctx.catalog.devices.get(*d)?.get(*s).map(|b| (format!("devices.{d}.{s}"), bool_kind(*b))),
+        Leaf::Signal(n) => ctx
+            .own
+            .get(*n)
+            .copied()
+            .flatten()
+            .map(|b| ((*n).to_string(), bool_kind(b))),
+        Leaf::Device(d, s) => ctx
+            .catalog
+            .devices
+            .get(*d)?
+            .get(*s)
+            .copied()
+            .flatten()
+            .map(|b| (format!("devices.{d}.{s}"), bool_kind(b))),
         Leaf::Param(p) => ctx.params.iter().find(|s| s.name == *p).map(|s| {
             let k = match s.ty {
                 ParamType::Bool => "a bool",
@@ -223,19 +320,42 @@ fn kinds(ctx: &ExprCtx, expr: &Expr) -> String {
             parts.push(format!("{n} is {k}"));
         }
     }
-    if parts.is_empty() { "every number is a double".into() } else { format!("{} (every number is a double)", parts.join(", ")) }
+    if parts.is_empty() {
+        "every number is a double".into()
+    } else {
+        format!("{} (every number is a double)", parts.join(", "))
+    }
 }
 
-type Samples = (BTreeMap<String, Value>, Params, BTreeMap<String, BTreeMap<String, Value>>);
+type Samples = (
+    BTreeMap<String, Value>,
+    Params,
+    BTreeMap<String, BTreeMap<String, Value>>,
+);
 
 fn samples(ctx: &ExprCtx, b: bool) -> Samples {
-    let sample = |is_bool: &bool| if *is_bool { Value::Bool(b) } else { Value::Number(1.0) };
-    let signals = ctx.own.iter().map(|(n, k)| (n.clone(), sample(k))).collect();
+    let sample = |is_bool: &Option<bool>| {
+        if *is_bool == Some(true) {
+            Value::Bool(b)
+        } else {
+            Value::Number(1.0)
+        }
+    };
+    let signals = ctx
+        .own
+        .iter()
+        .map(|(n, k)| (n.clone(), sample(k)))
+        .collect();
     let devices = ctx
         .catalog
         .devices
         .iter()
-        .map(|(d, m)| (d.clone(), m.iter().map(|(n, k)| (n.clone(), sample(k))).collect()))
+        .map(|(d, m)| {
+            (
+                d.clone(),
+                m.iter().map(|(n, k)| (n.clone(), sample(k))).collect(),
+            )
+        })
         .collect();
     let params = ctx
         .params
@@ -243,11 +363,16 @@ fn samples(ctx: &ExprCtx, b: bool) -> Samples {
         .map(|p| {
             let v = match p.ty {
                 ParamType::Bool => ParamValue::Bool(b),
-                ParamType::Number | ParamType::Integer => {
-                    ParamValue::Number(p.min.map_or(1.0, |m| m.max(1.0)).min(p.max.unwrap_or(f64::MAX)))
-                }
+                ParamType::Number | ParamType::Integer => ParamValue::Number(
+                    p.min
+                        .map_or(1.0, |m| m.max(1.0))
+                        .min(p.max.unwrap_or(f64::MAX)),
+                ),
                 ParamType::String => ParamValue::String(
-                    p.choices.as_ref().and_then(|c| c.first().cloned()).unwrap_or_else(|| "sample".into()),
+                    p.choices
+                        .as_ref()
+                        .and_then(|c| c.first().cloned())
+                        .unwrap_or_else(|| "sample".into()),
                 ),
             };
             (p.name.clone(), v)

@@ -7,9 +7,12 @@
 
 mod action;
 mod device;
+mod driver;
 mod exprs;
 mod register;
 mod server;
+mod signal;
+mod write;
 
 use crate::env::{self, Seg};
 use crate::error::{PlantErrors, Sink};
@@ -29,7 +32,11 @@ pub(crate) struct Dev {
 
 impl Dev {
     pub fn err(&self, sink: &mut Sink, key: &str, msg: impl Into<String>) {
-        sink.push(self.id.as_deref(), &crate::error::join(&self.prefix, key), msg);
+        sink.push(
+            self.id.as_deref(),
+            &crate::error::join(&self.prefix, key),
+            msg,
+        );
     }
 }
 
@@ -50,8 +57,10 @@ pub(crate) fn run(
             let dup = msg.contains("duplicate key");
             let w = syntax::locate(src, span.start, text, dup);
             let msg = if dup {
-                format!("{msg}: this key is given twice; keep one (names of signals, params and \
-                         tables must be unique)")
+                format!(
+                    "{msg}: this key is given twice; keep one (names of signals, params and \
+                         tables must be unique)"
+                )
             } else {
                 format!("TOML syntax error: {msg}")
             };
@@ -70,10 +79,19 @@ pub(crate) fn run(
     }
     let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
     let file = base_dir.join(Path::new(file_label).file_name().unwrap_or_default());
-    let stem = Path::new(file_label).file_stem().and_then(|s| s.to_str()).unwrap_or("closedloop");
+    let stem = Path::new(file_label)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("closedloop");
 
     for k in doc.keys().filter(|k| *k != "server" && *k != "device") {
-        sink.push(None, k, format!("unknown top-level key \"{k}\"; a plant file has [server] and [[device]] tables"));
+        sink.push(
+            None,
+            k,
+            format!(
+                "unknown top-level key \"{k}\"; a plant file has [server] and [[device]] tables"
+            ),
+        );
     }
     let raw_server = match doc.remove("server") {
         None => Default::default(),
@@ -82,6 +100,19 @@ pub(crate) fn run(
             Default::default()
         }),
     };
+
+    // Token scopes name devices; the ids as written are enough to check them, and checking
+    // the server first keeps the messages in file order.
+    let ids: Vec<String> = doc
+        .get("device")
+        .and_then(|d| d.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d.get("id")?.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let server = server::server(raw_server, stem, &base_dir, &ids, &mut sink);
 
     let device_values = match doc.remove("device") {
         None => Vec::new(),
@@ -93,25 +124,35 @@ pub(crate) fn run(
     };
     let mut pending: Vec<Pending> = Vec::new();
     for (i, value) in device_values.into_iter().enumerate() {
-        let Some(p) = device::device(i, value, &base_dir, &mut sink) else { continue };
-        if let Some(id) = &p.id {
-            if pending.iter().any(|q| q.id.as_deref() == Some(id.as_str())) {
-                p.dev.err(&mut sink, "id", format!("the device id \"{id}\" is used twice; give each device its own id"));
-            }
+        let Some(p) = device::device(i, value, &base_dir, &mut sink) else {
+            continue;
+        };
+        if let Some(id) = &p.id
+            && pending.iter().any(|q| q.id.as_deref() == Some(id.as_str()))
+        {
+            p.dev.err(
+                &mut sink,
+                "id",
+                format!("the device id \"{id}\" is used twice; give each device its own id"),
+            );
         }
         pending.push(p);
     }
     if pending.is_empty() && sink.count() == 0 {
-        sink.push(None, "device", "the plant declares no device; add a [[device]] table");
+        sink.push(
+            None,
+            "device",
+            "the plant declares no device; add a [[device]] table",
+        );
     }
 
     let mut catalog = Catalog::default();
     for p in &pending {
         if let Some(id) = &p.label {
-            let mut signals: BTreeMap<String, bool> =
-                p.signals.iter().map(|s| (s.name.clone(), s.source.is_bool())).collect();
-            signals.extend(p.broken_signals.iter().cloned());
-            catalog.devices.entry(id.clone()).or_insert(signals);
+            catalog
+                .devices
+                .entry(id.clone())
+                .or_insert_with(|| p.signal_kinds());
         }
     }
     let mut devices = Vec::new();
@@ -122,7 +163,10 @@ pub(crate) fn run(
             let owner = format!("{}.{}", p.label.as_deref().unwrap_or("?"), a.name);
             // A repeated action name is reported as such; only clashes between different
             // (device, action) pairs are tool-name clashes.
-            if let Some(first) = tool_names.insert(a.tool_name.clone(), owner.clone()).filter(|f| *f != owner) {
+            if let Some(first) = tool_names
+                .insert(a.tool_name.clone(), owner.clone())
+                .filter(|f| *f != owner)
+            {
                 p.dev.err(&mut sink, &format!("action.{}.name", a.name), format!(
                     "the tool name \"{}\" is also produced by {first}; rename the action or the device", a.tool_name));
             }
@@ -141,8 +185,11 @@ pub(crate) fn run(
             });
         }
     }
-    let server = server::server(raw_server, stem, &base_dir, &catalog, &mut sink);
-    sink.finish(Plant { file, server, devices })
+    sink.finish(Plant {
+        file,
+        server,
+        devices,
+    })
 }
 
 /// The device id and device-relative key of a path into the document, for error messages.
@@ -172,12 +219,12 @@ fn locate(doc: &toml::Table, path: &[Seg]) -> (Option<String>, String) {
         }
         key
     };
-    if let [Seg::Key(d), Seg::Index(i), rest @ ..] = path {
-        if d == "device" {
-            let dev = doc.get("device").and_then(|v| v.get(*i));
-            if let Some(id) = dev.and_then(|v| v.get("id")).and_then(|v| v.as_str()) {
-                return (Some(id.to_string()), render(rest, dev));
-            }
+    if let [Seg::Key(d), Seg::Index(i), rest @ ..] = path
+        && d == "device"
+    {
+        let dev = doc.get("device").and_then(|v| v.get(*i));
+        if let Some(id) = dev.and_then(|v| v.get("id")).and_then(|v| v.as_str()) {
+            return (Some(id.to_string()), render(rest, dev));
         }
     }
     (None, render(path, Some(&toml::Value::Table(doc.clone()))))

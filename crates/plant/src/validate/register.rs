@@ -34,9 +34,14 @@ impl SourceFamily {
     /// Whether a device with driver `d` can serve this family.
     pub fn fits(self, d: &DriverConfig) -> Result<(), String> {
         let (ok, needs) = match self {
-            SourceFamily::Register => (d.is_register_based(), "a sim, modbus-tcp or modbus-rtu driver"),
+            SourceFamily::Register => (
+                d.is_register_based(),
+                "a sim, modbus-tcp or modbus-rtu driver",
+            ),
             SourceFamily::Topic => (matches!(d, DriverConfig::Mqtt { .. }), "an mqtt driver"),
-            SourceFamily::Node | SourceFamily::Method => (matches!(d, DriverConfig::Opcua { .. }), "an opcua driver"),
+            SourceFamily::Node | SourceFamily::Method => {
+                (matches!(d, DriverConfig::Opcua { .. }), "an opcua driver")
+            }
             SourceFamily::Can => (matches!(d, DriverConfig::Can { .. }), "a can driver"),
         };
         if ok {
@@ -57,21 +62,39 @@ impl SourceFamily {
 }
 
 /// Decides the family of a table from its keys and checks that every key belongs to it.
-pub(crate) fn family(keys: &[String], allowed: &[(SourceFamily, &[&str])]) -> Result<SourceFamily, String> {
+pub(crate) fn family(
+    keys: &[String],
+    allowed: &[(SourceFamily, &[&str])],
+) -> Result<SourceFamily, String> {
     let anchors: Vec<(SourceFamily, &String)> = keys
         .iter()
-        .filter_map(|k| allowed.iter().find(|(f, _)| f.anchors().contains(&k.as_str())).map(|(f, _)| (*f, k)))
+        .filter_map(|k| {
+            allowed
+                .iter()
+                .find(|(f, _)| f.anchors().contains(&k.as_str()))
+                .map(|(f, _)| (*f, k))
+        })
         .collect();
-    let all: Vec<&str> = allowed.iter().flat_map(|(f, _)| f.anchors().iter().copied()).collect();
+    let all: Vec<&str> = allowed
+        .iter()
+        .flat_map(|(f, _)| f.anchors().iter().copied())
+        .collect();
     let (fam, anchor) = match anchors.as_slice() {
         [] => return Err(format!("no address given; write one of {}", all.join(", "))),
         [one] => *one,
         many => {
             let given: Vec<&str> = many.iter().map(|(_, k)| k.as_str()).collect();
-            return Err(format!("{} are given together; write exactly one of them", given.join(" and ")));
+            return Err(format!(
+                "{} are given together; write exactly one of them",
+                given.join(" and ")
+            ));
         }
     };
-    let ok = allowed.iter().find(|(f, _)| *f == fam).map(|(_, k)| *k).unwrap_or(&[]);
+    let ok = allowed
+        .iter()
+        .find(|(f, _)| *f == fam)
+        .map(|(_, k)| *k)
+        .unwrap_or(&[]);
     if let Some(bad) = keys.iter().find(|k| !ok.contains(&k.as_str())) {
         return Err(format!(
             "\"{bad}\" does not go with {anchor}; {anchor} entries take {}",
@@ -95,7 +118,12 @@ pub(crate) struct RegKeys {
 impl From<&RawSignal> for RegKeys {
     fn from(r: &RawSignal) -> RegKeys {
         RegKeys {
-            addr: [(Area::Coil, r.coil), (Area::DiscreteInput, r.discrete_input), (Area::Holding, r.holding), (Area::Input, r.input)],
+            addr: [
+                (Area::Coil, r.coil),
+                (Area::DiscreteInput, r.discrete_input),
+                (Area::Holding, r.holding),
+                (Area::Input, r.input),
+            ],
             ty: r.ty,
             word_order: r.word_order,
             byte_swap: r.byte_swap,
@@ -109,7 +137,12 @@ impl From<&RawSignal> for RegKeys {
 impl From<&RawWrite> for RegKeys {
     fn from(r: &RawWrite) -> RegKeys {
         RegKeys {
-            addr: [(Area::Coil, r.coil), (Area::DiscreteInput, r.discrete_input), (Area::Holding, r.holding), (Area::Input, r.input)],
+            addr: [
+                (Area::Coil, r.coil),
+                (Area::DiscreteInput, r.discrete_input),
+                (Area::Holding, r.holding),
+                (Area::Input, r.input),
+            ],
             ty: r.ty,
             word_order: r.word_order,
             byte_swap: r.byte_swap,
@@ -136,37 +169,69 @@ impl RegKeys {
                 ("offset", self.offset.is_some()),
             ] {
                 if given {
-                    return err(k, format!("{k} does not apply to a {}, which is one bit; remove it", area.key()));
+                    return err(
+                        k,
+                        format!(
+                            "{k} does not apply to a {}, which is one bit; remove it",
+                            area.key()
+                        ),
+                    );
                 }
             }
             if let Some(ty) = self.ty.filter(|t| *t != ValueType::Bool) {
-                return err("type", format!("a {} is a bool, not {ty}; remove type", area.key()));
+                return err(
+                    "type",
+                    format!("a {} is a bool, not {ty}; remove type", area.key()),
+                );
             }
-            return Ok((area, address, Encoding { ty: ValueType::Bool, ..Encoding::default() }));
+            return Ok((
+                area,
+                address,
+                Encoding {
+                    ty: ValueType::Bool,
+                    ..Encoding::default()
+                },
+            ));
         }
         let ty = self.ty.unwrap_or(ValueType::U16);
         if let Some(bit) = self.bit {
             if bit > 15 {
-                return err("bit", format!("bit {bit} does not exist; a register has bits 0 to 15"));
+                return err(
+                    "bit",
+                    format!("bit {bit} does not exist; a register has bits 0 to 15"),
+                );
             }
             if ty.words() != 1 || ty == ValueType::Bool {
-                return err("bit", format!("bit takes one bit of a single u16/i16 register, not of a {ty}; remove type or bit"));
+                return err(
+                    "bit",
+                    format!(
+                        "bit takes one bit of a single u16/i16 register, not of a {ty}; remove type or bit"
+                    ),
+                );
             }
         }
         let scale = self.scale.unwrap_or(1.0);
         let offset = self.offset.unwrap_or(0.0);
         if !scale.is_finite() || scale == 0.0 {
-            return err("scale", format!("scale {scale} cannot be undone on write; use a finite non-zero number"));
+            return err(
+                "scale",
+                format!("scale {scale} cannot be undone on write; use a finite non-zero number"),
+            );
         }
         if !offset.is_finite() {
             return err("offset", "offset must be a finite number".into());
         }
-        if (ty == ValueType::Bool || self.bit.is_some()) && (self.scale.is_some() || self.offset.is_some()) {
+        if (ty == ValueType::Bool || self.bit.is_some())
+            && (self.scale.is_some() || self.offset.is_some())
+        {
             return err("scale", "a bool has no scale or offset; remove them".into());
         }
         let words = if self.bit.is_some() { 1 } else { ty.words() };
         if u32::from(address) + u32::from(words) - 1 > u32::from(u16::MAX) {
-            return err(area.key(), format!("a {ty} at {address} runs past register 65535"));
+            return err(
+                area.key(),
+                format!("a {ty} at {address} runs past register 65535"),
+            );
         }
         let encoding = Encoding {
             ty,

@@ -1,6 +1,5 @@
 //! `[server]`: name, journal location, tokens, tool mode.
 
-use super::exprs::Catalog;
 use crate::error::Sink;
 use crate::model::RawServer;
 use crate::plant::{Server, Token, TokenScope};
@@ -9,13 +8,19 @@ use std::path::Path;
 /// The journal when the file names none: next to the plant file.
 pub(crate) const DEFAULT_JOURNAL: &str = "sqlite://closedloop.db";
 
-pub(crate) fn server(raw: RawServer, stem: &str, base: &Path, catalog: &Catalog, sink: &mut Sink) -> Server {
+pub(crate) fn server(
+    raw: RawServer,
+    stem: &str,
+    base: &Path,
+    device_ids: &[String],
+    sink: &mut Sink,
+) -> Server {
     let name = raw.name.unwrap_or_else(|| stem.to_string());
     if name.trim().is_empty() {
         sink.push(None, "server.name", "the server name must not be empty");
     }
-    let journal = journal(raw.journal.as_deref().unwrap_or(DEFAULT_JOURNAL), base)
-        .unwrap_or_else(|m| {
+    let journal =
+        journal(raw.journal.as_deref().unwrap_or(DEFAULT_JOURNAL), base).unwrap_or_else(|m| {
             sink.push(None, "server.journal", m);
             String::new()
         });
@@ -23,7 +28,14 @@ pub(crate) fn server(raw: RawServer, stem: &str, base: &Path, catalog: &Catalog,
     for (i, t) in raw.token.into_iter().enumerate() {
         let key = format!("server.token[{i}]");
         if tokens.iter().any(|o| o.name == t.name) {
-            sink.push(None, &format!("{key}.name"), format!("the token name \"{}\" is used twice; names tell tokens apart in logs", t.name));
+            sink.push(
+                None,
+                &format!("{key}.name"),
+                format!(
+                    "the token name \"{}\" is used twice; names tell tokens apart in logs",
+                    t.name
+                ),
+            );
         }
         let sha = t.sha256.to_ascii_lowercase();
         if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -34,25 +46,39 @@ pub(crate) fn server(raw: RawServer, stem: &str, base: &Path, catalog: &Catalog,
         }
         let mut scopes = Vec::new();
         for (j, s) in t.scopes.iter().enumerate() {
-            match scope(s, catalog) {
+            match scope(s, device_ids) {
                 Ok(sc) => scopes.push(sc),
                 Err(m) => sink.push(None, &format!("{key}.scopes[{j}]"), m),
             }
         }
-        tokens.push(Token { name: t.name, sha256: sha, scopes });
+        tokens.push(Token {
+            name: t.name,
+            sha256: sha,
+            scopes,
+        });
     }
-    Server { name, journal, tokens, tools: raw.tools.unwrap_or_default() }
+    Server {
+        name,
+        journal,
+        tokens,
+        tools: raw.tools.unwrap_or_default(),
+    }
 }
 
-fn scope(s: &str, catalog: &Catalog) -> Result<TokenScope, String> {
+fn scope(s: &str, device_ids: &[String]) -> Result<TokenScope, String> {
     match s {
         "read" => Ok(TokenScope::Read),
         "admin" => Ok(TokenScope::Admin),
         "actuate:*" => Ok(TokenScope::ActuateAll),
         _ => match s.strip_prefix("actuate:") {
-            Some(d) if catalog.devices.contains_key(d) => Ok(TokenScope::Actuate(d.to_string())),
-            Some(d) => Err(format!("\"{s}\" names no device \"{d}\"; devices are {}", catalog.devices.keys().cloned().collect::<Vec<_>>().join(", "))),
-            None => Err(format!("\"{s}\" is not a scope; write read, admin, actuate:* or actuate:<device>")),
+            Some(d) if device_ids.iter().any(|i| i == d) => Ok(TokenScope::Actuate(d.to_string())),
+            Some(d) => Err(format!(
+                "\"{s}\" names no device \"{d}\"; devices are {}",
+                device_ids.join(", ")
+            )),
+            None => Err(format!(
+                "\"{s}\" is not a scope; write read, admin, actuate:* or actuate:<device>"
+            )),
         },
     }
 }
@@ -65,8 +91,13 @@ pub(crate) fn journal(url: &str, base: &Path) -> Result<String, String> {
     if url == "sqlite::memory:" || url == "sqlite://:memory:" {
         return Ok("sqlite::memory:".into());
     }
-    let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else {
-        return Err(format!("\"{url}\" is not a journal URL; write sqlite://<file> (relative to the plant file) or sqlite::memory:"));
+    let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    else {
+        return Err(format!(
+            "\"{url}\" is not a journal URL; write sqlite://<file> (relative to the plant file) or sqlite::memory:"
+        ));
     };
     let (path, query) = match rest.split_once('?') {
         Some((p, q)) => (p, format!("?{q}")),
@@ -87,11 +118,28 @@ mod tests {
     #[test]
     fn journal_paths_resolve_next_to_the_plant_file() {
         let base = Path::new("/srv/plant");
-        assert_eq!(journal("sqlite://closedloop.db", base).unwrap(), "sqlite:///srv/plant/closedloop.db");
-        assert_eq!(journal("sqlite:///var/j.db?mode=rwc", base).unwrap(), "sqlite:///var/j.db?mode=rwc");
-        assert_eq!(journal("sqlite:data/j.db", base).unwrap(), "sqlite:///srv/plant/data/j.db");
+        assert_eq!(
+            journal("sqlite://closedloop.db", base).unwrap(),
+            "sqlite:///srv/plant/closedloop.db"
+        );
+        assert_eq!(
+            journal("sqlite:///var/j.db?mode=rwc", base).unwrap(),
+            "sqlite:///var/j.db?mode=rwc"
+        );
+        assert_eq!(
+            journal("sqlite:data/j.db", base).unwrap(),
+            "sqlite:///srv/plant/data/j.db"
+        );
         assert_eq!(journal("sqlite::memory:", base).unwrap(), "sqlite::memory:");
-        assert!(journal("postgres://db/x", base).unwrap_err().contains("scale-out"));
-        assert!(journal("mysql://x", base).unwrap_err().contains("sqlite://"));
+        assert!(
+            journal("postgres://db/x", base)
+                .unwrap_err()
+                .contains("scale-out")
+        );
+        assert!(
+            journal("mysql://x", base)
+                .unwrap_err()
+                .contains("sqlite://")
+        );
     }
 }

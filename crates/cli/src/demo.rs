@@ -1,0 +1,238 @@
+//! `closedloop demo`: the bundled simulated workshop, driven by a real MCP client session.
+//!
+//! The server and the client speak MCP over an in-process pipe, exactly as over stdio. Each call,
+//! its result and its timeline are printed; the demo checks its own six outcomes and exits
+//! non-zero if any of them is not what the hardware showed.
+
+use anyhow::{Context, Result, bail};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The bundled plant (also `examples/workshop.toml`).
+pub const WORKSHOP: &str = include_str!("../../../examples/workshop.toml");
+
+struct Step {
+    title: &'static str,
+    tool: &'static str,
+    args: Value,
+    expect_status: &'static str,
+    expect_code: Option<&'static str>,
+}
+
+/// Runs the demo; returns an error when an outcome differs from the expected one.
+pub async fn run() -> Result<()> {
+    let dir = tempfile::tempdir().context("creating a temporary folder for the demo journal")?;
+    let plant_path = dir.path().join("workshop.toml");
+    std::fs::write(&plant_path, WORKSHOP)?;
+    let engine = crate::serve::start_engine(&plant_path).await?;
+    let server = closedloop_mcp::Server::new(Arc::clone(&engine), "demo");
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let server_task = tokio::spawn(async move {
+        match server.serve(server_io).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(e) => eprintln!("demo server: {e}"),
+        }
+    });
+    let client = ().serve(client_io).await.context("MCP client handshake")?;
+
+    println!("closedloop demo — a simulated workshop driven through MCP\n");
+    let tools = client.list_all_tools().await?;
+    println!(
+        "tools/list: {}\n",
+        tools
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    let steps = [
+        Step {
+            title: "1. The lamp: switched, and its relay contact confirms it",
+            tool: "lamp_switch",
+            args: json!({"on": true, "wait_s": 2}),
+            expect_status: "completed",
+            expect_code: None,
+        },
+        Step {
+            title: "2. The slide: told to go to 150 mm, it stalls at 70 mm",
+            tool: "slide_move_to",
+            args: json!({"target_mm": 150.0, "wait_s": 5}),
+            expect_status: "failed",
+            expect_code: Some("MOTOR_STALL"),
+        },
+        Step {
+            title: "3. The gripper: refused, because the slide is faulted",
+            tool: "gripper_close",
+            args: json!({"wait_s": 2}),
+            expect_status: "rejected",
+            expect_code: Some("INTERLOCK"),
+        },
+        Step {
+            title: "4. The fan: its supply is off, nothing answers",
+            tool: "fan_switch",
+            args: json!({"on": true, "wait_s": 2}),
+            expect_status: "rejected",
+            expect_code: Some("DEVICE_OFFLINE"),
+        },
+        Step {
+            title: "5. The buzzer: delivered, but nothing can confirm it",
+            tool: "buzzer_switch",
+            args: json!({"on": true, "wait_s": 2}),
+            expect_status: "sent",
+            expect_code: None,
+        },
+        Step {
+            title: "6. The oven: takes seconds, and is not failed early",
+            tool: "oven_set_temperature",
+            args: json!({"setpoint_c": 35.0}),
+            expect_status: "completed",
+            expect_code: None,
+        },
+    ];
+    let mut wrong = Vec::new();
+    for step in &steps {
+        println!("── {}", step.title);
+        let mut result = call(&client, step.tool, step.args.clone()).await?;
+        // Follow an accepted command to its end, as an agent would.
+        while matches!(status_of(&result).as_str(), "accepted" | "running") {
+            let id = result
+                .structured_content
+                .as_ref()
+                .and_then(|v| v["command_id"].as_str())
+                .unwrap_or("")
+                .to_string();
+            result = call(
+                &client,
+                "get_command_status",
+                json!({"command_id": id, "wait_s": 10}),
+            )
+            .await?;
+        }
+        let status = status_of(&result);
+        let code = result
+            .structured_content
+            .as_ref()
+            .and_then(|v| v["error_code"].as_str())
+            .map(str::to_string);
+        if status != step.expect_status || code.as_deref() != step.expect_code {
+            wrong.push(format!(
+                "{}: expected {} {:?}, got {status} {code:?}",
+                step.tool, step.expect_status, step.expect_code
+            ));
+        }
+        print_timeline(&result);
+        println!();
+    }
+    let _ = client.cancel().await;
+    server_task.abort();
+    engine.shutdown().await;
+    if !wrong.is_empty() {
+        bail!(
+            "the demo did not see what it expected:\n  {}",
+            wrong.join("\n  ")
+        );
+    }
+    println!(
+        "All six outcomes are what the hardware showed. `closedloop trace` prints any timeline again."
+    );
+    Ok(())
+}
+
+async fn call(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> Result<CallToolResult> {
+    println!("→ {tool} {args}");
+    let params = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    let r = client
+        .call_tool(params)
+        .await
+        .with_context(|| format!("calling {tool}"))?;
+    let text = r
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    println!(
+        "← {}{}",
+        if r.is_error == Some(true) {
+            "[isError] "
+        } else {
+            ""
+        },
+        text
+    );
+    Ok(r)
+}
+
+fn status_of(r: &CallToolResult) -> String {
+    r.structured_content
+        .as_ref()
+        .and_then(|v| v["status"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn print_timeline(r: &CallToolResult) {
+    let Some(v) = &r.structured_content else {
+        return;
+    };
+    let Some(timeline) = v["timeline"].as_array() else {
+        return;
+    };
+    let ms = |at: &str| -> i64 {
+        // "2026-11-29T16:00:00.123Z": seconds and millis within the minute are enough for offsets.
+        let sec: f64 = at.get(17..23).and_then(|s| s.parse().ok()).unwrap_or(0.0);
+        let min: i64 = at.get(14..16).and_then(|s| s.parse().ok()).unwrap_or(0);
+        min * 60_000 + (sec * 1000.0).round() as i64
+    };
+    let start = timeline
+        .first()
+        .and_then(|e| e["at"].as_str())
+        .map(ms)
+        .unwrap_or(0);
+    println!("   timeline:");
+    // A move logs a signal read every poll; show the first and last few.
+    let signals: Vec<usize> = (0..timeline.len())
+        .filter(|i| timeline[*i]["event"] == "signal")
+        .collect();
+    let hidden: Vec<usize> = if signals.len() > 6 {
+        signals[3..signals.len() - 3].to_vec()
+    } else {
+        vec![]
+    };
+    for (i, e) in timeline.iter().enumerate() {
+        if hidden.first() == Some(&i) {
+            println!("   {:>9}  … {} more signal reads …", "", hidden.len());
+        }
+        if hidden.contains(&i) {
+            continue;
+        }
+        let at = e["at"].as_str().unwrap_or("");
+        let mut rest = e.as_object().cloned().unwrap_or_default();
+        rest.remove("at");
+        let event = rest
+            .remove("event")
+            .and_then(|x| x.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let extra = if rest.is_empty() {
+            String::new()
+        } else {
+            Value::Object(rest).to_string()
+        };
+        println!(
+            "   +{:>5} ms  {:<11} {}",
+            (ms(at) - start).rem_euclid(3_600_000),
+            event,
+            extra
+        );
+    }
+}

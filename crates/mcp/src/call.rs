@@ -1,0 +1,333 @@
+//! `tools/call`: arguments in, the engine's answer out as MCP content.
+//!
+//! Statuses `rejected`, `failed` and `timeout` are tool results with `isError: true`; an unknown
+//! tool or malformed arguments of the fixed tools are JSON-RPC errors; an unknown `command_id` is
+//! an `isError` result with `error_code` `UNKNOWN_COMMAND` (DESIGN §2).
+
+use crate::Server;
+use closedloop_engine::{CommandResult, EngineError, ErrorCode, Submission};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tracing::Instrument;
+
+/// Default `wait_s` of `get_command_status`.
+const STATUS_WAIT_DEFAULT: f64 = 3.0;
+/// Largest `limit` of `list_commands`.
+const LIST_MAX: u64 = 200;
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        self.info()
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let request_id = format!("req_{}", uuid::Uuid::now_v7());
+        let span = tracing::info_span!("tool", request_id = %request_id, tool = %request.name);
+        async move {
+            let args = request.arguments.unwrap_or_default();
+            let result = match request.name.as_ref() {
+                "get_command_status" => self.get_command_status(&args, &cx).await,
+                "cancel_command" => self.cancel_command(&args).await,
+                "list_commands" => self.list_commands(&args).await,
+                "list_devices" => Ok(structured(
+                    json!({"devices": self.engine.devices()}),
+                    false,
+                    list_text(&self.engine),
+                )),
+                "get_device_state" => self.get_device_state(&args),
+                name => match self.engine.plant().tool(name) {
+                    Some((device, action)) => {
+                        let (d, a) = (device.id.clone(), action.name.clone());
+                        self.act(&d, &a, args, request_id.clone()).await
+                    }
+                    None => Err(McpError::invalid_params(
+                        format!(
+                            "unknown tool {name:?}; tools/list names the tools this plant offers"
+                        ),
+                        Some(json!({"tool": name})),
+                    )),
+                },
+            };
+            result.map(Into::into)
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl Server {
+    async fn act(
+        &self,
+        device: &str,
+        action: &str,
+        mut args: JsonObject,
+        request_id: String,
+    ) -> Result<CallToolResult, McpError> {
+        let wait = take_wait(&mut args, "wait_s", 0.0)?;
+        let key = match args.remove("idempotency_key") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= 200 => Some(s),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "idempotency_key must be a string of 1 to 200 characters",
+                    None,
+                ));
+            }
+        };
+        let sub = Submission {
+            device: device.into(),
+            action: action.into(),
+            args,
+            request_id: Some(request_id),
+            idempotency_key: key,
+            caller: Some(self.caller.to_string()),
+            wait,
+            confirmed: false,
+        };
+        match self.engine.submit(sub).await {
+            Ok(r) => Ok(command_result(&r)),
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
+    async fn get_command_status(
+        &self,
+        args: &JsonObject,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut args = args.clone();
+        let wait = take_wait(&mut args, "wait_s", STATUS_WAIT_DEFAULT)?;
+        let id = command_id(&args)?;
+        let progress = cx.meta.get_progress_token().and_then(|token| {
+            let mut watch = self.engine.watch(&id)?;
+            let peer = cx.peer.clone();
+            let engine = std::sync::Arc::clone(&self.engine);
+            let id = id.clone();
+            Some(tokio::spawn(async move {
+                let mut n = 0.0;
+                while watch.changed().await.is_ok() {
+                    n += 1.0;
+                    let Ok(r) = engine.status(&id, Duration::ZERO).await else {
+                        break;
+                    };
+                    let msg = format!("{}: {}", r.status, r.summary());
+                    let p = ProgressNotificationParam::new(token.clone(), n).with_message(msg);
+                    if peer.notify_progress(p).await.is_err() || r.status.is_terminal() {
+                        break;
+                    }
+                }
+            }))
+        });
+        let result = self.engine.status(&id, wait).await;
+        if let Some(task) = progress {
+            task.abort();
+        }
+        match result {
+            Ok(r) => Ok(command_result(&r)),
+            Err(EngineError::UnknownCommand(id)) => Ok(unknown_command(&id)),
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
+    async fn cancel_command(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+        let id = command_id(args)?;
+        match self.engine.cancel(&id).await {
+            Ok(r) => Ok(command_result(&r)),
+            Err(EngineError::UnknownCommand(id)) => Ok(unknown_command(&id)),
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
+    async fn list_commands(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+        let device = opt_str(args, "device")?;
+        let status = opt_str(args, "status")?;
+        if let Some(s) = &status
+            && closedloop_engine::Status::parse(s).is_none()
+        {
+            return Err(McpError::invalid_params(
+                format!("status {s:?} is not a command status"),
+                None,
+            ));
+        }
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => 20,
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=LIST_MAX).contains(&n) => n,
+                _ => {
+                    return Err(McpError::invalid_params(
+                        format!("limit must be an integer from 1 to {LIST_MAX}"),
+                        None,
+                    ));
+                }
+            },
+        };
+        let list = self
+            .engine
+            .list(device.as_deref(), status.as_deref(), limit as u32)
+            .await
+            .map_err(engine_error)?;
+        let text = if list.is_empty() {
+            "No commands.".to_string()
+        } else {
+            list.iter()
+                .map(|r| format!("{} {}.{} {}", r.command_id, r.device, r.action, r.status))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        Ok(structured(json!({"commands": list}), false, text))
+    }
+
+    fn get_device_state(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+        let device = opt_str(args, "device")?
+            .ok_or_else(|| McpError::invalid_params("device is required", None))?;
+        let state = self.engine.device_state(&device).ok_or_else(|| {
+            McpError::invalid_params(
+                format!("no device {device:?}; list_devices names them"),
+                None,
+            )
+        })?;
+        let values: Vec<String> = state
+            .signals
+            .iter()
+            .map(|(k, s)| {
+                format!(
+                    "{k} = {}{} ({} ms old)",
+                    s.value,
+                    s.unit
+                        .as_deref()
+                        .map(|u| format!(" {u}"))
+                        .unwrap_or_default(),
+                    s.age_ms
+                )
+            })
+            .collect();
+        let text = format!(
+            "{} is {}. {}",
+            device,
+            serde_json::to_value(state.liveness)
+                .unwrap_or_default()
+                .as_str()
+                .unwrap_or(""),
+            values.join(", ")
+        );
+        Ok(structured(
+            serde_json::to_value(&state).unwrap_or_default(),
+            false,
+            text,
+        ))
+    }
+}
+
+fn list_text(engine: &closedloop_engine::Engine) -> String {
+    engine
+        .devices()
+        .iter()
+        .map(|d| {
+            format!(
+                "{} ({}): {}",
+                d.device,
+                serde_json::to_value(d.liveness)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or(""),
+                d.description
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A result object as a tool result.
+pub fn command_result(r: &CommandResult) -> CallToolResult {
+    structured(
+        serde_json::to_value(r).unwrap_or_default(),
+        r.status.is_error(),
+        r.summary(),
+    )
+}
+
+fn unknown_command(id: &str) -> CallToolResult {
+    let code = ErrorCode::UnknownCommand;
+    let v = json!({
+        "command_id": id,
+        "error_code": code.as_str(),
+        "detail": format!("No command has id {id:?}."),
+        "hint": code.hint(),
+    });
+    structured(v, true, format!("Unknown command {id}: {}", code.hint()))
+}
+
+fn structured(value: Value, is_error: bool, text: String) -> CallToolResult {
+    let mut r = if is_error {
+        CallToolResult::structured_error(value)
+    } else {
+        CallToolResult::structured(value)
+    };
+    r.content = vec![ContentBlock::text(text)];
+    r
+}
+
+fn engine_error(e: EngineError) -> McpError {
+    match e {
+        EngineError::UnknownDevice(_)
+        | EngineError::UnknownAction(..)
+        | EngineError::UnknownCommand(_) => McpError::invalid_params(e.to_string(), None),
+        other => McpError::internal_error(other.to_string(), None),
+    }
+}
+
+fn take_wait(args: &mut JsonObject, key: &str, default: f64) -> Result<Duration, McpError> {
+    match args.remove(key) {
+        None | Some(Value::Null) => Ok(Duration::from_secs_f64(default)),
+        Some(v) => match v.as_f64() {
+            Some(s) if (0.0..=10.0).contains(&s) => Ok(Duration::from_secs_f64(s)),
+            _ => Err(McpError::invalid_params(
+                format!("{key} must be a number from 0 to 10 (seconds), got {v}"),
+                None,
+            )),
+        },
+    }
+}
+
+fn command_id(args: &JsonObject) -> Result<String, McpError> {
+    match args.get("command_id") {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(McpError::invalid_params(
+            "command_id (a string) is required",
+            None,
+        )),
+    }
+}
+
+fn opt_str(args: &JsonObject, key: &str) -> Result<Option<String>, McpError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(McpError::invalid_params(
+            format!("{key} must be a string, got {v}"),
+            None,
+        )),
+    }
+}

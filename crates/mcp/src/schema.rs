@@ -1,0 +1,145 @@
+//! Output schemas of the fixed tools, and the result object's schema shared by every action tool.
+//!
+//! Kept permissive where a result can legitimately lack a field (an unknown `command_id` has no
+//! status), because clients validate `structuredContent` against these schemas.
+
+use serde_json::{Value, json};
+
+/// The result object of DESIGN §2.
+pub fn result_object() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command_id": {"type": "string", "description": "UUIDv7 of the command."},
+            "request_id": {"type": "string", "description": "Server-minted id of the tool call that created it."},
+            "device": {"type": "string"},
+            "action": {"type": "string"},
+            "params": {"type": "object"},
+            "status": {"type": "string", "enum": ["rejected", "accepted", "running", "completed", "failed", "timeout", "sent", "cancelled"]},
+            "verified": {"type": "boolean", "description": "True only when feedback read after the acknowledged write decided the outcome."},
+            "verification": {"type": "string", "enum": ["feedback", "readback", "none"]},
+            "error_code": {"type": "string"},
+            "detail": {"type": "string"},
+            "hint": {"type": "string"},
+            "readback_matched": {"type": "boolean"},
+            "evidence": {"type": "object", "description": "Signal values that decided the outcome: {name: {value, at, source}}."},
+            "estimated_remaining_seconds": {"type": ["number", "null"]},
+            "accepted_at": {"type": ["string", "null"]},
+            "updated_at": {"type": "string"},
+            "timeline": {"type": "array", "items": {"type": "object"}}
+        },
+        "required": ["command_id"]
+    })
+}
+
+/// `list_commands`.
+pub fn command_list() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"commands": {"type": "array", "items": result_object()}},
+        "required": ["commands"]
+    })
+}
+
+/// `get_device_state`.
+pub fn device_state() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "device": {"type": "string"},
+            "liveness": {"type": "string", "enum": ["online", "offline", "unknown"]},
+            "last_seen": {"type": ["string", "null"]},
+            "signals": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "value": {},
+                        "unit": {"type": "string"},
+                        "at": {"type": "string"},
+                        "age_ms": {"type": "integer"},
+                        "source": {"type": "string"}
+                    },
+                    "required": ["value", "at", "age_ms", "source"]
+                }
+            }
+        },
+        "required": ["device", "liveness", "signals"]
+    })
+}
+
+/// `list_devices`.
+pub fn device_list() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "devices": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "device": {"type": "string"},
+                        "description": {"type": "string"},
+                        "liveness": {"type": "string", "enum": ["online", "offline", "unknown"]},
+                        "actions": {"type": "array", "items": {"type": "string"}},
+                        "signals": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "required": ["device", "liveness"]
+                }
+            }
+        },
+        "required": ["devices"]
+    })
+}
+
+/// Input schema of `get_command_status`.
+pub fn status_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command_id": {"type": "string", "description": "The command_id an action tool returned."},
+            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 3,
+                       "description": "Wait up to this many seconds for a final status (progress notifications are sent while waiting when the request has a progress token)."}
+        },
+        "required": ["command_id"],
+        "additionalProperties": false
+    })
+}
+
+/// Input schema of `cancel_command`.
+pub fn cancel_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"command_id": {"type": "string"}},
+        "required": ["command_id"],
+        "additionalProperties": false
+    })
+}
+
+/// Input schema of `list_commands`.
+pub fn list_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "device": {"type": "string", "description": "Only this device."},
+            "status": {"type": "string", "enum": ["rejected", "accepted", "running", "completed", "failed", "timeout", "sent", "cancelled"]},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 20}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// Input schema of `get_device_state`.
+pub fn device_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"device": {"type": "string", "description": "A device id from list_devices."}},
+        "required": ["device"],
+        "additionalProperties": false
+    })
+}
+
+/// Input schema of `list_devices`.
+pub fn empty_input() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}

@@ -1,0 +1,178 @@
+//! `driver = { kind = ..., ... }`: one typed table per kind, each checked for what its
+//! connection needs (a `host:port`, a broker URL, an OPC UA endpoint, a CAN interface).
+
+use super::Dev;
+use crate::error::Sink;
+use crate::model::{RawCan, RawModbusRtu, RawModbusTcp, RawMqtt, RawOpcua, typed};
+use crate::plant::{DriverConfig, Parity, Secret};
+use closedloop_sim::SimConfig;
+use std::path::Path;
+
+pub(crate) fn driver(
+    mut t: toml::Table,
+    base: &Path,
+    dev: &Dev,
+    sink: &mut Sink,
+) -> Option<DriverConfig> {
+    const KINDS: &str = "sim, modbus-tcp, modbus-rtu, mqtt, opcua, can";
+    let kind = match t.remove("kind") {
+        Some(toml::Value::String(k)) => k,
+        _ => {
+            dev.err(
+                sink,
+                "driver.kind",
+                format!("missing or not a string; write kind = one of {KINDS}"),
+            );
+            return None;
+        }
+    };
+    let v = toml::Value::Table(t);
+    let mut fail = |(k, m): (String, String)| dev.err(sink, &k, m);
+    let cfg = match kind.as_str() {
+        "sim" => {
+            let c: SimConfig = typed(v, "driver").map_err(&mut fail).ok()?;
+            if let Err(e) = c.validate() {
+                dev.err(sink, &format!("driver.{}", e.key()), e.to_string());
+                return None;
+            }
+            DriverConfig::Sim(c)
+        }
+        "modbus-tcp" => {
+            let c: RawModbusTcp = typed(v, "driver").map_err(&mut fail).ok()?;
+            if c.address
+                .rsplit_once(':')
+                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+            {
+                dev.err(
+                    sink,
+                    "driver.address",
+                    format!(
+                        "\"{}\" is not host:port; write e.g. \"192.168.1.20:502\"",
+                        c.address
+                    ),
+                );
+            }
+            DriverConfig::ModbusTcp {
+                address: c.address,
+                unit: c.unit.unwrap_or(1),
+                timeout_ms: timeout(c.timeout_ms, dev, sink),
+            }
+        }
+        "modbus-rtu" => {
+            let c: RawModbusRtu = typed(v, "driver").map_err(&mut fail).ok()?;
+            let parity = match c.parity.as_deref().unwrap_or("N") {
+                "N" | "n" => Parity::None,
+                "E" | "e" => Parity::Even,
+                "O" | "o" => Parity::Odd,
+                other => {
+                    dev.err(
+                        sink,
+                        "driver.parity",
+                        format!("\"{other}\" is not a parity; write \"N\", \"E\" or \"O\""),
+                    );
+                    Parity::None
+                }
+            };
+            let baud = c.baud.unwrap_or(19200);
+            if baud == 0 {
+                dev.err(
+                    sink,
+                    "driver.baud",
+                    "baud must be above 0; the default is 19200",
+                );
+            }
+            DriverConfig::ModbusRtu {
+                port: c.port,
+                baud,
+                parity,
+                unit: c.unit.unwrap_or(1),
+                timeout_ms: timeout(c.timeout_ms, dev, sink),
+            }
+        }
+        "mqtt" => {
+            let c: RawMqtt = typed(v, "driver").map_err(&mut fail).ok()?;
+            if !["mqtt://", "mqtts://", "tcp://", "ssl://"]
+                .iter()
+                .any(|s| c.broker.starts_with(s))
+            {
+                dev.err(
+                    sink,
+                    "driver.broker",
+                    format!(
+                        "\"{}\" is not a broker URL; write e.g. \"mqtt://localhost:1883\"",
+                        c.broker
+                    ),
+                );
+            }
+            if c.client_id.is_empty() {
+                dev.err(
+                    sink,
+                    "driver.client_id",
+                    "client_id must not be empty; the broker tells clients apart by it",
+                );
+            }
+            DriverConfig::Mqtt {
+                broker: c.broker,
+                client_id: c.client_id,
+                username: c.username,
+                password: c.password.map(Secret),
+            }
+        }
+        "opcua" => {
+            let c: RawOpcua = typed(v, "driver").map_err(&mut fail).ok()?;
+            if !c.endpoint.starts_with("opc.tcp://") {
+                dev.err(
+                    sink,
+                    "driver.endpoint",
+                    format!(
+                        "\"{}\" is not an OPC UA endpoint; write e.g. \"opc.tcp://host:4840/path\"",
+                        c.endpoint
+                    ),
+                );
+            }
+            let security = c.security.unwrap_or_else(|| "none".into());
+            if !["none", "sign", "sign_and_encrypt"].contains(&security.as_str()) {
+                dev.err(sink, "driver.security", format!("\"{security}\" is not a security mode; write \"none\", \"sign\" or \"sign_and_encrypt\""));
+            }
+            DriverConfig::Opcua {
+                endpoint: c.endpoint,
+                security,
+            }
+        }
+        "can" => {
+            let c: RawCan = typed(v, "driver").map_err(&mut fail).ok()?;
+            if !c.interface.starts_with("socketcan:") && !c.interface.starts_with("slcan:") {
+                dev.err(sink, "driver.interface", format!("\"{}\" is not a CAN interface; write \"socketcan:can0\" or \"slcan:/dev/ttyACM0\"", c.interface));
+            }
+            DriverConfig::Can {
+                interface: c.interface,
+                bitrate: c.bitrate.unwrap_or(500_000),
+                dbc: base.join(c.dbc),
+            }
+        }
+        other => {
+            let hint = crate::error::did_you_mean(other, KINDS.split(", "))
+                .map(|b| format!(" (did you mean \"{b}\"?)"))
+                .unwrap_or_default();
+            dev.err(
+                sink,
+                "driver.kind",
+                format!("unknown driver kind \"{other}\"{hint}; write one of {KINDS}"),
+            );
+            return None;
+        }
+    };
+    Some(cfg)
+}
+
+fn timeout(ms: Option<u64>, dev: &Dev, sink: &mut Sink) -> u64 {
+    let ms = ms.unwrap_or(crate::plant::DEFAULT_TIMEOUT_MS);
+    if ms == 0 {
+        dev.err(
+            sink,
+            "driver.timeout_ms",
+            "timeout_ms must be at least 1; the default is 500",
+        );
+    }
+    ms
+}

@@ -1,0 +1,171 @@
+//! `[device.signals]`: each signal's source, checked against the device's driver.
+
+use super::Dev;
+use super::register::{RegKeys, SourceFamily, family};
+use crate::error::Sink;
+use crate::model::{RawSignal, typed};
+use crate::plant::{DriverConfig, Signal, Source};
+use closedloop_driver::ValueType;
+
+pub(crate) fn signals(
+    v: Option<toml::Value>,
+    driver: Option<&DriverConfig>,
+    dev: &Dev,
+    sink: &mut Sink,
+    broken: &mut Vec<String>,
+) -> Vec<Signal> {
+    let t = match v {
+        None => return Vec::new(),
+        Some(toml::Value::Table(t)) => t,
+        Some(_) => {
+            dev.err(
+                sink,
+                "signals",
+                "signals must be a table: [device.signals] name = { holding = 0 }",
+            );
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (name, value) in t {
+        let key = format!("signals.{name}");
+        if let Err(m) = super::exprs::check_name(&name) {
+            dev.err(
+                sink,
+                &key,
+                format!("\"{name}\" cannot be a signal name: {m}"),
+            );
+            continue;
+        }
+        let keys: Vec<String> = value
+            .as_table()
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default();
+        let typed_raw = typed::<RawSignal>(value, &key).map_err(|(k, m)| dev.err(sink, &k, m));
+        match typed_raw
+            .ok()
+            .and_then(|raw| source(&raw, &keys, driver, &key, dev, sink).map(|s| (raw, s)))
+        {
+            Some((raw, source)) => out.push(Signal {
+                name,
+                source,
+                unit: raw.unit,
+                description: raw.description,
+            }),
+            None => broken.push(name),
+        }
+    }
+    out
+}
+
+fn source(
+    raw: &RawSignal,
+    keys: &[String],
+    driver: Option<&DriverConfig>,
+    key: &str,
+    dev: &Dev,
+    sink: &mut Sink,
+) -> Option<Source> {
+    let fam = family(keys, SIGNAL_KEYS)
+        .map_err(|m| dev.err(sink, key, m))
+        .ok()?;
+    if let Some(d) = driver
+        && let Err(m) = fam.fits(d)
+    {
+        dev.err(sink, key, m);
+        return None;
+    }
+    Some(match fam {
+        SourceFamily::Register => {
+            let reg = RegKeys::from(raw);
+            let (area, address, encoding) = reg
+                .resolve()
+                .map_err(|(k, m)| dev.err(sink, &crate::error::join(key, &k), m))
+                .ok()?;
+            Source::Register {
+                area,
+                address,
+                encoding,
+            }
+        }
+        SourceFamily::Topic => {
+            let true_values = raw.true_values.clone().unwrap_or_default();
+            let default = if true_values.is_empty() {
+                ValueType::F64
+            } else {
+                ValueType::Bool
+            };
+            if let Some(p) = raw
+                .json
+                .as_deref()
+                .filter(|p| !p.is_empty() && !p.starts_with('/'))
+            {
+                dev.err(sink, &format!("{key}.json"), format!("\"{p}\" is not a JSON pointer; write it with a leading slash, e.g. \"/{p}\""));
+            }
+            let ty = raw.ty.unwrap_or(default);
+            Source::Topic {
+                topic: raw.topic.clone().unwrap_or_default(),
+                json: raw.json.clone(),
+                true_values,
+                ty,
+            }
+        }
+        SourceFamily::Node | SourceFamily::Method => Source::Node {
+            node: raw.node.clone().unwrap_or_default(),
+            ty: raw.ty.unwrap_or(ValueType::F64),
+        },
+        SourceFamily::Can => {
+            let Some(signal) = raw.signal.clone() else {
+                dev.err(
+                    sink,
+                    &format!("{key}.signal"),
+                    "a CAN source needs signal = \"<DBC signal name>\" beside message",
+                );
+                return None;
+            };
+            let message = raw.message.clone().map(|m| m.0).unwrap_or_default();
+            Source::Can {
+                message,
+                signal,
+                ty: raw.ty.unwrap_or(ValueType::F64),
+            }
+        }
+    })
+}
+
+/// The keys a signal source may have, by family.
+const SIGNAL_KEYS: &[(SourceFamily, &[&str])] = &[
+    (
+        SourceFamily::Register,
+        &[
+            "coil",
+            "discrete_input",
+            "holding",
+            "input",
+            "type",
+            "word_order",
+            "byte_swap",
+            "bit",
+            "scale",
+            "offset",
+            "unit",
+            "description",
+        ],
+    ),
+    (
+        SourceFamily::Topic,
+        &[
+            "topic",
+            "json",
+            "true_values",
+            "type",
+            "unit",
+            "description",
+        ],
+    ),
+    (SourceFamily::Node, &["node", "type", "unit", "description"]),
+    (
+        SourceFamily::Can,
+        &["message", "signal", "type", "unit", "description"],
+    ),
+];
