@@ -21,11 +21,11 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Liveness {
-    /// No valid answer yet.
+    /// No valid answer yet, and polling began less than `max_silence_s` ago.
     Unknown,
     /// A valid answer (data or a Modbus exception) within `max_silence_s`.
     Online,
-    /// No valid answer for longer than `max_silence_s`.
+    /// No valid answer for longer than `max_silence_s` (or none at all in the first window).
     Offline,
 }
 
@@ -163,8 +163,9 @@ impl DeviceRt {
             let poll = Duration::from_millis(me.spec.poll_ms.max(1));
             let max_silence = Duration::from_secs_f64(me.spec.liveness.max_silence_s);
             let mut last_valid: Option<Instant> = None;
+            let started = Instant::now();
             loop {
-                me.cycle(&mut last_valid, max_silence).await;
+                me.cycle(&mut last_valid, started, max_silence).await;
                 tokio::select! {
                     _ = tokio::time::sleep(poll) => {}
                     _ = me.poll_now.notified() => {}
@@ -174,7 +175,12 @@ impl DeviceRt {
         })
     }
 
-    async fn cycle(&self, last_valid: &mut Option<Instant>, max_silence: Duration) {
+    async fn cycle(
+        &self,
+        last_valid: &mut Option<Instant>,
+        started: Instant,
+        max_silence: Duration,
+    ) {
         let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         let mut snap = self.snapshot();
         let mut error = None;
@@ -220,6 +226,9 @@ impl DeviceRt {
         snap.crc_failing = crc;
         snap.last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
         snap.liveness = match last_valid {
+            // Silent for a whole liveness window since polling began: that is offline, not
+            // merely "not heard from yet".
+            None if started.elapsed() > max_silence => Liveness::Offline,
             None => Liveness::Unknown,
             Some(t) if t.elapsed() <= max_silence => Liveness::Online,
             Some(_) => Liveness::Offline,

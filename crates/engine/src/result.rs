@@ -123,7 +123,7 @@ impl CommandResult {
             Status::Accepted | Status::Running => {
                 let left = self
                     .estimated_remaining_seconds
-                    .map(|s| format!(" (about {s:.1} s left)"))
+                    .map(|s| if s < 0.1 { " (less than 0.1 s left)".to_string() } else { format!(" (about {s:.1} s left)") })
                     .unwrap_or_default();
                 format!(
                     "{}, not yet done: {what} is {}{left}. Call get_command_status with command_id {} to learn whether the device confirmed it.",
