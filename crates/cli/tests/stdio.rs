@@ -413,3 +413,153 @@ async fn sigterm_writes_the_stop_of_running_motion_and_exits_cleanly() {
     assert!(sc(&r)["detail"].as_str().unwrap().contains("shut down"));
     c.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_invalid_and_device_busy_through_mcp() {
+    let dir = plant_dir();
+    let c = connect(dir.path()).await;
+    let r = act(&c, "wide_move_to", json!({"target_mm": 350.0, "wait_s": 3})).await;
+    assert_eq!(
+        (status(&r).as_str(), code(&r).as_str()),
+        ("failed", "REGISTER_INVALID"),
+        "{:?}",
+        r.structured_content
+    );
+    assert!(
+        sc(&r)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Illegal Data Value")
+    );
+    let a = call(&c, "wide_move_to", json!({"target_mm": 250.0})).await;
+    let b = call(&c, "wide_move_to", json!({"target_mm": 10.0})).await;
+    assert_eq!(
+        (status(&b).as_str(), code(&b).as_str()),
+        ("rejected", "DEVICE_BUSY"),
+        "{:?}",
+        b.structured_content
+    );
+    let _ = call(
+        &c,
+        "cancel_command",
+        json!({"command_id": sc(&a)["command_id"]}),
+    )
+    .await;
+    c.cancel().await.unwrap();
+}
+
+/// A client that asks for a given protocol version in `initialize`.
+#[derive(Clone)]
+struct Pinned(rmcp::model::ProtocolVersion);
+
+impl rmcp::ClientHandler for Pinned {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("pinned-test-client", "0.0.1"),
+        )
+        .with_protocol_version(self.0.clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_of_2025_06_18_2025_11_25_and_2026_07_28_all_act_and_confirm() {
+    use rmcp::model::ProtocolVersion;
+    let dir = plant_dir();
+    for v in [ProtocolVersion::V_2025_06_18, ProtocolVersion::V_2025_11_25] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_closedloop"));
+        cmd.arg("serve")
+            .arg(dir.path().join("plant.toml"))
+            .stderr(Stdio::null());
+        let c = Pinned(v.clone())
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(c.peer_info().unwrap().protocol_version, v);
+        let p = CallToolRequestParams::new("lamp_switch").with_arguments(
+            json!({"on": true, "wait_s": 3})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        let r = c.call_tool(p).await.unwrap();
+        assert_eq!(
+            r.structured_content.unwrap()["status"],
+            "completed",
+            "{v:?}"
+        );
+        c.cancel().await.unwrap();
+    }
+    // 2026-07-28: no initialize; server/discover, then self-contained requests.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_closedloop"));
+    cmd.arg("serve")
+        .arg(dir.path().join("plant.toml"))
+        .stderr(Stdio::null());
+    let lifecycle = rmcp::ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let c = rmcp::ClientServiceExt::serve_with_lifecycle(
+        (),
+        TokioChildProcess::new(cmd).unwrap(),
+        lifecycle,
+    )
+    .await
+    .unwrap();
+    let p = CallToolRequestParams::new("lamp_switch").with_arguments(
+        json!({"on": false, "wait_s": 3})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let r = c.call_tool(p).await.unwrap();
+    assert_eq!(r.structured_content.unwrap()["status"], "completed");
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_prints_the_timeline_and_serve_logs_to_a_file() {
+    let dir = plant_dir();
+    let log = dir.path().join("serve.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_closedloop"));
+    cmd.arg("serve")
+        .arg(dir.path().join("plant.toml"))
+        .arg("--log-file")
+        .arg(&log)
+        .env("CLOSEDLOOP_LOG", "info")
+        .stderr(Stdio::null());
+    let c = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let r = act(&c, "lamp_switch", json!({"on": true, "wait_s": 3})).await;
+    let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("trace")
+        .arg(dir.path().join("plant.toml"))
+        .arg(&id)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for needle in [
+        "received",
+        "dispatched",
+        "device_ack",
+        "completed",
+        "Δ",
+        "status completed (verified)",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("commands")
+        .arg(dir.path().join("plant.toml"))
+        .args(["--device", "lamp"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&id));
+    c.cancel().await.unwrap();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("serving MCP over stdio"), "{logged}");
+    assert!(
+        logged.contains("req_"),
+        "log lines carry the request id: {logged}"
+    );
+}

@@ -148,10 +148,21 @@ impl Ctx {
         change: impl FnOnce(&mut CommandRow),
         events: Vec<(&str, serde_json::Value)>,
     ) {
+        let events_logged: Vec<String> = events.iter().map(|(e, _)| e.to_string()).collect();
         if let Err(e) = cmd.record(&self.journal, &self.clock, change, events).await {
-            tracing::error!(error = %e, "journal write failed");
+            let row = cmd.row();
+            tracing::error!(request_id = %row.request_id, command_id = %row.command_id, error = %e, "journal write failed");
         }
         let row = cmd.row();
+        tracing::info!(
+            request_id = %row.request_id,
+            command_id = %row.command_id,
+            device = %row.device,
+            action = %row.action,
+            status = %row.status,
+            events = ?events_logged,
+            "command updated"
+        );
         let _ = self.changes.send(Change::Command {
             command_id: row.command_id,
             device: row.device,

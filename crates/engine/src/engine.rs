@@ -431,6 +431,8 @@ impl Engine {
             },
         ];
         self.ctx.journal.insert(&row, &events).await?;
+        tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
+                       action = %row.action, params = %row.params, "command accepted");
         let cmd = Arc::new(LiveCommand::new(row, events));
         // Until dispatch re-evaluates it, the estimate is the expected duration from now.
         let expect_s = action.expect_s.eval_f64(&scope).unwrap_or(0.0).max(0.0);
@@ -510,6 +512,8 @@ impl Engine {
             },
         ];
         self.ctx.journal.insert(&row, &events).await?;
+        tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
+                       action = %row.action, code = %code, detail = %detail, "command rejected");
         Ok(CommandResult::from_rows(&row, &events, None))
     }
 

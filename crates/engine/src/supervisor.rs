@@ -570,7 +570,9 @@ impl Supervisor {
             match tokio::time::timeout_at(until, rx.changed()).await {
                 Ok(Ok(())) => {}
                 _ => {
-                    tracing::warn!(device = %self.dev.id(), "stopped_when did not hold within {SAFE_STATE_MAX:?}; releasing the device");
+                    let row = self.cmd.row();
+                    tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, device = %self.dev.id(),
+                                   "stopped_when did not hold within {SAFE_STATE_MAX:?}; releasing the device");
                     return;
                 }
             }

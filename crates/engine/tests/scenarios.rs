@@ -41,7 +41,15 @@ async fn feedback_relay_completes_verified_with_evidence_read_after_the_ack() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn brownout_never_completes_and_fails_feedback_mismatch_at_its_own_short_deadline() {
     let rig = rig(&relay(r#"{ kind = "brownout" }"#)).await;
+    rig.online("lamp").await;
+    let asked = std::time::Instant::now();
     let r = rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
+    // Its deadline is 0.18 s: the answer comes long before the caller's 5 s wait runs out.
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
     assert_eq!(
         (r.status, code(&r).as_str()),
         (Status::Failed, "FEEDBACK_MISMATCH"),
