@@ -46,6 +46,9 @@ pub struct Submission {
     pub wait: Duration,
     /// The caller confirmed an action declared `confirm = true`.
     pub confirmed: bool,
+    /// The caller lacks the scope for this device: the command is journaled as rejected
+    /// `UNAUTHORIZED` with this text, and nothing else is checked or sent.
+    pub denied: Option<String>,
 }
 
 /// `get_device_state`'s answer.
@@ -237,6 +240,18 @@ impl Engine {
             .request_id
             .clone()
             .unwrap_or_else(|| format!("req_{}", uuid::Uuid::now_v7()));
+        if let Some(why) = &sub.denied {
+            return self
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    ErrorCode::Unauthorized,
+                    why.clone(),
+                    false,
+                )
+                .await;
+        }
 
         let params = match action.check_params(&sub.args) {
             Ok(p) => p,
@@ -629,6 +644,14 @@ impl Engine {
                 })
                 .collect(),
         })
+    }
+
+    /// A receiver woken after every read cycle of a device (for resource notifications).
+    pub fn watch_device(
+        &self,
+        device: &str,
+    ) -> Option<tokio::sync::watch::Receiver<crate::device::Snapshot>> {
+        self.ctx.devices.get(device).map(|d| d.subscribe())
     }
 
     /// Change notifications; a receiver that falls more than 1024 changes behind loses the oldest.

@@ -8,10 +8,10 @@ use crate::Server;
 use closedloop_engine::{CommandResult, EngineError, ErrorCode, Submission};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerConfig, Tool,
+    ProgressNotificationParam,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tracing::Instrument;
@@ -21,24 +21,9 @@ const STATUS_WAIT_DEFAULT: f64 = 3.0;
 /// Largest `limit` of `list_commands`.
 const LIST_MAX: u64 = 200;
 
-impl ServerHandler for Server {
-    fn get_info(&self) -> ServerConfig {
-        self.info()
-    }
-
-    async fn list_tools(
-        &self,
-        _req: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
-    }
-
-    fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
-    }
-
-    async fn call_tool(
+impl Server {
+    /// `tools/call`, under a span that carries the server-minted request id.
+    pub(crate) async fn call_tool_impl(
         &self,
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
@@ -47,9 +32,15 @@ impl ServerHandler for Server {
         let span = tracing::info_span!("tool", request_id = %request_id, tool = %request.name);
         async move {
             let args = request.arguments.unwrap_or_default();
-            let result = match request.name.as_ref() {
+            let caller = self.caller(&cx);
+            let name = request.name.as_ref();
+            let is_action = self.engine.plant().tool(name).is_some();
+            if !is_action && name != "cancel_command" && !caller.may_read() {
+                return Ok(unauthorized(&caller, "read devices and commands").into());
+            }
+            let result = match name {
                 "get_command_status" => self.get_command_status(&args, &cx).await,
-                "cancel_command" => self.cancel_command(&args).await,
+                "cancel_command" => self.cancel_command(&args, &caller).await,
                 "list_commands" => self.list_commands(&args).await,
                 "list_devices" => Ok(structured(
                     json!({"devices": self.engine.devices()}),
@@ -60,7 +51,7 @@ impl ServerHandler for Server {
                 name => match self.engine.plant().tool(name) {
                     Some((device, action)) => {
                         let (d, a) = (device.id.clone(), action.name.clone());
-                        self.act(&d, &a, args, request_id.clone()).await
+                        self.act(&d, &a, args, request_id.clone(), &caller).await
                     }
                     None => Err(McpError::invalid_params(
                         format!(
@@ -75,15 +66,14 @@ impl ServerHandler for Server {
         .instrument(span)
         .await
     }
-}
 
-impl Server {
     async fn act(
         &self,
         device: &str,
         action: &str,
         mut args: JsonObject,
         request_id: String,
+        caller: &crate::Caller,
     ) -> Result<CallToolResult, McpError> {
         let wait = take_wait(&mut args, "wait_s", 0.0)?;
         let key = match args.remove("idempotency_key") {
@@ -102,9 +92,15 @@ impl Server {
             args,
             request_id: Some(request_id),
             idempotency_key: key,
-            caller: Some(self.caller.to_string()),
+            caller: Some(caller.name.clone()),
             wait,
             confirmed: false,
+            denied: (!caller.may_actuate(device)).then(|| {
+                format!(
+                    "{} has no actuate:{device} (or actuate:*, admin) scope; nothing was sent.",
+                    caller.name
+                )
+            }),
         };
         match self.engine.submit(sub).await {
             Ok(r) => Ok(command_result(&r)),
@@ -151,8 +147,22 @@ impl Server {
         }
     }
 
-    async fn cancel_command(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+    async fn cancel_command(
+        &self,
+        args: &JsonObject,
+        caller: &crate::Caller,
+    ) -> Result<CallToolResult, McpError> {
         let id = command_id(args)?;
+        match self.engine.status(&id, Duration::ZERO).await {
+            Ok(r) if !caller.may_actuate(&r.device) => {
+                return Ok(unauthorized(
+                    caller,
+                    &format!("cancel commands of {}", r.device),
+                ));
+            }
+            Err(EngineError::UnknownCommand(id)) => return Ok(unknown_command(&id)),
+            _ => {}
+        }
         match self.engine.cancel(&id).await {
             Ok(r) => Ok(command_result(&r)),
             Err(EngineError::UnknownCommand(id)) => Ok(unknown_command(&id)),
@@ -266,6 +276,15 @@ pub fn command_result(r: &CommandResult) -> CallToolResult {
         r.status.is_error(),
         r.summary(),
     )
+}
+
+/// An `isError` result for a caller without the scope (nothing journaled: nothing was asked of
+/// a device).
+fn unauthorized(caller: &crate::Caller, what: &str) -> CallToolResult {
+    let code = ErrorCode::Unauthorized;
+    let detail = format!("{} may not {what}.", caller.name);
+    let v = json!({"command_id": "", "status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": code.hint()});
+    structured(v, true, format!("Rejected (UNAUTHORIZED): {detail}"))
 }
 
 fn unknown_command(id: &str) -> CallToolResult {

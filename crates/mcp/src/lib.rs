@@ -5,10 +5,15 @@
 //! command is the engine's. Nothing depends on this crate except the binary.
 
 mod call;
+mod handler;
+pub mod http;
+mod prompts;
+mod resources;
 pub mod schema;
 mod tools;
 
 use closedloop_engine::Engine;
+use closedloop_plant::TokenScope;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig, Tool};
 use std::sync::Arc;
 
@@ -22,13 +27,43 @@ confirmed the effect; \"sent\" means it was delivered but nothing could confirm 
 \"rejected\" carry an error_code, a detail and a hint saying what to do next. Never tell the user an action \
 happened unless its status is \"completed\".";
 
+/// Who is calling and what they may do: a bearer token's name and scopes over HTTP, or the
+/// local user (every scope) over stdio.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// Journaled with every command the caller creates.
+    pub name: String,
+    /// `read`, `actuate:<device>`, `actuate:*`, `admin`.
+    pub scopes: Vec<TokenScope>,
+}
+
+impl Caller {
+    /// A caller with every scope (stdio: whoever can start the process can already do anything).
+    pub fn local(name: &str) -> Caller {
+        Caller {
+            name: name.to_string(),
+            scopes: vec![TokenScope::Admin],
+        }
+    }
+
+    /// Whether the caller may read devices and commands.
+    pub fn may_read(&self) -> bool {
+        !self.scopes.is_empty()
+    }
+
+    /// Whether the caller may run actions on `device` (and cancel its commands).
+    pub fn may_actuate(&self, device: &str) -> bool {
+        self.scopes.iter().any(|s| s.allows_actuate(device))
+    }
+}
+
 /// The MCP server: a thin handle on the engine.
 #[derive(Clone)]
 pub struct Server {
     engine: Arc<Engine>,
     tools: Arc<Vec<Tool>>,
-    /// Who the caller is, journaled with every command (`stdio`, or a token name over HTTP).
-    caller: Arc<str>,
+    /// The caller when the transport says nothing else (stdio): every scope.
+    local: Caller,
 }
 
 impl Server {
@@ -38,7 +73,7 @@ impl Server {
         Server {
             engine,
             tools,
-            caller: Arc::from(caller),
+            local: Caller::local(caller),
         }
     }
 
@@ -50,6 +85,11 @@ impl Server {
     /// The tools, in `tools/list` order.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
+    }
+
+    /// The caller of one request: the HTTP layer's authenticated token, else the local caller.
+    pub(crate) fn caller(&self, cx: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Caller {
+        http::caller_from(cx).unwrap_or_else(|| self.local.clone())
     }
 
     fn info(&self) -> ServerConfig {
