@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing_subscriber::Layer;
@@ -29,13 +30,26 @@ enum Cmd {
         /// The plant file (TOML).
         plant: PathBuf,
     },
-    /// Serve the plant's tools over MCP on stdin/stdout (logs go to stderr).
+    /// Serve the plant's tools over MCP on stdin/stdout (logs go to stderr), or over HTTP.
     Serve {
         /// The plant file (TOML).
         plant: PathBuf,
         /// Also append logs to this file.
         #[arg(long)]
         log_file: Option<PathBuf>,
+        /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080
+        /// (port 0 picks a free one; the address is printed on stderr). An address other than
+        /// loopback needs a [[server.token]] in the plant.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<SocketAddr>,
+        /// Also accept this Host header (NAME or NAME:PORT), e.g. the gateway's DNS name.
+        /// Repeatable.
+        #[arg(long, value_name = "HOST", requires = "http")]
+        allow_host: Vec<String>,
+        /// Also accept requests from web pages of this origin (SCHEME://HOST[:PORT|:*]).
+        /// Repeatable.
+        #[arg(long, value_name = "ORIGIN", requires = "http")]
+        allow_origin: Vec<String>,
     },
     /// Run the bundled simulated workshop through a real MCP client session and print what happens.
     Demo,
@@ -84,9 +98,25 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Cmd::Check { plant } => Ok(check(&plant)),
-        Cmd::Serve { plant, .. } => {
+        Cmd::Serve {
+            plant,
+            http,
+            allow_host,
+            allow_origin,
+            ..
+        } => {
             let rt = runtime()?;
-            let result = rt.block_on(serve::serve(&plant));
+            let result = match http {
+                None => rt.block_on(serve::serve(&plant)),
+                Some(addr) => rt.block_on(serve::serve_http(
+                    &plant,
+                    serve::HttpArgs {
+                        addr,
+                        allow_hosts: allow_host,
+                        allow_origins: allow_origin,
+                    },
+                )),
+            };
             // stdin is read by a blocking thread that cannot be interrupted: do not wait for it.
             rt.shutdown_timeout(std::time::Duration::from_millis(200));
             result.map(|()| ExitCode::SUCCESS)

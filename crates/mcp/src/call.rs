@@ -34,7 +34,9 @@ impl Server {
             let args = request.arguments.unwrap_or_default();
             let caller = self.caller(&cx);
             let name = request.name.as_ref();
-            let is_action = self.engine.plant().tool(name).is_some();
+            let is_action = self.engine.plant().tool(name).is_some()
+                || name == "run_action"
+                || name == "confirm_command";
             if !is_action && name != "cancel_command" && !caller.may_read() {
                 return Ok(unauthorized(&caller, "read devices and commands").into());
             }
@@ -48,7 +50,15 @@ impl Server {
                     list_text(&self.engine),
                 )),
                 "get_device_state" => self.get_device_state(&args),
-                name => match self.engine.plant().tool(name) {
+                "confirm_command" => {
+                    self.confirm_command(args, request_id.clone(), &caller)
+                        .await
+                }
+                "run_action" if self.generic() => {
+                    self.run_action(args, request_id.clone(), &caller).await
+                }
+                "describe_device" if self.generic() => self.describe_device(&args),
+                name => match self.engine.plant().tool(name).filter(|_| !self.generic()) {
                     Some((device, action)) => {
                         let (d, a) = (device.id.clone(), action.name.clone());
                         self.act(&d, &a, args, request_id.clone(), &caller).await
@@ -61,6 +71,18 @@ impl Server {
                     )),
                 },
             };
+            // A Tasks client gets a task for every command an action created (DESIGN §4).
+            if is_action
+                && crate::tasks::client_wants_tasks(&cx)
+                && let Ok(r) = &result
+                && let Some(id) = r
+                    .structured_content
+                    .as_ref()
+                    .and_then(|v| v["command_id"].as_str())
+                && let Ok(cmd) = self.engine.status(id, Duration::ZERO).await
+            {
+                return Ok(CallToolResponse::Task(crate::tasks::created(&cmd)));
+            }
             result.map(Into::into)
         }
         .instrument(span)
@@ -86,6 +108,57 @@ impl Server {
                 ));
             }
         };
+        let needs_confirmation = self
+            .engine
+            .plant()
+            .device(device)
+            .and_then(|d| d.action(action))
+            .is_some_and(|a| a.confirm);
+        let mut confirmed = false;
+        if needs_confirmation && caller.may_actuate(device) {
+            match args.remove("confirmation_token") {
+                Some(Value::String(token)) => match self.confirmations.redeem(
+                    &token,
+                    &caller.name,
+                    Some((device, action, &args)),
+                ) {
+                    Ok(_) => confirmed = true,
+                    Err(refusal) => return Ok(confirmation_refused(&refusal)),
+                },
+                Some(_) => {
+                    return Err(McpError::invalid_params(
+                        "confirmation_token must be a string",
+                        None,
+                    ));
+                }
+                None => {
+                    let (token, ttl) =
+                        self.confirmations
+                            .issue(device, action, &args, &caller.name);
+                    return Ok(needs_confirmation_result(
+                        device, action, &args, &token, ttl,
+                    ));
+                }
+            }
+        }
+        self.submit(
+            device, action, args, key, wait, request_id, caller, confirmed,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn submit(
+        &self,
+        device: &str,
+        action: &str,
+        args: JsonObject,
+        key: Option<String>,
+        wait: Duration,
+        request_id: String,
+        caller: &crate::Caller,
+        confirmed: bool,
+    ) -> Result<CallToolResult, McpError> {
         let sub = Submission {
             device: device.into(),
             action: action.into(),
@@ -94,7 +167,7 @@ impl Server {
             idempotency_key: key,
             caller: Some(caller.name.clone()),
             wait,
-            confirmed: false,
+            confirmed,
             denied: (!caller.may_actuate(device)).then(|| {
                 format!(
                     "{} has no actuate:{device} (or actuate:*, admin) scope; nothing was sent.",
@@ -106,6 +179,108 @@ impl Server {
             Ok(r) => Ok(command_result(&r)),
             Err(e) => Err(engine_error(e)),
         }
+    }
+
+    /// `confirm_command(confirmation_token, wait_s)`: runs what the token was issued for.
+    async fn confirm_command(
+        &self,
+        mut args: JsonObject,
+        request_id: String,
+        caller: &crate::Caller,
+    ) -> Result<CallToolResult, McpError> {
+        let wait = take_wait(&mut args, "wait_s", 0.0)?;
+        let Some(Value::String(token)) = args.get("confirmation_token") else {
+            return Err(McpError::invalid_params(
+                "confirmation_token (a string) is required",
+                None,
+            ));
+        };
+        match self.confirmations.redeem(token, &caller.name, None) {
+            Ok(p) => {
+                self.submit(
+                    &p.device, &p.action, p.args, None, wait, request_id, caller, true,
+                )
+                .await
+            }
+            Err(refusal) => Ok(confirmation_refused(&refusal)),
+        }
+    }
+
+    fn generic(&self) -> bool {
+        self.engine.plant().server.tools == closedloop_plant::ToolMode::Generic
+    }
+
+    /// `run_action(device, action, params, wait_s, idempotency_key, confirmation_token)`.
+    async fn run_action(
+        &self,
+        mut args: JsonObject,
+        request_id: String,
+        caller: &crate::Caller,
+    ) -> Result<CallToolResult, McpError> {
+        let device = opt_str(&args, "device")?
+            .ok_or_else(|| McpError::invalid_params("device is required", None))?;
+        let action = opt_str(&args, "action")?
+            .ok_or_else(|| McpError::invalid_params("action is required", None))?;
+        if self
+            .engine
+            .plant()
+            .device(&device)
+            .and_then(|d| d.action(&action))
+            .is_none()
+        {
+            return Err(McpError::invalid_params(
+                format!("no action {action:?} on device {device:?}; describe_device lists them"),
+                None,
+            ));
+        }
+        let mut call = match args.remove("params") {
+            None | Some(Value::Null) => JsonObject::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(McpError::invalid_params("params must be an object", None)),
+        };
+        for k in ["wait_s", "idempotency_key", "confirmation_token"] {
+            if let Some(v) = args.remove(k) {
+                call.insert(k.into(), v);
+            }
+        }
+        self.act(&device, &action, call, request_id, caller).await
+    }
+
+    /// `describe_device(device)`: what `tools/list` would have said about its actions.
+    fn describe_device(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+        let id = opt_str(args, "device")?
+            .ok_or_else(|| McpError::invalid_params("device is required", None))?;
+        let device = self.engine.plant().device(&id).ok_or_else(|| {
+            McpError::invalid_params(format!("no device {id:?}; list_devices names them"), None)
+        })?;
+        let liveness = self.engine.device_state(&id).map(|s| s.liveness);
+        let v = json!({
+            "device": device.id,
+            "description": device.description,
+            "liveness": liveness,
+            "signals": device.signals.iter().map(|s| json!({"name": s.name, "source": s.source.describe(), "unit": s.unit})).collect::<Vec<_>>(),
+            "actions": device.actions.iter().map(|a| json!({
+                "name": a.name,
+                "description": a.tool_description(device),
+                "input_schema": a.input_schema(),
+                "verification": a.verification.as_str(),
+                "idempotent": a.idempotent,
+                "destructive": a.destructive,
+                "confirm": a.confirm,
+            })).collect::<Vec<_>>(),
+        });
+        let text = format!(
+            "{}: {}. Actions: {}.",
+            device.id,
+            device.description,
+            device
+                .actions
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(structured(v, false, text))
     }
 
     async fn get_command_status(
@@ -270,7 +445,7 @@ fn list_text(engine: &closedloop_engine::Engine) -> String {
 }
 
 /// A result object as a tool result.
-pub fn command_result(r: &CommandResult) -> CallToolResult {
+pub(crate) fn command_result(r: &CommandResult) -> CallToolResult {
     structured(
         serde_json::to_value(r).unwrap_or_default(),
         r.status.is_error(),
@@ -278,12 +453,55 @@ pub fn command_result(r: &CommandResult) -> CallToolResult {
     )
 }
 
+/// The first answer to a `confirm = true` action: nothing was sent; a person must agree first.
+fn needs_confirmation_result(
+    device: &str,
+    action: &str,
+    args: &JsonObject,
+    token: &str,
+    ttl: Duration,
+) -> CallToolResult {
+    let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let detail = format!(
+        "{device} {action} ({}) needs a person's confirmation before anything moves; nothing was sent.",
+        if shown.is_empty() {
+            "no parameters".to_string()
+        } else {
+            shown.join(", ")
+        }
+    );
+    let hint = format!(
+        "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
+        ttl.as_secs_f64()
+    );
+    let v = json!({
+        "status": "needs_confirmation",
+        "device": device,
+        "action": action,
+        "params": args,
+        "confirmation_token": token,
+        "expires_in_s": ttl.as_secs_f64(),
+        "verified": false,
+        "detail": detail,
+        "hint": hint,
+    });
+    structured(v, false, format!("Needs confirmation: {detail} {hint}"))
+}
+
+/// A refused confirmation token: an `isError` result, nothing run.
+fn confirmation_refused(refusal: &crate::confirm::Refusal) -> CallToolResult {
+    let code = ErrorCode::InvalidParams;
+    let detail = refusal.to_string();
+    let v = json!({"status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": "Call the action tool again to get a new confirmation_token, and ask the user again."});
+    structured(v, true, format!("Rejected (INVALID_PARAMS): {detail}"))
+}
+
 /// An `isError` result for a caller without the scope (nothing journaled: nothing was asked of
 /// a device).
 fn unauthorized(caller: &crate::Caller, what: &str) -> CallToolResult {
     let code = ErrorCode::Unauthorized;
     let detail = format!("{} may not {what}.", caller.name);
-    let v = json!({"command_id": "", "status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": code.hint()});
+    let v = json!({"status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": code.hint()});
     structured(v, true, format!("Rejected (UNAUTHORIZED): {detail}"))
 }
 

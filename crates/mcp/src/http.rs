@@ -1,10 +1,245 @@
-//! Streamable HTTP transport and bearer-token auth. (Being written.)
+//! MCP over Streamable HTTP (DESIGN §4): rmcp's `StreamableHttpService` at `/mcp`, behind three
+//! layers of our own.
+//!
+//! A request passes, outermost first:
+//! 1. [`guard`] — `Host` and `Origin` checks against DNS rebinding and cross-site requests
+//!    (403);
+//! 2. [`limit`] — at most [`HttpOptions::max_in_flight`] requests at once (503 beyond);
+//! 3. [`auth`] — the bearer token, turned into the [`Caller`] the tools see (401 without one);
+//! 4. rmcp — the body bounded by [`HttpOptions::max_body_bytes`] (413 beyond), then MCP.
+//!
+//! One endpoint serves both generations of clients: 2025-era clients `initialize` and get a
+//! session (`Mcp-Session-Id`); 2026-07-28 requests carry their protocol version in `_meta` and
+//! are served statelessly, one request at a time (rmcp routes them; that is its
+//! `legacy_session_mode`, which only ever applies to the older versions).
+//!
+//! Every request is authenticated on its own, session or not: the caller of a tool call is the
+//! token of that HTTP request, never the one that opened the session.
+//!
+//! A client that goes away never cancels a physical command: the engine runs each command in
+//! its own task, so dropping the request only stops the wait for its answer.
 
-use crate::Caller;
+mod auth;
+mod guard;
+mod limit;
+
+use crate::{Caller, Server};
+use axum::extract::connect_info::Connected;
+use axum::serve::IncomingStream;
+use closedloop_plant::Plant;
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
-/// The authenticated caller the HTTP layer attached to this request, if any.
-pub(crate) fn caller_from(_cx: &RequestContext<RoleServer>) -> Option<Caller> {
-    None
+/// The path the MCP endpoint is served at.
+pub const PATH: &str = "/mcp";
+
+/// How long [`serve`] lets open connections finish after the shutdown signal before it returns
+/// anyway (an SSE stream of a client that does not hang up would otherwise hold it forever).
+const DRAIN: Duration = Duration::from_secs(3);
+
+/// What the HTTP endpoint accepts. `Default` is the safe local setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// `Host` header values served: `name` (any port) or `name:port`; IPv6 in brackets.
+    /// Anything else is 403: a page on a rebinding domain reaches the server with its own name
+    /// in `Host`. Default: `localhost`, `127.0.0.1`, `[::1]`, any port.
+    pub allowed_hosts: Vec<String>,
+    /// Browser `Origin`s served: `scheme://host` (the scheme's default port),
+    /// `scheme://host:port`, `scheme://host:*` (any port) or `null`. A request without `Origin`
+    /// (any non-browser client) passes; one with another Origin is 403. Default: `http` and
+    /// `https` on `localhost`, `127.0.0.1` and `[::1]`, any port.
+    pub allowed_origins: Vec<String>,
+    /// Largest request body in bytes; a larger one is refused with 413 while it is read,
+    /// whatever `Content-Length` says. Default 1 MiB.
+    pub max_body_bytes: usize,
+    /// Requests in flight at once, SSE streams included (a 2025 session keeps one open). One
+    /// more is refused at once with 503 and `Retry-After: 1`, not queued. Default 64.
+    pub max_in_flight: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        let loopback = ["localhost", "127.0.0.1", "[::1]"];
+        HttpOptions {
+            allowed_hosts: loopback.iter().map(|h| h.to_string()).collect(),
+            allowed_origins: ["http", "https"]
+                .iter()
+                .flat_map(|s| loopback.iter().map(move |h| format!("{s}://{h}:*")))
+                .collect(),
+            max_body_bytes: 1024 * 1024,
+            max_in_flight: 64,
+        }
+    }
+}
+
+impl HttpOptions {
+    /// Checks every allowed host and origin, naming the first that cannot be understood.
+    pub fn validate(&self) -> Result<(), HttpError> {
+        for h in &self.allowed_hosts {
+            guard::HostRule::parse(h).map_err(|why| HttpError::BadHost(h.clone(), why))?;
+        }
+        for o in &self.allowed_origins {
+            guard::OriginRule::parse(o).map_err(|why| HttpError::BadOrigin(o.clone(), why))?;
+        }
+        if self.max_in_flight == 0 || self.max_body_bytes == 0 {
+            return Err(HttpError::ZeroLimit);
+        }
+        Ok(())
+    }
+}
+
+/// Why the HTTP endpoint cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HttpError {
+    /// A listen address others can reach, and no token to tell them apart.
+    #[error(
+        "{0} is reachable from other machines and the plant declares no [[server.token]], so anyone who can reach it could move the hardware; add a [[server.token]] (name, sha256 of the secret, scopes) to the plant file, or listen on 127.0.0.1"
+    )]
+    NoTokens(SocketAddr),
+    /// An `allowed_hosts` entry that is not a host.
+    #[error("allowed host {0:?}: {1}")]
+    BadHost(String, String),
+    /// An `allowed_origins` entry that is not an origin.
+    #[error("allowed origin {0:?}: {1}")]
+    BadOrigin(String, String),
+    /// A limit of zero would refuse every request.
+    #[error("max_in_flight and max_body_bytes must be at least 1")]
+    ZeroLimit,
+    /// The listener failed.
+    #[error("HTTP listener: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Refuses a listen address beyond loopback when the plant declares no token (DESIGN §4).
+pub fn check_listen(addr: SocketAddr, plant: &Plant) -> Result<(), HttpError> {
+    if !addr.ip().is_loopback() && plant.server.tokens.is_empty() {
+        return Err(HttpError::NoTokens(addr));
+    }
+    Ok(())
+}
+
+/// The MCP endpoint at [`PATH`] with its guard, limit and auth layers.
+///
+/// Serve it with connect info ([`Endpoint`]): a request without a token is served as the local
+/// user only when the plant declares no token *and* the connection arrived on a loopback
+/// address; without connect info every request needs a token.
+pub fn router(server: Server, opts: HttpOptions) -> axum::Router {
+    router_with(server, opts, CancellationToken::new())
+}
+
+fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -> axum::Router {
+    use axum::middleware::from_fn_with_state;
+    let auth = Arc::new(auth::Auth::new(
+        server.engine().plant().server.tokens.clone(),
+    ));
+    let guard = Arc::new(guard::Guard::new(
+        &opts.allowed_hosts,
+        &opts.allowed_origins,
+    ));
+    let limit = Arc::new(tokio::sync::Semaphore::new(opts.max_in_flight));
+    // Host and Origin are checked by `guard`, in front of auth, so that rmcp's own copy of the
+    // check is switched off here rather than kept with possibly different rules.
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(opts.max_body_bytes)
+        .with_json_response(true)
+        .with_cancellation_token(shutdown);
+    // One `Server` per session (2025) or per request (2026): a clone sharing the engine.
+    let service: StreamableHttpService<Server, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new()
+        .route_service(PATH, service)
+        .layer(from_fn_with_state(auth, auth::layer))
+        .layer(from_fn_with_state(limit, limit::layer))
+        .layer(from_fn_with_state(guard, guard::layer))
+}
+
+/// Serves MCP on `listener` until `shutdown` completes, then lets open requests finish (at most
+/// three seconds) and returns. Refuses a non-loopback listener when the plant has no token.
+pub async fn serve(
+    listener: TcpListener,
+    server: Server,
+    opts: HttpOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HttpError> {
+    check_listen(listener.local_addr()?, server.engine().plant())?;
+    opts.validate()?;
+    let stop = CancellationToken::new();
+    let app = router_with(server, opts, stop.clone());
+    let signal = {
+        let stop = stop.clone();
+        async move {
+            shutdown.await;
+            // Ends rmcp's sessions and SSE streams, so the drain below does not wait on them.
+            stop.cancel();
+        }
+    };
+    let serving = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<Endpoint>(),
+    )
+    .with_graceful_shutdown(signal);
+    tokio::select! {
+        r = std::future::IntoFuture::into_future(serving) => r?,
+        () = async { stop.cancelled().await; tokio::time::sleep(DRAIN).await } => {
+            tracing::warn!("HTTP connections still open {DRAIN:?} after shutdown; leaving them");
+        }
+    }
+    Ok(())
+}
+
+/// Where a connection arrived and where it came from, attached to every request by [`serve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The server's own address for this connection (`None` if the OS would not say).
+    pub local: Option<SocketAddr>,
+    /// The client's address.
+    pub remote: SocketAddr,
+}
+
+impl Endpoint {
+    /// Whether the connection arrived on a loopback address (so came from this machine).
+    pub fn is_loopback(&self) -> bool {
+        self.local.is_some_and(|a| a.ip().is_loopback())
+    }
+}
+
+impl Connected<IncomingStream<'_, TcpListener>> for Endpoint {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        Endpoint {
+            local: stream.io().local_addr().ok(),
+            remote: *stream.remote_addr(),
+        }
+    }
+}
+
+/// The caller the HTTP layer attached to this request; `None` off HTTP (stdio).
+///
+/// An HTTP request that somehow lacks one gets a caller with no scope at all: fail closed, never
+/// fall back to the local user's every scope.
+pub(crate) fn caller_from(cx: &RequestContext<RoleServer>) -> Option<Caller> {
+    let parts = cx.extensions.get::<http::request::Parts>()?;
+    Some(
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or_else(|| Caller {
+                name: "unauthenticated".into(),
+                scopes: Vec::new(),
+            }),
+    )
 }

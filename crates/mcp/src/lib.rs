@@ -5,11 +5,13 @@
 //! command is the engine's. Nothing depends on this crate except the binary.
 
 mod call;
+pub mod confirm;
 mod handler;
 pub mod http;
 mod prompts;
 mod resources;
 pub mod schema;
+mod tasks;
 mod tools;
 
 use closedloop_engine::Engine;
@@ -64,16 +66,23 @@ pub struct Server {
     tools: Arc<Vec<Tool>>,
     /// The caller when the transport says nothing else (stdio): every scope.
     local: Caller,
+    /// Confirmation tokens of `confirm = true` actions waiting for their answer.
+    confirmations: Arc<confirm::Confirmations>,
+    /// Resource subscriptions of every client of this server.
+    subscriptions: Arc<resources::Subscriptions>,
 }
 
 impl Server {
     /// A server over a started engine; `caller` names the client in the journal.
     pub fn new(engine: Arc<Engine>, caller: &str) -> Server {
         let tools = Arc::new(tools::build(engine.plant()));
+        let ttl = std::time::Duration::from_secs_f64(engine.plant().server.confirm_ttl_s);
         Server {
             engine,
             tools,
             local: Caller::local(caller),
+            confirmations: Arc::new(confirm::Confirmations::new(ttl)),
+            subscriptions: Arc::new(resources::Subscriptions::new()),
         }
     }
 
@@ -94,11 +103,16 @@ impl Server {
 
     fn info(&self) -> ServerConfig {
         let plant = self.engine.plant();
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("closedloop", env!("CARGO_PKG_VERSION"))
-                    .with_title(format!("closedloop — {}", plant.server.name)),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("closedloop", env!("CARGO_PKG_VERSION"))
+                .with_title(format!("closedloop — {}", plant.server.name)),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 }

@@ -1,23 +1,155 @@
 //! Resources `device://{id}/state`, `device://{id}/config`, `command://{id}` and their change
-//! notifications. (Being written: every method still answers "method not found".)
+//! notifications (DESIGN §4).
+//!
+//! - `device://{id}/state`: what `get_device_state` answers (liveness, last_seen, signals with
+//!   unit, read time, age and source).
+//! - `device://{id}/config`: the device's plant declaration, without secrets ([`config`]).
+//! - `command://{id}`: the result object of DESIGN §2, as `get_command_status` with `wait_s = 0`.
+//!
+//! `resources/list` names the state and config of every device; commands are too many to list
+//! and are offered through their URI template only. Change notifications come from
+//! [`subscriptions`]: `resources/subscribe` for 2025 clients, `subscriptions/listen` for
+//! 2026-07-28 clients, both fed by the same watchers.
+
+mod config;
+mod subscriptions;
+
+pub(crate) use subscriptions::Subscriptions;
 
 use crate::Server;
+use closedloop_engine::EngineError;
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestMethod, ReadResourceRequestParams, ReadResourceResponse,
-    SubscribeRequestMethod, SubscribeRequestParams, UnsubscribeRequestMethod,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, SubscribeRequestParams, SubscriptionFilter,
     UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::json;
+use std::time::Duration;
+use subscriptions::{Owner, Sink, Source};
+
+/// The MIME type of every resource.
+const JSON: &str = "application/json";
+/// Longest command id accepted in a `command://` URI (a UUIDv7 has 36 characters).
+const MAX_COMMAND_ID: usize = 64;
+
+/// A resource URI, parsed. Parsing checks the shape only; whether the device or command exists
+/// is the caller's question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Uri {
+    /// `device://{id}/state`.
+    State(String),
+    /// `device://{id}/config`.
+    Config(String),
+    /// `command://{id}`.
+    Command(String),
+}
+
+impl Uri {
+    pub(crate) fn parse(uri: &str) -> Option<Uri> {
+        if let Some(rest) = uri.strip_prefix("device://") {
+            let (id, what) = rest.split_once('/')?;
+            if !is_device_id(id) {
+                return None;
+            }
+            return match what {
+                "state" => Some(Uri::State(id.to_string())),
+                "config" => Some(Uri::Config(id.to_string())),
+                _ => None,
+            };
+        }
+        let id = uri.strip_prefix("command://")?;
+        let ok = !id.is_empty()
+            && id.len() <= MAX_COMMAND_ID
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        ok.then(|| Uri::Command(id.to_string()))
+    }
+}
+
+fn is_device_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// `device://{id}/state`.
+pub(crate) fn state_uri(device: &str) -> String {
+    format!("device://{device}/state")
+}
+
+/// `device://{id}/config`.
+pub(crate) fn config_uri(device: &str) -> String {
+    format!("device://{device}/config")
+}
+
+fn not_found(uri: &str, why: &str) -> McpError {
+    McpError::resource_not_found(
+        format!("no resource {uri:?}: {why}"),
+        Some(json!({"uri": uri})),
+    )
+}
+
+/// The error for a caller without the `read` scope.
+pub(crate) fn forbidden(caller: &crate::Caller, what: &str) -> McpError {
+    McpError::invalid_request(
+        format!(
+            "forbidden: {} has no read scope and may not {what}",
+            caller.name
+        ),
+        Some(json!({"error_code": "UNAUTHORIZED"})),
+    )
+}
 
 impl Server {
+    fn check_read(&self, cx: &RequestContext<RoleServer>, what: &str) -> Result<(), McpError> {
+        let caller = self.caller(cx);
+        if caller.may_read() {
+            Ok(())
+        } else {
+            Err(forbidden(&caller, what))
+        }
+    }
+
     pub(crate) async fn list_resources_impl(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::default())
+        self.check_read(&cx, "list resources")?;
+        let mut list = Vec::new();
+        for d in &self.engine.plant().devices {
+            let about = if d.description.trim().is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", d.description.trim())
+            };
+            list.push(
+                Resource::new(state_uri(&d.id), format!("{}_state", d.id))
+                    .with_title(format!("{} — live state", d.id))
+                    .with_description(format!(
+                        "Liveness and latest signal values of {}{about}, each with unit, read time, \
+                         age and source. Subscribe to be told when a value or the liveness changes.",
+                        d.id
+                    ))
+                    .with_mime_type(JSON),
+            );
+            list.push(
+                Resource::new(config_uri(&d.id), format!("{}_config", d.id))
+                    .with_title(format!("{} — plant declaration", d.id))
+                    .with_description(format!(
+                        "How {} is declared in the plant file: driver, polling, liveness, signals \
+                         with their sources and units, actions with parameters and completion criteria.",
+                        d.id
+                    ))
+                    .with_mime_type(JSON),
+            );
+        }
+        Ok(ListResourcesResult::with_all_items(list))
     }
 
     pub(crate) async fn list_resource_templates_impl(
@@ -25,30 +157,221 @@ impl Server {
         _request: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::default())
+        let templates = vec![
+            ResourceTemplate::new("device://{id}/state", "device_state")
+                .with_title("Device state")
+                .with_description(
+                    "A device's liveness (online/offline/unknown), last_seen and latest signal values \
+                     with unit, read time, age and source. {id} is a device id from list_devices.",
+                )
+                .with_mime_type(JSON),
+            ResourceTemplate::new("device://{id}/config", "device_config")
+                .with_title("Device declaration")
+                .with_description(
+                    "A device's plant declaration: driver kind, poll_ms, liveness window, signals \
+                     with sources and units, actions with parameters, done_when/fail_when and \
+                     verification. Never contains secrets.",
+                )
+                .with_mime_type(JSON),
+            ResourceTemplate::new("command://{id}", "command")
+                .with_title("Command result")
+                .with_description(
+                    "The result object of one command (status, verified, evidence, error_code, \
+                     detail, hint, timeline). {id} is a command_id returned by an action tool. \
+                     Subscribe to be told of every status change.",
+                )
+                .with_mime_type(JSON),
+        ];
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     pub(crate) async fn read_resource_impl(
         &self,
-        _request: ReadResourceRequestParams,
-        _cx: RequestContext<RoleServer>,
+        request: ReadResourceRequestParams,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        Err(McpError::method_not_found::<ReadResourceRequestMethod>())
+        self.check_read(&cx, "read resources")?;
+        let uri = request.uri;
+        let value = match Uri::parse(&uri) {
+            Some(Uri::State(id)) => self.engine.device_state(&id).map(|s| json!(s)),
+            Some(Uri::Config(id)) => self.engine.plant().device(&id).map(config::device),
+            Some(Uri::Command(id)) => match self.engine.status(&id, Duration::ZERO).await {
+                Ok(r) => Some(json!(r)),
+                Err(EngineError::UnknownCommand(_)) => {
+                    return Err(not_found(&uri, "no command has this id"));
+                }
+                Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+            },
+            None => {
+                return Err(not_found(
+                    &uri,
+                    "resources are device://{id}/state, device://{id}/config and command://{id}",
+                ));
+            }
+        };
+        let Some(value) = value else {
+            return Err(not_found(&uri, &self.no_device_text()));
+        };
+        let text = serde_json::to_string_pretty(&value)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(
+            ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type(JSON)])
+                .into(),
+        )
+    }
+
+    fn no_device_text(&self) -> String {
+        let ids: Vec<&str> = self
+            .engine
+            .plant()
+            .devices
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect();
+        format!("no such device; the devices are {}", ids.join(", "))
+    }
+
+    /// What a subscription to `uri` watches, or why it cannot be subscribed.
+    async fn source(&self, uri: &str) -> Result<Source, McpError> {
+        match Uri::parse(uri) {
+            Some(Uri::State(id)) => self
+                .engine
+                .watch_device(&id)
+                .map(Source::device)
+                .ok_or_else(|| not_found(uri, &self.no_device_text())),
+            Some(Uri::Config(id)) => match self.engine.plant().device(&id) {
+                Some(_) => Ok(Source::fixed()),
+                None => Err(not_found(uri, &self.no_device_text())),
+            },
+            Some(Uri::Command(id)) => match self.engine.status(&id, Duration::ZERO).await {
+                Ok(_) => Ok(Source::command(id, &self.engine)),
+                Err(EngineError::UnknownCommand(_)) => {
+                    Err(not_found(uri, "no command has this id"))
+                }
+                Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+            },
+            None => Err(not_found(
+                uri,
+                "resources are device://{id}/state, device://{id}/config and command://{id}",
+            )),
+        }
     }
 
     pub(crate) async fn subscribe_impl(
         &self,
-        _request: SubscribeRequestParams,
-        _cx: RequestContext<RoleServer>,
+        request: SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        Err(McpError::method_not_found::<SubscribeRequestMethod>())
+        self.check_read(&cx, "subscribe to resources")?;
+        let source = self.source(&request.uri).await?;
+        let owner = Owner::client(&cx.peer);
+        self.subscriptions
+            .add(request.uri, owner, source, Sink::Peer(cx.peer.clone()))
     }
 
     pub(crate) async fn unsubscribe_impl(
         &self,
-        _request: UnsubscribeRequestParams,
-        _cx: RequestContext<RoleServer>,
+        request: UnsubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        Err(McpError::method_not_found::<UnsubscribeRequestMethod>())
+        // Unknown or never-subscribed URIs are fine: unsubscribing is idempotent.
+        self.subscriptions
+            .remove_matching(&request.uri, &Owner::client(&cx.peer));
+        Ok(())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): the part of the requested filter this server can
+    /// serve — resource updates for its own URIs. List-changed notifications are not offered:
+    /// the tool, prompt and resource lists are fixed by the plant file.
+    pub(crate) fn accepted_subscription_filter_impl(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> SubscriptionFilter {
+        let plant = self.engine.plant();
+        let ours = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| match Uri::parse(uri) {
+                Some(Uri::State(id) | Uri::Config(id)) => plant.device(&id).is_some(),
+                Some(Uri::Command(_)) => true,
+                None => false,
+            })
+            .cloned()
+            .collect::<Vec<_>>();
+        if ours.is_empty() {
+            SubscriptionFilter::new()
+        } else {
+            SubscriptionFilter::builder()
+                .resource_subscriptions(ours)
+                .build()
+        }
+    }
+
+    /// `subscriptions/listen` (2026-07-28): streams `notifications/resources/updated` for the
+    /// accepted URIs until the client cancels the request or goes away.
+    pub(crate) async fn listen_impl(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.check_read(context.request_context(), "subscribe to resources")?;
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let owner = self.subscriptions.listen_owner();
+        // Removes this stream's watchers however the request ends (cancelled, dropped, error).
+        let _guard = self.subscriptions.guard(owner.clone());
+        for uri in uris {
+            let source = match self.source(&uri).await {
+                Ok(s) => s,
+                // A command id that was accepted by shape but does not exist: nothing to watch.
+                Err(e) if e.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND => continue,
+                Err(e) => return Err(e),
+            };
+            let sink = Sink::Stream(context.sink().clone());
+            self.subscriptions.add(uri, owner.clone(), source, sink)?;
+        }
+        context.cancelled().await;
+        Ok(())
+    }
+
+    /// How many resource subscriptions are active (both protocol generations), for tests and
+    /// diagnostics.
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Uri;
+
+    #[test]
+    fn uris_parse_by_shape() {
+        assert_eq!(
+            Uri::parse("device://lamp/state"),
+            Some(Uri::State("lamp".into()))
+        );
+        assert_eq!(
+            Uri::parse("device://slide_2/config"),
+            Some(Uri::Config("slide_2".into()))
+        );
+        assert_eq!(
+            Uri::parse("command://0193f0c2-7c1e-7a51-9c1f-3f0f4c1b2a77"),
+            Some(Uri::Command("0193f0c2-7c1e-7a51-9c1f-3f0f4c1b2a77".into()))
+        );
+        for bad in [
+            "device://lamp",
+            "device://lamp/",
+            "device://lamp/other",
+            "device://Lamp/state",
+            "device:///state",
+            "device://lamp/state/x",
+            "command://",
+            "command://a/b",
+            "file:///etc/passwd",
+            "",
+        ] {
+            assert_eq!(Uri::parse(bad), None, "{bad}");
+        }
     }
 }

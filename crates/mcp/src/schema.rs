@@ -15,7 +15,9 @@ pub fn result_object() -> Value {
             "device": {"type": "string"},
             "action": {"type": "string"},
             "params": {"type": "object"},
-            "status": {"type": "string", "enum": ["rejected", "accepted", "running", "completed", "failed", "timeout", "sent", "cancelled"]},
+            "status": {"type": "string", "enum": ["rejected", "accepted", "running", "completed", "failed", "timeout", "sent", "cancelled", "needs_confirmation"]},
+            "confirmation_token": {"type": "string", "description": "With needs_confirmation: pass it to confirm_command once the user agreed."},
+            "expires_in_s": {"type": "number"},
             "verified": {"type": "boolean", "description": "True only when feedback read after the acknowledged write decided the outcome."},
             "verification": {"type": "string", "enum": ["feedback", "readback", "none"]},
             "error_code": {"type": "string"},
@@ -27,8 +29,7 @@ pub fn result_object() -> Value {
             "accepted_at": {"type": ["string", "null"]},
             "updated_at": {"type": "string"},
             "timeline": {"type": "array", "items": {"type": "object"}}
-        },
-        "required": ["command_id"]
+        }
     })
 }
 
@@ -142,4 +143,49 @@ pub fn device_input() -> Value {
 /// Input schema of `list_devices`.
 pub fn empty_input() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+/// Input schema of `confirm_command`.
+pub fn confirm_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "confirmation_token": {"type": "string", "description": "The token a needs_confirmation result returned."},
+            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 0}
+        },
+        "required": ["confirmation_token"],
+        "additionalProperties": false
+    })
+}
+
+/// Input schema of `run_action` (generic tool mode).
+pub fn run_action_input(devices: &[String]) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "device": {"type": "string", "enum": devices, "description": "A device id (describe_device lists its actions)."},
+            "action": {"type": "string", "description": "An action name of that device."},
+            "params": {"type": "object", "description": "The action's parameters, as describe_device's input_schema says."},
+            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 0},
+            "idempotency_key": {"type": "string"},
+            "confirmation_token": {"type": "string"}
+        },
+        "required": ["device", "action"],
+        "additionalProperties": false
+    })
+}
+
+/// Output schema of `describe_device`.
+pub fn describe_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "device": {"type": "string"},
+            "description": {"type": "string"},
+            "liveness": {"type": "string"},
+            "signals": {"type": "array", "items": {"type": "object"}},
+            "actions": {"type": "array", "items": {"type": "object"}}
+        },
+        "required": ["device", "actions"]
+    })
 }

@@ -1,18 +1,19 @@
 //! The tool list: generated from the plant, then the fixed command and device tools.
 
 use crate::schema;
-use closedloop_plant::Plant;
+use closedloop_plant::{Plant, ToolMode};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// The tools every plant gets, in `tools/list` order after the action tools.
-pub const FIXED_TOOLS: [&str; 5] = [
+pub const FIXED_TOOLS: [&str; 6] = [
     "get_command_status",
     "cancel_command",
     "list_commands",
     "list_devices",
     "get_device_state",
+    "confirm_command",
 ];
 
 fn object(v: Value) -> Arc<JsonObject> {
@@ -25,22 +26,66 @@ fn object(v: Value) -> Arc<JsonObject> {
 /// Builds every tool: one per action (plant order), then the fixed ones.
 pub fn build(plant: &Plant) -> Vec<Tool> {
     let mut tools = Vec::new();
-    for (device, action) in plant.actions() {
-        let mut t = Tool::new(
-            action.tool_name.clone(),
-            action.tool_description(device),
-            object(action.input_schema()),
-        )
-        .with_title(format!("{} {}", device.id, action.name))
-        .with_raw_output_schema(object(schema::result_object()));
-        t.annotations = Some(ToolAnnotations::from_raw(
-            None,
-            Some(false),
-            Some(action.destructive),
-            Some(action.idempotent),
-            Some(false),
-        ));
-        tools.push(t);
+    match plant.server.tools {
+        ToolMode::PerAction => {
+            for (device, action) in plant.actions() {
+                let mut schema = action.input_schema();
+                if action.confirm
+                    && let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
+                {
+                    props.insert(
+                        "confirmation_token".into(),
+                        json!({"type": "string", "description": "From a needs_confirmation result, once the user agreed; the arguments must be the same."}),
+                    );
+                }
+                let mut t = Tool::new(
+                    action.tool_name.clone(),
+                    action.tool_description(device),
+                    object(schema),
+                )
+                .with_title(format!("{} {}", device.id, action.name))
+                .with_raw_output_schema(object(schema::result_object()));
+                t.annotations = Some(ToolAnnotations::from_raw(
+                    None,
+                    Some(false),
+                    Some(action.destructive),
+                    Some(action.idempotent),
+                    Some(false),
+                ));
+                tools.push(t);
+            }
+        }
+        ToolMode::Generic => {
+            let ids: Vec<String> = plant.devices.iter().map(|d| d.id.clone()).collect();
+            let mut run = Tool::new(
+                "run_action",
+                "Run one action of one device (describe_device lists them with their parameters). It returns status \"accepted\" and a command_id at once; that is not completion. Call get_command_status with the command_id (or pass wait_s) to learn whether the device confirmed it.",
+                object(schema::run_action_input(&ids)),
+            )
+            .with_raw_output_schema(object(schema::result_object()));
+            run.annotations = Some(ToolAnnotations::from_raw(
+                None,
+                Some(false),
+                Some(true),
+                Some(false),
+                Some(false),
+            ));
+            tools.push(run);
+            let mut describe = Tool::new(
+                "describe_device",
+                "A device's description, liveness, signals and actions, each action with its input schema, verification level and whether it is idempotent, destructive or needs confirmation.",
+                object(schema::device_input()),
+            )
+            .with_raw_output_schema(object(schema::describe_output()));
+            describe.annotations = Some(ToolAnnotations::from_raw(
+                None,
+                Some(true),
+                Some(false),
+                Some(true),
+                Some(false),
+            ));
+            tools.push(describe);
+        }
     }
     let read_only = || {
         Some(ToolAnnotations::from_raw(
@@ -51,7 +96,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
             Some(false),
         ))
     };
-    let fixed: [(&str, &str, Value, Value); 5] = [
+    let fixed: [(&str, &str, Value, Value); 6] = [
         (
             "get_command_status",
             "The current result of a command: status, verified, evidence, error_code, detail, hint and timeline. \
@@ -85,11 +130,17 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
             schema::device_input(),
             schema::device_state(),
         ),
+        (
+            "confirm_command",
+            "Run an action that needed a person's confirmation, after the user agreed: pass the confirmation_token of its needs_confirmation result. Each token runs the action once, with exactly the arguments it was issued for, before it expires.",
+            schema::confirm_input(),
+            schema::result_object(),
+        ),
     ];
     for (name, description, input, output) in fixed {
         let mut t =
             Tool::new(name, description, object(input)).with_raw_output_schema(object(output));
-        t.annotations = if name == "cancel_command" {
+        t.annotations = if name == "cancel_command" || name == "confirm_command" {
             Some(ToolAnnotations::from_raw(
                 None,
                 Some(false),

@@ -21,6 +21,7 @@ pub(crate) struct RawServer {
     #[serde(default)]
     pub token: Vec<RawToken>,
     pub tools: Option<ToolMode>,
+    pub confirm_ttl_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -50,6 +50,8 @@ pub struct Server {
     pub tokens: Vec<Token>,
     /// How actions become MCP tools.
     pub tools: ToolMode,
+    /// How long a confirmation token of a `confirm = true` action stays valid. Default 120 s.
+    pub confirm_ttl_s: f64,
 }
 
 /// How actions become MCP tools.

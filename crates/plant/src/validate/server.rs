@@ -8,6 +8,9 @@ use std::path::Path;
 /// The journal when the file names none: next to the plant file.
 pub(crate) const DEFAULT_JOURNAL: &str = "sqlite://closedloop.db";
 
+/// How long a confirmation token stays valid when the file says nothing.
+pub(crate) const DEFAULT_CONFIRM_TTL_S: f64 = 120.0;
+
 pub(crate) fn server(
     raw: RawServer,
     stem: &str,
@@ -57,11 +60,20 @@ pub(crate) fn server(
             scopes,
         });
     }
+    let confirm_ttl_s = raw.confirm_ttl_s.unwrap_or(DEFAULT_CONFIRM_TTL_S);
+    if !(1.0..=86_400.0).contains(&confirm_ttl_s) {
+        sink.push(
+            None,
+            "server.confirm_ttl_s",
+            format!("{confirm_ttl_s} is outside 1..=86400 seconds; a confirmation should expire within a day"),
+        );
+    }
     Server {
         name,
         journal,
         tokens,
         tools: raw.tools.unwrap_or_default(),
+        confirm_ttl_s,
     }
 }
 

@@ -1,0 +1,205 @@
+//! Two-step confirmation for actions declared `confirm = true`.
+//!
+//! Nothing moves until confirmed: the first call returns `status: "needs_confirmation"` with a
+//! `confirmation_token` bound to the caller and to a fingerprint of the exact arguments. The agent
+//! asks its user, then calls `confirm_command(confirmation_token)` (or the same tool again with the
+//! same arguments plus `confirmation_token`). A token is valid for `[server] confirm_ttl_s` and is
+//! consumed by its first successful use.
+
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// At most this many tokens wait at once; the oldest is dropped beyond it.
+const CAPACITY: usize = 1024;
+
+/// A confirmation waiting for its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    /// Device id.
+    pub device: String,
+    /// Action name.
+    pub action: String,
+    /// The arguments the token is bound to (without `wait_s`, `idempotency_key`, the token).
+    pub args: Map<String, Value>,
+    /// The caller the token was issued to.
+    pub caller: String,
+    issued: Instant,
+    expires: Instant,
+}
+
+/// Why a token was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such token was issued (or it was dropped for capacity).
+    Unknown,
+    /// It was already used.
+    Used,
+    /// Its time ran out.
+    Expired,
+    /// The arguments (or the tool, or the caller) differ from what the token was issued for.
+    Mismatch(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Unknown => f.write_str("this confirmation_token was never issued (or has been dropped); call the tool again to get a new one"),
+            Refusal::Used => f.write_str("this confirmation_token was already used; each confirmation runs the action once"),
+            Refusal::Expired => f.write_str("this confirmation_token has expired; call the tool again and ask the user again"),
+            Refusal::Mismatch(what) => write!(f, "this confirmation_token was issued for other {what}; nothing was run"),
+        }
+    }
+}
+
+/// The tokens of one server.
+#[derive(Debug)]
+pub struct Confirmations {
+    ttl: Duration,
+    pending: Mutex<HashMap<String, Pending>>,
+    used: Mutex<HashMap<String, Instant>>,
+}
+
+impl Confirmations {
+    /// Tokens valid for `ttl`.
+    pub fn new(ttl: Duration) -> Confirmations {
+        Confirmations {
+            ttl,
+            pending: Mutex::new(HashMap::new()),
+            used: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Issues a token for this exact request; returns it with its lifetime.
+    pub fn issue(
+        &self,
+        device: &str,
+        action: &str,
+        args: &Map<String, Value>,
+        caller: &str,
+    ) -> (String, Duration) {
+        let token = format!("cfm_{}", uuid::Uuid::now_v7().simple());
+        let now = Instant::now();
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.retain(|_, v| v.expires > now);
+        if p.len() >= CAPACITY
+            && let Some(oldest) = p
+                .iter()
+                .min_by_key(|(_, v)| v.issued)
+                .map(|(k, _)| k.clone())
+        {
+            p.remove(&oldest);
+        }
+        p.insert(
+            token.clone(),
+            Pending {
+                device: device.into(),
+                action: action.into(),
+                args: args.clone(),
+                caller: caller.into(),
+                issued: now,
+                expires: now + self.ttl,
+            },
+        );
+        (token, self.ttl)
+    }
+
+    /// Consumes a token. With `expect`, the token must have been issued for exactly that device,
+    /// action and arguments; a mismatch refuses without consuming it.
+    pub fn redeem(
+        &self,
+        token: &str,
+        caller: &str,
+        expect: Option<(&str, &str, &Map<String, Value>)>,
+    ) -> Result<Pending, Refusal> {
+        let now = Instant::now();
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = p.get(token) else {
+            let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+            return Err(if used.contains_key(token) {
+                Refusal::Used
+            } else {
+                Refusal::Unknown
+            });
+        };
+        if entry.expires <= now {
+            p.remove(token);
+            return Err(Refusal::Expired);
+        }
+        if entry.caller != caller {
+            return Err(Refusal::Mismatch("a different caller".into()));
+        }
+        if let Some((device, action, args)) = expect {
+            if entry.device != device || entry.action != action {
+                return Err(Refusal::Mismatch(format!(
+                    "a different action ({} {})",
+                    entry.device, entry.action
+                )));
+            }
+            if !same_args(&entry.args, args) {
+                return Err(Refusal::Mismatch("arguments".into()));
+            }
+        }
+        let pending = p.remove(token).ok_or(Refusal::Unknown)?;
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.retain(|_, at| now.duration_since(*at) < self.ttl * 2);
+        if used.len() < CAPACITY * 4 {
+            used.insert(token.to_string(), now);
+        }
+        Ok(pending)
+    }
+}
+
+/// Argument equality that treats `150` and `150.0` as the same number.
+fn same_args(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
+    a.len() == b.len()
+        && a.iter().all(|(k, va)| match (va, b.get(k)) {
+            (Value::Number(x), Some(Value::Number(y))) => x.as_f64() == y.as_f64(),
+            (x, Some(y)) => x == y,
+            (_, None) => false,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_token_runs_once_for_the_same_arguments_and_caller() {
+        let c = Confirmations::new(Duration::from_secs(60));
+        let a = args(json!({"target_mm": 150}));
+        let (t, _) = c.issue("slide", "move_to", &a, "ops");
+        let other = args(json!({"target_mm": 151}));
+        assert!(matches!(
+            c.redeem(&t, "ops", Some(("slide", "move_to", &other))),
+            Err(Refusal::Mismatch(_))
+        ));
+        assert!(matches!(
+            c.redeem(&t, "intruder", None),
+            Err(Refusal::Mismatch(_))
+        ));
+        let same = args(json!({"target_mm": 150.0}));
+        assert_eq!(
+            c.redeem(&t, "ops", Some(("slide", "move_to", &same)))
+                .unwrap()
+                .args,
+            a
+        );
+        assert_eq!(c.redeem(&t, "ops", None), Err(Refusal::Used));
+        assert_eq!(c.redeem("cfm_nope", "ops", None), Err(Refusal::Unknown));
+    }
+
+    #[test]
+    fn an_expired_token_is_refused() {
+        let c = Confirmations::new(Duration::from_millis(1));
+        let (t, _) = c.issue("slide", "move_to", &Map::new(), "ops");
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(c.redeem(&t, "ops", None), Err(Refusal::Expired));
+    }
+}

@@ -1,0 +1,206 @@
+//! Bearer tokens (DESIGN §3 `[[server.token]]`, §4): `Authorization: Bearer <secret>` becomes
+//! the [`Caller`] the tools see, named after the token and carrying its scopes.
+//!
+//! The plant holds only the SHA-256 of each secret. The hash of the presented secret is compared
+//! with every token's in constant time, so neither the answer's timing nor its content tells
+//! how close a guess came.
+//!
+//! # Invariants
+//! - A request without a token is served only when the plant declares no token at all *and*
+//!   the connection arrived on a loopback address; it then acts as the local user.
+//! - Every request that reaches rmcp carries exactly one `Caller` in its extensions.
+
+use super::Endpoint;
+use crate::Caller;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use closedloop_plant::Token;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+
+/// The tokens of the plant.
+#[derive(Debug)]
+pub(super) struct Auth {
+    tokens: Vec<Token>,
+}
+
+/// Why a request is refused with 401.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Denied {
+    /// No `Authorization` header, and this server needs one.
+    Missing,
+    /// A header that is not a bearer token, or a secret no token has.
+    Invalid,
+}
+
+impl Auth {
+    pub(super) fn new(tokens: Vec<Token>) -> Auth {
+        Auth { tokens }
+    }
+
+    /// The caller of a request with this `Authorization` header, on a loopback connection or
+    /// not.
+    pub(super) fn authenticate(
+        &self,
+        authorization: Option<&HeaderValue>,
+        loopback: bool,
+    ) -> Result<Caller, Denied> {
+        let Some(value) = authorization else {
+            return if self.tokens.is_empty() && loopback {
+                Ok(Caller::local("http"))
+            } else {
+                Err(Denied::Missing)
+            };
+        };
+        let secret = value
+            .to_str()
+            .ok()
+            .and_then(|v| {
+                let (scheme, rest) = v.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+            })
+            .filter(|s| !s.is_empty())
+            .ok_or(Denied::Invalid)?;
+        let presented = hex(&Sha256::digest(secret.as_bytes()));
+        // Look at every token, whether or not an earlier one matched.
+        let mut found: Option<&Token> = None;
+        for t in &self.tokens {
+            if eq_constant_time(presented.as_bytes(), t.sha256.as_bytes()) && found.is_none() {
+                found = Some(t);
+            }
+        }
+        found
+            .map(|t| Caller {
+                name: t.name.clone(),
+                scopes: t.scopes.clone(),
+            })
+            .ok_or(Denied::Invalid)
+    }
+}
+
+/// The axum middleware: attaches the `Caller` or answers 401 with `WWW-Authenticate: Bearer`.
+pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
+    let endpoint = req
+        .extensions()
+        .get::<ConnectInfo<Endpoint>>()
+        .map(|ConnectInfo(e)| *e);
+    let loopback = endpoint.is_some_and(|e| e.is_loopback());
+    match auth.authenticate(req.headers().get(header::AUTHORIZATION), loopback) {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(denied) => {
+            let (challenge, why) = match denied {
+                Denied::Missing => (
+                    r#"Bearer realm="closedloop""#,
+                    "this server needs a bearer token: send Authorization: Bearer <secret> for a [[server.token]] of the plant",
+                ),
+                Denied::Invalid => (
+                    r#"Bearer realm="closedloop", error="invalid_token""#,
+                    "the bearer token matches no [[server.token]] of the plant",
+                ),
+            };
+            tracing::warn!(remote = ?endpoint.map(|e| e.remote), "HTTP request refused: {why}");
+            (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, challenge)],
+                format!("{why}\n"),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Lower-case hex, as the plant file writes hashes.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    s
+}
+
+/// Equality whose running time depends only on the lengths.
+fn eq_constant_time(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use closedloop_plant::TokenScope;
+
+    fn token(name: &str, secret: &str) -> Token {
+        Token {
+            name: name.into(),
+            sha256: hex(&Sha256::digest(secret.as_bytes())),
+            scopes: vec![TokenScope::Read],
+        }
+    }
+
+    fn bearer(s: &str) -> HeaderValue {
+        HeaderValue::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn hex_matches_sha256sum() {
+        // printf %s abc | sha256sum
+        assert_eq!(
+            hex(&Sha256::digest(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn without_tokens_loopback_is_the_local_user_and_elsewhere_is_refused() {
+        let a = Auth::new(vec![]);
+        assert_eq!(a.authenticate(None, true), Ok(Caller::local("http")));
+        assert_eq!(a.authenticate(None, false), Err(Denied::Missing));
+        assert_eq!(
+            a.authenticate(Some(&bearer("Bearer x")), true),
+            Err(Denied::Invalid)
+        );
+    }
+
+    #[test]
+    fn with_tokens_a_token_is_needed_on_loopback_too() {
+        let a = Auth::new(vec![token("ops", "s3cret"), token("viewer", "v")]);
+        assert_eq!(a.authenticate(None, true), Err(Denied::Missing));
+        let c = a
+            .authenticate(Some(&bearer("Bearer s3cret")), true)
+            .unwrap();
+        assert_eq!(c.name, "ops");
+        assert_eq!(c.scopes, vec![TokenScope::Read]);
+        let c = a.authenticate(Some(&bearer("bearer  v ")), false).unwrap();
+        assert_eq!(c.name, "viewer");
+        for bad in [
+            "Bearer S3CRET",
+            "Bearer",
+            "Basic czNjcmV0",
+            "s3cret",
+            "Bearer ",
+        ] {
+            assert_eq!(
+                a.authenticate(Some(&bearer(bad)), true),
+                Err(Denied::Invalid),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn constant_time_equality() {
+        assert!(eq_constant_time(b"abc", b"abc"));
+        assert!(!eq_constant_time(b"abc", b"abd"));
+        assert!(!eq_constant_time(b"abc", b"ab"));
+    }
+}

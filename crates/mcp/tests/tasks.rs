@@ -1,0 +1,190 @@
+//! The Tasks extension with a hand-written Tasks client (rmcp's client declaring
+//! `io.modelcontextprotocol/tasks`): an action returns a task whose id is the command_id, and the
+//! client polls `tasks/get` to the terminal state — across a gateway restart.
+
+use closedloop_engine::Engine;
+use closedloop_journal::Journal;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
+    Implementation, TaskPayload, TaskStatus,
+};
+use rmcp::service::RunningService;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+const PLANT: &str = r#"
+[server]
+name = "tasks-test"
+journal = "sqlite://journal.db"
+
+[[device]]
+id = "lamp"
+description = "Desk lamp whose contact must stay put for 1.5 s"
+driver = { kind = "sim", model = "relay" }
+poll_ms = 20
+[device.signals]
+contact = { discrete_input = 0 }
+[[device.action]]
+name = "switch"
+description = "Switch the lamp."
+params = { on = { type = "bool" } }
+write = [{ coil = 0, value = "params.on" }]
+done_when = "contact == params.on"
+expect_s = 3.0
+hold_ms = 1500
+idempotent = true
+
+[[device]]
+id = "fan"
+description = "Unpowered fan"
+driver = { kind = "sim", model = "relay", faults = [{ kind = "power_off" }] }
+poll_ms = 20
+liveness = { max_silence_s = 0.3 }
+[device.signals]
+contact = { discrete_input = 0 }
+[[device.action]]
+name = "switch"
+description = "Switch the fan."
+params = { on = { type = "bool" } }
+write = [{ coil = 0, value = "params.on" }]
+done_when = "contact == params.on"
+expect_s = 0.02
+"#;
+
+#[derive(Clone)]
+struct TasksClient;
+
+impl ClientHandler for TasksClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("tasks-test", "0.0.1"),
+        )
+    }
+}
+
+type Client = RunningService<RoleClient, TasksClient>;
+
+async fn start(dir: &std::path::Path) -> (Client, Arc<Engine>) {
+    let plant = closedloop_plant::parse(PLANT, "tasks.toml", dir).unwrap_or_else(|e| panic!("{e}"));
+    let journal = Journal::open(&plant.server.journal).await.unwrap();
+    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
+    let engine = Arc::new(
+        Engine::start(Arc::new(plant), journal, drivers.map)
+            .await
+            .unwrap(),
+    );
+    let server = closedloop_mcp::Server::new(Arc::clone(&engine), "tasks");
+    let (a, b) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(a).await {
+            let _ = running.waiting().await;
+        }
+    });
+    (TasksClient.serve(b).await.unwrap(), engine)
+}
+
+async fn task_status(
+    c: &Client,
+    id: &str,
+) -> (
+    TaskStatus,
+    Option<serde_json::Map<String, serde_json::Value>>,
+) {
+    let t = c.get_task(GetTaskParams::new(id)).await.unwrap().task;
+    let result = match t.payload {
+        TaskPayload::Completed { result } => Some(result),
+        _ => None,
+    };
+    (t.task.status, result)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_the_command_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, engine) = start(dir.path()).await;
+    let params = CallToolRequestParams::new("lamp_switch")
+        .with_arguments(json!({"on": false}).as_object().cloned().unwrap());
+    let CallToolResponse::Task(created) = c.call_tool_once(params).await.unwrap() else {
+        panic!("a Tasks client gets a task for an action");
+    };
+    let id = created.task.task_id.clone();
+    assert_eq!(created.task.status, TaskStatus::Working);
+    assert!(
+        created
+            .task
+            .poll_interval_ms
+            .is_some_and(|p| (50..=2000).contains(&p))
+    );
+    let status = engine.status(&id, Duration::ZERO).await.unwrap();
+    assert_eq!(status.command_id, id, "taskId is the command_id");
+    assert_eq!(task_status(&c, &id).await.0, TaskStatus::Working);
+
+    // Restart the gateway while the command is still holding (it has no cancel plan, so it stays
+    // `running` in the journal).
+    engine.shutdown().await;
+    c.cancel().await.unwrap();
+    drop(engine);
+    let (c, _engine) = start(dir.path()).await;
+    let mut last = TaskStatus::Working;
+    let mut result = None;
+    for _ in 0..100 {
+        let (s, r) = task_status(&c, &id).await;
+        last = s;
+        result = r;
+        if s.is_terminal() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last, TaskStatus::Completed);
+    let result = result.expect("a completed task carries the tool result");
+    assert_eq!(
+        result["structuredContent"]["status"], "completed",
+        "{result:?}"
+    );
+    assert_eq!(result["isError"], false);
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_commands_are_completed_tasks_with_is_error_and_cancel_maps_to_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _engine) = start(dir.path()).await;
+    let params = CallToolRequestParams::new("fan_switch")
+        .with_arguments(json!({"on": true}).as_object().cloned().unwrap());
+    let CallToolResponse::Task(created) = c.call_tool_once(params).await.unwrap() else {
+        panic!("task")
+    };
+    let (s, r) = task_status(&c, &created.task.task_id).await;
+    assert_eq!(s, TaskStatus::Completed);
+    let r = r.unwrap();
+    assert_eq!(
+        (
+            r["isError"].as_bool(),
+            r["structuredContent"]["error_code"].as_str()
+        ),
+        (Some(true), Some("DEVICE_OFFLINE"))
+    );
+
+    let params = CallToolRequestParams::new("lamp_switch")
+        .with_arguments(json!({"on": true}).as_object().cloned().unwrap());
+    let CallToolResponse::Task(created) = c.call_tool_once(params).await.unwrap() else {
+        panic!("task")
+    };
+    c.cancel_task(rmcp::model::CancelTaskParams::new(
+        created.task.task_id.clone(),
+    ))
+    .await
+    .unwrap();
+    let (s, _) = task_status(&c, &created.task.task_id).await;
+    assert_eq!(s, TaskStatus::Cancelled);
+    let e = c
+        .get_task(GetTaskParams::new("no-such-task"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, rmcp::ServiceError::McpError(_)));
+    c.cancel().await.unwrap();
+}
