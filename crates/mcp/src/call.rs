@@ -55,13 +55,15 @@ impl Server {
                         .await
                 }
                 "run_action" if self.generic() => {
-                    self.run_action(args, request_id.clone(), &caller).await
+                    self.run_action(args, request_id.clone(), &caller, &cx)
+                        .await
                 }
                 "describe_device" if self.generic() => self.describe_device(&args),
                 name => match self.engine.plant().tool(name).filter(|_| !self.generic()) {
                     Some((device, action)) => {
                         let (d, a) = (device.id.clone(), action.name.clone());
-                        self.act(&d, &a, args, request_id.clone(), &caller).await
+                        self.act(&d, &a, args, request_id.clone(), &caller, &cx)
+                            .await
                     }
                     None => Err(McpError::invalid_params(
                         format!(
@@ -96,6 +98,7 @@ impl Server {
         mut args: JsonObject,
         request_id: String,
         caller: &crate::Caller,
+        cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let wait = take_wait(&mut args, "wait_s", 0.0)?;
         let key = match args.remove("idempotency_key") {
@@ -131,14 +134,20 @@ impl Server {
                         None,
                     ));
                 }
-                None => {
-                    let (token, ttl) =
-                        self.confirmations
-                            .issue(device, action, &args, &caller.name);
-                    return Ok(needs_confirmation_result(
-                        device, action, &args, &token, ttl,
-                    ));
-                }
+                None => match crate::elicit::ask(cx, device, action, &args).await {
+                    crate::elicit::Answer::Confirmed => confirmed = true,
+                    crate::elicit::Answer::Declined(why) => {
+                        return Ok(declined_result(device, action, &why));
+                    }
+                    crate::elicit::Answer::Unavailable => {
+                        let (token, ttl) =
+                            self.confirmations
+                                .issue(device, action, &args, &caller.name);
+                        return Ok(needs_confirmation_result(
+                            device, action, &args, &token, ttl,
+                        ));
+                    }
+                },
             }
         }
         self.submit(
@@ -216,6 +225,7 @@ impl Server {
         mut args: JsonObject,
         request_id: String,
         caller: &crate::Caller,
+        cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let device = opt_str(&args, "device")?
             .ok_or_else(|| McpError::invalid_params("device is required", None))?;
@@ -243,7 +253,8 @@ impl Server {
                 call.insert(k.into(), v);
             }
         }
-        self.act(&device, &action, call, request_id, caller).await
+        self.act(&device, &action, call, request_id, caller, cx)
+            .await
     }
 
     /// `describe_device(device)`: what `tools/list` would have said about its actions.
@@ -486,6 +497,16 @@ fn needs_confirmation_result(
         "hint": hint,
     });
     structured(v, false, format!("Needs confirmation: {detail} {hint}"))
+}
+
+/// The user said no (in-protocol confirmation): an `isError` result; nothing was sent.
+fn declined_result(device: &str, action: &str, why: &str) -> CallToolResult {
+    let code = ErrorCode::Interlock;
+    let detail =
+        format!("{device} {action} needs a person's confirmation and {why}; nothing was sent.");
+    let v = json!({"status": "rejected", "device": device, "action": action, "error_code": code.as_str(), "detail": detail,
+                   "hint": "The user did not confirm. Do not retry unless they ask for it."});
+    structured(v, true, format!("Rejected (INTERLOCK): {detail}"))
 }
 
 /// A refused confirmation token: an `isError` result, nothing run.

@@ -6,6 +6,7 @@
 
 mod call;
 pub mod confirm;
+mod elicit;
 mod handler;
 pub mod http;
 mod prompts;

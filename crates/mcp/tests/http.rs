@@ -1,0 +1,533 @@
+//! MCP over Streamable HTTP against a real listener on 127.0.0.1:0: Host and Origin checks,
+//! bearer tokens and their scopes, both client generations (2025 sessions, 2026-07-28
+//! stateless), the body and in-flight bounds, and a dropped request that must not cancel a move.
+
+use closedloop_engine::Engine;
+use closedloop_journal::Journal;
+use closedloop_mcp::Server;
+use closedloop_mcp::http::{self, HttpOptions};
+use reqwest::StatusCode;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+const OPS: &str = "ops-secret-7f3a";
+const VIEWER: &str = "viewer-secret-91c2";
+
+/// A lamp and a slow slide (50 mm/s, no faults). `{TOKENS}` is replaced by the token tables.
+const PLANT: &str = r#"
+[server]
+name = "http"
+journal = "sqlite://journal.db"
+{TOKENS}
+[[device]]
+id = "lamp"
+description = "Relay with feedback"
+driver = { kind = "sim", model = "relay" }
+poll_ms = 20
+[device.signals]
+contact = { discrete_input = 0 }
+[[device.action]]
+name = "switch"
+description = "Switch the relay."
+params = { on = { type = "bool" } }
+write = [{ coil = 0, value = "params.on" }]
+done_when = "contact == params.on"
+expect_s = 0.02
+idempotent = true
+
+[[device]]
+id = "slide"
+description = "Slow linear slide"
+driver = { kind = "sim", model = "stepper", speed_mm_s = 50.0, travel_mm = [0.0, 300.0] }
+poll_ms = 20
+[device.signals]
+position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
+moving      = { discrete_input = 0 }
+fault       = { discrete_input = 1 }
+[[device.action]]
+name = "move_to"
+description = "Move the slide."
+params = { target_mm = { type = "number", min = 0.0, max = 300.0, unit = "mm" } }
+write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { coil = 0, value = "true" }]
+done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault"
+fail_when = { MOTOR_STALL = "fault" }
+expect_s = "abs(params.target_mm - position_mm) / 50.0 + 0.05"
+cancel = [{ coil = 1, value = "true" }]
+stopped_when = "!moving"
+"#;
+
+fn sha256_hex(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `ops` may act on both devices; `viewer` may only read.
+fn tokens() -> String {
+    format!(
+        "[[server.token]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"read\", \"actuate:lamp\", \"actuate:slide\"]\n\
+         [[server.token]]\nname = \"viewer\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
+        sha256_hex(OPS),
+        sha256_hex(VIEWER)
+    )
+}
+
+/// The engine and the HTTP endpoint, in this process, on a free loopback port.
+struct Gateway {
+    url: String,
+    engine: Arc<Engine>,
+    journal_url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), http::HttpError>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    async fn start(tokens: &str, opts: HttpOptions) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plant.toml");
+        std::fs::write(&path, PLANT.replace("{TOKENS}", tokens)).unwrap();
+        let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let journal_url = plant.server.journal.clone();
+        let journal = Journal::open(&journal_url).await.unwrap();
+        let drivers = closedloop_engine::build_drivers(&plant).unwrap();
+        let engine = Arc::new(
+            Engine::start(Arc::new(plant), journal, drivers.map)
+                .await
+                .unwrap(),
+        );
+        // Bound before the server task starts: connections queue until it accepts them.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}{}", listener.local_addr().unwrap(), http::PATH);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = Server::new(Arc::clone(&engine), "http");
+        let task = tokio::spawn(http::serve(listener, server, opts, async move {
+            let _ = stopped.await;
+        }));
+        Gateway {
+            url,
+            engine,
+            journal_url,
+            stop: Some(stop),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    /// Stops HTTP and the engine, then reads the journal's `caller` of a command.
+    async fn stop_and_caller(mut self, command_id: &str) -> Option<String> {
+        self.stop.take().map(|s| s.send(()));
+        if let Some(t) = self.task.take() {
+            t.await.unwrap().unwrap();
+        }
+        self.engine.shutdown().await;
+        let journal = Journal::open(&self.journal_url).await.unwrap();
+        let row = journal.get(command_id).await.unwrap().expect("journaled");
+        journal.close().await;
+        row.caller
+    }
+}
+
+type Client = RunningService<RoleClient, ()>;
+
+fn transport(url: &str, token: Option<&str>) -> StreamableHttpClientTransport<reqwest::Client> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(t) = token {
+        config = config.auth_header(t.to_string());
+    }
+    StreamableHttpClientTransport::from_config(config)
+}
+
+/// A 2025-era client: `initialize`, then a session.
+async fn session_client(url: &str, token: Option<&str>) -> Client {
+    ().serve(transport(url, token)).await.unwrap()
+}
+
+/// A 2026-07-28 client: `server/discover`, then self-contained stateless requests.
+async fn stateless_client(url: &str, token: Option<&str>) -> Client {
+    ().serve_with_lifecycle(
+        transport(url, token),
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
+    let p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap());
+    client
+        .call_tool(p)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+fn sc(r: &CallToolResult) -> &Value {
+    r.structured_content.as_ref().expect("structuredContent")
+}
+
+/// A raw 2026-07-28 JSON-RPC request (headers and `_meta` as the revision wants them).
+fn raw(url: &str, token: Option<&str>, method: &str, params: Value) -> reqwest::RequestBuilder {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    });
+    let mut req = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        req = req.header("mcp-name", name);
+    }
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
+}
+
+fn raw_tool(url: &str, token: Option<&str>, tool: &str, args: Value) -> reqwest::RequestBuilder {
+    raw(
+        url,
+        token,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    )
+}
+
+/// The `result` of a JSON answer.
+async fn result(resp: reqwest::Response) -> Value {
+    assert_eq!(resp.status(), StatusCode::OK);
+    let v: Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    v["result"].clone()
+}
+
+/// Waits (bounded) until the engine reports a `running` command on `device`, and returns it.
+async fn running_on(engine: &Engine, device: &str) -> String {
+    for _ in 0..200 {
+        let list = engine.list(Some(device), Some("running"), 1).await.unwrap();
+        if let Some(c) = list.first() {
+            return serde_json::to_value(c).unwrap()["command_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no running command on {device}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_and_origin_are_refused_before_auth() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    let list = |r: reqwest::RequestBuilder| async move { r.send().await.unwrap().status() };
+    // A rebinding page reaches us under its own name: 403 even with a good token.
+    let evil_host = raw(&gw.url, Some(OPS), "tools/list", json!({})).header("host", "evil.example");
+    assert_eq!(list(evil_host).await, StatusCode::FORBIDDEN);
+    let evil_host_port =
+        raw(&gw.url, Some(OPS), "tools/list", json!({})).header("host", "evil.example:80");
+    assert_eq!(list(evil_host_port).await, StatusCode::FORBIDDEN);
+    // A foreign web page: 403, with or without a token.
+    for token in [None, Some(OPS)] {
+        let r =
+            raw(&gw.url, token, "tools/list", json!({})).header("origin", "https://evil.example");
+        assert_eq!(list(r).await, StatusCode::FORBIDDEN);
+    }
+    // Loopback names and origins pass the guard (then need the token).
+    let ok = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .header("host", "localhost")
+        .header("origin", "http://localhost:3000");
+    assert_eq!(list(ok).await, StatusCode::OK);
+    gw.stop_and_caller_none().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_hosts_and_origins_are_configurable() {
+    let mut opts = HttpOptions::default();
+    opts.allowed_hosts.push("gateway.lan".into());
+    opts.allowed_origins
+        .push("https://console.example.com".into());
+    let gw = Gateway::start(&tokens(), opts).await;
+    let r = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .header("host", "gateway.lan:8080")
+        .header("origin", "https://console.example.com");
+    assert_eq!(r.send().await.unwrap().status(), StatusCode::OK);
+    let r = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .header("origin", "https://console.example.com:8443");
+    assert_eq!(r.send().await.unwrap().status(), StatusCode::FORBIDDEN);
+    gw.stop_and_caller_none().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_bad_token_is_401_with_a_bearer_challenge() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    // Declared tokens are required on loopback too.
+    let resp = raw(&gw.url, None, "tools/list", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
+    for bad in ["wrong", "OPS-SECRET-7F3A", &sha256_hex(OPS)] {
+        let resp = raw(&gw.url, Some(bad), "tools/list", json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{bad}");
+        let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
+        assert!(challenge.contains("invalid_token"), "{challenge}");
+    }
+    let basic = raw(&gw.url, None, "tools/list", json!({})).header("authorization", "Basic b3Bz");
+    assert_eq!(
+        basic.send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // The rmcp client sees the refusal as a failed connection, not as a session.
+    let t = transport(&gw.url, Some("wrong"));
+    assert!(().serve(t).await.is_err());
+    gw.stop_and_caller_none().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_session_client_acts_and_the_journal_names_its_token() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    let client = session_client(&gw.url, Some(OPS)).await;
+    let info = client.peer_info().unwrap();
+    assert!(info.protocol_version.has_initialize(), "{info:?}");
+    let r = call(&client, "lamp_switch", json!({"on": true, "wait_s": 5})).await;
+    assert_eq!(sc(&r)["status"], "completed", "{r:?}");
+    assert_eq!(r.is_error, Some(false));
+    let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    let listed = call(&client, "list_commands", json!({"device": "lamp"})).await;
+    assert!(sc(&listed).to_string().contains(&id));
+    client.cancel().await.unwrap();
+    assert_eq!(gw.stop_and_caller(&id).await.as_deref(), Some("ops"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_stateless_client_acts_on_the_same_endpoint() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    let client = stateless_client(&gw.url, Some(OPS)).await;
+    let r = call(&client, "lamp_switch", json!({"on": true, "wait_s": 5})).await;
+    assert_eq!(sc(&r)["status"], "completed", "{r:?}");
+    let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    // And one raw request, to see the headers work without an SDK: plain JSON back, no session.
+    let resp = raw_tool(
+        &gw.url,
+        Some(OPS),
+        "lamp_switch",
+        json!({"on": false, "wait_s": 5}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert!(resp.headers().get("mcp-session-id").is_none());
+    assert_eq!(
+        resp.headers()["content-type"].to_str().unwrap(),
+        "application/json"
+    );
+    let res = result(resp).await;
+    assert_eq!(res["structuredContent"]["status"], "completed", "{res}");
+    client.cancel().await.unwrap();
+    assert_eq!(gw.stop_and_caller(&id).await.as_deref(), Some("ops"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_under_scoped_token_is_refused_and_journaled_as_rejected() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    let viewer = session_client(&gw.url, Some(VIEWER)).await;
+    // Reading is allowed.
+    let devices = call(&viewer, "list_devices", json!({})).await;
+    assert_eq!(devices.is_error, Some(false));
+    // Acting is a rejected command, journaled under the token's name.
+    let r = call(&viewer, "lamp_switch", json!({"on": true})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(sc(&r)["status"], "rejected", "{r:?}");
+    assert_eq!(sc(&r)["error_code"], "UNAUTHORIZED");
+    let rejected = sc(&r)["command_id"].as_str().unwrap().to_string();
+    let status = call(
+        &viewer,
+        "get_command_status",
+        json!({"command_id": rejected, "wait_s": 0}),
+    )
+    .await;
+    assert_eq!(sc(&status)["status"], "rejected");
+    // Cancelling someone else's move without the scope is refused, and the move goes on.
+    let ops = stateless_client(&gw.url, Some(OPS)).await;
+    let moving = call(&ops, "slide_move_to", json!({"target_mm": 30.0})).await;
+    let move_id = sc(&moving)["command_id"].as_str().unwrap().to_string();
+    let refused = call(&viewer, "cancel_command", json!({"command_id": move_id})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert_eq!(sc(&refused)["error_code"], "UNAUTHORIZED", "{refused:?}");
+    let done = call(
+        &ops,
+        "get_command_status",
+        json!({"command_id": move_id, "wait_s": 10}),
+    )
+    .await;
+    assert_eq!(sc(&done)["status"], "completed", "{done:?}");
+    viewer.cancel().await.unwrap();
+    ops.cancel().await.unwrap();
+    assert_eq!(
+        gw.stop_and_caller(&rejected).await.as_deref(),
+        Some("viewer")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_a_loopback_request_is_the_local_user() {
+    let gw = Gateway::start("", HttpOptions::default()).await;
+    let resp = raw_tool(
+        &gw.url,
+        None,
+        "lamp_switch",
+        json!({"on": true, "wait_s": 5}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let res = result(resp).await;
+    assert_eq!(res["structuredContent"]["status"], "completed", "{res}");
+    let id = res["structuredContent"]["command_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A token the plant does not declare is still a bad token.
+    let resp = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(gw.stop_and_caller(&id).await.as_deref(), Some("http"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_is_413() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    let pad = "x".repeat(1024 * 1024 + 1);
+    let resp = raw(&gw.url, Some(OPS), "tools/list", json!({"pad": pad}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // Under the limit, the same request is served.
+    let resp = raw(
+        &gw.url,
+        Some(OPS),
+        "tools/list",
+        json!({"pad": "x".repeat(1000)}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    gw.stop_and_caller_none().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_beyond_the_in_flight_bound_get_503_at_once() {
+    let opts = HttpOptions {
+        max_in_flight: 1,
+        ..HttpOptions::default()
+    };
+    let gw = Gateway::start(&tokens(), opts).await;
+    // A 1 s move, waited on: holds the only permit.
+    let slow = tokio::spawn(
+        raw_tool(
+            &gw.url,
+            Some(OPS),
+            "slide_move_to",
+            json!({"target_mm": 50.0, "wait_s": 10}),
+        )
+        .send(),
+    );
+    running_on(&gw.engine, "slide").await;
+    let resp = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let res = result(slow.await.unwrap().unwrap()).await;
+    assert_eq!(res["structuredContent"]["status"], "completed", "{res}");
+    // The permit came back with the answer.
+    let resp = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    gw.stop_and_caller_none().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_request_does_not_cancel_the_physical_command() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    // A 2 s move, waited on by a request that goes away after half a second of it.
+    let waiting = tokio::spawn(
+        raw_tool(
+            &gw.url,
+            Some(OPS),
+            "slide_move_to",
+            json!({"target_mm": 100.0, "wait_s": 10}),
+        )
+        .send(),
+    );
+    let id = running_on(&gw.engine, "slide").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    let client = stateless_client(&gw.url, Some(OPS)).await;
+    let r = call(
+        &client,
+        "get_command_status",
+        json!({"command_id": id, "wait_s": 10}),
+    )
+    .await;
+    assert_eq!(sc(&r)["status"], "completed", "{r:?}");
+    assert_eq!(sc(&r)["verified"], true);
+    let timeline = sc(&r)["timeline"].to_string();
+    assert!(!timeline.contains("cancel"), "{timeline}");
+    client.cancel().await.unwrap();
+    assert_eq!(gw.stop_and_caller(&id).await.as_deref(), Some("ops"));
+}
+
+#[tokio::test]
+async fn a_non_loopback_listener_without_tokens_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plant.toml");
+    std::fs::write(&path, PLANT.replace("{TOKENS}", "")).unwrap();
+    let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let err = http::check_listen("0.0.0.0:8080".parse().unwrap(), &plant).unwrap_err();
+    assert!(err.to_string().contains("[[server.token]]"), "{err}");
+    assert!(http::check_listen("127.0.0.1:8080".parse().unwrap(), &plant).is_ok());
+    assert!(http::check_listen("[::1]:8080".parse().unwrap(), &plant).is_ok());
+    std::fs::write(&path, PLANT.replace("{TOKENS}", &tokens())).unwrap();
+    let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(http::check_listen("0.0.0.0:8080".parse().unwrap(), &plant).is_ok());
+}
+
+impl Gateway {
+    /// Stops everything when the test journaled nothing worth reading back.
+    async fn stop_and_caller_none(mut self) {
+        self.stop.take().map(|s| s.send(()));
+        if let Some(t) = self.task.take() {
+            t.await.unwrap().unwrap();
+        }
+        self.engine.shutdown().await;
+    }
+}
