@@ -1,6 +1,7 @@
 //! The engine's API for the next layer (MCP, CLI, tests): submit, status with a bounded wait,
 //! cancel, list, device state, and a stream of changes.
 
+pub use crate::api::{DeviceInfo, DeviceState, SignalState, Submission};
 use crate::clock::{Clock, rfc3339};
 use crate::code::{ErrorCode, Status};
 use crate::ctx::{Change, Ctx, QUEUE_CAPACITY};
@@ -13,7 +14,6 @@ use crate::{EngineError, plan};
 use closedloop_driver::Driver;
 use closedloop_journal::{CommandRow, EventRow, Journal, ListFilter};
 use closedloop_plant::{Action, Params, Plant, Scope, Verification};
-use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,77 +27,9 @@ pub const MAX_WAIT: Duration = Duration::from_secs(10);
 /// Most write attempts of an idempotent action (the deadline bounds them too).
 const MAX_ATTEMPTS: u32 = 5;
 
-/// A request to run an action.
-#[derive(Debug, Clone, Default)]
-pub struct Submission {
-    /// Device id.
-    pub device: String,
-    /// Action name.
-    pub action: String,
-    /// The tool call's arguments, without `wait_s` and `idempotency_key`.
-    pub args: serde_json::Map<String, serde_json::Value>,
-    /// The tool call's id; minted when absent.
-    pub request_id: Option<String>,
-    /// Same key + same arguments → the same command.
-    pub idempotency_key: Option<String>,
-    /// Who asked (token name, `stdio`), journaled for audit.
-    pub caller: Option<String>,
-    /// Wait up to this long for a terminal status before answering (capped at [`MAX_WAIT`]).
-    pub wait: Duration,
-    /// The caller confirmed an action declared `confirm = true`.
-    pub confirmed: bool,
-    /// The caller lacks the scope for this device: the command is journaled as rejected
-    /// `UNAUTHORIZED` with this text, and nothing else is checked or sent.
-    pub denied: Option<String>,
-}
-
-/// `get_device_state`'s answer.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DeviceState {
-    /// Device id.
-    pub device: String,
-    /// `online`, `offline` or `unknown`.
-    pub liveness: Liveness,
-    /// When the device last gave a valid answer.
-    pub last_seen: Option<String>,
-    /// Every signal read so far.
-    pub signals: BTreeMap<String, SignalState>,
-}
-
-/// One signal in [`DeviceState`].
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct SignalState {
-    /// The value.
-    pub value: serde_json::Value,
-    /// Its unit, if declared.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unit: Option<String>,
-    /// When it was read.
-    pub at: String,
-    /// How old it is now.
-    pub age_ms: i64,
-    /// Where it came from.
-    pub source: String,
-}
-
-/// `list_devices`'s entries.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DeviceInfo {
-    /// Device id.
-    pub device: String,
-    /// The plant's business description.
-    pub description: String,
-    /// `online`, `offline` or `unknown`.
-    pub liveness: Liveness,
-    /// Action names.
-    pub actions: Vec<String>,
-    /// Signal names.
-    pub signals: Vec<String>,
-}
-
 /// A running engine.
 pub struct Engine {
-    ctx: Arc<Ctx>,
+    pub(crate) ctx: Arc<Ctx>,
     stop_pollers: Arc<Notify>,
     pollers: std::sync::Mutex<Vec<JoinHandle<()>>>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
@@ -140,78 +72,7 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Start-up recovery (DESIGN §2): a command that was dispatched keeps being supervised until
-    /// its journaled deadline; one accepted but never dispatched is never sent late.
-    async fn recover(&self) -> Result<(), EngineError> {
-        for row in self.ctx.journal.unfinished().await? {
-            let events = self.ctx.journal.events(&row.command_id).await?;
-            let cmd = Arc::new(LiveCommand::new(row.clone(), events));
-            let found = self
-                .ctx
-                .plant
-                .device(&row.device)
-                .and_then(|d| d.action(&row.action).map(|a| (d, a)));
-            let params = found
-                .and_then(|(_, a)| row.params.as_object().and_then(|m| a.check_params(m).ok()));
-            let (Some((_, action)), Some(params), true, Some(deadline_ms)) =
-                (found, params, row.dispatched, row.deadline_ms)
-            else {
-                let detail = if row.dispatched {
-                    "The gateway restarted and the plant no longer declares this action as it was; its outcome is unknown."
-                } else {
-                    "Accepted, but the gateway stopped before it was sent; it was not sent late."
-                };
-                self.ctx
-                    .record(
-                        &cmd,
-                        |r| {
-                            r.status = Status::Failed.as_str().into();
-                            r.error_code = Some(ErrorCode::Interrupted.as_str().into());
-                            r.detail = Some(detail.into());
-                            r.hint = Some(ErrorCode::Interrupted.hint().into());
-                        },
-                        vec![("failed", json!({"code": "INTERRUPTED", "detail": detail}))],
-                    )
-                    .await;
-                continue;
-            };
-            self.ctx
-                .record(
-                    &cmd,
-                    |_| {},
-                    vec![("recovered", json!({"deadline": rfc3339(deadline_ms)}))],
-                )
-                .await;
-            let action = Arc::new(action.clone());
-            let dev = Arc::clone(&self.ctx.devices[&row.device]);
-            let permit = self.ctx.group(&action.exclusive).try_acquire();
-            self.ctx.remember(Arc::clone(&cmd));
-            let sup = Supervisor {
-                ctx: Arc::clone(&self.ctx),
-                cmd,
-                dev,
-                machine: Machine::recovered(profile(&action)),
-                action,
-                params,
-                accepted: Instant::now(),
-                deadline: Some(self.ctx.clock.instant_of(deadline_ms)),
-                permit,
-                ack_seq: 0,
-                baseline: BTreeMap::new(),
-                last_logged: None,
-                evidence: json!({}),
-                hold: false,
-                shutdown_seen: false,
-                baseline_done: false,
-                expect_s: 0.0,
-                settle_until_ms: 0,
-            };
-            self.spawn(sup);
-        }
-        Ok(())
-    }
-
-    fn spawn(&self, sup: Supervisor) {
+    pub(crate) fn spawn(&self, sup: Supervisor) {
         let handle = tokio::spawn(sup.run());
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.retain(|t| !t.is_finished());
@@ -461,26 +322,14 @@ impl Engine {
             device: device.id.clone(),
             status: "accepted".into(),
         });
-        let sup = Supervisor {
-            ctx: Arc::clone(&self.ctx),
-            cmd: Arc::clone(&cmd),
+        let sup = Supervisor::new(
+            Arc::clone(&self.ctx),
+            Arc::clone(&cmd),
             dev,
-            action: Arc::new(action.clone()),
+            Arc::new(action.clone()),
             params,
             machine,
-            accepted: Instant::now(),
-            deadline: None,
-            permit: None,
-            ack_seq: 0,
-            baseline: BTreeMap::new(),
-            last_logged: None,
-            evidence: json!({}),
-            hold: false,
-            shutdown_seen: false,
-            baseline_done: false,
-            expect_s: 0.0,
-            settle_until_ms: 0,
-        };
+        );
         self.spawn(sup);
         if !wait.is_zero() {
             cmd.wait_terminal(Instant::now() + wait).await;
@@ -709,7 +558,7 @@ async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
     }
 }
 
-fn profile(action: &Action) -> Profile {
+pub(crate) fn profile(action: &Action) -> Profile {
     Profile {
         check: action.verification.as_check(),
         idempotent: action.idempotent,

@@ -8,6 +8,7 @@
 //!
 //! The engine knows no MCP and no wire protocol: devices are `dyn Driver`s.
 
+pub mod api;
 pub mod clock;
 pub mod code;
 pub mod ctx;
@@ -17,6 +18,7 @@ pub mod engine;
 pub mod live;
 pub mod machine;
 pub mod plan;
+mod recovery;
 pub mod result;
 mod supervisor;
 

@@ -53,6 +53,38 @@ pub(crate) struct Supervisor {
 }
 
 impl Supervisor {
+    /// A supervisor for a command accepted now; the caller sets `deadline` and `permit` for a
+    /// recovered one.
+    pub fn new(
+        ctx: Arc<Ctx>,
+        cmd: Arc<LiveCommand>,
+        dev: Arc<DeviceRt>,
+        action: Arc<Action>,
+        params: Params,
+        machine: Machine,
+    ) -> Supervisor {
+        Supervisor {
+            ctx,
+            cmd,
+            dev,
+            action,
+            params,
+            machine,
+            accepted: Instant::now(),
+            deadline: None,
+            permit: None,
+            ack_seq: 0,
+            baseline: BTreeMap::new(),
+            last_logged: None,
+            evidence: json!({}),
+            hold: false,
+            shutdown_seen: false,
+            baseline_done: false,
+            expect_s: 0.0,
+            settle_until_ms: 0,
+        }
+    }
+
     /// Runs the command to a terminal status (or, at shutdown, as far as it can go).
     pub async fn run(mut self) {
         if self.machine.is_queued() && !self.queue().await {

@@ -1,0 +1,74 @@
+//! The shapes the engine's API takes and returns (DESIGN §4), apart from the result object.
+
+use crate::device::Liveness;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A request to run an action.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    /// Device id.
+    pub device: String,
+    /// Action name.
+    pub action: String,
+    /// The tool call's arguments, without `wait_s` and `idempotency_key`.
+    pub args: serde_json::Map<String, serde_json::Value>,
+    /// The tool call's id; minted when absent.
+    pub request_id: Option<String>,
+    /// Same key + same arguments → the same command.
+    pub idempotency_key: Option<String>,
+    /// Who asked (token name, `stdio`), journaled for audit.
+    pub caller: Option<String>,
+    /// Wait up to this long for a terminal status before answering (capped at [`crate::engine::MAX_WAIT`]).
+    pub wait: Duration,
+    /// The caller confirmed an action declared `confirm = true`.
+    pub confirmed: bool,
+    /// The caller lacks the scope for this device: the command is journaled as rejected
+    /// `UNAUTHORIZED` with this text, and nothing else is checked or sent.
+    pub denied: Option<String>,
+}
+
+/// `get_device_state`'s answer.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeviceState {
+    /// Device id.
+    pub device: String,
+    /// `online`, `offline` or `unknown`.
+    pub liveness: Liveness,
+    /// When the device last gave a valid answer.
+    pub last_seen: Option<String>,
+    /// Every signal read so far.
+    pub signals: BTreeMap<String, SignalState>,
+}
+
+/// One signal in [`DeviceState`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SignalState {
+    /// The value.
+    pub value: serde_json::Value,
+    /// Its unit, if declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// When it was read.
+    pub at: String,
+    /// How old it is now.
+    pub age_ms: i64,
+    /// Where it came from.
+    pub source: String,
+}
+
+/// `list_devices`'s entries.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeviceInfo {
+    /// Device id.
+    pub device: String,
+    /// The plant's business description.
+    pub description: String,
+    /// `online`, `offline` or `unknown`.
+    pub liveness: Liveness,
+    /// Action names.
+    pub actions: Vec<String>,
+    /// Signal names.
+    pub signals: Vec<String>,
+}
