@@ -2,10 +2,10 @@
 //! layers of our own.
 //!
 //! A request passes, outermost first:
-//! 1. [`guard`] — `Host` and `Origin` checks against DNS rebinding and cross-site requests
+//! 1. `guard` — `Host` and `Origin` checks against DNS rebinding and cross-site requests
 //!    (403);
-//! 2. [`limit`] — at most [`HttpOptions::max_in_flight`] requests at once (503 beyond);
-//! 3. [`auth`] — the bearer token, turned into the [`Caller`] the tools see (401 without one);
+//! 2. `limit` — at most [`HttpOptions::max_in_flight`] requests at once (503 beyond);
+//! 3. `auth` — the bearer token, turned into the [`Caller`] the tools see (401 without one);
 //! 4. rmcp — the body bounded by [`HttpOptions::max_body_bytes`] (413 beyond), then MCP.
 //!
 //! One endpoint serves both generations of clients: 2025-era clients `initialize` and get a
@@ -26,7 +26,7 @@ mod limit;
 use crate::{Caller, Server};
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
-use closedloop_plant::Plant;
+use closedloop_plant::{Plant, Token};
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -137,10 +137,26 @@ pub fn router(server: Server, opts: HttpOptions) -> axum::Router {
 }
 
 fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -> axum::Router {
+    let tokens = server.engine().plant().server.tokens.clone();
+    // One `Server` per session (2025) or per request (2026): a clone sharing the engine.
+    router_for(move || Ok(server.clone()), tokens, opts, shutdown)
+}
+
+/// closedloop's HTTP stack — Host/Origin guard, in-flight limit, bearer-token auth — around any
+/// MCP service. `router` uses it with closedloop's [`Server`]; the conformance fixture mounts the
+/// suite's fixture tools behind exactly the same layers.
+pub fn router_for<S, F>(
+    factory: F,
+    tokens: Vec<Token>,
+    opts: HttpOptions,
+    shutdown: CancellationToken,
+) -> axum::Router
+where
+    S: rmcp::ServerHandler,
+    F: Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
+{
     use axum::middleware::from_fn_with_state;
-    let auth = Arc::new(auth::Auth::new(
-        server.engine().plant().server.tokens.clone(),
-    ));
+    let auth = Arc::new(auth::Auth::new(tokens));
     let guard = Arc::new(guard::Guard::new(
         &opts.allowed_hosts,
         &opts.allowed_origins,
@@ -154,12 +170,8 @@ fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -
         .with_max_request_body_bytes(opts.max_body_bytes)
         .with_json_response(true)
         .with_cancellation_token(shutdown);
-    // One `Server` per session (2025) or per request (2026): a clone sharing the engine.
-    let service: StreamableHttpService<Server, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service: StreamableHttpService<S, LocalSessionManager> =
+        StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
     axum::Router::new()
         .route_service(PATH, service)
         .layer(from_fn_with_state(auth, auth::layer))

@@ -106,6 +106,9 @@ impl Server {
         let plant = self.engine.plant();
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
                 .enable_tools()
                 .enable_tasks()
                 .build(),

@@ -502,6 +502,27 @@ async fn a_dropped_request_does_not_cancel_the_physical_command() {
     assert_eq!(sc(&r)["verified"], true);
     let timeline = sc(&r)["timeline"].to_string();
     assert!(!timeline.contains("cancel"), "{timeline}");
+    // The same through a 2025 session whose client gives up waiting (it drops the call).
+    let session = session_client(&gw.url, Some(OPS)).await;
+    let back = call(
+        &session,
+        "slide_move_to",
+        json!({"target_mm": 0.0, "wait_s": 10}),
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), back)
+            .await
+            .is_err()
+    );
+    let back_id = running_on(&gw.engine, "slide").await;
+    let r = call(
+        &client,
+        "get_command_status",
+        json!({"command_id": back_id, "wait_s": 10}),
+    )
+    .await;
+    assert_eq!(sc(&r)["status"], "completed", "{r:?}");
+    session.cancel().await.unwrap();
     client.cancel().await.unwrap();
     assert_eq!(gw.stop_and_caller(&id).await.as_deref(), Some("ops"));
 }

@@ -6,9 +6,8 @@ use closedloop_journal::Journal;
 use closedloop_mcp::Server;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams, GetPromptResult,
-    ProtocolVersion, ReadResourceRequestParams, ResourceContents,
-    ResourceUpdatedNotificationParam, ServerNotification, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerNotification, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, ClientServiceExt, RoleClient, ServiceError, ServiceExt};
@@ -153,7 +152,11 @@ async fn start() -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::new(engine(dir.path()).await, "test");
     let watcher = Watcher::default();
-    let client = watcher.clone().serve(serve(&server)).await.expect("handshake");
+    let client = watcher
+        .clone()
+        .serve(serve(&server))
+        .await
+        .expect("handshake");
     Rig {
         client,
         watcher,
@@ -169,7 +172,10 @@ async fn call(client: &RunningService<RoleClient, Watcher>, tool: &str, args: Va
     r.structured_content.expect("structuredContent")
 }
 
-async fn read(client: &RunningService<RoleClient, Watcher>, uri: &str) -> Result<Value, ServiceError> {
+async fn read(
+    client: &RunningService<RoleClient, Watcher>,
+    uri: &str,
+) -> Result<Value, ServiceError> {
     let r = client
         .read_resource(ReadResourceRequestParams::new(uri))
         .await?;
@@ -204,7 +210,11 @@ async fn subscribe(rig: &Rig, uri: &str) {
         .expect("subscribe");
 }
 
-async fn prompt(client: &RunningService<RoleClient, Watcher>, name: &str, args: Value) -> Result<GetPromptResult, ServiceError> {
+async fn prompt(
+    client: &RunningService<RoleClient, Watcher>,
+    name: &str,
+    args: Value,
+) -> Result<GetPromptResult, ServiceError> {
     let p = GetPromptRequestParams::new(name).with_arguments(args.as_object().cloned().unwrap());
     client.get_prompt(p).await
 }
@@ -226,12 +236,27 @@ async fn resources_are_listed_read_and_templated() {
     let uris: Vec<&str> = list.iter().map(|r| r.uri.as_str()).collect();
     assert_eq!(
         uris,
-        ["device://lamp/state", "device://lamp/config", "device://slide/state", "device://slide/config"]
+        [
+            "device://lamp/state",
+            "device://lamp/config",
+            "device://slide/state",
+            "device://slide/config"
+        ]
     );
-    assert!(list.iter().all(|r| r.mime_type.as_deref() == Some("application/json")));
+    assert!(
+        list.iter()
+            .all(|r| r.mime_type.as_deref() == Some("application/json"))
+    );
     let templates = c.list_all_resource_templates().await.unwrap();
     let t: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
-    assert_eq!(t, ["device://{id}/state", "device://{id}/config", "command://{id}"]);
+    assert_eq!(
+        t,
+        [
+            "device://{id}/state",
+            "device://{id}/config",
+            "command://{id}"
+        ]
+    );
 
     // State: the same object as get_device_state.
     let done = call(c, "lamp_switch", json!({"on": true, "wait_s": 5})).await;
@@ -288,7 +313,12 @@ async fn a_switch_notifies_the_state_subscriber_and_an_idle_device_does_not() {
     let rig = start().await;
     let uri = "device://lamp/state";
     // Let the lamp come online first: liveness is part of the state.
-    call(&rig.client, "lamp_switch", json!({"on": false, "wait_s": 5})).await;
+    call(
+        &rig.client,
+        "lamp_switch",
+        json!({"on": false, "wait_s": 5}),
+    )
+    .await;
     subscribe(&rig, uri).await;
     subscribe(&rig, uri).await; // twice is once
     assert_eq!(rig.server.subscription_count(), 1);
@@ -316,7 +346,12 @@ async fn a_command_subscriber_hears_every_change_up_to_the_last() {
     subscribe(&rig, &uri).await;
     let started = Instant::now();
 
-    let end = call(c, "get_command_status", json!({"command_id": id, "wait_s": 10})).await;
+    let end = call(
+        c,
+        "get_command_status",
+        json!({"command_id": id, "wait_s": 10}),
+    )
+    .await;
     assert_eq!(end["status"], "completed", "{end}");
     rig.watcher.settle(&uri, Duration::from_millis(300)).await;
     let got = rig.watcher.of(&uri);
@@ -345,7 +380,12 @@ async fn a_command_subscriber_hears_every_change_up_to_the_last() {
 async fn rapid_changes_are_throttled_and_unsubscribe_stops_them() {
     let rig = start().await;
     let uri = "device://lamp/state";
-    call(&rig.client, "lamp_switch", json!({"on": false, "wait_s": 5})).await;
+    call(
+        &rig.client,
+        "lamp_switch",
+        json!({"on": false, "wait_s": 5}),
+    )
+    .await;
     subscribe(&rig, uri).await;
     let started = Instant::now();
     let mut on = true;
@@ -413,7 +453,13 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
     let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["diagnose_device", "act_and_confirm"]);
     for p in &prompts {
-        assert!(p.arguments.as_ref().unwrap().iter().all(|a| a.required == Some(true)));
+        assert!(
+            p.arguments
+                .as_ref()
+                .unwrap()
+                .iter()
+                .all(|a| a.required == Some(true))
+        );
     }
 
     // A stalled move, then a diagnosis that quotes the values and the failure.
@@ -421,7 +467,9 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
     assert_eq!(r["error_code"], "MOTOR_STALL");
     let state = call(c, "get_device_state", json!({"device": "slide"})).await;
     let position = &state["signals"]["position_mm"]["value"];
-    let d = prompt(c, "diagnose_device", json!({"device": "slide"})).await.unwrap();
+    let d = prompt(c, "diagnose_device", json!({"device": "slide"}))
+        .await
+        .unwrap();
     let text = prompt_text(&d);
     for needle in [
         format!("position_mm = {position} mm"),
@@ -435,9 +483,13 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
         assert!(text.contains(&needle), "{needle:?} missing from:\n{text}");
     }
 
-    let a = prompt(c, "act_and_confirm", json!({"device": "lamp", "action": "switch"}))
-        .await
-        .unwrap();
+    let a = prompt(
+        c,
+        "act_and_confirm",
+        json!({"device": "lamp", "action": "switch"}),
+    )
+    .await
+    .unwrap();
     let text = prompt_text(&a);
     for needle in [
         "lamp_switch",
@@ -455,17 +507,33 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
     }
 
     // Unknown or missing arguments name the valid ones.
-    let e = mcp_error(prompt(c, "diagnose_device", json!({"device": "nope"})).await.unwrap_err());
-    assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
-    assert!(e.message.contains("lamp") && e.message.contains("slide"), "{}", e.message);
     let e = mcp_error(
-        prompt(c, "act_and_confirm", json!({"device": "lamp", "action": "fly"}))
+        prompt(c, "diagnose_device", json!({"device": "nope"}))
             .await
             .unwrap_err(),
     );
     assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+    assert!(
+        e.message.contains("lamp") && e.message.contains("slide"),
+        "{}",
+        e.message
+    );
+    let e = mcp_error(
+        prompt(
+            c,
+            "act_and_confirm",
+            json!({"device": "lamp", "action": "fly"}),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
     assert!(e.message.contains("switch"), "{}", e.message);
-    let e = mcp_error(prompt(c, "act_and_confirm", json!({"device": "lamp"})).await.unwrap_err());
+    let e = mcp_error(
+        prompt(c, "act_and_confirm", json!({"device": "lamp"}))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
     assert!(e.message.contains("action"), "{}", e.message);
     let _ = rig.client.cancel().await;
@@ -501,19 +569,25 @@ async fn a_2026_client_listens_for_resource_updates() {
             .resource_subscription("device://lamp/state")
             .build()
     );
+    // rmcp acknowledges before the server starts watching: the first notification covers
+    // whatever changed in between.
+    let next = async |sub: &mut rmcp::service::Subscription| {
+        let n = tokio::time::timeout(Duration::from_secs(3), sub.next())
+            .await
+            .expect("an update within 3 s")
+            .expect("subscription open")
+            .expect("a notification");
+        match n {
+            ServerNotification::ResourceUpdatedNotification(u) => u.params.uri,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(next(&mut sub).await, "device://lamp/state");
     assert_eq!(server.subscription_count(), 1);
 
     let r = client.call_tool(switch(true)).await.unwrap();
     assert_eq!(r.structured_content.unwrap()["status"], "completed");
-    let n = tokio::time::timeout(Duration::from_secs(3), sub.next())
-        .await
-        .expect("an update within 3 s")
-        .expect("subscription open")
-        .expect("a notification");
-    let ServerNotification::ResourceUpdatedNotification(u) = n else {
-        panic!("{n:?}");
-    };
-    assert_eq!(u.params.uri, "device://lamp/state");
+    assert_eq!(next(&mut sub).await, "device://lamp/state");
 
     sub.cancel().await.unwrap();
     let until = Instant::now() + Duration::from_secs(3);

@@ -7,6 +7,10 @@
 //! - Throttled per subscription: at most one notification per [`THROTTLE`]. Changes during the
 //!   pause are folded into one trailing notification sent when it ends, so the last change is
 //!   never lost.
+//! - A `subscriptions/listen` stream gets one notification per resource as soon as its watcher
+//!   runs: rmcp acknowledges the stream before the server can start watching, and a change in
+//!   between would otherwise be lost. (`resources/subscribe` answers only once the watcher
+//!   runs, so it needs none.) Configs never change and get none.
 //! - A watcher ends when its client's transport closed (checked every [`CLOSED_CHECK`] and on
 //!   every failed send), on `resources/unsubscribe`, or when its `subscriptions/listen` request
 //!   ends; it then leaves the registry.
@@ -347,6 +351,13 @@ fn same_state(a: &Snapshot, b: &Snapshot) -> bool {
 /// receiver or the feed goes away.
 async fn pump(mut source: Source, sink: Sink, uri: &str, throttle: Duration) {
     let mut last_sent: Option<Instant> = None;
+    if matches!(sink, Sink::Stream(_)) && !matches!(source, Source::Fixed) {
+        // Covers whatever changed between the stream's acknowledgment and this watcher.
+        if !sink.send(uri).await {
+            return;
+        }
+        last_sent = Some(Instant::now());
+    }
     let mut check = tokio::time::interval(CLOSED_CHECK);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
