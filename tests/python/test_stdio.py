@@ -25,7 +25,14 @@ ACTION_TOOLS = {
     "buzzer_switch": True,
     "oven_set_temperature": True,
 }
-FIXED_TOOLS = {"get_command_status", "cancel_command", "list_commands", "list_devices", "get_device_state"}
+FIXED_TOOLS = {
+    "get_command_status",
+    "cancel_command",
+    "list_commands",
+    "list_devices",
+    "get_device_state",
+    "confirm_command",
+}
 TERMINAL = {"completed", "failed", "timeout", "sent", "rejected", "cancelled"}
 ERROR_STATUSES = {"rejected", "failed", "timeout"}
 
