@@ -27,6 +27,9 @@ pub struct Submission {
     /// The caller lacks the scope for this device: the command is journaled as rejected
     /// `UNAUTHORIZED` with this text, and nothing else is checked or sent.
     pub denied: Option<String>,
+    /// Use this id for the command instead of minting one (a Tasks client was already told the
+    /// id while the command waited for its confirmation). Must be a fresh UUIDv7.
+    pub command_id: Option<String>,
 }
 
 /// `get_device_state`'s answer.

@@ -578,7 +578,10 @@ fn new_row(
     now: i64,
 ) -> CommandRow {
     CommandRow {
-        command_id: uuid::Uuid::now_v7().to_string(),
+        command_id: sub
+            .command_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
         request_id: request_id.to_string(),
         device: sub.device.clone(),
         action: sub.action.clone(),

@@ -73,6 +73,13 @@ impl Server {
                     )),
                 },
             };
+            if is_action
+                && crate::tasks::client_wants_tasks(&cx)
+                && let Ok(r) = &result
+                && let Some(task) = crate::tasks::confirmation_task(r)
+            {
+                return Ok(CallToolResponse::Task(task));
+            }
             // A Tasks client gets a task for every command an action created (DESIGN §4).
             if is_action
                 && crate::tasks::client_wants_tasks(&cx)
@@ -140,24 +147,27 @@ impl Server {
                         return Ok(declined_result(device, action, &why));
                     }
                     crate::elicit::Answer::Unavailable => {
-                        let (token, ttl) =
+                        let (token, ttl, command_id) =
                             self.confirmations
                                 .issue(device, action, &args, &caller.name);
+                        // A Tasks client gets a task in input_required under the id the command
+                        // will have; it answers with tasks/update.
+                        let task = crate::tasks::client_wants_tasks(cx).then_some(command_id);
                         return Ok(needs_confirmation_result(
-                            device, action, &args, &token, ttl,
+                            device, action, &args, &token, ttl, task,
                         ));
                     }
                 },
             }
         }
         self.submit(
-            device, action, args, key, wait, request_id, caller, confirmed,
+            device, action, args, key, wait, request_id, caller, confirmed, None,
         )
         .await
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn submit(
+    pub(crate) async fn submit(
         &self,
         device: &str,
         action: &str,
@@ -167,8 +177,10 @@ impl Server {
         request_id: String,
         caller: &crate::Caller,
         confirmed: bool,
+        command_id: Option<String>,
     ) -> Result<CallToolResult, McpError> {
         let sub = Submission {
+            command_id,
             device: device.into(),
             action: action.into(),
             args,
@@ -207,7 +219,15 @@ impl Server {
         match self.confirmations.redeem(token, &caller.name, None) {
             Ok(p) => {
                 self.submit(
-                    &p.device, &p.action, p.args, None, wait, request_id, caller, true,
+                    &p.device,
+                    &p.action,
+                    p.args,
+                    None,
+                    wait,
+                    request_id,
+                    caller,
+                    true,
+                    Some(p.command_id),
                 )
                 .await
             }
@@ -471,6 +491,7 @@ fn needs_confirmation_result(
     args: &JsonObject,
     token: &str,
     ttl: Duration,
+    task: Option<String>,
 ) -> CallToolResult {
     let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
     let detail = format!(
@@ -485,7 +506,7 @@ fn needs_confirmation_result(
         "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
         ttl.as_secs_f64()
     );
-    let v = json!({
+    let mut v = json!({
         "status": "needs_confirmation",
         "device": device,
         "action": action,
@@ -496,6 +517,9 @@ fn needs_confirmation_result(
         "detail": detail,
         "hint": hint,
     });
+    if let Some(id) = task {
+        v["confirmation_task"] = json!(id);
+    }
     structured(v, false, format!("Needs confirmation: {detail} {hint}"))
 }
 

@@ -25,6 +25,8 @@ pub struct Pending {
     pub args: Map<String, Value>,
     /// The caller the token was issued to.
     pub caller: String,
+    /// The id the command will have once confirmed (a Tasks client sees it as the task id now).
+    pub command_id: String,
     issued: Instant,
     expires: Instant,
 }
@@ -71,14 +73,16 @@ impl Confirmations {
         }
     }
 
-    /// Issues a token for this exact request; returns it with its lifetime.
+    /// Issues a token for this exact request; returns it with its lifetime and the command id
+    /// the command will get once confirmed.
     pub fn issue(
         &self,
         device: &str,
         action: &str,
         args: &Map<String, Value>,
         caller: &str,
-    ) -> (String, Duration) {
+    ) -> (String, Duration, String) {
+        let command_id = uuid::Uuid::now_v7().to_string();
         let token = format!("cfm_{}", uuid::Uuid::now_v7().simple());
         let now = Instant::now();
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -98,11 +102,21 @@ impl Confirmations {
                 action: action.into(),
                 args: args.clone(),
                 caller: caller.into(),
+                command_id: command_id.clone(),
                 issued: now,
                 expires: now + self.ttl,
             },
         );
-        (token, self.ttl)
+        (token, self.ttl, command_id)
+    }
+
+    /// The waiting confirmation whose command will have this id, with its token.
+    pub fn by_command(&self, command_id: &str) -> Option<(String, Pending)> {
+        let now = Instant::now();
+        let p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        p.iter()
+            .find(|(_, v)| v.command_id == command_id && v.expires > now)
+            .map(|(k, v)| (k.clone(), v.clone()))
     }
 
     /// Consumes a token. With `expect`, the token must have been issued for exactly that device,
@@ -174,7 +188,8 @@ mod tests {
     fn a_token_runs_once_for_the_same_arguments_and_caller() {
         let c = Confirmations::new(Duration::from_secs(60));
         let a = args(json!({"target_mm": 150}));
-        let (t, _) = c.issue("slide", "move_to", &a, "ops");
+        let (t, _, id) = c.issue("slide", "move_to", &a, "ops");
+        assert_eq!(c.by_command(&id).map(|(tok, _)| tok), Some(t.clone()));
         let other = args(json!({"target_mm": 151}));
         assert!(matches!(
             c.redeem(&t, "ops", Some(("slide", "move_to", &other))),
@@ -198,7 +213,7 @@ mod tests {
     #[test]
     fn an_expired_token_is_refused() {
         let c = Confirmations::new(Duration::from_millis(1));
-        let (t, _) = c.issue("slide", "move_to", &Map::new(), "ops");
+        let (t, _, _) = c.issue("slide", "move_to", &Map::new(), "ops");
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(c.redeem(&t, "ops", None), Err(Refusal::Expired));
     }

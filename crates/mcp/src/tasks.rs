@@ -11,8 +11,10 @@ use crate::Server;
 use crate::call::command_result;
 use closedloop_engine::{CommandResult, EngineError, Status};
 use rmcp::model::{
-    CancelTaskParams, CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult, JsonObject,
-    Task, TaskPayload, TaskStatus,
+    CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask, ElicitRequest,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, GetTaskParams,
+    GetTaskResult, InputRequest, InputRequests, JsonObject, Task, TaskPayload, TaskStatus,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -68,6 +70,45 @@ fn detailed(r: &CommandResult) -> DetailedTask {
     DetailedTask::new(task, payload)
 }
 
+/// The key of the one input a confirmation task asks for.
+const CONFIRM_KEY: &str = "confirm";
+
+/// For a `needs_confirmation` result made for a Tasks client: the task, in `input_required`,
+/// under the id the command will have once the user confirms.
+pub(crate) fn confirmation_task(r: &CallToolResult) -> Option<CreateTaskResult> {
+    let v = r.structured_content.as_ref()?;
+    if v["status"] != "needs_confirmation" {
+        return None;
+    }
+    let id = v["confirmation_task"].as_str()?;
+    let now = closedloop_engine::clock::rfc3339(closedloop_engine::clock::Clock::new().now_ms());
+    let detail = v["detail"]
+        .as_str()
+        .unwrap_or("needs a person's confirmation");
+    let task =
+        Task::new(id, TaskStatus::InputRequired, now.clone(), now).with_status_message(detail);
+    Some(CreateTaskResult::new(task))
+}
+
+/// The form a confirmation task shows: one boolean, "confirm".
+fn confirm_request(message: String) -> Option<InputRequests> {
+    let schema = ElicitationSchema::builder()
+        .required_bool(CONFIRM_KEY)
+        .build()
+        .ok()?;
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    };
+    let mut requests = InputRequests::new();
+    requests.insert(
+        CONFIRM_KEY.into(),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    );
+    Some(requests)
+}
+
 fn task_error(e: EngineError) -> McpError {
     match e {
         EngineError::UnknownCommand(id) => {
@@ -90,12 +131,39 @@ impl Server {
                 None,
             ));
         }
-        let r = self
-            .engine
-            .status(&request.task_id, Duration::ZERO)
-            .await
-            .map_err(task_error)?;
-        Ok(GetTaskResult::new(detailed(&r)))
+        match self.engine.status(&request.task_id, Duration::ZERO).await {
+            Ok(r) => Ok(GetTaskResult::new(detailed(&r))),
+            Err(EngineError::UnknownCommand(id)) => {
+                // Not a command yet: maybe a confirmation waiting for the user.
+                let Some((_, p)) = self.confirmations.by_command(&id) else {
+                    return Err(task_error(EngineError::UnknownCommand(id)));
+                };
+                let shown: Vec<String> = p.args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+                let message = format!(
+                    "closedloop: run {} {}{}? Nothing moves unless you confirm.",
+                    p.device,
+                    p.action,
+                    if shown.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with {}", shown.join(", "))
+                    }
+                );
+                let input_requests = confirm_request(message.clone()).ok_or_else(|| {
+                    McpError::internal_error("could not build the confirmation form", None)
+                })?;
+                let now = closedloop_engine::clock::rfc3339(
+                    closedloop_engine::clock::Clock::new().now_ms(),
+                );
+                let task = Task::new(id, TaskStatus::InputRequired, now.clone(), now)
+                    .with_status_message(message);
+                Ok(GetTaskResult::new(DetailedTask::new(
+                    task,
+                    TaskPayload::InputRequired { input_requests },
+                )))
+            }
+            Err(e) => Err(task_error(e)),
+        }
     }
 
     /// `tasks/cancel`: `cancel_command` by another name.
@@ -120,6 +188,61 @@ impl Server {
             .cancel(&request.task_id)
             .await
             .map_err(task_error)?;
+        Ok(())
+    }
+
+    /// `tasks/update`: the user's answer to a confirmation task. Confirmed → the command runs under
+    /// the task's id; anything else → the command is journaled as rejected (`INTERLOCK`), so the
+    /// task still ends, with `isError`.
+    pub(crate) async fn update_task_impl(
+        &self,
+        request: UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = self.caller(&cx);
+        let (token, _) = self
+            .confirmations
+            .by_command(&request.task_id)
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("task {:?} is not waiting for input", request.task_id),
+                    None,
+                )
+            })?;
+        let answer = request
+            .input_responses
+            .get(CONFIRM_KEY)
+            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("tasks/update needs an elicitation result under {CONFIRM_KEY:?}"),
+                    None,
+                )
+            })?;
+        let yes = answer.action == ElicitationAction::Accept
+            && answer
+                .content
+                .as_ref()
+                .and_then(|c| c.get(CONFIRM_KEY))
+                .and_then(|v| v.as_bool())
+                == Some(true);
+        let p = self
+            .confirmations
+            .redeem(&token, &caller.name, None)
+            .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
+        let request_id = format!("req_{}", uuid::Uuid::now_v7());
+        self.submit(
+            &p.device,
+            &p.action,
+            p.args,
+            None,
+            Duration::ZERO,
+            request_id,
+            &caller,
+            yes,
+            Some(p.command_id),
+        )
+        .await?;
         Ok(())
     }
 }

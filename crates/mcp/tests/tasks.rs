@@ -37,6 +37,22 @@ hold_ms = 1500
 idempotent = true
 
 [[device]]
+id = "door"
+description = "Roller door; a person confirms every move"
+driver = { kind = "sim", model = "relay" }
+poll_ms = 20
+[device.signals]
+contact = { discrete_input = 0 }
+[[device.action]]
+name = "open"
+description = "Open the door."
+params = {}
+write = [{ coil = 0, value = "true" }]
+done_when = "contact"
+expect_s = 0.02
+confirm = true
+
+[[device]]
 id = "fan"
 description = "Unpowered fan"
 driver = { kind = "sim", model = "relay", faults = [{ kind = "power_off" }] }
@@ -186,5 +202,68 @@ async fn rejected_commands_are_completed_tasks_with_is_error_and_cancel_maps_to_
         .await
         .unwrap_err();
     assert!(matches!(e, rmcp::ServiceError::McpError(_)));
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_is_a_task_in_input_required_answered_by_tasks_update() {
+    use rmcp::model::{InputRequest, UpdateTaskParams};
+    let dir = tempfile::tempdir().unwrap();
+    let (c, engine) = start(dir.path()).await;
+    for (answer, expect_status) in [("accept", "completed"), ("decline", "rejected")] {
+        let params = CallToolRequestParams::new("door_open").with_arguments(serde_json::Map::new());
+        let CallToolResponse::Task(created) = c.call_tool_once(params).await.unwrap() else {
+            panic!("task")
+        };
+        assert_eq!(created.task.status, TaskStatus::InputRequired);
+        let id = created.task.task_id.clone();
+        let t = c.get_task(GetTaskParams::new(&id)).await.unwrap().task;
+        let TaskPayload::InputRequired { input_requests } = t.payload else {
+            panic!("input_required")
+        };
+        assert!(matches!(
+            input_requests.get("confirm"),
+            Some(InputRequest::Elicitation(_))
+        ));
+        assert!(
+            engine.status(&id, Duration::ZERO).await.is_err(),
+            "nothing runs before the answer"
+        );
+
+        let mut responses = std::collections::BTreeMap::new();
+        responses.insert(
+            "confirm".to_string(),
+            json!({"action": answer, "content": {"confirm": answer == "accept"}}),
+        );
+        c.update_task(UpdateTaskParams::new(&id, responses))
+            .await
+            .unwrap();
+        let mut done = None;
+        for _ in 0..50 {
+            let (s, r) = task_status(&c, &id).await;
+            if s.is_terminal() {
+                done = r;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let r = done.expect("the task ends");
+        assert_eq!(r["structuredContent"]["status"], expect_status, "{r:?}");
+        assert_eq!(
+            r["structuredContent"]["command_id"],
+            json!(id),
+            "the task id is the command id"
+        );
+        let again = c
+            .update_task(UpdateTaskParams::new(
+                &id,
+                std::collections::BTreeMap::new(),
+            ))
+            .await;
+        assert!(
+            again.is_err(),
+            "an answered confirmation cannot be answered again"
+        );
+    }
     c.cancel().await.unwrap();
 }
