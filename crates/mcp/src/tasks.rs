@@ -20,9 +20,13 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use std::time::Duration;
 
-/// Whether this request's client declared the Tasks extension.
+/// Whether this request's client speaks the Tasks extension: it declared it, on protocol
+/// 2026-07-28 (the extension's protocol). A 2025 session that lists the extension in its
+/// capabilities still gets plain tool results, which is what 2025 clients (the MCP Inspector in
+/// its default mode among them) can read.
 pub(crate) fn client_wants_tasks(cx: &RequestContext<RoleServer>) -> bool {
-    cx.client_capabilities().is_some_and(|c| c.supports_tasks())
+    let modern = cx.protocol_version().is_some_and(|v| !v.has_initialize());
+    modern && cx.client_capabilities().is_some_and(|c| c.supports_tasks())
 }
 
 /// How often a client should poll: a quarter of the expected remaining time, within 50 ms–2 s.

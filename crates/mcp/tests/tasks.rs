@@ -99,7 +99,13 @@ async fn start(dir: &std::path::Path) -> (Client, Arc<Engine>) {
             let _ = running.waiting().await;
         }
     });
-    (TasksClient.serve(b).await.unwrap(), engine)
+    let lifecycle = rmcp::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let client = rmcp::ClientServiceExt::serve_with_lifecycle(TasksClient, b, lifecycle)
+        .await
+        .unwrap();
+    (client, engine)
 }
 
 async fn task_status(
@@ -265,5 +271,37 @@ async fn a_confirmation_is_a_task_in_input_required_answered_by_tasks_update() {
             "an answered confirmation cannot be answered again"
         );
     }
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_session_listing_the_extension_gets_plain_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let plant =
+        closedloop_plant::parse(PLANT, "tasks.toml", dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let journal = Journal::open(&plant.server.journal).await.unwrap();
+    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
+    let engine = Arc::new(
+        Engine::start(Arc::new(plant), journal, drivers.map)
+            .await
+            .unwrap(),
+    );
+    let server = closedloop_mcp::Server::new(Arc::clone(&engine), "tasks");
+    let (a, b) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        if let Ok(running) = server.serve(a).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let c = TasksClient.serve(b).await.unwrap();
+    let params = CallToolRequestParams::new("fan_switch")
+        .with_arguments(json!({"on": true}).as_object().cloned().unwrap());
+    let CallToolResponse::Complete(r) = c.call_tool_once(params).await.unwrap() else {
+        panic!("a 2025 session gets the tool result itself");
+    };
+    assert_eq!(
+        r.structured_content.unwrap()["error_code"],
+        "DEVICE_OFFLINE"
+    );
     c.cancel().await.unwrap();
 }
