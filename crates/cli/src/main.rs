@@ -13,6 +13,7 @@ use tracing_subscriber::Layer;
 mod demo;
 mod journal_cmds;
 mod serve;
+mod sim;
 
 /// closedloop: act on physical hardware and never report an action as done before the hardware
 /// confirmed it.
@@ -67,6 +68,9 @@ enum Cmd {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
+    /// Run the plant's [device.sim] devices as Modbus TCP units until SIGINT/SIGTERM; or, with
+    /// `fault`/`clear`, change a running simulator's faults.
+    Sim(sim::SimArgs),
     /// Print one command's timeline with the milliseconds between steps.
     Trace {
         /// The plant file whose journal to read.
@@ -131,6 +135,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let plant = load(&plant)?;
             runtime()?.block_on(journal_cmds::commands(&plant, device, status, limit))
         }
+        Cmd::Sim(args) => runtime()?.block_on(sim::run(args)),
         Cmd::Trace { plant, command_id } => {
             let plant = load(&plant)?;
             runtime()?.block_on(journal_cmds::trace(&plant, &command_id))
@@ -139,7 +144,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// Logs go to stderr — stdout carries MCP — and, for `serve --log-file`, to a file as well.
-/// `CLOSEDLOOP_LOG` sets the filter (default `info` for serve, `warn` otherwise).
+/// `CLOSEDLOOP_LOG` sets the filter (default `warn`).
 fn init_logging(file: Option<&std::path::Path>) -> Result<()> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -148,6 +153,7 @@ fn init_logging(file: Option<&std::path::Path>) -> Result<()> {
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
     };
     let stderr = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .with_filter(filter());
     let file_layer = match file {

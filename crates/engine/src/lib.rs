@@ -53,13 +53,21 @@ pub enum EngineError {
     NoDriver(String),
     /// A driver kind this build cannot run yet.
     #[error(
-        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\" for now"
+        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\", \"modbus-tcp\" or \"modbus-rtu\" for now"
     )]
     UnsupportedDriver {
         /// Device id.
         device: String,
         /// Driver kind.
         kind: String,
+    },
+    /// A driver could not be set up (a bad address, a serial port opened twice with other settings).
+    #[error("device {device:?}: {message}")]
+    Driver {
+        /// Device id.
+        device: String,
+        /// What is wrong.
+        message: String,
     },
     /// A simulated device's options are invalid.
     #[error("device {device:?}: {message}")]
@@ -83,10 +91,16 @@ pub struct Drivers {
     pub sims: BTreeMap<String, SimDevice>,
 }
 
-/// Builds a driver for every device of the plant.
+/// Builds a driver for every device of the plant. Modbus devices with the same address (or serial
+/// port) share one connection, which serialises the units behind it.
 pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
     let mut map: BTreeMap<String, Arc<dyn Driver>> = BTreeMap::new();
     let mut sims = BTreeMap::new();
+    let modbus = closedloop_modbus::Connections::new();
+    let driver_error = |device: &str, e: &dyn std::fmt::Display| EngineError::Driver {
+        device: device.to_string(),
+        message: e.to_string(),
+    };
     for d in &plant.devices {
         match &d.driver {
             DriverConfig::Sim(cfg) => {
@@ -96,6 +110,32 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                 })?;
                 map.insert(d.id.clone(), Arc::new(sim.clone()));
                 sims.insert(d.id.clone(), sim);
+            }
+            DriverConfig::ModbusTcp {
+                address,
+                unit,
+                timeout_ms,
+            } => {
+                let dev = closedloop_modbus::modbus_tcp(&modbus, address, *unit, *timeout_ms)
+                    .map_err(|e| driver_error(&d.id, &e))?;
+                map.insert(d.id.clone(), Arc::new(dev));
+            }
+            DriverConfig::ModbusRtu {
+                port,
+                baud,
+                parity,
+                unit,
+                timeout_ms,
+            } => {
+                let parity = match parity {
+                    closedloop_plant::Parity::None => closedloop_modbus::Parity::None,
+                    closedloop_plant::Parity::Even => closedloop_modbus::Parity::Even,
+                    closedloop_plant::Parity::Odd => closedloop_modbus::Parity::Odd,
+                };
+                let dev =
+                    closedloop_modbus::modbus_rtu(&modbus, port, *baud, parity, *unit, *timeout_ms)
+                        .map_err(|e| driver_error(&d.id, &e))?;
+                map.insert(d.id.clone(), Arc::new(dev));
             }
             other => {
                 return Err(EngineError::UnsupportedDriver {

@@ -1,0 +1,136 @@
+//! `closedloop sim`: the plant's simulated devices as their own process over Modbus TCP, and the
+//! `fault` / `clear` requests to its control endpoint.
+//!
+//! stdout carries exactly one line per served device (`closedloop sim: slide unit 1 on
+//! 127.0.0.1:PORT`) and then one for the control endpoint (`closedloop sim: control on
+//! 127.0.0.1:PORT`), printed once every port accepts connections, so scripts and tests read the
+//! real ports instead of sleeping. Devices that are not served are named on stderr.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use closedloop_sim_server::{ControlCommand, ControlServer, bind_plant, control};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `closedloop sim PLANT [--control ADDR]`, or one of its requests.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    request: Option<Request>,
+    /// The plant file (TOML) whose [device.sim] tables to serve.
+    #[arg(required = true)]
+    plant: Option<PathBuf>,
+    /// Where the fault control endpoint listens: loopback only; port 0 picks a free one (printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    control: SocketAddr,
+}
+
+#[derive(Subcommand, Debug)]
+enum Request {
+    /// Inject (or replace) a fault in a running `closedloop sim`, e.g.
+    /// `closedloop sim fault --control 127.0.0.1:7502 slide stall at_mm=70`.
+    Fault {
+        /// The control endpoint `closedloop sim PLANT` printed.
+        #[arg(long, value_name = "ADDR")]
+        control: SocketAddr,
+        /// The device id.
+        device: String,
+        /// stall, brownout, swapped_contacts, power_off, zombie, nak, reboot, latency_ms,
+        /// drop_rate or crc_error.
+        kind: String,
+        /// The fault's options as in the plant file: after_ms=, at_mm=, down_ms=, ms=, p=.
+        #[arg(value_name = "KEY=VALUE", allow_hyphen_values = true)]
+        options: Vec<String>,
+    },
+    /// Clear one fault kind, or every fault, of a device in a running `closedloop sim`.
+    Clear {
+        /// The control endpoint `closedloop sim PLANT` printed.
+        #[arg(long, value_name = "ADDR")]
+        control: SocketAddr,
+        /// The device id.
+        device: String,
+        /// The fault kind; without it, every fault of the device.
+        kind: Option<String>,
+    },
+}
+
+/// Runs `closedloop sim` in whichever form was asked for.
+pub async fn run(args: SimArgs) -> Result<ExitCode> {
+    match (args.request, args.plant) {
+        (Some(request), _) => send(request).await,
+        (None, Some(plant)) => serve(&plant, args.control).await,
+        (None, None) => bail!("give a plant file: closedloop sim PLANT"),
+    }
+}
+
+async fn send(request: Request) -> Result<ExitCode> {
+    let (addr, words) = match request {
+        Request::Fault {
+            control,
+            device,
+            kind,
+            options,
+        } => {
+            let mut words = vec!["fault".to_string(), device, kind];
+            words.extend(options);
+            (control, words)
+        }
+        Request::Clear {
+            control,
+            device,
+            kind,
+        } => {
+            let mut words = vec!["clear".to_string(), device];
+            words.extend(kind);
+            (control, words)
+        }
+    };
+    let command = ControlCommand::from_words(&words).map_err(anyhow::Error::msg)?;
+    control::send(addr, &command).await?;
+    println!("ok");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitCode> {
+    let plant = crate::load(path)?;
+    // Before any port is announced, so a signal sent right after the announcement is not lost.
+    let signal = signalled()?;
+    let bound = bind_plant(&plant)
+        .await
+        .with_context(|| format!("{}", path.display()))?;
+    for s in &bound.skipped {
+        eprintln!("closedloop sim: {} skipped: {}", s.device, s.reason);
+    }
+    if bound.served.is_empty() {
+        bail!(
+            "{}: no device has a [device.sim] table with `listen`; add e.g. \
+             [device.sim] model = \"relay\", listen = \"127.0.0.1:1502\", unit = 1",
+            path.display()
+        );
+    }
+    let control = ControlServer::bind(control_addr, bound.devices.clone()).await?;
+    let control_addr = control.local_addr().context("the control endpoint")?;
+    for s in &bound.served {
+        println!("closedloop sim: {} unit {} on {}", s.device, s.unit, s.addr);
+    }
+    println!("closedloop sim: control on {control_addr}");
+    tokio::select! {
+        () = bound.run() => {}
+        () = control.run() => {}
+        () = signal => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+fn signalled() -> Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
+        }
+    })
+}

@@ -1,0 +1,281 @@
+//! The fault matrix across real sockets: `closedloop sim` serves the Modbus example plant as its
+//! own process, `closedloop serve` drives it through the `modbus-tcp` driver, an MCP client acts,
+//! faults are injected at run time through `closedloop sim fault` — and closedloop never reports
+//! `completed` under a fault. Then `kill -9` of the gateway mid-move: the axis keeps moving in the
+//! simulator process, and after the restart the command ends `completed` with evidence.
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+type Client = RunningService<RoleClient, ()>;
+
+/// Kills a child process when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `closedloop sim` on free ports and writes the plant `serve` should use (the same file,
+/// with the announced port as every device's address). Returns the sim and its control address.
+fn start_sim(dir: &Path) -> (Running, String) {
+    let example = include_str!("../../../examples/modbus-workshop.toml");
+    let sim_plant = example.replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"");
+    std::fs::write(dir.join("sim.toml"), &sim_plant).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("sim")
+        .arg(dir.join("sim.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut port = None;
+    let control = loop {
+        let line = lines.next().expect("sim announces").unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["closedloop", "sim:", "control", "on", addr] => break addr.to_string(),
+            ["closedloop", "sim:", _, "unit", _, "on", addr] => port = Some(addr.to_string()),
+            _ => {}
+        }
+    };
+    let addr = port.take().unwrap_or_default();
+    std::fs::write(
+        dir.join("plant.toml"),
+        example.replace(
+            "address = \"127.0.0.1:1502\"",
+            &format!("address = \"{addr}\""),
+        ),
+    )
+    .unwrap();
+    (Running(child), control)
+}
+
+fn sim_ctl(control: &str, args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("sim")
+        .arg(args[0])
+        .arg("--control")
+        .arg(control)
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sim {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn connect(dir: &Path) -> Client {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_closedloop"));
+    cmd.arg("serve")
+        .arg(dir.join("plant.toml"))
+        .stderr(Stdio::null());
+    ().serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
+    let p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap());
+    c.call_tool(p)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+fn sc(r: &CallToolResult) -> &Value {
+    r.structured_content.as_ref().unwrap()
+}
+
+async fn settle(c: &Client, mut r: CallToolResult) -> CallToolResult {
+    for _ in 0..20 {
+        if !matches!(sc(&r)["status"].as_str(), Some("accepted" | "running")) {
+            return r;
+        }
+        let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+        r = call(
+            c,
+            "get_command_status",
+            json!({"command_id": id, "wait_s": 5}),
+        )
+        .await;
+    }
+    panic!("never settled: {:?}", r.structured_content);
+}
+
+fn outcome(r: &CallToolResult) -> (String, String) {
+    let v = sc(r);
+    (
+        v["status"].as_str().unwrap_or("").into(),
+        v["error_code"].as_str().unwrap_or("").into(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, control) = start_sim(dir.path());
+    let c = connect(dir.path()).await;
+
+    let r = settle(
+        &c,
+        call(&c, "lamp_switch", json!({"on": true, "wait_s": 3})).await,
+    )
+    .await;
+    assert_eq!(
+        outcome(&r),
+        ("completed".into(), "".into()),
+        "{:?}",
+        r.structured_content
+    );
+    assert_eq!(sc(&r)["evidence"]["contact"]["value"], json!(true));
+    assert_eq!(sc(&r)["verified"], json!(true));
+
+    let state = call(&c, "get_device_state", json!({"device": "oven"})).await;
+    assert_eq!(sc(&state)["signals"]["temperature_c"]["value"], json!(25.0));
+    assert_eq!(sc(&state)["signals"]["temperature_c"]["unit"], json!("°C"));
+    assert_eq!(
+        sc(&state)["signals"]["temperature_c"]["source"],
+        json!("input:0")
+    );
+
+    sim_ctl(&control, &["fault", "lamp", "brownout"]);
+    let r = settle(
+        &c,
+        call(&c, "lamp_switch", json!({"on": false, "wait_s": 3})).await,
+    )
+    .await;
+    // Switching off under a brownout does complete (the contact opens): the fault only keeps it
+    // from closing. Switching on must then fail.
+    assert_eq!(sc(&r)["status"], "completed");
+    let r = settle(
+        &c,
+        call(&c, "lamp_switch", json!({"on": true, "wait_s": 3})).await,
+    )
+    .await;
+    assert_eq!(outcome(&r), ("failed".into(), "FEEDBACK_MISMATCH".into()));
+    sim_ctl(&control, &["clear", "lamp"]);
+
+    sim_ctl(&control, &["fault", "gripper", "nak"]);
+    let r = settle(&c, call(&c, "gripper_close", json!({"wait_s": 3})).await).await;
+    assert_eq!(outcome(&r), ("failed".into(), "BUS_NAK".into()));
+    assert!(
+        sc(&r)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Server Device Failure")
+    );
+    sim_ctl(&control, &["clear", "gripper"]);
+
+    sim_ctl(&control, &["fault", "slide", "stall", "at_mm=40"]);
+    let r = settle(
+        &c,
+        call(
+            &c,
+            "slide_move_to",
+            json!({"target_mm": 120.0, "wait_s": 5}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(outcome(&r), ("failed".into(), "MOTOR_STALL".into()));
+    let pos = sc(&r)["evidence"]["position_mm"]["value"].as_f64().unwrap();
+    assert!((pos - 40.0).abs() <= 0.5, "{pos}");
+    let g = call(&c, "gripper_close", json!({})).await;
+    assert_eq!(outcome(&g), ("rejected".into(), "INTERLOCK".into()));
+    sim_ctl(&control, &["clear", "slide"]);
+
+    let r = call(
+        &c,
+        "slide_move_to",
+        json!({"target_mm": 300.0, "wait_s": 0}),
+    )
+    .await;
+    assert!(matches!(
+        sc(&r)["status"].as_str(),
+        Some("accepted" | "running")
+    ));
+    sim_ctl(&control, &["fault", "slide", "power_off"]);
+    let r = settle(&c, r).await;
+    assert_ne!(sc(&r)["status"], "completed");
+    assert_eq!(
+        outcome(&r).1,
+        "DEVICE_OFFLINE",
+        "{:?}",
+        r.structured_content
+    );
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_the_gateway_mid_move_then_restart_completes_with_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, _control) = start_sim(dir.path());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_closedloop"));
+    cmd.arg("serve")
+        .arg(dir.path().join("plant.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = tokio::process::Command::from(cmd).spawn().unwrap();
+    let pid = child.id().unwrap();
+    let io = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let c = ().serve(io).await.unwrap();
+    let r = call(
+        &c,
+        "slide_move_to",
+        json!({"target_mm": 150.0, "wait_s": 0.4}),
+    )
+    .await;
+    assert_eq!(sc(&r)["status"], "running", "{:?}", r.structured_content);
+    let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _ = child.wait().await;
+    drop(c);
+
+    let c = connect(dir.path()).await;
+    let r = settle(
+        &c,
+        call(
+            &c,
+            "get_command_status",
+            json!({"command_id": id, "wait_s": 0}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        outcome(&r),
+        ("completed".into(), "".into()),
+        "{:?}",
+        r.structured_content
+    );
+    let pos = sc(&r)["evidence"]["position_mm"]["value"].as_f64().unwrap();
+    assert!((pos - 150.0).abs() <= 0.2, "{pos}");
+    let events: Vec<&str> = sc(&r)["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert!(events.contains(&"recovered"), "{events:?}");
+    c.cancel().await.unwrap();
+}

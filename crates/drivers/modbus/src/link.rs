@@ -1,0 +1,75 @@
+//! A `Link` is one open transport (a TCP socket, a serial port) that can carry one request at a
+//! time to any unit behind it. [`crate::Connection`] owns at most one and replaces it when it
+//! breaks; the link itself never reconnects.
+
+use closedloop_driver::{BoxFuture, Data, Exception};
+
+use crate::request::{Reply, Request};
+
+/// What came back over a link: an answer (possibly an exception), or a failure of the link.
+pub(crate) type LinkAnswer = Result<Result<Reply, Exception>, LinkError>;
+
+/// A request/answer exchange over one open transport.
+pub(crate) trait Link: Send {
+    /// Sends `req` to `unit` and waits for its answer. Dropping the future mid-way leaves the
+    /// link in an unknown state; the caller then drops the link too.
+    fn call<'a>(&'a mut self, unit: u8, req: &'a Request) -> BoxFuture<'a, LinkAnswer>;
+}
+
+/// Why an exchange produced no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LinkError {
+    /// An RTU frame arrived whose CRC did not verify. The link stays usable: its input is
+    /// discarded before the next request.
+    Crc,
+    /// The transport failed or the answer made no sense for the request; the link is dropped,
+    /// because what it will deliver next can no longer be trusted to belong to the next request.
+    Io(String),
+}
+
+/// Checks a successful answer's payload against the request: a read must carry exactly the
+/// items asked for (bit answers are padded to whole bytes on the wire and are cut here), and a
+/// write's echo must repeat what was written.
+pub(crate) fn check_data(req: &Request, data: Data) -> Result<Reply, LinkError> {
+    let Request::Read { count, .. } = req else {
+        return Err(LinkError::Io(format!(
+            "function {:#04x} answered with data",
+            req.function()
+        )));
+    };
+    let count = usize::from(*count);
+    match data {
+        Data::Bits(mut b) if b.len() >= count && b.len() < count + 8 => {
+            b.truncate(count);
+            Ok(Reply::Data(Data::Bits(b)))
+        }
+        Data::Words(w) if w.len() == count => Ok(Reply::Data(Data::Words(w))),
+        other => Err(LinkError::Io(format!(
+            "asked for {count} items, the answer carried {}",
+            other.len()
+        ))),
+    }
+}
+
+/// Checks a write's echo (FC05/06: address and value; FC15/16: address and quantity).
+pub(crate) fn check_echo(req: &Request, addr: u16, value: u16) -> Result<Reply, LinkError> {
+    let expected = match req {
+        Request::WriteCoil { addr, value } => (*addr, if *value { 0xFF00 } else { 0x0000 }),
+        Request::WriteRegister { addr, value } => (*addr, *value),
+        Request::WriteCoils { start, values } => (*start, values.len() as u16),
+        Request::WriteRegisters { start, values } => (*start, values.len() as u16),
+        Request::Read { .. } => {
+            return Err(LinkError::Io(
+                "a read was answered with a write echo".into(),
+            ));
+        }
+    };
+    if expected == (addr, value) {
+        Ok(Reply::Written)
+    } else {
+        Err(LinkError::Io(format!(
+            "the write echo ({addr}, {value:#06x}) does not match the request ({}, {:#06x})",
+            expected.0, expected.1
+        )))
+    }
+}
