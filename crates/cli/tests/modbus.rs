@@ -197,17 +197,19 @@ async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
     assert_eq!(outcome(&g), ("rejected".into(), "INTERLOCK".into()));
     sim_ctl(&control, &["clear", "slide"]);
 
+    // (The slide's FAULT input stays latched after the obstruction is cleared, as a real driver's
+    // would until a fault reset: use the oven for the power cut.)
     let r = call(
         &c,
-        "slide_move_to",
-        json!({"target_mm": 300.0, "wait_s": 0}),
+        "oven_set_temperature",
+        json!({"setpoint_c": 90.0, "wait_s": 0}),
     )
     .await;
     assert!(matches!(
         sc(&r)["status"].as_str(),
         Some("accepted" | "running")
     ));
-    sim_ctl(&control, &["fault", "slide", "power_off"]);
+    sim_ctl(&control, &["fault", "oven", "power_off"]);
     let r = settle(&c, r).await;
     assert_ne!(sc(&r)["status"], "completed");
     assert_eq!(
@@ -277,5 +279,54 @@ async fn kill_9_of_the_gateway_mid_move_then_restart_completes_with_evidence() {
         .map(|e| e["event"].as_str().unwrap())
         .collect();
     assert!(events.contains(&"recovered"), "{events:?}");
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_that_accepts_and_never_answers_is_device_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Accept every connection and hold it open, reading nothing back: a zombie TCP stack.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let plant = format!(
+        r#"
+[server]
+journal = "sqlite://journal.db"
+
+[[device]]
+id = "lamp"
+description = "Relay behind a frozen gateway"
+driver = {{ kind = "modbus-tcp", address = "{addr}", unit = 1, timeout_ms = 200 }}
+poll_ms = 50
+liveness = {{ max_silence_s = 1.0 }}
+[device.signals]
+contact = {{ discrete_input = 0 }}
+[[device.action]]
+name = "switch"
+description = "Switch the relay."
+params = {{ on = {{ type = "bool" }} }}
+write = [{{ coil = 0, value = "params.on" }}]
+done_when = "contact == params.on"
+expect_s = 0.05
+idempotent = true
+"#
+    );
+    std::fs::write(dir.path().join("plant.toml"), plant).unwrap();
+    let c = connect(dir.path()).await;
+    let r = call(&c, "lamp_switch", json!({"on": true})).await;
+    assert_eq!(
+        outcome(&r),
+        ("rejected".into(), "DEVICE_OFFLINE".into()),
+        "{:?}",
+        r.structured_content
+    );
+    let state = call(&c, "get_device_state", json!({"device": "lamp"})).await;
+    assert_eq!(sc(&state)["liveness"], "offline");
     c.cancel().await.unwrap();
 }

@@ -57,6 +57,8 @@ pub struct Snapshot {
     pub last_error: Option<String>,
     /// Whether the last failure was a checksum error (answers arrive, garbled).
     pub crc_failing: bool,
+    /// Monotonic instant of the last valid answer, for judging liveness at any later moment.
+    pub last_valid: Option<Instant>,
 }
 
 impl Snapshot {
@@ -67,6 +69,15 @@ impl Snapshot {
             .map(|(k, v)| (k.clone(), v.value))
             .collect()
     }
+}
+
+/// What the poller knows about the device being alive.
+#[derive(Debug, Default)]
+struct Alive {
+    /// The last valid answer (or, with a heartbeat register, the last change of the counter).
+    last_valid: Option<Instant>,
+    /// The heartbeat counter's last value.
+    counter: Option<u16>,
 }
 
 /// One merged read request and the signals it serves.
@@ -89,6 +100,8 @@ pub struct DeviceRt {
     poll_now: Notify,
     tx: watch::Sender<Snapshot>,
     clock: Clock,
+    /// When this runtime was created: a device silent for a whole window since then is offline.
+    started: Instant,
 }
 
 impl DeviceRt {
@@ -102,6 +115,7 @@ impl DeviceRt {
             last_seen_ms: None,
             last_error: None,
             crc_failing: false,
+            last_valid: None,
         });
         Arc::new(DeviceRt {
             timeout: Duration::from_millis(spec.request_timeout_ms()),
@@ -112,6 +126,7 @@ impl DeviceRt {
             poll_now: Notify::new(),
             tx,
             clock,
+            started: Instant::now(),
         })
     }
 
@@ -123,6 +138,21 @@ impl DeviceRt {
     /// The latest snapshot.
     pub fn snapshot(&self) -> Snapshot {
         self.tx.borrow().clone()
+    }
+
+    /// The latest snapshot with its liveness judged now rather than at the end of its cycle, so
+    /// a device whose window ran out between two cycles (a slow, timing-out cycle) is already
+    /// offline.
+    pub fn current(&self) -> Snapshot {
+        let mut snap = self.snapshot();
+        let window = Duration::from_secs_f64(self.spec.liveness.max_silence_s);
+        snap.liveness = match snap.last_valid {
+            None if self.started.elapsed() > window => Liveness::Offline,
+            None => Liveness::Unknown,
+            Some(t) if t.elapsed() <= window => Liveness::Online,
+            Some(_) => Liveness::Offline,
+        };
+        snap
     }
 
     /// A receiver that wakes on every read cycle.
@@ -162,10 +192,10 @@ impl DeviceRt {
         tokio::spawn(async move {
             let poll = Duration::from_millis(me.spec.poll_ms.max(1));
             let max_silence = Duration::from_secs_f64(me.spec.liveness.max_silence_s);
-            let mut last_valid: Option<Instant> = None;
+            let mut alive = Alive::default();
             let started = Instant::now();
             loop {
-                me.cycle(&mut last_valid, started, max_silence).await;
+                me.cycle(&mut alive, started, max_silence).await;
                 tokio::select! {
                     _ = tokio::time::sleep(poll) => {}
                     _ = me.poll_now.notified() => {}
@@ -175,20 +205,43 @@ impl DeviceRt {
         })
     }
 
-    async fn cycle(
-        &self,
-        last_valid: &mut Option<Instant>,
-        started: Instant,
-        max_silence: Duration,
-    ) {
+    async fn cycle(&self, alive: &mut Alive, started: Instant, max_silence: Duration) {
         let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         let mut snap = self.snapshot();
         let mut error = None;
         let mut crc = false;
-        for block in &self.blocks {
+        let heartbeat = self.spec.liveness.counter;
+        // With a heartbeat register, only a changed counter proves the firmware runs: a frozen
+        // controller whose TCP stack still answers reads is offline all the same.
+        let mut silent = false;
+        if let Some(addr) = heartbeat {
+            match self.read(Area::Holding, addr, 1).await {
+                Ok(Ok(Data::Words(w))) if !w.is_empty() => {
+                    if alive.counter != Some(w[0]) {
+                        alive.counter = Some(w[0]);
+                        alive.last_valid = Some(Instant::now());
+                    } else {
+                        error = Some(format!("heartbeat holding:{addr} is frozen at {}", w[0]));
+                    }
+                }
+                Ok(Ok(_)) => error = Some(format!("heartbeat holding:{addr} answered no register")),
+                Ok(Err(exception)) => {
+                    error = Some(format!("heartbeat holding:{addr} answered {exception}"))
+                }
+                Err(e) => {
+                    crc = matches!(e, TransportError::Crc);
+                    error = Some(e.to_string());
+                    silent = true;
+                }
+            }
+        }
+        let last_valid = &mut alive.last_valid;
+        for block in self.blocks.iter().filter(|_| !silent) {
             match self.read(block.area, block.start, block.count).await {
                 Ok(Ok(data)) => {
-                    *last_valid = Some(Instant::now());
+                    if heartbeat.is_none() {
+                        *last_valid = Some(Instant::now());
+                    }
                     let at_ms = self.clock.now_ms();
                     for (name, offset, enc) in &block.signals {
                         if let Some(value) = decode(&data, *offset, enc) {
@@ -207,7 +260,9 @@ impl DeviceRt {
                 }
                 Ok(Err(exception)) => {
                     // An exception is an answer: the device is there, the address is not.
-                    *last_valid = Some(Instant::now());
+                    if heartbeat.is_none() {
+                        *last_valid = Some(Instant::now());
+                    }
                     error = Some(format!(
                         "{}:{} answered {exception}",
                         block.area, block.start
@@ -221,10 +276,12 @@ impl DeviceRt {
                 }
             }
         }
+        let last_valid = alive.last_valid;
         snap.seq = seq;
         snap.last_error = error;
         snap.crc_failing = crc;
         snap.last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
+        snap.last_valid = last_valid;
         snap.liveness = match last_valid {
             // Silent for a whole liveness window since polling began: that is offline, not
             // merely "not heard from yet".

@@ -460,7 +460,7 @@ impl Engine {
             .map(|d| DeviceInfo {
                 device: d.id.clone(),
                 description: d.description.clone(),
-                liveness: self.ctx.devices[&d.id].snapshot().liveness,
+                liveness: self.ctx.devices[&d.id].current().liveness,
                 actions: d.actions.iter().map(|a| a.name.clone()).collect(),
                 signals: d.signals.iter().map(|s| s.name.clone()).collect(),
             })
@@ -470,7 +470,7 @@ impl Engine {
     /// The cached signals of a device with their ages and sources.
     pub fn device_state(&self, device: &str) -> Option<DeviceState> {
         let dev = self.ctx.devices.get(device)?;
-        let snap = dev.snapshot();
+        let snap = dev.current();
         let now = self.ctx.clock.now_ms();
         Some(DeviceState {
             device: device.to_string(),
@@ -545,7 +545,8 @@ async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
     let mut rx = dev.subscribe();
     let until = Instant::now() + Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
     loop {
-        let snap = rx.borrow_and_update().clone();
+        rx.borrow_and_update();
+        let snap = dev.current();
         if snap.liveness != Liveness::Unknown {
             return snap;
         }
@@ -553,7 +554,7 @@ async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
             tokio::time::timeout_at(until, rx.changed()).await,
             Ok(Ok(()))
         ) {
-            return rx.borrow().clone();
+            return dev.current();
         }
     }
 }

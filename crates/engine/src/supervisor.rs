@@ -125,7 +125,7 @@ impl Supervisor {
 
     /// Checks the device and the precondition again, evaluates the plan, and writes it.
     async fn dispatch(&mut self) {
-        let snap = self.dev.snapshot();
+        let snap = self.dev.current();
         if snap.liveness == Liveness::Offline {
             let detail = offline_detail(&self.dev, &snap);
             self.feed(Event::Offline { detail }).await;

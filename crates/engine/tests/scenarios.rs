@@ -611,3 +611,37 @@ async fn result_object_serialises_as_the_contract_shows() {
         assert!(pending.summary().contains("get_command_status"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_heartbeat_register_makes_a_device_offline_while_reads_still_succeed() {
+    // The stepper's position register stands still while it is idle: as a heartbeat it is frozen.
+    let src = slide("").replace(
+        "liveness = { max_silence_s = 0.5 }",
+        "liveness = { max_silence_s = 0.5, counter = { holding = 2 } }",
+    );
+    let rig = rig(&src).await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let state = rig.engine.device_state("slide").unwrap();
+    assert_eq!(
+        state.liveness,
+        closedloop_engine::Liveness::Offline,
+        "{state:?}"
+    );
+    assert!(
+        state.signals.contains_key("position_mm"),
+        "reads still succeed: {state:?}"
+    );
+    let r = rig
+        .act("slide", "move_to", json!({"target_mm": 10.0}), 0.0)
+        .await;
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Rejected, "DEVICE_OFFLINE"),
+        "{r:#?}"
+    );
+    assert!(
+        r.detail.as_deref().unwrap().contains("frozen"),
+        "{:?}",
+        r.detail
+    );
+}
