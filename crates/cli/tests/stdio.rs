@@ -563,3 +563,95 @@ async fn trace_prints_the_timeline_and_serve_logs_to_a_file() {
         "log lines carry the request id: {logged}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_modbus_tools_read_in_engineering_units_and_never_claim_an_effect() {
+    let dir = plant_dir();
+    let c = connect(dir.path()).await;
+    let tools: Vec<String> = c
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        tools.contains(&"modbus_read".to_string()) && tools.contains(&"modbus_write".to_string())
+    );
+
+    // The oven's temperature register, raw and decoded through its declared signal.
+    let r = call(
+        &c,
+        "modbus_read",
+        json!({"device": "oven", "area": "input", "address": 0}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false), "{:?}", r.structured_content);
+    assert_eq!(sc(&r)["values"], json!([250]));
+    assert_eq!(sc(&r)["signals"]["temperature_c"]["value"], json!(25.0));
+    assert_eq!(sc(&r)["signals"]["temperature_c"]["unit"], json!("°C"));
+
+    let w = call(
+        &c,
+        "modbus_write",
+        json!({"device": "lamp", "area": "coil", "address": 0, "values": [true]}),
+    )
+    .await;
+    assert_eq!(
+        (w.is_error, sc(&w)["verified"].as_bool()),
+        (Some(false), Some(false)),
+        "{:?}",
+        w.structured_content
+    );
+    assert!(text(&w).contains("not verified"));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = call(
+        &c,
+        "modbus_read",
+        json!({"device": "lamp", "area": "discrete_input", "address": 0}),
+    )
+    .await;
+    assert_eq!(sc(&r)["values"], json!([true]));
+
+    // Exceptions keep their contract codes; devices without raw_access are refused.
+    let bad = call(
+        &c,
+        "modbus_read",
+        json!({"device": "lamp", "area": "holding", "address": 9}),
+    )
+    .await;
+    assert_eq!(
+        (bad.is_error, code(&bad).as_str()),
+        (Some(true), "REGISTER_INVALID")
+    );
+    let no = call(
+        &c,
+        "modbus_read",
+        json!({"device": "brown", "area": "coil", "address": 0}),
+    )
+    .await;
+    assert_eq!(
+        (no.is_error, code(&no).as_str()),
+        (Some(true), "UNAUTHORIZED")
+    );
+
+    // A raw write never cuts into a running command.
+    let run = call(&c, "oven_set_temperature", json!({"setpoint_c": 80.0})).await;
+    let busy = call(
+        &c,
+        "modbus_write",
+        json!({"device": "oven", "area": "holding", "address": 0, "values": [0]}),
+    )
+    .await;
+    assert_eq!(
+        (busy.is_error, code(&busy).as_str()),
+        (Some(true), "DEVICE_BUSY")
+    );
+    let _ = call(
+        &c,
+        "cancel_command",
+        json!({"command_id": sc(&run)["command_id"]}),
+    )
+    .await;
+    c.cancel().await.unwrap();
+}

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod live;
 pub mod machine;
 pub mod plan;
+pub mod raw;
 mod recovery;
 pub mod result;
 mod supervisor;

@@ -36,7 +36,8 @@ impl Server {
             let name = request.name.as_ref();
             let is_action = self.engine.plant().tool(name).is_some()
                 || name == "run_action"
-                || name == "confirm_command";
+                || name == "confirm_command"
+                || name.starts_with("modbus_");
             if !is_action && name != "cancel_command" && !caller.may_read() {
                 return Ok(unauthorized(&caller, "read devices and commands").into());
             }
@@ -50,6 +51,11 @@ impl Server {
                     list_text(&self.engine),
                 )),
                 "get_device_state" => self.get_device_state(&args),
+                "modbus_read" | "modbus_write"
+                    if self.engine.plant().devices.iter().any(|d| d.raw_access) =>
+                {
+                    self.raw_tool(name, &args, &caller).await
+                }
                 "confirm_command" => {
                     self.confirm_command(args, request_id.clone(), &caller)
                         .await

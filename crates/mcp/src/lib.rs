@@ -10,6 +10,7 @@ mod elicit;
 mod handler;
 pub mod http;
 mod prompts;
+mod raw;
 mod resources;
 pub mod schema;
 mod tasks;

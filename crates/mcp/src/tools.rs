@@ -87,6 +87,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
             tools.push(describe);
         }
     }
+    tools.extend(crate::raw::tools(plant));
     let read_only = || {
         Some(ToolAnnotations::from_raw(
             None,

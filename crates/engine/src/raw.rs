@@ -1,0 +1,172 @@
+//! Raw register access for devices declared `raw_access = true`: reads and writes that bypass the
+//! command lifecycle, for commissioning and diagnosis. A raw write is *not* a command: nothing
+//! supervises it, nothing confirms its effect, and the answer says so.
+
+use crate::code::ErrorCode;
+use crate::engine::Engine;
+use crate::plan;
+use closedloop_driver::{Area, Data, Exception, TransportError, Write};
+use closedloop_plant::Source;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Largest block a raw read may ask for (one Modbus request).
+pub const MAX_RAW_COUNT: u16 = 125;
+
+/// What a raw read returned.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RawRead {
+    /// Device id.
+    pub device: String,
+    /// The area read.
+    pub area: Area,
+    /// First address.
+    pub address: u16,
+    /// Raw values: booleans for bit areas, 16-bit integers for registers.
+    pub values: serde_json::Value,
+    /// Declared signals lying entirely inside the block, decoded to engineering units.
+    pub signals: BTreeMap<String, serde_json::Value>,
+    /// When the answer arrived.
+    pub at: String,
+}
+
+/// Why a raw request did not succeed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawError {
+    /// The contract code.
+    pub code: ErrorCode,
+    /// What happened.
+    pub detail: String,
+}
+
+fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
+    RawError {
+        code,
+        detail: detail.into(),
+    }
+}
+
+impl Engine {
+    fn raw_device(
+        &self,
+        device: &str,
+    ) -> Result<&std::sync::Arc<crate::device::DeviceRt>, RawError> {
+        let dev = self
+            .ctx
+            .devices
+            .get(device)
+            .ok_or_else(|| refuse(ErrorCode::InvalidParams, format!("no device {device:?}")))?;
+        if !dev.spec.raw_access {
+            return Err(refuse(
+                ErrorCode::Unauthorized,
+                format!(
+                    "{device} does not allow raw register access (set raw_access = true in the plant file)"
+                ),
+            ));
+        }
+        Ok(dev)
+    }
+
+    /// Reads `count` items of `area` from `address` on a `raw_access` device.
+    pub async fn raw_read(
+        &self,
+        device: &str,
+        area: Area,
+        address: u16,
+        count: u16,
+    ) -> Result<RawRead, RawError> {
+        let dev = self.raw_device(device)?;
+        if count == 0 || count > MAX_RAW_COUNT {
+            return Err(refuse(
+                ErrorCode::InvalidParams,
+                format!("count must be 1..={MAX_RAW_COUNT}"),
+            ));
+        }
+        let data = match dev.read(area, address, count).await {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => return Err(exception(e)),
+            Err(e) => return Err(transport(e)),
+        };
+        let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
+        let mut signals = BTreeMap::new();
+        for s in &dev.spec.signals {
+            let Source::Register {
+                area: a,
+                address: start,
+                encoding,
+            } = &s.source
+            else {
+                continue;
+            };
+            let width = if a.is_bit() { 1 } else { encoding.words() };
+            if *a != area
+                || *start < address
+                || u32::from(*start) + u32::from(width) > u32::from(address) + u32::from(count)
+            {
+                continue;
+            }
+            let i = usize::from(start - address);
+            let value = match &data {
+                Data::Bits(b) => b.get(i).map(|v| serde_json::json!(v)),
+                Data::Words(w) => w
+                    .get(i..i + usize::from(width))
+                    .map(|w| plan::value_json(encoding.decode(w))),
+            };
+            if let Some(value) = value {
+                let mut v =
+                    serde_json::json!({"value": value, "source": format!("{area}:{start}")});
+                if let Some(u) = &s.unit {
+                    v["unit"] = serde_json::json!(u);
+                }
+                signals.insert(s.name.clone(), v);
+            }
+        }
+        let values = match data {
+            Data::Bits(b) => serde_json::json!(b),
+            Data::Words(w) => serde_json::json!(w),
+        };
+        Ok(RawRead {
+            device: device.to_string(),
+            area,
+            address,
+            values,
+            signals,
+            at,
+        })
+    }
+
+    /// Writes one block to a `raw_access` device that no command holds. Returns when the device
+    /// acknowledged the write — which says nothing about its effect.
+    pub async fn raw_write(&self, device: &str, write: Write) -> Result<(), RawError> {
+        let dev = self.raw_device(device)?;
+        let group = self.ctx.group(device);
+        let Some(_permit) = group.try_acquire() else {
+            return Err(refuse(
+                ErrorCode::DeviceBusy,
+                format!(
+                    "{device} is running a command; cancel it or wait before writing raw registers"
+                ),
+            ));
+        };
+        let answer = dev.write(write.clone()).await;
+        plan::interpret(answer, &write).map_err(|e| refuse(e.code, e.detail))
+    }
+}
+
+fn exception(e: Exception) -> RawError {
+    let code = match e.0 {
+        1..=3 => ErrorCode::RegisterInvalid,
+        0x0A | 0x0B => ErrorCode::DeviceOffline,
+        _ => ErrorCode::BusNak,
+    };
+    refuse(code, format!("the device answered {e}"))
+}
+
+fn transport(e: TransportError) -> RawError {
+    let code = if matches!(e, TransportError::Crc) {
+        ErrorCode::CrcMismatch
+    } else {
+        ErrorCode::DeviceOffline
+    };
+    refuse(code, e.to_string())
+}

@@ -1,0 +1,202 @@
+//! `modbus_read` and `modbus_write`: raw register tools for devices declared `raw_access = true`
+//! (commissioning, diagnosis). Gated by `admin` or `actuate:<device>`. A raw write is not a
+//! command: nothing confirms its effect, and the result says so.
+
+use crate::Server;
+use closedloop_driver::{Area, Write};
+use closedloop_engine::raw::RawError;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The raw tools, when some device allows raw access.
+pub(crate) fn tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
+    let ids: Vec<&str> = plant
+        .devices
+        .iter()
+        .filter(|d| d.raw_access)
+        .map(|d| d.id.as_str())
+        .collect();
+    if ids.is_empty() {
+        return vec![];
+    }
+    let obj = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let mut read = Tool::new(
+        "modbus_read",
+        "Read raw coils, discrete inputs, holding or input registers of a device that allows raw access; declared signals in the block are also shown in engineering units.",
+        obj(json!({
+            "type": "object",
+            "properties": {
+                "device": {"type": "string", "enum": ids},
+                "area": {"type": "string", "enum": ["coil", "discrete_input", "holding", "input"]},
+                "address": {"type": "integer", "minimum": 0, "maximum": 65535, "description": "0-based PDU address (holding 0 is 40001)."},
+                "count": {"type": "integer", "minimum": 1, "maximum": 125, "default": 1}
+            },
+            "required": ["device", "area", "address"],
+            "additionalProperties": false
+        })),
+    );
+    read.annotations = Some(ToolAnnotations::from_raw(
+        None,
+        Some(true),
+        Some(false),
+        Some(true),
+        Some(false),
+    ));
+    let mut write = Tool::new(
+        "modbus_write",
+        "Write raw coils or holding registers of a device that allows raw access and that no command holds. Only the device's acknowledgement is reported: nothing confirms the effect. Prefer the device's action tools, which do.",
+        obj(json!({
+            "type": "object",
+            "properties": {
+                "device": {"type": "string", "enum": ids},
+                "area": {"type": "string", "enum": ["coil", "holding"]},
+                "address": {"type": "integer", "minimum": 0, "maximum": 65535},
+                "values": {"type": "array", "minItems": 1, "maxItems": 123,
+                           "items": {"type": ["boolean", "integer"]},
+                           "description": "Booleans for coils, 0–65535 for registers, written in one request."}
+            },
+            "required": ["device", "area", "address", "values"],
+            "additionalProperties": false
+        })),
+    );
+    write.annotations = Some(ToolAnnotations::from_raw(
+        None,
+        Some(false),
+        Some(true),
+        Some(true),
+        Some(false),
+    ));
+    vec![read, write]
+}
+
+fn area_of(args: &JsonObject) -> Result<Area, McpError> {
+    match args.get("area").and_then(Value::as_str) {
+        Some("coil") => Ok(Area::Coil),
+        Some("discrete_input") => Ok(Area::DiscreteInput),
+        Some("holding") => Ok(Area::Holding),
+        Some("input") => Ok(Area::Input),
+        _ => Err(McpError::invalid_params(
+            "area must be coil, discrete_input, holding or input",
+            None,
+        )),
+    }
+}
+
+fn u16_of(args: &JsonObject, key: &str, default: Option<u16>) -> Result<u16, McpError> {
+    match args.get(key) {
+        None | Some(Value::Null) if default.is_some() => Ok(default.unwrap_or(0)),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .ok_or_else(|| {
+                McpError::invalid_params(format!("{key} must be an integer 0..=65535"), None)
+            }),
+        None => Err(McpError::invalid_params(format!("{key} is required"), None)),
+    }
+}
+
+fn refused(device: &str, e: RawError) -> CallToolResult {
+    let v = json!({"device": device, "status": "rejected", "error_code": e.code.as_str(), "detail": e.detail, "hint": e.code.hint()});
+    let mut r = CallToolResult::structured_error(v);
+    r.content = vec![ContentBlock::text(format!(
+        "Refused ({}): {}",
+        e.code, e.detail
+    ))];
+    r
+}
+
+impl Server {
+    /// `modbus_read` and `modbus_write`.
+    pub(crate) async fn raw_tool(
+        &self,
+        name: &str,
+        args: &JsonObject,
+        caller: &crate::Caller,
+    ) -> Result<CallToolResult, McpError> {
+        let device = args
+            .get("device")
+            .and_then(Value::as_str)
+            .ok_or_else(|| McpError::invalid_params("device is required", None))?
+            .to_string();
+        if !caller.may_actuate(&device) {
+            let code = closedloop_engine::ErrorCode::Unauthorized;
+            let detail = format!(
+                "{} needs admin or actuate:{device} for raw register access",
+                caller.name
+            );
+            return Ok(refused(&device, RawError { code, detail }));
+        }
+        let area = area_of(args)?;
+        let address = u16_of(args, "address", None)?;
+        if name == "modbus_read" {
+            let count = u16_of(args, "count", Some(1))?;
+            return Ok(
+                match self.engine.raw_read(&device, area, address, count).await {
+                    Ok(r) => {
+                        let text = format!("{device} {area}:{address} ×{count} = {}", r.values);
+                        let mut out = CallToolResult::structured(
+                            serde_json::to_value(&r).unwrap_or_default(),
+                        );
+                        out.content = vec![ContentBlock::text(text)];
+                        out
+                    }
+                    Err(e) => refused(&device, e),
+                },
+            );
+        }
+        let values = args
+            .get("values")
+            .and_then(Value::as_array)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| McpError::invalid_params("values must be a non-empty array", None))?;
+        let write = match area {
+            Area::Coil => Write::Coils {
+                start: address,
+                values: values
+                    .iter()
+                    .map(|v| {
+                        v.as_bool().ok_or_else(|| {
+                            McpError::invalid_params("coil values must be booleans", None)
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+            },
+            Area::Holding => Write::Registers {
+                start: address,
+                values: values
+                    .iter()
+                    .map(|v| {
+                        v.as_u64()
+                            .and_then(|n| u16::try_from(n).ok())
+                            .ok_or_else(|| {
+                                McpError::invalid_params(
+                                    "register values must be integers 0..=65535",
+                                    None,
+                                )
+                            })
+                    })
+                    .collect::<Result<_, _>>()?,
+            },
+            _ => {
+                return Err(McpError::invalid_params(
+                    "only coil and holding can be written",
+                    None,
+                ));
+            }
+        };
+        Ok(match self.engine.raw_write(&device, write.clone()).await {
+            Ok(()) => {
+                let v = json!({"device": device, "written": write.to_string(), "acknowledged": true, "verified": false,
+                               "hint": "The device acknowledged the write; nothing confirms its effect. Read it back or use an action tool."});
+                let mut out = CallToolResult::structured(v);
+                out.content = vec![ContentBlock::text(format!(
+                    "Acknowledged, not verified: {device} {write}. Nothing confirms the effect."
+                ))];
+                out
+            }
+            Err(e) => refused(&device, e),
+        })
+    }
+}
