@@ -397,6 +397,7 @@ mod tests {
             last_seen_ms: None,
             last_error: None,
             crc_failing: false,
+            last_valid: None,
         }
     }
 

@@ -1,0 +1,45 @@
+//! Errors of the MQTT driver.
+
+use thiserror::Error;
+
+/// Why an MQTT operation did not happen.
+///
+/// "The broker said no" ([`Error::Refused`]) is kept apart from "could not reach the broker"
+/// ([`Error::Disconnected`]): the first is an answer, the second is not.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The broker URL is not `mqtt://host[:port]` (`mqtts://` is not built in yet).
+    #[error("broker \"{url}\": {why}")]
+    InvalidUrl {
+        /// The URL as written.
+        url: String,
+        /// What is wrong and how to fix it.
+        why: String,
+    },
+    /// The connection was lost (or never made) before the broker acknowledged the publish; it may
+    /// or may not have been delivered, and it is never re-sent by this crate.
+    #[error("not connected to the broker")]
+    Disconnected,
+    /// The request queue towards the broker is full (see [`crate::MqttBroker`]'s capacity).
+    #[error("the request queue towards the broker is full")]
+    Busy,
+    /// The broker answered the publish with a failure reason code.
+    #[error("the broker refused the publish: {0}")]
+    Refused(String),
+    /// A publish topic must be non-empty and free of `+`, `#` and NUL.
+    #[error("\"{0}\" is not a valid topic to publish to (no wildcards, not empty)")]
+    InvalidTopic(String),
+    /// QoS 2 is not supported; use 0 or 1.
+    #[error("QoS {0} is not supported; use 0 or 1")]
+    UnsupportedQos(u8),
+    /// The message expiry must be at least one second (MQTT 5 counts whole seconds).
+    #[error("the message expiry has already passed")]
+    Expired,
+    /// A simulator fault the `mqtt-relay` model cannot honour.
+    #[error("fault `{0}` does not apply to mqtt-relay")]
+    UnsupportedFault(String),
+    /// The broker handle was shut down.
+    #[error("the broker connection was shut down")]
+    Closed,
+}
