@@ -1,8 +1,9 @@
 //! Confirmation of dangerous actions (`confirm = true`) and the generic tool mode, through a real
 //! MCP session over an in-process pipe.
 
+mod common;
+
 use closedloop_engine::Engine;
-use closedloop_journal::Journal;
 use closedloop_sim::SimDevice;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
@@ -55,23 +56,9 @@ idempotent = true
 
 async fn start(extra: &str) -> (Client, BTreeMap<String, SimDevice>, Arc<Engine>) {
     let src = SLIDE.replace("SERVER_EXTRA", extra);
-    let plant = closedloop_plant::parse(&src, "test.toml", std::path::Path::new("."))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let journal = Journal::open("sqlite::memory:").await.unwrap();
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
-    let engine = Arc::new(
-        Engine::start(Arc::new(plant), journal, drivers.map)
-            .await
-            .unwrap(),
-    );
-    let server = closedloop_mcp::Server::new(Arc::clone(&engine), "tester");
-    let (a, b) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(a).await {
-            let _ = running.waiting().await;
-        }
-    });
-    (().serve(b).await.unwrap(), drivers.sims, engine)
+    let (engine, sims) = common::engine(&src, std::path::Path::new(".")).await;
+    let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
+    (().serve(io).await.unwrap(), sims, engine)
 }
 
 async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
@@ -307,23 +294,9 @@ async fn start_asker(
     BTreeMap<String, SimDevice>,
 ) {
     let src = SLIDE.replace("SERVER_EXTRA", "");
-    let plant = closedloop_plant::parse(&src, "test.toml", std::path::Path::new("."))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let journal = Journal::open("sqlite::memory:").await.unwrap();
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
-    let engine = Arc::new(
-        Engine::start(Arc::new(plant), journal, drivers.map)
-            .await
-            .unwrap(),
-    );
-    let server = closedloop_mcp::Server::new(engine, "tester");
-    let (a, b) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(a).await {
-            let _ = running.waiting().await;
-        }
-    });
-    (asker.serve(b).await.unwrap(), drivers.sims)
+    let (engine, sims) = common::engine(&src, std::path::Path::new(".")).await;
+    let io = common::pipe(closedloop_mcp::Server::new(engine, "tester"));
+    (asker.serve(io).await.unwrap(), sims)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

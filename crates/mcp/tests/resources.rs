@@ -1,8 +1,9 @@
 //! Resources, change notifications and prompts over a real MCP session: closedloop's server and
 //! rmcp's client over an in-process pipe (`tokio::io::duplex`), a simulated lamp and slide.
 
+mod common;
+
 use closedloop_engine::Engine;
-use closedloop_journal::Journal;
 use closedloop_mcp::Server;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams, GetPromptResult,
@@ -125,26 +126,12 @@ struct Rig {
 }
 
 async fn engine(dir: &std::path::Path) -> Arc<Engine> {
-    let plant = closedloop_plant::parse(PLANT, "plant.toml", dir).expect("plant");
-    let journal = Journal::open(&plant.server.journal).await.expect("journal");
-    let drivers = closedloop_engine::build_drivers(&plant).expect("drivers");
-    Arc::new(
-        Engine::start(Arc::new(plant), journal, drivers.map)
-            .await
-            .expect("engine"),
-    )
+    common::engine(PLANT, dir).await.0
 }
 
 /// Starts a server over a pipe and returns its other end.
 fn serve(server: &Server) -> tokio::io::DuplexStream {
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = server.clone();
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
-    client_io
+    common::pipe(server.clone())
 }
 
 /// A 2025-11-25 client (`initialize`, `resources/subscribe`).

@@ -2,8 +2,9 @@
 //! `io.modelcontextprotocol/tasks`): an action returns a task whose id is the command_id, and the
 //! client polls `tasks/get` to the terminal state — across a gateway restart.
 
+mod common;
+
 use closedloop_engine::Engine;
-use closedloop_journal::Journal;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
     Implementation, TaskPayload, TaskStatus,
@@ -84,21 +85,8 @@ impl ClientHandler for TasksClient {
 type Client = RunningService<RoleClient, TasksClient>;
 
 async fn start(dir: &std::path::Path) -> (Client, Arc<Engine>) {
-    let plant = closedloop_plant::parse(PLANT, "tasks.toml", dir).unwrap_or_else(|e| panic!("{e}"));
-    let journal = Journal::open(&plant.server.journal).await.unwrap();
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
-    let engine = Arc::new(
-        Engine::start(Arc::new(plant), journal, drivers.map)
-            .await
-            .unwrap(),
-    );
-    let server = closedloop_mcp::Server::new(Arc::clone(&engine), "tasks");
-    let (a, b) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(a).await {
-            let _ = running.waiting().await;
-        }
-    });
+    let (engine, _) = common::engine(PLANT, dir).await;
+    let b = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tasks"));
     let lifecycle = rmcp::ClientLifecycleMode::Discover {
         preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
     };
@@ -277,23 +265,11 @@ async fn a_confirmation_is_a_task_in_input_required_answered_by_tasks_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_session_listing_the_extension_gets_plain_results() {
     let dir = tempfile::tempdir().unwrap();
-    let plant =
-        closedloop_plant::parse(PLANT, "tasks.toml", dir.path()).unwrap_or_else(|e| panic!("{e}"));
-    let journal = Journal::open(&plant.server.journal).await.unwrap();
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
-    let engine = Arc::new(
-        Engine::start(Arc::new(plant), journal, drivers.map)
-            .await
-            .unwrap(),
-    );
-    let server = closedloop_mcp::Server::new(Arc::clone(&engine), "tasks");
-    let (a, b) = tokio::io::duplex(1 << 16);
-    tokio::spawn(async move {
-        if let Ok(running) = server.serve(a).await {
-            let _ = running.waiting().await;
-        }
-    });
-    let c = TasksClient.serve(b).await.unwrap();
+    let (engine, _) = common::engine(PLANT, dir.path()).await;
+    let c = TasksClient
+        .serve(common::pipe(closedloop_mcp::Server::new(engine, "tasks")))
+        .await
+        .unwrap();
     let params = CallToolRequestParams::new("fan_switch")
         .with_arguments(json!({"on": true}).as_object().cloned().unwrap());
     let CallToolResponse::Complete(r) = c.call_tool_once(params).await.unwrap() else {
