@@ -32,6 +32,9 @@ pub struct Engine {
     pub(crate) ctx: Arc<Ctx>,
     stop_pollers: Arc<Notify>,
     pollers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// One lock per idempotency key in use: the lookup and the insert of a keyed submission happen
+    /// under it, so two concurrent calls with one key can never create two commands.
+    keys: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -66,6 +69,7 @@ impl Engine {
             ctx,
             stop_pollers,
             pollers: std::sync::Mutex::new(pollers),
+            keys: std::sync::Mutex::new(std::collections::HashMap::new()),
             tasks: std::sync::Mutex::new(Vec::new()),
         };
         engine.recover().await?;
@@ -88,6 +92,25 @@ impl Engine {
     /// `accepted` — durably journaled before this returns — possibly advanced further if
     /// `wait` allowed. Errors are only for requests that name no action, or a broken journal.
     pub async fn submit(&self, sub: Submission) -> Result<CommandResult, EngineError> {
+        let Some(key) = sub.idempotency_key.clone() else {
+            return self.submit_once(sub).await;
+        };
+        let lock = {
+            let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(keys.entry(key.clone()).or_default())
+        };
+        let result = {
+            let _held = lock.lock().await;
+            self.submit_once(sub).await
+        };
+        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if keys.get(&key).is_some_and(|l| Arc::strong_count(l) <= 2) {
+            keys.remove(&key);
+        }
+        result
+    }
+
+    async fn submit_once(&self, sub: Submission) -> Result<CommandResult, EngineError> {
         let device = self
             .ctx
             .plant

@@ -305,6 +305,34 @@ impl Machine {
                     maybe_applied,
                 },
             ) => {
+                // Cancelled (or shutting down) while the write kept failing: never send it again.
+                if self.cancel_requested {
+                    let stop = maybe_applied && self.profile.has_cancel;
+                    let mut fx = if self.cancel_for_shutdown {
+                        self.finish(
+                            Status::Failed,
+                            Some(ErrorCode::Interrupted),
+                            Reason::Interrupted,
+                            false,
+                            None,
+                        )
+                    } else {
+                        self.finish(
+                            Status::Cancelled,
+                            Some(ErrorCode::Cancelled),
+                            Reason::Cancelled {
+                                stop_written: stop,
+                                shutdown: false,
+                            },
+                            false,
+                            None,
+                        )
+                    };
+                    if stop {
+                        fx.insert(0, Effect::SafeState { write_cancel: true });
+                    }
+                    return fx;
+                }
                 if transient && self.profile.idempotent && self.attempt < self.profile.max_attempts
                 {
                     self.attempt += 1;

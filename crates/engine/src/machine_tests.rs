@@ -668,3 +668,43 @@ fn terminal_states_never_change() {
         }
     }
 }
+
+#[test]
+fn writing_cancel_during_failing_retries_stops_resending() {
+    let mut m = writing(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    assert_eq!(
+        m.on(write_failed(true, true)),
+        vec![Effect::Write { attempt: 2 }]
+    );
+    assert_eq!(m.on(Event::CancelRequested), vec![]);
+    let fx = m.on(write_failed(true, true));
+    assert_eq!(
+        fx[0],
+        Effect::SafeState { write_cancel: true },
+        "it may have arrived: stop it"
+    );
+    let o = finish(&fx);
+    assert_eq!(
+        (o.status, o.code.clone()),
+        (Status::Cancelled, Some(ErrorCode::Cancelled))
+    );
+    assert!(
+        !fx.iter().any(|f| matches!(f, Effect::Write { .. })),
+        "never re-sent after a cancel"
+    );
+}
+
+#[test]
+fn writing_shutdown_during_failing_retries_is_interrupted() {
+    let mut m = writing(profile());
+    m.on(write_failed(true, false));
+    m.on(Event::Shutdown);
+    let o = finish(&m.on(write_failed(true, false))).clone();
+    assert_eq!(
+        (o.status, o.code),
+        (Status::Failed, Some(ErrorCode::Interrupted))
+    );
+}

@@ -11,11 +11,13 @@ use serde_json::json;
 use std::sync::Arc;
 
 impl Engine {
-    /// Start-up recovery (DESIGN §2): a command that was dispatched keeps being supervised until
-    /// its journaled deadline; one accepted but never dispatched is never sent late.
+    /// Start-up recovery (DESIGN §2): a command whose write the device acknowledged keeps being
+    /// supervised until its journaled deadline; one accepted but never acknowledged is never sent
+    /// (again) late: it ends `failed INTERRUPTED`.
     pub(crate) async fn recover(&self) -> Result<(), EngineError> {
         for row in self.ctx.journal.unfinished().await? {
             let events = self.ctx.journal.events(&row.command_id).await?;
+            let events_for_rule = events.clone();
             let cmd = Arc::new(LiveCommand::new(row.clone(), events));
             let found = self
                 .ctx
@@ -24,11 +26,17 @@ impl Engine {
                 .and_then(|d| d.action(&row.action).map(|a| (d, a)));
             let params = found
                 .and_then(|(_, a)| row.params.as_object().and_then(|m| a.check_params(m).ok()));
+            // Only a write the device acknowledged (`running`) is supervised after a restart: one
+            // that was on its way when the gateway stopped may or may not have arrived, and
+            // nothing read now can tell which.
+            let acked = row.status == Status::Running.as_str();
             let (Some((_, action)), Some(params), true, Some(deadline_ms)) =
-                (found, params, row.dispatched, row.deadline_ms)
+                (found, params, acked, row.deadline_ms)
             else {
-                let detail = if row.dispatched {
+                let detail = if acked {
                     "The gateway restarted and the plant no longer declares this action as it was; its outcome is unknown."
+                } else if row.dispatched {
+                    "The gateway stopped while the write was on its way, before the device acknowledged it; the write may or may not have arrived."
                 } else {
                     "Accepted, but the gateway stopped before it was sent; it was not sent late."
                 };
@@ -58,11 +66,29 @@ impl Engine {
             let permit = self.ctx.group(&action.exclusive).try_acquire();
             self.ctx.remember(Arc::clone(&cmd));
             let machine = Machine::recovered(profile(&action));
+            // The "already so" rule survives the restart: without the values from before the
+            // write, a done_when that holds counts only on reads taken expect_s after the ack.
+            let ack_ms =
+                cmd_events_at(&events_for_rule, "device_ack").unwrap_or(row.accepted_at_ms);
+            let expect_s = events_for_rule
+                .iter()
+                .find(|e| e.event == "dispatched")
+                .and_then(|e| e.data.get("expect_s"))
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0);
             let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
             sup.deadline = Some(self.ctx.clock.instant_of(deadline_ms));
             sup.permit = permit;
+            sup.baseline_done = true;
+            sup.expect_s = expect_s;
+            sup.settle_until_ms = ack_ms + (expect_s * 1000.0).round() as i64;
             self.spawn(sup);
         }
         Ok(())
     }
+}
+
+/// When the first `event` of a timeline happened.
+fn cmd_events_at(events: &[closedloop_journal::EventRow], event: &str) -> Option<i64> {
+    events.iter().find(|e| e.event == event).map(|e| e.at_ms)
 }

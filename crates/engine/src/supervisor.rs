@@ -50,6 +50,8 @@ pub(crate) struct Supervisor {
     pub expect_s: f64,
     /// Before this wall-clock ms, a `done_when` that already held at dispatch cannot confirm.
     pub settle_until_ms: i64,
+    /// The requests actually sent (readback compares against these, not a re-evaluation).
+    pub writes: Vec<Write>,
 }
 
 impl Supervisor {
@@ -82,6 +84,7 @@ impl Supervisor {
             baseline_done: false,
             expect_s: 0.0,
             settle_until_ms: 0,
+            writes: Vec::new(),
         }
     }
 
@@ -108,14 +111,17 @@ impl Supervisor {
         let group = self.ctx.group(&self.action.exclusive);
         let expiry = self.accepted + Duration::from_secs_f64(self.action.queue_timeout_s.max(0.0));
         let mut shutdown = self.ctx.shutdown_rx();
+        // Biased: a shutdown or a cancel that is already due wins over a permit freed in the same
+        // instant, so a queued command is never sent while the gateway stops.
         let event = tokio::select! {
+            biased;
+            _ = shutdown_signal(&mut shutdown) => Event::Shutdown,
+            _ = self.cmd.cancelled() => Event::CancelRequested,
             permit = group.acquire() => match permit {
                 Some(p) => { self.permit = Some(p); Event::Dispatch }
                 None => Event::Shutdown,
             },
             _ = sleep_until(expiry) => Event::QueueExpired,
-            _ = self.cmd.cancelled() => Event::CancelRequested,
-            _ = shutdown_signal(&mut shutdown) => Event::Shutdown,
         };
         self.ctx.dequeued(&self.action.exclusive);
         let dispatch = event == Event::Dispatch;
@@ -125,6 +131,18 @@ impl Supervisor {
 
     /// Checks the device and the precondition again, evaluates the plan, and writes it.
     async fn dispatch(&mut self) {
+        if *self.ctx.shutdown_rx().borrow() {
+            // Nothing was sent yet, and nothing is sent while the gateway stops.
+            self.feed(Event::Shutdown).await;
+            let never_sent = Event::WriteFailed {
+                code: ErrorCode::Interrupted,
+                detail: "not sent: the gateway is shutting down".into(),
+                transient: false,
+                maybe_applied: false,
+            };
+            self.feed(never_sent).await;
+            return;
+        }
         let snap = self.dev.current();
         if snap.liveness == Liveness::Offline {
             let detail = offline_detail(&self.dev, &snap);
@@ -168,6 +186,7 @@ impl Supervisor {
                 return;
             }
         };
+        self.writes = writes.clone();
         let expect_s = self
             .action
             .expect_s
@@ -222,6 +241,7 @@ impl Supervisor {
                         transient: e.transient && Instant::now() < deadline,
                         maybe_applied: e.maybe_applied,
                     };
+                    let again = ev.clone();
                     let fx = self.feed(ev).await;
                     let retry = fx.iter().any(|f| matches!(f, Effect::Write { .. }));
                     if !retry {
@@ -236,9 +256,22 @@ impl Supervisor {
                         )
                         .await;
                     let pause = Duration::from_millis(self.dev.spec.poll_ms.clamp(10, 500));
+                    let mut shutdown = self.ctx.shutdown_rx();
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
                         _ = sleep_until(deadline) => { self.feed(Event::Deadline).await; return; }
+                        _ = self.cmd.cancelled() => {
+                            // The machine ends the command on the next failure report instead of
+                            // retrying: feed the cancel, then the failure that is pending.
+                            self.feed(Event::CancelRequested).await;
+                            self.feed(again.clone()).await;
+                            return;
+                        }
+                        _ = shutdown_signal(&mut shutdown) => {
+                            self.feed(Event::Shutdown).await;
+                            self.feed(again.clone()).await;
+                            return;
+                        }
                     }
                 }
             }
@@ -401,15 +434,26 @@ impl Supervisor {
 
     /// Readback verification: read the written blocks back and compare with what was written.
     async fn readback(&mut self) -> Option<Event> {
-        let devices = self.ctx.devices_scope();
-        let signals = self.dev.snapshot().plain();
-        let scope = Scope {
-            signals: &signals,
-            params: &self.params,
-            devices: &devices,
-            extra_strings: &[],
+        let snap = self.dev.current();
+        if snap.liveness == Liveness::Offline {
+            return Some(Event::Offline {
+                detail: offline_detail(&self.dev, &snap),
+            });
+        }
+        let writes = if self.writes.is_empty() {
+            // A recovered command: what was written is what the plan says now.
+            let devices = self.ctx.devices_scope();
+            let signals = snap.plain();
+            let scope = Scope {
+                signals: &signals,
+                params: &self.params,
+                devices: &devices,
+                extra_strings: &[],
+            };
+            plan::evaluate(&self.action.write, &scope).ok()?
+        } else {
+            self.writes.clone()
         };
-        let writes = plan::evaluate(&self.action.write, &scope).ok()?;
         let mut all = true;
         let mut evidence = serde_json::Map::new();
         for w in &writes {

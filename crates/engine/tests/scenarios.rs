@@ -645,3 +645,23 @@ async fn a_frozen_heartbeat_register_makes_a_device_offline_while_reads_still_su
         r.detail
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_with_one_idempotency_key_create_one_command() {
+    // The first answer takes 150 ms: both submissions wait for it between lookup and insert.
+    let src =
+        relay(r#"{ kind = "latency_ms", ms = 150 }"#).replace("expect_s = 0.02", "expect_s = 0.5");
+    let rig = rig(&src).await;
+    let sub = || closedloop_engine::Submission {
+        device: "lamp".into(),
+        action: "switch".into(),
+        args: json!({"on": true}).as_object().cloned().unwrap(),
+        idempotency_key: Some("same-key".into()),
+        ..Default::default()
+    };
+    let (a, b) = tokio::join!(rig.engine.submit(sub()), rig.engine.submit(sub()));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.command_id, b.command_id, "one command for one key");
+    let all = rig.engine.list(Some("lamp"), None, 10).await.unwrap();
+    assert_eq!(all.len(), 1, "{all:#?}");
+}

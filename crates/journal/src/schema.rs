@@ -4,9 +4,10 @@
 //! sqlx's macro tree; `schema_version` records the last one applied.
 
 /// `(version, sql)` in ascending order. Never edit an applied migration; append a new one.
-pub(crate) const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    r#"
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        r#"
 CREATE TABLE commands (
     command_id      TEXT PRIMARY KEY NOT NULL,
     request_id      TEXT NOT NULL,
@@ -40,4 +41,10 @@ CREATE TABLE events (
 );
 CREATE INDEX events_by_command ON events (command_id, seq);
 "#,
-)];
+    ),
+    (
+        2,
+        // One command per idempotency key, enforced by the database as well as by the engine.
+        "CREATE UNIQUE INDEX commands_one_per_key ON commands (idempotency_key) WHERE idempotency_key IS NOT NULL;",
+    ),
+];
