@@ -428,7 +428,13 @@ impl Engine {
             .await?
             .ok_or_else(|| EngineError::UnknownCommand(command_id.into()))?;
         let events = self.ctx.journal.events(command_id).await?;
-        Ok(CommandResult::from_rows(&row, &events, None))
+        // Not live but not terminal (its supervisor has not started yet): the time to its
+        // journaled deadline is the honest estimate.
+        let remaining = row
+            .deadline_ms
+            .map(|d| ((d - self.ctx.clock.now_ms()).max(0)) as f64 / 1000.0)
+            .or(Some(0.0));
+        Ok(CommandResult::from_rows(&row, &events, remaining))
     }
 
     /// A receiver woken whenever the command changes (for progress notifications), if it is live.

@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+/// How many times a failed journal write is retried (50, 100, 200, 400, 800 ms apart).
+const JOURNAL_RETRIES: u32 = 5;
+
 /// The in-memory mirror of one journaled command.
 ///
 /// # Invariants
@@ -93,7 +96,20 @@ impl LiveCommand {
                 data,
             })
             .collect();
-        journal.update(&row, &events).await?;
+        // A transient failure (a locked database, a full disk being cleared) must not leave the
+        // command's state unrecorded: retry a few times before giving up with the error.
+        let mut attempt = 0;
+        loop {
+            match journal.update(&row, &events).await {
+                Ok(()) => break,
+                Err(e) if attempt >= JOURNAL_RETRIES => return Err(e),
+                Err(e) => {
+                    attempt += 1;
+                    tracing::warn!(command_id = %row.command_id, error = %e, attempt, "journal write failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+                }
+            }
+        }
         {
             let mut s = self.lock();
             s.row = row;

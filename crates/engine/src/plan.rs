@@ -38,6 +38,16 @@ pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Write>,
                     ))
                 })?;
                 if area.is_bit() {
+                    // A coil takes a bool, or exactly 0 or 1: 0.3 is a mistake, not "on".
+                    if let closedloop_driver::Value::Number(n) = v
+                        && n != 0.0
+                        && n != 1.0
+                    {
+                        return Err(PlanError(format!(
+                            "{area}:{address} is a coil and cannot take `{}` = {n}; give true/false or 0/1",
+                            value.source()
+                        )));
+                    }
                     out.push(Write::Coils {
                         start: *address,
                         values: vec![v.as_bool()],
@@ -190,6 +200,43 @@ mod tests {
         );
         let e = interpret(Err(TransportError::Timeout(500)), &w()).unwrap_err();
         assert_eq!((e.code, e.maybe_applied), (ErrorCode::DeviceOffline, true));
+    }
+
+    #[test]
+    fn a_coil_takes_a_bool_or_exactly_zero_or_one() {
+        use closedloop_driver::Encoding;
+        use closedloop_plant::{Expr, Params, Scope};
+        let signals = std::collections::BTreeMap::new();
+        let devices = std::collections::BTreeMap::new();
+        let params = Params::new();
+        let scope = Scope {
+            signals: &signals,
+            params: &params,
+            devices: &devices,
+            extra_strings: &[],
+        };
+        let entry = |src: &str| WriteEntry::Register {
+            area: closedloop_driver::Area::Coil,
+            address: 0,
+            encoding: Encoding::default(),
+            value: Expr::compile(src).expect("compiles"),
+        };
+        assert_eq!(
+            evaluate(&[entry("1.0")], &scope).unwrap(),
+            vec![Write::Coils {
+                start: 0,
+                values: vec![true]
+            }]
+        );
+        assert_eq!(
+            evaluate(&[entry("true")], &scope).unwrap(),
+            vec![Write::Coils {
+                start: 0,
+                values: vec![true]
+            }]
+        );
+        let e = evaluate(&[entry("0.3")], &scope).unwrap_err();
+        assert!(e.0.contains("coil"), "{e}");
     }
 
     #[test]
