@@ -308,7 +308,7 @@ impl Machine {
                 // Cancelled (or shutting down) while the write kept failing: never send it again.
                 if self.cancel_requested {
                     let stop = maybe_applied && self.profile.has_cancel;
-                    let mut fx = if self.cancel_for_shutdown {
+                    let fx = if self.cancel_for_shutdown {
                         self.finish(
                             Status::Failed,
                             Some(ErrorCode::Interrupted),
@@ -328,10 +328,7 @@ impl Machine {
                             None,
                         )
                     };
-                    if stop {
-                        fx.insert(0, Effect::SafeState { write_cancel: true });
-                    }
-                    return fx;
+                    return with_stop(fx, stop);
                 }
                 if transient && self.profile.idempotent && self.attempt < self.profile.max_attempts
                 {
@@ -341,47 +338,38 @@ impl Machine {
                         attempt: self.attempt,
                     }];
                 }
-                let mut fx = self.finish(
+                let fx = self.finish(
                     Status::Failed,
                     Some(code),
                     Reason::Driver(detail),
                     false,
                     None,
                 );
-                if maybe_applied && self.profile.has_cancel {
-                    fx.insert(0, Effect::SafeState { write_cancel: true });
-                }
-                fx
+                with_stop(fx, maybe_applied && self.profile.has_cancel)
             }
             (Writing, Event::Deadline) => {
                 let (code, detail) = self.last_write_error.take().unwrap_or((
                     ErrorCode::Timeout,
                     "the write was never acknowledged".into(),
                 ));
-                let mut fx = self.finish(
+                let fx = self.finish(
                     Status::Failed,
                     Some(code),
                     Reason::Driver(detail),
                     false,
                     None,
                 );
-                if self.profile.has_cancel {
-                    fx.insert(0, Effect::SafeState { write_cancel: true });
-                }
-                fx
+                with_stop(fx, self.profile.has_cancel)
             }
             (Writing, Event::Offline { detail }) => {
-                let mut fx = self.finish(
+                let fx = self.finish(
                     Status::Failed,
                     Some(ErrorCode::DeviceOffline),
                     Reason::Offline(detail),
                     false,
                     None,
                 );
-                if self.profile.has_cancel {
-                    fx.insert(0, Effect::SafeState { write_cancel: true });
-                }
-                fx
+                with_stop(fx, self.profile.has_cancel)
             }
             (Writing, Event::CancelRequested) => {
                 // The write is on the wire; stop it once it is acknowledged.
@@ -398,17 +386,14 @@ impl Machine {
             (Supervising, Event::Reading(r)) => self.reading(r),
             (Supervising, Event::Deadline) => self.deadline(),
             (Supervising, Event::Offline { detail }) => {
-                let mut fx = self.finish(
+                let fx = self.finish(
                     Status::Failed,
                     Some(ErrorCode::DeviceOffline),
                     Reason::Offline(detail),
                     false,
                     None,
                 );
-                if self.profile.has_cancel {
-                    fx.insert(0, Effect::SafeState { write_cancel: true });
-                }
-                fx
+                with_stop(fx, self.profile.has_cancel)
             }
             (Supervising, Event::CancelRequested) => self.cancel(false),
             (Supervising, Event::Shutdown) => {
@@ -465,17 +450,14 @@ impl Machine {
     fn reading(&mut self, r: Reading) -> Vec<Effect> {
         let feedback = self.profile.check == Check::Feedback;
         if let Some(code) = r.failed {
-            let mut fx = self.finish(
+            let fx = self.finish(
                 Status::Failed,
                 Some(ErrorCode::Signal(code)),
                 Reason::FailSignal,
                 feedback,
                 None,
             );
-            if self.profile.has_cancel {
-                fx.insert(0, Effect::SafeState { write_cancel: true });
-            }
-            return fx;
+            return with_stop(fx, self.profile.has_cancel);
         }
         self.moved |= r.moved;
         if self.profile.has_started_when && !self.started_seen {
@@ -506,7 +488,7 @@ impl Machine {
 
     fn deadline(&mut self) -> Vec<Effect> {
         let readback = self.profile.check == Check::Readback;
-        let mut fx = if self.recovered {
+        let fx = if self.recovered {
             self.finish(
                 Status::Failed,
                 Some(ErrorCode::Interrupted),
@@ -539,10 +521,7 @@ impl Machine {
                 None,
             )
         };
-        if self.profile.has_cancel {
-            fx.insert(0, Effect::SafeState { write_cancel: true });
-        }
-        fx
+        with_stop(fx, self.profile.has_cancel)
     }
 
     fn cancel(&mut self, shutdown: bool) -> Vec<Effect> {
@@ -582,6 +561,15 @@ impl Machine {
             readback_matched,
         })]
     }
+}
+
+/// Puts the safe state (write the cancel plan, hold the device until it stopped) before a
+/// terminal effect when `stop` says the device may be moving.
+fn with_stop(mut fx: Vec<Effect>, stop: bool) -> Vec<Effect> {
+    if stop {
+        fx.insert(0, Effect::SafeState { write_cancel: true });
+    }
+    fx
 }
 
 #[cfg(test)]
