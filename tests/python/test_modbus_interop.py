@@ -12,26 +12,17 @@ A missing prerequisite (pymodbus, pyserial, socat) fails the test; nothing here 
 
 from __future__ import annotations
 
-import os
-import queue
 import shutil
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult
-
-TERMINAL = {"completed", "failed", "timeout", "sent", "rejected", "cancelled"}
-ERROR_STATUSES = {"rejected", "failed", "timeout"}
+from support import Lines, act, call, outcome, require, serve, stop
 
 pytestmark = pytest.mark.anyio
 
@@ -40,68 +31,15 @@ REPO = HERE.parents[1]
 SLIDE_SERVER = HERE / "modbus" / "slide_server.py"
 
 
-def _require(module: str) -> Any:
-    """Imports a prerequisite, failing (never skipping) with the way to install it."""
-    try:
-        return __import__(module)
-    except ImportError as exc:
-        pytest.fail(
-            f"{module} is not importable ({exc}); it is pinned in tests/python/requirements.txt: "
-            "run `bash scripts/python-env` and use its venv (scripts/test-python does both)",
-            pytrace=False,
-        )
-
-
 # ---------------------------------------------------------------------------------------------
 # Processes
-
-
-class Lines:
-    """A child's stdout read line by line on a thread, so waiting for a line can time out
-    (select() on a buffered pipe misses lines already read into the buffer)."""
-
-    def __init__(self, proc: subprocess.Popen[str], log: Path | None = None) -> None:
-        self.proc, self.log = proc, log
-        self.queue: queue.Queue[str] = queue.Queue()
-        assert proc.stdout is not None
-        stdout = proc.stdout
-
-        def pump() -> None:
-            for line in stdout:
-                self.queue.put(line)
-            self.queue.put("")  # EOF
-
-        threading.Thread(target=pump, daemon=True).start()
-
-    def next(self, timeout_s: float, what: str) -> str:
-        """The next line within timeout_s, or a failure naming what was awaited."""
-        try:
-            line = self.queue.get(timeout=timeout_s)
-        except queue.Empty:
-            line = ""
-        if not line:
-            self.proc.poll()
-            log = self.log
-            err = log.read_text(encoding="utf-8", errors="replace")[-4000:] if log and log.exists() else ""
-            pytest.fail(f"{what}: no line within {timeout_s} s (exit code {self.proc.returncode})\n{err}", pytrace=False)
-        return line.strip()
-
-
-def _stop(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class SlideServer:
     """modbus/slide_server.py as a child process, with its stdin control."""
 
     def __init__(self, args: list[str], log: Path) -> None:
-        _require("pymodbus")
+        require("pymodbus")
         self.log = log
         with open(log, "w", encoding="utf-8") as err:
             self.proc = subprocess.Popen(
@@ -125,7 +63,7 @@ class SlideServer:
         assert answer == f"ok {line}", answer
 
     def close(self) -> None:
-        _stop(self.proc)
+        stop(self.proc)
 
 
 @pytest.fixture
@@ -186,50 +124,6 @@ idempotent = false
 """
     head = '[server]\nname = "pymodbus-interop"\njournal = "sqlite://interop.db"\n'
     return head + relay + (slide_dev if slide else "")
-
-
-@asynccontextmanager
-async def serve(closedloop_bin: Path, plant: Path, request: pytest.FixtureRequest) -> AsyncIterator[ClientSession]:
-    """`closedloop serve PLANT` over stdio with the `mcp` client, as conftest.py's `server` does;
-    its stderr is kept beside the plant and attached to the test's report."""
-    log_path = plant.parent / "serve.log"
-    params = StdioServerParameters(
-        command=str(closedloop_bin), args=["serve", str(plant)], cwd=str(plant.parent),
-        env={**os.environ, "CLOSEDLOOP_LOG": "info"},
-    )
-    try:
-        with open(log_path, "a", encoding="utf-8") as log:
-            async with stdio_client(params, errlog=log) as (read, write):
-                async with ClientSession(read, write, read_timeout_seconds=30) as session:
-                    await session.initialize()
-                    yield session
-    finally:
-        if log_path.exists():
-            text = log_path.read_text(encoding="utf-8", errors="replace")
-            request.node.add_report_section("call", "closedloop stderr", text[-20000:])
-
-
-async def call(session: ClientSession, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    """One tool call; its structuredContent, with isError consistent with the status."""
-    result: CallToolResult = await session.call_tool(tool, args)
-    sc = result.structured_content
-    assert isinstance(sc, dict), f"{tool}: no structuredContent: {result}"
-    if "status" in sc:
-        assert result.is_error == (sc["status"] in ERROR_STATUSES), sc
-    return sc
-
-
-async def act(session: ClientSession, tool: str, args: dict[str, Any], limit_s: float = 20) -> dict[str, Any]:
-    """Calls an action tool with wait_s and follows the command until it is final."""
-    sc = await call(session, tool, {**args, "wait_s": 5})
-    with anyio.fail_after(limit_s):
-        while sc["status"] not in TERMINAL:
-            sc = await call(session, "get_command_status", {"command_id": sc["command_id"], "wait_s": 3})
-    return sc
-
-
-def outcome(sc: dict[str, Any]) -> tuple[str, str | None]:
-    return sc["status"], sc.get("error_code")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,14 +220,14 @@ def closedloop_sim(closedloop_bin: Path, tmp_path: Path, request: pytest.Fixture
                     units[device] = (int(unit), addr)
         yield units
     finally:
-        _stop(proc)
+        stop(proc)
         request.node.add_report_section("teardown", "closedloop sim stderr", log.read_text()[-20000:])
 
 
 async def test_pymodbus_client_reads_closedloop_sim(closedloop_sim: dict[str, tuple[int, str]]) -> None:
     """pymodbus writes the lamp's coil, sees its auxiliary contact pull in, and reads the oven's
     temperature register (250 = 25.0 °C at ambient)."""
-    _require("pymodbus")
+    require("pymodbus")
     from pymodbus.client import AsyncModbusTcpClient
 
     assert {"lamp", "oven"} <= closedloop_sim.keys(), closedloop_sim
@@ -404,7 +298,7 @@ def pty_pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[P
             time.sleep(0.02)
         yield a, b
     finally:
-        _stop(proc)
+        stop(proc)
         request.node.add_report_section("teardown", "socat stderr", log.read_text()[-5000:])
 
 
@@ -413,7 +307,7 @@ async def test_modbus_rtu_over_socat_against_pymodbus_serial_server(
 ) -> None:
     """pymodbus's RTU serial server on one pty, closedloop's `modbus-rtu` driver on the other:
     the relay and the slide complete across RTU frames (CRCs from two different stacks)."""
-    _require("serial")
+    require("serial")
     a, b = pty_pair
     server = SlideServer(["--serial", str(a), "--baud", "19200"], tmp_path / "slide_server.log")
     try:

@@ -1,10 +1,13 @@
-//! `closedloop sim`: the plant's simulated devices as their own process over Modbus TCP, and the
+//! `closedloop sim`: the plant's simulated devices as their own process, over Modbus TCP (units on
+//! `[device.sim] listen`) and MQTT (`mqtt-relay` clients of `[device.sim] broker`), and the
 //! `fault` / `clear` requests to its control endpoint.
 //!
-//! stdout carries exactly one line per served device (`closedloop sim: slide unit 1 on
-//! 127.0.0.1:PORT`) and then one for the control endpoint (`closedloop sim: control on
-//! 127.0.0.1:PORT`), printed once every port accepts connections, so scripts and tests read the
-//! real ports instead of sleeping. Devices that are not served are named on stderr.
+//! stdout carries exactly one line per served Modbus device (`closedloop sim: slide unit 1 on
+//! 127.0.0.1:PORT`), one per running relay (`closedloop sim: lamp mqtt-relay lab/lamp on
+//! mqtt://127.0.0.1:1883`) and then one for the control endpoint (`closedloop sim: control on
+//! 127.0.0.1:PORT`), printed once every port accepts connections and every relay is connected to
+//! its broker (or held off by a fault it was given), so scripts and tests read the real ports
+//! instead of sleeping. Devices that are not served are named on stderr.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -103,10 +106,11 @@ async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitC
     for s in &bound.skipped {
         eprintln!("closedloop sim: {} skipped: {}", s.device, s.reason);
     }
-    if bound.served.is_empty() {
+    if bound.served.is_empty() && bound.relays.is_empty() {
         bail!(
-            "{}: no device has a [device.sim] table with `listen`; add e.g. \
-             [device.sim] model = \"relay\", listen = \"127.0.0.1:1502\", unit = 1",
+            "{}: no device has a [device.sim] table with `listen` (Modbus) or `broker` \
+             (mqtt-relay); add e.g. [device.sim] model = \"relay\", listen = \"127.0.0.1:1502\", \
+             unit = 1",
             path.display()
         );
     }
@@ -114,6 +118,12 @@ async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitC
     let control_addr = control.local_addr().context("the control endpoint")?;
     for s in &bound.served {
         println!("closedloop sim: {} unit {} on {}", s.device, s.unit, s.addr);
+    }
+    for r in &bound.relays {
+        println!(
+            "closedloop sim: {} mqtt-relay {} on {}",
+            r.device, r.prefix, r.broker
+        );
     }
     println!("closedloop sim: control on {control_addr}");
     tokio::select! {

@@ -18,6 +18,7 @@ fn check_passes_on_every_example_plant_and_prints_the_tool_surface() {
     for plant in [
         "examples/workshop.toml",
         "examples/modbus-workshop.toml",
+        "examples/mqtt-workshop.toml",
         "crates/cli/tests/fault_plant.toml",
     ] {
         let out = closedloop().arg("check").arg(repo(plant)).output().unwrap();

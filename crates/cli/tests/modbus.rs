@@ -4,26 +4,14 @@
 //! `completed` under a fault. Then `kill -9` of the gateway mid-move: the axis keeps moving in the
 //! simulator process, and after the restart the command ends `completed` with evidence.
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+mod common;
+
+use common::*;
+use rmcp::ServiceExt;
+use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-
-type Client = RunningService<RoleClient, ()>;
-
-/// Kills a child process when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Stdio};
 
 /// Starts `closedloop sim` on free ports and writes the plant `serve` should use (the same file,
 /// with the announced port as every device's address). Returns the sim and its control address.
@@ -59,68 +47,6 @@ fn start_sim(dir: &Path) -> (Running, String) {
     )
     .unwrap();
     (Running(child), control)
-}
-
-fn sim_ctl(control: &str, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .arg("sim")
-        .arg(args[0])
-        .arg("--control")
-        .arg(control)
-        .args(&args[1..])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sim {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-async fn connect(dir: &Path) -> Client {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_closedloop"));
-    cmd.arg("serve")
-        .arg(dir.join("plant.toml"))
-        .stderr(Stdio::null());
-    ().serve(TokioChildProcess::new(cmd).unwrap())
-        .await
-        .unwrap()
-}
-
-async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
-    let p = CallToolRequestParams::new(tool.to_string())
-        .with_arguments(args.as_object().cloned().unwrap());
-    c.call_tool(p)
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-fn sc(r: &CallToolResult) -> &Value {
-    r.structured_content.as_ref().unwrap()
-}
-
-async fn settle(c: &Client, mut r: CallToolResult) -> CallToolResult {
-    for _ in 0..20 {
-        if !matches!(sc(&r)["status"].as_str(), Some("accepted" | "running")) {
-            return r;
-        }
-        let id = sc(&r)["command_id"].as_str().unwrap().to_string();
-        r = call(
-            c,
-            "get_command_status",
-            json!({"command_id": id, "wait_s": 5}),
-        )
-        .await;
-    }
-    panic!("never settled: {:?}", r.structured_content);
-}
-
-fn outcome(r: &CallToolResult) -> (String, String) {
-    let v = sc(r);
-    (
-        v["status"].as_str().unwrap_or("").into(),
-        v["error_code"].as_str().unwrap_or("").into(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

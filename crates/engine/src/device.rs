@@ -1,13 +1,26 @@
 //! One device at run time: its driver, its poller, its signal cache and its liveness.
 //!
-//! The poller reads every declared signal each `poll_ms` (neighbouring addresses of one area
-//! merged into one request, never across gaps) and publishes a [`Snapshot`] on a watch channel.
-//! Each read cycle gets a sequence number *when it is issued*; a command records the counter when
-//! its write is acknowledged, and only values from cycles with a higher number count as evidence
-//! — a poll already in flight during the write can never confirm it.
+//! Register devices (sim, Modbus): the poller reads every declared signal each `poll_ms`
+//! (neighbouring addresses of one area merged into one request, never across gaps) and publishes
+//! a [`Snapshot`] on a watch channel. Each read cycle gets a sequence number *when it is issued*;
+//! a command records the counter when its write is acknowledged, and only values from cycles with
+//! a higher number count as evidence — a poll already in flight during the write can never
+//! confirm it.
+//!
+//! MQTT devices: a listener takes the messages of the device's topics from the broker connection
+//! it shares with the other devices on that broker. A value's sequence number is the message's
+//! number on that connection, and a publish's fence is the number of the last message received
+//! before its PUBACK — the same rule: only messages that arrived after the acknowledgement count.
+//! Retained messages (delivered on subscribe) update the cache with sequence 0, so they are never
+//! evidence and never a sign of life. The device is offline when its status topic carries the
+//! `offline` payload (its last will), when the broker connection is down, or after
+//! `max_silence_s` without a message; every `poll_ms` the listener republishes the snapshot so
+//! supervisors see a silence as it happens.
 
 use crate::clock::Clock;
+use crate::plan::{self, Publish, Request, WriteError};
 use closedloop_driver::{Answer, Area, Data, Driver, Encoding, TransportError, Value, Write};
+use closedloop_mqtt::{Link, MqttBroker};
 use closedloop_plant::{Device, Source};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -59,6 +72,9 @@ pub struct Snapshot {
     pub crc_failing: bool,
     /// Monotonic instant of the last valid answer, for judging liveness at any later moment.
     pub last_valid: Option<Instant>,
+    /// Offline whatever the silence says: the device announced it (its last will on the status
+    /// topic), or the connection to its broker is down. `last_error` says which.
+    pub down: bool,
 }
 
 impl Snapshot {
@@ -89,11 +105,20 @@ struct Block {
     signals: Vec<(String, u16, Encoding)>,
 }
 
+/// How the engine reaches one device.
+#[derive(Clone)]
+pub enum DeviceIo {
+    /// Register-mapped and polled (sim, Modbus).
+    Registers(Arc<dyn Driver>),
+    /// An MQTT client of a broker; devices on one broker share the handle (one connection).
+    Mqtt(MqttBroker),
+}
+
 /// A device's runtime.
 pub struct DeviceRt {
     /// The plant's declaration.
     pub spec: Arc<Device>,
-    driver: Arc<dyn Driver>,
+    io: DeviceIo,
     timeout: Duration,
     blocks: Vec<Block>,
     issued: AtomicU64,
@@ -106,7 +131,7 @@ pub struct DeviceRt {
 
 impl DeviceRt {
     /// Wraps a driver; call [`DeviceRt::spawn_poller`] to start reading.
-    pub fn new(spec: Arc<Device>, driver: Arc<dyn Driver>, clock: Clock) -> Arc<DeviceRt> {
+    pub fn new(spec: Arc<Device>, io: DeviceIo, clock: Clock) -> Arc<DeviceRt> {
         let blocks = plan_blocks(&spec);
         let (tx, _) = watch::channel(Snapshot {
             seq: 0,
@@ -116,11 +141,12 @@ impl DeviceRt {
             last_error: None,
             crc_failing: false,
             last_valid: None,
+            down: false,
         });
         Arc::new(DeviceRt {
             timeout: Duration::from_millis(spec.request_timeout_ms()),
             spec,
-            driver,
+            io,
             blocks,
             issued: AtomicU64::new(0),
             poll_now: Notify::new(),
@@ -145,14 +171,22 @@ impl DeviceRt {
     /// offline.
     pub fn current(&self) -> Snapshot {
         let mut snap = self.snapshot();
+        snap.liveness = self.judge_liveness(&snap, self.started);
+        snap
+    }
+
+    /// Liveness from the last sign of life, judged now.
+    fn judge_liveness(&self, snap: &Snapshot, started: Instant) -> Liveness {
         let window = Duration::from_secs_f64(self.spec.liveness.max_silence_s);
-        snap.liveness = match snap.last_valid {
-            None if self.started.elapsed() > window => Liveness::Offline,
+        match snap.last_valid {
+            _ if snap.down => Liveness::Offline,
+            // Silent for a whole liveness window since reading began: that is offline, not
+            // merely "not heard from yet".
+            None if started.elapsed() > window => Liveness::Offline,
             None => Liveness::Unknown,
             Some(t) if t.elapsed() <= window => Liveness::Online,
             Some(_) => Liveness::Offline,
-        };
-        snap
+        }
     }
 
     /// A receiver that wakes on every read cycle.
@@ -160,9 +194,60 @@ impl DeviceRt {
         self.tx.subscribe()
     }
 
-    /// The number of the last read cycle issued. Values from later cycles are fresh.
+    /// The number of the last read cycle issued (for MQTT: of the last message received on the
+    /// broker connection). Values numbered higher are fresh.
     pub fn issued_seq(&self) -> u64 {
-        self.issued.load(Ordering::SeqCst)
+        match &self.io {
+            DeviceIo::Registers(_) => self.issued.load(Ordering::SeqCst),
+            DeviceIo::Mqtt(broker) => broker.last_seq(),
+        }
+    }
+
+    /// Whether the device is register-mapped (raw register access and readback apply).
+    pub fn is_register_based(&self) -> bool {
+        matches!(self.io, DeviceIo::Registers(_))
+    }
+
+    /// Sends one request of a plan. Returns the fence: values numbered above it arrived after
+    /// the acknowledgement. A publish expires after `expiry` (the command's deadline) and is
+    /// bounded by it.
+    pub async fn send(&self, req: &Request, expiry: Duration) -> Result<u64, WriteError> {
+        match (req, &self.io) {
+            (Request::Register(w), DeviceIo::Registers(_)) => {
+                plan::interpret(self.write(w.clone()).await, w)?;
+                Ok(self.issued_seq())
+            }
+            (Request::Publish(p), DeviceIo::Mqtt(broker)) => self.publish(broker, p, expiry).await,
+            (req, _) => Err(WriteError {
+                code: crate::ErrorCode::BusNak,
+                detail: format!("{req} does not fit the driver of {}", self.id()),
+                transient: false,
+                maybe_applied: false,
+            }),
+        }
+    }
+
+    async fn publish(
+        &self,
+        broker: &MqttBroker,
+        p: &Publish,
+        expiry: Duration,
+    ) -> Result<u64, WriteError> {
+        let sent = broker.publish(&p.topic, p.payload.clone().into_bytes(), p.qos, expiry);
+        match tokio::time::timeout(expiry, sent).await {
+            Ok(Ok(ack)) => Ok(ack.seq),
+            Ok(Err(e)) => Err(plan::interpret_publish(&e, p)),
+            Err(_) => Err(WriteError {
+                code: crate::ErrorCode::DeviceOffline,
+                detail: format!(
+                    "publishing to {}: the broker did not acknowledge within {:.1} s",
+                    p.topic,
+                    expiry.as_secs_f64()
+                ),
+                transient: false,
+                maybe_applied: true,
+            }),
+        }
     }
 
     /// Asks the poller to start a cycle now instead of at its next tick.
@@ -170,9 +255,15 @@ impl DeviceRt {
         self.poll_now.notify_one();
     }
 
-    /// Sends one write request with the device's timeout.
+    /// Sends one register write with the device's timeout.
     pub async fn write(&self, w: Write) -> Answer<()> {
-        match tokio::time::timeout(self.timeout, self.driver.write(w)).await {
+        let DeviceIo::Registers(driver) = &self.io else {
+            return Err(TransportError::Io(format!(
+                "{} has no registers",
+                self.id()
+            )));
+        };
+        match tokio::time::timeout(self.timeout, driver.write(w)).await {
             Ok(answer) => answer,
             Err(_) => Err(TransportError::Timeout(self.timeout.as_millis() as u64)),
         }
@@ -180,22 +271,30 @@ impl DeviceRt {
 
     /// Reads one block with the device's timeout (readback verification).
     pub async fn read(&self, area: Area, start: u16, count: u16) -> Answer<Data> {
-        match tokio::time::timeout(self.timeout, self.driver.read(area, start, count)).await {
+        let DeviceIo::Registers(driver) = &self.io else {
+            return Err(TransportError::Io(format!(
+                "{} has no registers",
+                self.id()
+            )));
+        };
+        match tokio::time::timeout(self.timeout, driver.read(area, start, count)).await {
             Ok(answer) => answer,
             Err(_) => Err(TransportError::Timeout(self.timeout.as_millis() as u64)),
         }
     }
 
-    /// Starts the poll loop; it ends when `stop` is notified.
+    /// Starts the poll loop (for MQTT, the listener); it ends when `stop` is notified.
     pub fn spawn_poller(self: &Arc<Self>, stop: Arc<Notify>) -> tokio::task::JoinHandle<()> {
         let me = Arc::clone(self);
+        if let DeviceIo::Mqtt(broker) = &self.io {
+            return tokio::spawn(me.clone().listen(broker.clone(), stop));
+        }
         tokio::spawn(async move {
             let poll = Duration::from_millis(me.spec.poll_ms.max(1));
-            let max_silence = Duration::from_secs_f64(me.spec.liveness.max_silence_s);
             let mut alive = Alive::default();
             let started = Instant::now();
             loop {
-                me.cycle(&mut alive, started, max_silence).await;
+                me.cycle(&mut alive, started).await;
                 tokio::select! {
                     _ = tokio::time::sleep(poll) => {}
                     _ = me.poll_now.notified() => {}
@@ -205,7 +304,7 @@ impl DeviceRt {
         })
     }
 
-    async fn cycle(&self, alive: &mut Alive, started: Instant, max_silence: Duration) {
+    async fn cycle(&self, alive: &mut Alive, started: Instant) {
         let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         let mut snap = self.snapshot();
         let mut error = None;
@@ -282,15 +381,153 @@ impl DeviceRt {
         snap.crc_failing = crc;
         snap.last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
         snap.last_valid = last_valid;
-        snap.liveness = match last_valid {
-            // Silent for a whole liveness window since polling began: that is offline, not
-            // merely "not heard from yet".
-            None if started.elapsed() > max_silence => Liveness::Offline,
-            None => Liveness::Unknown,
-            Some(t) if t.elapsed() <= max_silence => Liveness::Online,
-            Some(_) => Liveness::Offline,
-        };
+        snap.liveness = self.judge_liveness(&snap, started);
         self.tx.send_replace(snap);
+    }
+
+    /// The MQTT listener: messages of the device's topics into the cache, link and status-topic
+    /// changes into liveness, and a republished snapshot every `poll_ms`.
+    async fn listen(self: Arc<Self>, broker: MqttBroker, stop: Arc<Notify>) {
+        let mut topics: Vec<String> = self
+            .spec
+            .signals
+            .iter()
+            .filter_map(|s| match &s.source {
+                Source::Topic { topic, .. } => Some(topic.clone()),
+                _ => None,
+            })
+            .collect();
+        let status = self.spec.liveness.status_topic.clone();
+        topics.extend(status.clone());
+        topics.sort();
+        topics.dedup();
+        let (msg_tx, mut msgs) = tokio::sync::mpsc::channel(256);
+        let mut forwarders = tokio::task::JoinSet::new();
+        for topic in &topics {
+            let mut sub = broker.subscribe(topic);
+            let tx = msg_tx.clone();
+            forwarders.spawn(async move {
+                while let Some(m) = sub.recv().await {
+                    if tx.send(m).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(msg_tx);
+        let mut link = broker.link();
+        let mut tick = tokio::time::interval(Duration::from_millis(self.spec.poll_ms.max(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let url = match &self.spec.driver {
+            closedloop_plant::DriverConfig::Mqtt { broker, .. } => broker.clone(),
+            _ => String::new(),
+        };
+        let mut announced_offline = false;
+        let mut link_up = *link.borrow_and_update() == Link::Connected;
+        loop {
+            let mut snap = self.snapshot();
+            tokio::select! {
+                m = msgs.recv() => {
+                    let Some(m) = m else { return };
+                    if status.as_deref() == Some(m.topic.as_str()) {
+                        let text = String::from_utf8_lossy(&m.payload);
+                        let text = text.trim();
+                        if text == self.spec.liveness.offline {
+                            announced_offline = true;
+                        } else if text == self.spec.liveness.online {
+                            announced_offline = false;
+                            if !m.retained {
+                                snap.last_valid = Some(m.received_at);
+                            }
+                        }
+                    } else {
+                        self.take_message(&mut snap, &m);
+                    }
+                }
+                changed = link.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    link_up = *link.borrow_and_update() == Link::Connected;
+                }
+                _ = tick.tick() => {}
+                _ = stop.notified() => return,
+            }
+            let down = !link_up || announced_offline;
+            if !link_up {
+                snap.last_error = Some(match broker.last_error() {
+                    Some(why) => format!("the connection to the broker {url} is down: {why}"),
+                    None => format!("the connection to the broker {url} is down"),
+                });
+            } else if announced_offline {
+                snap.last_error = Some(format!(
+                    "{} announced {:?} on its status topic {}",
+                    self.id(),
+                    self.spec.liveness.offline,
+                    status.as_deref().unwrap_or_default()
+                ));
+            } else if snap.down {
+                // Back: the reason it was down no longer holds.
+                snap.last_error = None;
+            }
+            snap.down = down;
+            snap.last_seen_ms = snap.last_valid.map(|t| self.clock.wall_ms(t));
+            snap.liveness = self.judge_liveness(&snap, self.started);
+            self.tx.send_replace(snap);
+        }
+    }
+
+    /// One message of a signal topic into the snapshot.
+    fn take_message(&self, snap: &mut Snapshot, m: &closedloop_mqtt::Message) {
+        // Retained: the broker's memory of some earlier moment — a value to show, never
+        // evidence (sequence 0) and never a sign of life.
+        let seq = if m.retained { 0 } else { m.seq };
+        let at_ms = self.clock.wall_ms(m.received_at);
+        let mut undecoded = Vec::new();
+        for s in &self.spec.signals {
+            let Source::Topic {
+                topic,
+                json,
+                true_values,
+                ty,
+            } = &s.source
+            else {
+                continue;
+            };
+            if !closedloop_mqtt::topic_matches(topic, &m.topic) {
+                continue;
+            }
+            let ty = if s.source.is_bool() {
+                closedloop_driver::ValueType::Bool
+            } else {
+                *ty
+            };
+            match closedloop_mqtt::decode(&m.payload, json.as_deref(), true_values, ty) {
+                Some(value) => {
+                    snap.values.insert(
+                        s.name.clone(),
+                        SignalValue {
+                            value,
+                            at_ms,
+                            source: s.source.describe(),
+                            seq,
+                        },
+                    );
+                }
+                None => undecoded.push(s.name.as_str()),
+            }
+        }
+        if !m.retained {
+            snap.seq = snap.seq.max(m.seq);
+            snap.last_valid = Some(m.received_at);
+            snap.last_error = (!undecoded.is_empty()).then(|| {
+                format!(
+                    "a message on {} held no value for {}",
+                    m.topic,
+                    undecoded.join(", ")
+                )
+            });
+        }
     }
 }
 
@@ -350,6 +587,78 @@ fn plan_blocks(device: &Device) -> Vec<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lamp() -> Device {
+        closedloop_plant::parse(
+            r#"
+[[device]]
+id = "lamp"
+description = "test"
+driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:9", client_id = "t" }
+[device.signals]
+on = { topic = "lab/lamp/state", json = "/on", type = "bool" }
+level = { topic = "lab/+/level" }
+"#,
+            "t.toml",
+            std::path::Path::new("."),
+        )
+        .expect("plant parses")
+        .devices[0]
+            .clone()
+    }
+
+    fn message(topic: &str, payload: &str, retained: bool, seq: u64) -> closedloop_mqtt::Message {
+        closedloop_mqtt::Message {
+            topic: topic.into(),
+            payload: payload.as_bytes().to_vec().into(),
+            retained,
+            received_at: Instant::now(),
+            seq,
+            expiry_s: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn retained_messages_fill_the_cache_but_are_neither_evidence_nor_life() {
+        let broker = MqttBroker::connect(closedloop_mqtt::BrokerConfig::new(
+            "mqtt://127.0.0.1:9",
+            "t",
+        ))
+        .expect("config");
+        let dev = DeviceRt::new(Arc::new(lamp()), DeviceIo::Mqtt(broker), Clock::new());
+        let mut snap = dev.snapshot();
+        dev.take_message(
+            &mut snap,
+            &message("lab/lamp/state", r#"{"on": true}"#, true, 7),
+        );
+        assert_eq!(snap.values["on"].value, Value::Bool(true));
+        assert_eq!(snap.values["on"].seq, 0, "a retained value is never fresh");
+        assert_eq!(snap.seq, 0);
+        assert!(
+            snap.last_valid.is_none(),
+            "a retained message is no sign of life"
+        );
+
+        dev.take_message(
+            &mut snap,
+            &message("lab/lamp/state", r#"{"on": false}"#, false, 8),
+        );
+        assert_eq!(snap.values["on"].value, Value::Bool(false));
+        assert_eq!((snap.values["on"].seq, snap.seq), (8, 8));
+        assert!(snap.last_valid.is_some());
+        assert_eq!(snap.values["on"].source, "lab/lamp/state /on");
+
+        // A wildcard signal topic takes the concrete topic; a payload without the value is
+        // named in last_error and changes nothing.
+        dev.take_message(&mut snap, &message("lab/desk/level", "42.5", false, 9));
+        assert_eq!(snap.values["level"].value, Value::Number(42.5));
+        dev.take_message(&mut snap, &message("lab/lamp/state", "{}", false, 10));
+        assert_eq!(snap.values["on"].value, Value::Bool(false));
+        assert!(
+            snap.last_error.as_deref().unwrap().contains("on"),
+            "{snap:?}"
+        );
+    }
 
     #[test]
     fn blocks_merge_neighbours_but_never_bridge_gaps() {

@@ -5,13 +5,12 @@ pub use crate::api::{DeviceInfo, DeviceState, SignalState, Submission};
 use crate::clock::{Clock, rfc3339};
 use crate::code::{ErrorCode, Status};
 use crate::ctx::{Change, Ctx, QUEUE_CAPACITY};
-use crate::device::{DeviceRt, Liveness};
+use crate::device::{DeviceIo, DeviceRt, Liveness};
 use crate::live::LiveCommand;
 use crate::machine::{Check, Event, Machine, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::{Supervisor, offline_detail};
-use crate::{EngineError, plan};
-use closedloop_driver::Driver;
+use crate::{Connection, EngineError, plan};
 use closedloop_journal::{CommandRow, EventRow, Journal, ListFilter};
 use closedloop_plant::{Action, Params, Plant, Scope, Verification};
 use serde_json::json;
@@ -44,19 +43,32 @@ impl Engine {
     pub async fn start(
         plant: Arc<Plant>,
         journal: Journal,
-        drivers: BTreeMap<String, Arc<dyn Driver>>,
+        drivers: BTreeMap<String, Connection>,
     ) -> Result<Engine, EngineError> {
         let clock = Clock::new();
         let mut devices = BTreeMap::new();
+        // One connection per broker URL, shared by every device on it.
+        let mut brokers: BTreeMap<String, closedloop_mqtt::MqttBroker> = BTreeMap::new();
         for d in &plant.devices {
-            let driver = drivers
-                .get(&d.id)
-                .cloned()
-                .ok_or_else(|| EngineError::NoDriver(d.id.clone()))?;
-            devices.insert(
-                d.id.clone(),
-                DeviceRt::new(Arc::new(d.clone()), driver, clock),
-            );
+            let io = match drivers.get(&d.id) {
+                None => return Err(EngineError::NoDriver(d.id.clone())),
+                Some(Connection::Registers(driver)) => DeviceIo::Registers(Arc::clone(driver)),
+                Some(Connection::Mqtt(config)) => match brokers.get(&config.url) {
+                    Some(b) => DeviceIo::Mqtt(b.clone()),
+                    None => {
+                        let b =
+                            closedloop_mqtt::MqttBroker::connect(config.clone()).map_err(|e| {
+                                EngineError::Driver {
+                                    device: d.id.clone(),
+                                    message: e.to_string(),
+                                }
+                            })?;
+                        brokers.insert(config.url.clone(), b.clone());
+                        DeviceIo::Mqtt(b)
+                    }
+                },
+            };
+            devices.insert(d.id.clone(), DeviceRt::new(Arc::new(d.clone()), io, clock));
         }
         let ctx = Arc::new(Ctx::new(plant, journal, clock, devices));
         let stop_pollers = Arc::new(Notify::new());
@@ -216,11 +228,13 @@ impl Engine {
         }
         let signals = snap.plain();
         let devices = self.ctx.devices_scope();
+        // The command has no id yet; any id renders the same way, so a placeholder checks the
+        // plan (an MQTT payload's `${command_id}`) as the dispatch will evaluate it.
         let scope = Scope {
             signals: &signals,
             params: &params,
             devices: &devices,
-            extra_strings: &[],
+            extra_strings: &[("command_id", "cmd_pending")],
         };
         if let Err(e) = plan::evaluate(&action.write, &scope) {
             return self

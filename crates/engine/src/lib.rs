@@ -6,7 +6,8 @@
 //! - [`device`]: a device's poller, signal cache and liveness.
 //! - [`engine`]: the API the MCP layer and the CLI use.
 //!
-//! The engine knows no MCP and no wire protocol: devices are `dyn Driver`s.
+//! The engine knows no MCP and no wire protocol: register devices are `dyn Driver`s, MQTT devices
+//! are clients of a shared [`closedloop_mqtt::MqttBroker`].
 
 pub mod api;
 pub mod clock;
@@ -25,11 +26,12 @@ mod supervisor;
 
 pub use code::{ErrorCode, Status};
 pub use ctx::Change;
-pub use device::Liveness;
+pub use device::{DeviceIo, Liveness};
 pub use engine::{DeviceInfo, DeviceState, Engine, SignalState, Submission};
 pub use result::CommandResult;
 
 use closedloop_driver::Driver;
+use closedloop_mqtt::BrokerConfig;
 use closedloop_plant::{DriverConfig, Plant};
 use closedloop_sim::SimDevice;
 use std::collections::BTreeMap;
@@ -54,7 +56,7 @@ pub enum EngineError {
     NoDriver(String),
     /// A driver kind this build cannot run yet.
     #[error(
-        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\", \"modbus-tcp\" or \"modbus-rtu\" for now"
+        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\", \"modbus-tcp\", \"modbus-rtu\" or \"mqtt\" for now"
     )]
     UnsupportedDriver {
         /// Device id.
@@ -83,19 +85,33 @@ pub enum EngineError {
     Journal(#[from] closedloop_journal::JournalError),
 }
 
+/// How to reach one device, as built from the plant before the engine starts.
+#[derive(Clone)]
+pub enum Connection {
+    /// A register driver, ready to use.
+    Registers(Arc<dyn Driver>),
+    /// The broker an MQTT device is a client of. [`Engine::start`] opens one connection per
+    /// broker URL for all the devices on it (connecting needs the async runtime, which
+    /// `closedloop check` does not start).
+    Mqtt(BrokerConfig),
+}
+
 /// Drivers for a plant, with handles on the simulated ones (to inject faults, or peek at
 /// physical truth in tests and the demo).
 pub struct Drivers {
-    /// One driver per device id.
-    pub map: BTreeMap<String, Arc<dyn Driver>>,
+    /// One connection per device id.
+    pub map: BTreeMap<String, Connection>,
     /// The simulated devices among them.
     pub sims: BTreeMap<String, SimDevice>,
 }
 
 /// Builds a driver for every device of the plant. Modbus devices with the same address (or serial
-/// port) share one connection, which serialises the units behind it.
+/// port) share one connection, which serialises the units behind it; MQTT devices on one broker
+/// share one client connection, so they must agree on its client id, credentials and TLS files.
 pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
-    let mut map: BTreeMap<String, Arc<dyn Driver>> = BTreeMap::new();
+    let mut map: BTreeMap<String, Connection> = BTreeMap::new();
+    // Broker URL -> (first device on it, its config).
+    let mut brokers: BTreeMap<String, (String, BrokerConfig)> = BTreeMap::new();
     let mut sims = BTreeMap::new();
     let modbus = closedloop_modbus::Connections::new();
     let driver_error = |device: &str, e: &dyn std::fmt::Display| EngineError::Driver {
@@ -109,7 +125,7 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                     device: d.id.clone(),
                     message: e.to_string(),
                 })?;
-                map.insert(d.id.clone(), Arc::new(sim.clone()));
+                map.insert(d.id.clone(), Connection::Registers(Arc::new(sim.clone())));
                 sims.insert(d.id.clone(), sim);
             }
             DriverConfig::ModbusTcp {
@@ -119,7 +135,7 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
             } => {
                 let dev = closedloop_modbus::modbus_tcp(&modbus, address, *unit, *timeout_ms)
                     .map_err(|e| driver_error(&d.id, &e))?;
-                map.insert(d.id.clone(), Arc::new(dev));
+                map.insert(d.id.clone(), Connection::Registers(Arc::new(dev)));
             }
             DriverConfig::ModbusRtu {
                 port,
@@ -136,7 +152,40 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                 let dev =
                     closedloop_modbus::modbus_rtu(&modbus, port, *baud, parity, *unit, *timeout_ms)
                         .map_err(|e| driver_error(&d.id, &e))?;
-                map.insert(d.id.clone(), Arc::new(dev));
+                map.insert(d.id.clone(), Connection::Registers(Arc::new(dev)));
+            }
+            DriverConfig::Mqtt {
+                broker,
+                client_id,
+                username,
+                password,
+                tls,
+            } => {
+                closedloop_mqtt::parse_broker_url(broker).map_err(|e| driver_error(&d.id, &e))?;
+                let mut config = BrokerConfig::new(broker.clone(), client_id.clone());
+                config.username = username.clone();
+                config.password = password.as_ref().map(|p| p.0.clone());
+                config.tls.ca_file = tls.ca_file.clone();
+                config.tls.client_cert = tls.client_cert.clone();
+                config.tls.client_key = tls.client_key.clone();
+                if let Some((first, seen)) = brokers.get(broker) {
+                    if seen.client_id != config.client_id
+                        || seen.username != config.username
+                        || seen.password != config.password
+                        || seen.tls != config.tls
+                    {
+                        return Err(EngineError::Driver {
+                            device: d.id.clone(),
+                            message: format!(
+                                "shares the broker {broker} with {first:?} but gives another client_id, username, password, ca_file, client_cert or client_key; \
+                                 closedloop opens one connection per broker, so give every device on it the same client_id, credentials and TLS files"
+                            ),
+                        });
+                    }
+                } else {
+                    brokers.insert(broker.clone(), (d.id.clone(), config.clone()));
+                }
+                map.insert(d.id.clone(), Connection::Mqtt(config));
             }
             other => {
                 return Err(EngineError::UnsupportedDriver {

@@ -10,6 +10,45 @@ use closedloop_driver::{Answer, Data, Exception, TransportError, Value, Write};
 use closedloop_plant::{Scope, WriteEntry};
 use std::fmt;
 
+/// One request of an evaluated plan, ready to send.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// A coil or register write (sim, Modbus).
+    Register(Write),
+    /// An MQTT publish: never retained, expiring at the command's deadline.
+    Publish(Publish),
+}
+
+/// An MQTT publish with its payload rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publish {
+    /// Topic.
+    pub topic: String,
+    /// Rendered payload.
+    pub payload: String,
+    /// QoS 0 or 1.
+    pub qos: u8,
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Request::Register(w) => write!(f, "{w}"),
+            Request::Publish(p) => write!(f, "publish {} {} (QoS {})", p.topic, p.payload, p.qos),
+        }
+    }
+}
+
+impl Request {
+    /// The register write, if this is one.
+    pub fn as_register(&self) -> Option<&Write> {
+        match self {
+            Request::Register(w) => Some(w),
+            Request::Publish(_) => None,
+        }
+    }
+}
+
 /// Why a plan could not be built.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanError(pub String);
@@ -20,8 +59,9 @@ impl fmt::Display for PlanError {
     }
 }
 
-/// Evaluates and encodes every entry of a plan.
-pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Write>, PlanError> {
+/// Evaluates and encodes every entry of a plan. An MQTT payload's `${command_id}` comes from the
+/// scope's `extra_strings`.
+pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Request>, PlanError> {
     let mut out = Vec::with_capacity(entries.len());
     for entry in entries {
         match entry {
@@ -48,10 +88,10 @@ pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Write>,
                             value.source()
                         )));
                     }
-                    out.push(Write::Coils {
+                    out.push(Request::Register(Write::Coils {
                         start: *address,
                         values: vec![v.as_bool()],
-                    });
+                    }));
                 } else {
                     let words = encoding.encode(v).map_err(|e| {
                         PlanError(format!(
@@ -59,11 +99,27 @@ pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Write>,
                             value.source()
                         ))
                     })?;
-                    out.push(Write::Registers {
+                    out.push(Request::Register(Write::Registers {
                         start: *address,
                         values: words,
-                    });
+                    }));
                 }
+            }
+            WriteEntry::Mqtt {
+                topic,
+                payload,
+                qos,
+            } => {
+                let payload = payload.render(scope).map_err(|e| {
+                    PlanError(format!(
+                        "mqtt {topic}: the payload could not be rendered: {e}"
+                    ))
+                })?;
+                out.push(Request::Publish(Publish {
+                    topic: topic.clone(),
+                    payload,
+                    qos: *qos,
+                }));
             }
             other => {
                 return Err(PlanError(format!(
@@ -141,6 +197,25 @@ pub fn interpret(answer: Answer<()>, w: &Write) -> Result<(), WriteError> {
             false,
         ),
         Err(e) => err(ErrorCode::DeviceOffline, e.to_string(), true, true),
+    }
+}
+
+/// Maps a publish that did not get the broker's acknowledgement to the contract. A PUBACK only
+/// says the broker has the message; it never says the device acted.
+pub fn interpret_publish(e: &closedloop_mqtt::Error, p: &Publish) -> WriteError {
+    use closedloop_mqtt::Error as E;
+    let (code, transient, maybe_applied) = match e {
+        // Lost before the PUBACK: the broker may have taken it.
+        E::Disconnected | E::Closed => (ErrorCode::DeviceOffline, true, true),
+        E::Busy => (ErrorCode::DeviceBusy, true, false),
+        E::Expired => (ErrorCode::Timeout, false, false),
+        _ => (ErrorCode::BusNak, false, false),
+    };
+    WriteError {
+        code,
+        detail: format!("publishing to {}: {e}", p.topic),
+        transient,
+        maybe_applied,
     }
 }
 
@@ -223,17 +298,17 @@ mod tests {
         };
         assert_eq!(
             evaluate(&[entry("1.0")], &scope).unwrap(),
-            vec![Write::Coils {
+            vec![Request::Register(Write::Coils {
                 start: 0,
                 values: vec![true]
-            }]
+            })]
         );
         assert_eq!(
             evaluate(&[entry("true")], &scope).unwrap(),
-            vec![Write::Coils {
+            vec![Request::Register(Write::Coils {
                 start: 0,
                 values: vec![true]
-            }]
+            })]
         );
         let e = evaluate(&[entry("0.3")], &scope).unwrap_err();
         assert!(e.0.contains("coil"), "{e}");

@@ -64,6 +64,15 @@ impl Engine {
                 ),
             ));
         }
+        if !dev.is_register_based() {
+            return Err(refuse(
+                ErrorCode::InvalidParams,
+                format!(
+                    "{device} is a {} device and has no Modbus registers; raw register tools apply to sim and Modbus devices",
+                    dev.spec.driver.kind()
+                ),
+            ));
+        }
         Ok(dev)
     }
 

@@ -7,7 +7,7 @@ use crate::device::{DeviceRt, Liveness, Snapshot};
 use crate::engine::AsCheck;
 use crate::live::LiveCommand;
 use crate::machine::{Check, Effect, Event, Machine, Outcome, Reading};
-use crate::plan::{self, WriteError};
+use crate::plan::{self, Request, WriteError};
 use closedloop_driver::{Value, Write};
 use closedloop_plant::{Action, Params, Scope};
 use serde_json::json;
@@ -19,6 +19,9 @@ use tokio::time::{Instant, sleep_until};
 
 /// Upper bound on how long a device stays held after a stop, waiting for `stopped_when`.
 const SAFE_STATE_MAX: Duration = Duration::from_secs(30);
+/// How long a cancel plan's MQTT publish may wait for the device: a stop usually goes out after
+/// the deadline, and arriving late is still better than never.
+const CANCEL_EXPIRY: Duration = Duration::from_secs(10);
 
 /// Everything one command's task owns.
 pub(crate) struct Supervisor {
@@ -51,7 +54,7 @@ pub(crate) struct Supervisor {
     /// Before this wall-clock ms, a `done_when` that already held at dispatch cannot confirm.
     pub settle_until_ms: i64,
     /// The requests actually sent (readback compares against these, not a re-evaluation).
-    pub writes: Vec<Write>,
+    pub writes: Vec<Request>,
 }
 
 impl Supervisor {
@@ -151,11 +154,13 @@ impl Supervisor {
         }
         let devices = self.ctx.devices_scope();
         let signals = snap.plain();
+        let command_id = self.cmd.row().command_id;
+        let extra = [("command_id", command_id.as_str())];
         let scope = Scope {
             signals: &signals,
             params: &self.params,
             devices: &devices,
-            extra_strings: &[],
+            extra_strings: &extra,
         };
         if let Some(req) = &self.action.requires
             && !req.eval_bool(&scope).unwrap_or(false)
@@ -193,14 +198,6 @@ impl Supervisor {
             .eval_f64(&scope)
             .unwrap_or(0.0)
             .max(0.0);
-        let now = Instant::now();
-        let budget = expect_s * self.action.timeout_factor
-            + self.action.timeout_floor_ms as f64 / 1000.0
-            + self.dev.spec.poll_ms as f64 / 1000.0;
-        let deadline = now + Duration::from_secs_f64(budget);
-        self.deadline = Some(deadline);
-        self.cmd
-            .set_expected_end(now + Duration::from_secs_f64(expect_s));
         if let Some(done) = &self.action.done_when {
             self.baseline = done
                 .signals()
@@ -209,6 +206,24 @@ impl Supervisor {
                 .collect();
             self.baseline_done = done.eval_bool(&scope).unwrap_or(false);
         }
+        let now = Instant::now();
+        let mut budget = expect_s * self.action.timeout_factor
+            + self.action.timeout_floor_ms as f64 / 1000.0
+            + self.dev.spec.poll_ms as f64 / 1000.0;
+        if self.baseline_done && !self.dev.is_register_based() {
+            // "Already so" on a device that reports when it likes: only a report sent after
+            // expect_s can confirm, and a live device sends one within max_silence_s — give it
+            // that long rather than fail a correct device whose next report is due later.
+            budget = budget.max(
+                expect_s
+                    + self.dev.spec.liveness.max_silence_s
+                    + self.action.timeout_floor_ms as f64 / 1000.0,
+            );
+        }
+        let deadline = now + Duration::from_secs_f64(budget);
+        self.deadline = Some(deadline);
+        self.cmd
+            .set_expected_end(now + Duration::from_secs_f64(expect_s));
         self.expect_s = expect_s;
         let deadline_ms = self.ctx.clock.wall_ms(deadline);
         let data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": expect_s,
@@ -226,9 +241,10 @@ impl Supervisor {
 
         let mut attempt = 1;
         loop {
-            match self.write_all(&writes).await {
-                Ok(()) => {
-                    self.ack_seq = self.dev.issued_seq();
+            let expiry = deadline.saturating_duration_since(Instant::now());
+            match self.write_all(&writes, expiry).await {
+                Ok(fence) => {
+                    self.ack_seq = fence;
                     self.settle_until_ms =
                         self.ctx.clock.now_ms() + (self.expect_s * 1000.0).round() as i64;
                     self.feed(Event::WriteAcked).await;
@@ -278,11 +294,13 @@ impl Supervisor {
         }
     }
 
-    async fn write_all(&self, writes: &[Write]) -> Result<(), WriteError> {
+    /// Sends every request in order; returns the fence of the last acknowledgement.
+    async fn write_all(&self, writes: &[Request], expiry: Duration) -> Result<u64, WriteError> {
+        let mut fence = self.dev.issued_seq();
         for w in writes {
-            plan::interpret(self.dev.write(w.clone()).await, w)?;
+            fence = self.dev.send(w, expiry).await?;
         }
-        Ok(())
+        Ok(fence)
     }
 
     /// Judges fresh reads until the machine reaches a terminal status.
@@ -444,11 +462,13 @@ impl Supervisor {
             // A recovered command: what was written is what the plan says now.
             let devices = self.ctx.devices_scope();
             let signals = snap.plain();
+            let command_id = self.cmd.row().command_id;
+            let extra = [("command_id", command_id.as_str())];
             let scope = Scope {
                 signals: &signals,
                 params: &self.params,
                 devices: &devices,
-                extra_strings: &[],
+                extra_strings: &extra,
             };
             plan::evaluate(&self.action.write, &scope).ok()?
         } else {
@@ -456,7 +476,7 @@ impl Supervisor {
         };
         let mut all = true;
         let mut evidence = serde_json::Map::new();
-        for w in &writes {
+        for w in writes.iter().filter_map(Request::as_register) {
             let (area, start, count) = match w {
                 Write::Coils { start, values } => (w.area(), *start, values.len() as u16),
                 Write::Registers { start, values } => (w.area(), *start, values.len() as u16),
@@ -534,14 +554,16 @@ impl Supervisor {
     async fn write_cancel(&mut self) -> Event {
         let devices = self.ctx.devices_scope();
         let signals = self.dev.snapshot().plain();
+        let command_id = self.cmd.row().command_id;
+        let extra = [("command_id", command_id.as_str())];
         let scope = Scope {
             signals: &signals,
             params: &self.params,
             devices: &devices,
-            extra_strings: &[],
+            extra_strings: &extra,
         };
         let result = match plan::evaluate(&self.action.cancel, &scope) {
-            Ok(writes) => self.write_all(&writes).await,
+            Ok(writes) => self.write_all(&writes, CANCEL_EXPIRY).await.map(|_| ()),
             Err(e) => Err(WriteError {
                 code: ErrorCode::InvalidParams,
                 detail: e.to_string(),
@@ -659,6 +681,11 @@ impl Supervisor {
 /// Why a device counts as offline, in words.
 pub(crate) fn offline_detail(dev: &DeviceRt, snap: &Snapshot) -> String {
     let silence = dev.spec.liveness.max_silence_s;
+    if snap.down {
+        // Not a silence: the device said so (its last will), or its broker is unreachable.
+        let why = snap.last_error.as_deref().unwrap_or("it is unreachable");
+        return format!("{} is offline: {why}.", dev.id());
+    }
     match &snap.last_error {
         Some(e) => format!(
             "{} gave no valid answer for more than {silence} s (last error: {e}).",

@@ -124,7 +124,7 @@ pub enum WriteEntry {
         topic: String,
         /// Payload with `${...}` interpolations.
         payload: Template,
-        /// QoS 0, 1 or 2.
+        /// QoS 0 or 1 (the loader refuses 2).
         qos: u8,
     },
     /// An OPC UA node write.

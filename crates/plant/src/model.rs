@@ -87,6 +87,9 @@ pub(crate) struct RawMqtt {
     pub client_id: String,
     pub username: Option<String>,
     pub password: Option<String>,
+    pub ca_file: Option<String>,
+    pub client_cert: Option<String>,
+    pub client_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

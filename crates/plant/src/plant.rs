@@ -167,6 +167,24 @@ impl Device {
 /// Request timeout of drivers whose table has no `timeout_ms`.
 pub const DEFAULT_TIMEOUT_MS: u64 = 500;
 
+/// The TLS files of an `mqtts://` driver (`ca_file`, `client_cert`, `client_key`), absolute
+/// (relative ones are resolved against the plant file's directory).
+///
+/// # Invariants
+/// After validation: every path named exists, the broker URL is `mqtts://` or `ssl://` when any
+/// is set, and `client_cert` is set exactly when `client_key` is. Their contents (PEM) are
+/// checked when the connection starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MqttTls {
+    /// The CA certificate(s) to trust instead of the system's roots: for a self-signed broker
+    /// or a private CA. `None`: the system's trusted roots.
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM chain) for brokers that require one (mutual TLS).
+    pub client_cert: Option<PathBuf>,
+    /// The private key of `client_cert` (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub client_key: Option<PathBuf>,
+}
+
 /// The `driver = { kind = ..., ... }` table, typed by kind.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -197,7 +215,7 @@ pub enum DriverConfig {
     },
     /// MQTT.
     Mqtt {
-        /// `mqtt://host:1883` or `mqtts://...`.
+        /// `mqtt://host:1883` (or `tcp://`) plain, `mqtts://host:8883` (or `ssl://`) over TLS.
         broker: String,
         /// Client id.
         client_id: String,
@@ -205,6 +223,8 @@ pub enum DriverConfig {
         username: Option<String>,
         /// Password, if the broker wants one.
         password: Option<Secret>,
+        /// Whom to trust and who to be over `mqtts://`; all empty for a plain broker.
+        tls: MqttTls,
     },
     /// OPC UA.
     Opcua {

@@ -9,16 +9,19 @@
 //! ```
 //!
 //! Keys are those of a plant file's fault entry (`after_ms`, `at_mm`, `down_ms`, `ms`, `p`); the
-//! fault is checked exactly like one written in the plant file
-//! ([`SimDevice::inject_config`]). The reply is `ok`, or `error ` and a message that names what
-//! was wrong (the device, the kind, the key). Words are separated by spaces; nothing is quoted.
+//! fault is checked exactly like one written in the plant file for that device
+//! ([`Simulated::inject_config`]): Modbus units and MQTT relays alike, so a fault an `mqtt-relay`
+//! cannot honour (`nak`, `crc_error`, `stall`) is refused with the reason. The reply is `ok`, or
+//! `error ` and a message that names what was wrong (the device, the kind, the key). Words are
+//! separated by spaces; nothing is quoted.
 //!
 //! # Bounds
 //! Lines longer than [`MAX_LINE`] bytes are answered with an error and the connection is closed.
 //! At most [`MAX_CONTROL_CONNECTIONS`] connections at once: one more is closed at once.
 //! The endpoint binds loopback addresses only: anyone who can reach it can break every device.
 
-use closedloop_sim::{FaultConfig, FaultKind, SimDevice};
+use crate::Simulated;
+use closedloop_sim::{FaultConfig, FaultKind};
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
@@ -130,7 +133,7 @@ impl ControlCommand {
     }
 
     /// Carries the request out on `devices`.
-    pub fn execute(&self, devices: &BTreeMap<String, SimDevice>) -> Result<(), String> {
+    pub fn execute(&self, devices: &BTreeMap<String, Simulated>) -> Result<(), String> {
         let device_id = match self {
             ControlCommand::Fault { device, .. } | ControlCommand::Clear { device, .. } => device,
         };
@@ -224,14 +227,14 @@ pub enum ControlError {
 #[derive(Debug)]
 pub struct ControlServer {
     listener: TcpListener,
-    devices: Arc<BTreeMap<String, SimDevice>>,
+    devices: Arc<BTreeMap<String, Simulated>>,
 }
 
 impl ControlServer {
     /// Binds a loopback address (port 0 picks a free port).
     pub async fn bind(
         addr: SocketAddr,
-        devices: BTreeMap<String, SimDevice>,
+        devices: BTreeMap<String, Simulated>,
     ) -> Result<ControlServer, ControlError> {
         if !addr.ip().is_loopback() {
             return Err(ControlError::NotLoopback(addr));
@@ -278,7 +281,7 @@ impl ControlServer {
     }
 }
 
-async fn serve_control(stream: TcpStream, devices: &BTreeMap<String, SimDevice>) -> io::Result<()> {
+async fn serve_control(stream: TcpStream, devices: &BTreeMap<String, Simulated>) -> io::Result<()> {
     let (rd, mut wr) = stream.into_split();
     // One byte past the limit tells an over-long line from one that is exactly MAX_LINE.
     let mut rd = BufReader::new(rd).take(MAX_LINE as u64 + 1);
@@ -340,14 +343,17 @@ pub async fn send(addr: SocketAddr, command: &ControlCommand) -> Result<(), Cont
 #[cfg(test)]
 mod tests {
     use super::*;
-    use closedloop_sim::{Fault, FaultSpec, SimConfig};
+    use closedloop_sim::{Fault, FaultSpec, SimConfig, SimDevice};
 
-    fn devices() -> BTreeMap<String, SimDevice> {
+    fn devices() -> BTreeMap<String, Simulated> {
         let relay = SimConfig {
             model: "relay".into(),
             ..SimConfig::default()
         };
-        BTreeMap::from([("lamp".to_string(), SimDevice::from_config(&relay).unwrap())])
+        BTreeMap::from([(
+            "lamp".to_string(),
+            SimDevice::from_config(&relay).unwrap().into(),
+        )])
     }
 
     #[test]

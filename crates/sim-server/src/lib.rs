@@ -1,16 +1,18 @@
 //! closedloop's simulated devices as their own process, over real protocols: what
 //! `closedloop sim PLANT` runs, so that one plant file can be served by `closedloop serve`
-//! through `modbus-tcp` drivers across sockets, with the same physics and faults as in-process.
+//! through `modbus-tcp` and `mqtt` drivers across sockets, with the same physics and faults as
+//! in-process.
 //!
 //! - [`ModbusServer`] serves [`closedloop_sim::SimDevice`]s as Modbus TCP units (FC01–06, 15,
 //!   16); its module doc says how silence, exceptions, `crc_error` and unknown units look on the
 //!   wire.
-//! - [`bind_plant`] binds one listener per distinct `[device.sim] listen` address of a plant.
+//! - [`bind_plant`] binds one listener per distinct `[device.sim] listen` address of a plant, and
+//!   starts each `mqtt-relay` as a client of its `[device.sim] broker`
+//!   ([`closedloop_mqtt::relay`] says how each fault looks over MQTT).
+//! - [`Simulated`] is one such device, Modbus unit or MQTT relay, as the control endpoint sees it.
 //! - [`ControlServer`] and [`control::send`] inject and clear faults at run time over a
 //!   loopback line protocol (see [`control`]).
 //! - [`codec`] is the Modbus TCP framing, pure and unit-tested byte by byte.
-//!
-//! MQTT (`mqtt-relay`) is not served yet: [`bind_plant`] reports such devices as skipped.
 
 #![warn(missing_docs)]
 
@@ -18,7 +20,15 @@ pub mod codec;
 pub mod control;
 pub mod modbus;
 mod plant;
+mod simulated;
 
+/// The MQTT crate the relays run on: [`Simulated::Mqtt`] holds its
+/// [`MqttRelay`](closedloop_mqtt::relay::MqttRelay), and whoever observes a relay needs its client.
+pub use closedloop_mqtt as mqtt;
 pub use control::{ControlCommand, ControlError, ControlServer};
 pub use modbus::{MAX_CONNECTIONS, MAX_IN_FLIGHT, ModbusServer, Units};
-pub use plant::{BindError, BoundPlant, DEFAULT_UNIT, Served, Skipped, bind_plant};
+pub use plant::{
+    BindError, BoundPlant, DEFAULT_UNIT, RELAY_CONNECT_WAIT, Served, ServedRelay, Skipped,
+    bind_plant,
+};
+pub use simulated::Simulated;

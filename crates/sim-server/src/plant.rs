@@ -1,21 +1,35 @@
-//! A plant file's `[device.sim]` tables, bound as Modbus TCP listeners: what `closedloop sim
-//! PLANT` runs.
+//! A plant file's `[device.sim]` tables, bound as Modbus TCP listeners and started as MQTT
+//! relays: what `closedloop sim PLANT` runs.
 //!
 //! Devices with the same `listen` address share one listener, each as its own unit (`unit`,
 //! default 1). `listen = "127.0.0.1:0"` picks a free port: every device that writes exactly that
-//! address shares the one listener it picks. `mqtt-relay` devices and tables without `listen`
-//! are not served and are reported in [`BoundPlant::skipped`].
+//! address shares the one listener it picks.
+//!
+//! An `mqtt-relay` runs as a client of the broker its table names (`broker = "mqtt://host:port"`),
+//! with the client id `closedloop-sim-{device}` (so it never takes over the engine's session);
+//! [`bind_plant`] returns once each relay is connected (or held off by a fault), waiting at most
+//! [`RELAY_CONNECT_WAIT`]. Its faults are checked like any sim table's, and those with no MQTT
+//! meaning (`nak`, `crc_error`, `stall`) are refused by key.
+//!
+//! Tables without `listen` (Modbus) or `broker` (`mqtt-relay`) are not run and are reported in
+//! [`BoundPlant::skipped`].
 
+use crate::Simulated;
 use crate::modbus::{ModbusServer, Units};
+use closedloop_mqtt::relay::{self, MqttRelay, Presence};
 use closedloop_plant::Plant;
-use closedloop_sim::SimDevice;
+use closedloop_sim::{Model, SimDevice};
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 use thiserror::Error;
 
 /// The unit id of a `[device.sim]` table that gives none (as the `modbus-tcp` driver's default).
 pub const DEFAULT_UNIT: u8 = 1;
+/// How long [`bind_plant`] waits, in all, for its MQTT relays to connect to their brokers.
+pub const RELAY_CONNECT_WAIT: Duration = Duration::from_secs(5);
 
 /// Why a plant's simulated devices cannot be served.
 #[derive(Debug, Error)]
@@ -53,6 +67,29 @@ pub enum BindError {
         /// The device that wants it too.
         second: String,
     },
+    /// `sim.broker` of an `mqtt-relay` is not a broker URL the relay can use.
+    #[error("device {device:?}: sim.broker = {broker:?}: {source}")]
+    Broker {
+        /// Device id.
+        device: String,
+        /// As written.
+        broker: String,
+        /// What is wrong with it.
+        source: closedloop_mqtt::Error,
+    },
+    /// An `mqtt-relay` did not get a connection to its broker in time.
+    #[error(
+        "device {device:?}: no connection to the broker sim.broker = {broker:?} within {waited:?}: \
+         start the broker, or fix sim.broker"
+    )]
+    Unreachable {
+        /// Device id.
+        device: String,
+        /// As written.
+        broker: String,
+        /// How long it was given.
+        waited: Duration,
+    },
     /// The address could not be bound (in use, not local, no permission).
     #[error("cannot listen on {listen} (for {devices}): {source}")]
     Bind {
@@ -76,6 +113,17 @@ pub struct Served {
     pub addr: SocketAddr,
 }
 
+/// One `mqtt-relay` running as a client of its broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedRelay {
+    /// Device id.
+    pub device: String,
+    /// Its topic prefix (`{prefix}/set`, `/state`, `/status`).
+    pub prefix: String,
+    /// The broker, as `sim.broker` names it.
+    pub broker: String,
+}
+
 /// A device with a `[device.sim]` table that is not served, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
@@ -85,45 +133,72 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// Every listener of a plant, bound and ready to [`run`](BoundPlant::run).
+/// Every listener and relay of a plant, ready to [`run`](BoundPlant::run).
 #[derive(Debug)]
 pub struct BoundPlant {
-    /// The served devices, in file order.
+    /// The devices served as Modbus units, in file order.
     pub served: Vec<Served>,
-    /// The devices not served, in file order.
+    /// The `mqtt-relay` devices running as MQTT clients, in file order.
+    pub relays: Vec<ServedRelay>,
+    /// The devices not run, in file order.
     pub skipped: Vec<Skipped>,
-    /// The served devices by id (clones share the device), for the control endpoint.
-    pub devices: BTreeMap<String, SimDevice>,
+    /// Every device run, by id (clones share the device), for the control endpoint. The relays
+    /// run as long as a clone lives.
+    pub devices: BTreeMap<String, Simulated>,
     servers: Vec<ModbusServer>,
 }
 
 impl BoundPlant {
-    /// Serves every listener until dropped.
+    /// Serves every listener and keeps every relay running until dropped.
     pub async fn run(self) {
+        // The relays run on their own tasks for as long as `devices` lives: as long as this does.
+        let BoundPlant {
+            servers,
+            devices: _running,
+            ..
+        } = self;
         let mut tasks = tokio::task::JoinSet::new();
-        for server in self.servers {
+        for server in servers {
             tasks.spawn(server.run());
         }
         while tasks.join_next().await.is_some() {}
+        std::future::pending::<()>().await;
     }
 }
 
-/// Builds the simulated devices of `plant` and binds their listeners. Every address is bound
-/// before this returns, so the ports in [`BoundPlant::served`] accept connections at once.
+/// Builds the simulated devices of `plant`, binds their listeners and starts their relays. Every
+/// address is bound before this returns, so the ports in [`BoundPlant::served`] accept
+/// connections at once, and every relay in [`BoundPlant::relays`] is connected to its broker
+/// (or held off by a `power_off` or `reboot` fault it was given).
 pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
     let mut groups: BTreeMap<SocketAddr, (Units, Vec<(String, u8)>)> = BTreeMap::new();
     let mut order = Vec::new();
     let mut skipped = Vec::new();
     let mut devices = BTreeMap::new();
+    let mut relays = Vec::new();
     for d in &plant.devices {
         let Some(sim) = &d.sim else { continue };
         if sim.config.model == "mqtt-relay" {
-            skipped.push(Skipped {
-                device: d.id.clone(),
-                reason: "mqtt-relay runs over MQTT, which `closedloop sim` does not serve yet \
-                         (MQTT comes later); not started"
-                    .into(),
-            });
+            let Some(broker) = &sim.broker else {
+                skipped.push(Skipped {
+                    device: d.id.clone(),
+                    reason: "its [device.sim] table has no `broker`: add \
+                             broker = \"mqtt://127.0.0.1:1883\" to run the mqtt-relay as a client \
+                             of that broker"
+                        .into(),
+                });
+                continue;
+            };
+            let relay = start_relay(&d.id, sim, broker)?;
+            relays.push((
+                ServedRelay {
+                    device: d.id.clone(),
+                    prefix: relay.prefix().to_string(),
+                    broker: broker.clone(),
+                },
+                relay.presence(),
+            ));
+            devices.insert(d.id.clone(), Simulated::Mqtt(Arc::new(relay)));
             continue;
         }
         let Some(listen) = &sim.listen else {
@@ -156,7 +231,7 @@ pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
         units.insert(unit, device.clone());
         names.push((d.id.clone(), unit));
         order.push((d.id.clone(), unit, addr));
-        devices.insert(d.id.clone(), device);
+        devices.insert(d.id.clone(), Simulated::Modbus(device));
     }
     let mut bound = BTreeMap::new();
     let mut servers = Vec::new();
@@ -188,10 +263,60 @@ pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
             addr: bound.get(&addr).copied().unwrap_or(addr),
         })
         .collect();
+    let relays = connected(relays).await?;
     Ok(BoundPlant {
         served,
+        relays,
         skipped,
         devices,
         servers,
     })
+}
+
+/// Validates an `mqtt-relay` table (refusing faults with no MQTT meaning by key) and starts it.
+fn start_relay(
+    device: &str,
+    sim: &closedloop_plant::DeviceSim,
+    broker: &str,
+) -> Result<MqttRelay, BindError> {
+    let refused = |message: String| BindError::Sim {
+        device: device.to_string(),
+        message,
+    };
+    let valid = sim.config.validate().map_err(|e| refused(e.to_string()))?;
+    relay::check_faults(&valid.faults).map_err(|e| refused(e.to_string()))?;
+    let Model::MqttRelay(options) = &valid.model else {
+        return Err(refused(format!(
+            "model `{}` is not an mqtt-relay",
+            valid.model.name()
+        )));
+    };
+    let client_id = format!("closedloop-sim-{device}");
+    MqttRelay::start(broker, &client_id, options, &valid.faults, valid.seed).map_err(|source| {
+        BindError::Broker {
+            device: device.to_string(),
+            broker: broker.to_string(),
+            source,
+        }
+    })
+}
+
+/// Waits, [`RELAY_CONNECT_WAIT`] in all, until every relay is connected or held off by a fault.
+async fn connected(
+    relays: Vec<(ServedRelay, tokio::sync::watch::Receiver<Presence>)>,
+) -> Result<Vec<ServedRelay>, BindError> {
+    let deadline = tokio::time::Instant::now() + RELAY_CONNECT_WAIT;
+    let mut out = Vec::with_capacity(relays.len());
+    for (served, mut presence) in relays {
+        let settled = presence.wait_for(|p| *p != Presence::Connecting);
+        if !matches!(tokio::time::timeout_at(deadline, settled).await, Ok(Ok(_))) {
+            return Err(BindError::Unreachable {
+                device: served.device,
+                broker: served.broker,
+                waited: RELAY_CONNECT_WAIT,
+            });
+        }
+        out.push(served);
+    }
+    Ok(out)
 }

@@ -2,11 +2,11 @@
 //! errors that name what was wrong, and loopback only.
 
 use closedloop_sim::{Fault, FaultSpec, SimConfig, SimDevice};
-use closedloop_sim_server::{ControlCommand, ControlError, ControlServer, control};
+use closedloop_sim_server::{ControlCommand, ControlError, ControlServer, Simulated, control};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-async fn control_for(devices: BTreeMap<String, SimDevice>) -> SocketAddr {
+async fn control_for(devices: BTreeMap<String, Simulated>) -> SocketAddr {
     let server = ControlServer::bind("127.0.0.1:0".parse().unwrap(), devices)
         .await
         .unwrap();
@@ -26,7 +26,11 @@ async fn faults_are_injected_and_cleared_through_the_socket() {
         ..SimConfig::default()
     })
     .unwrap();
-    let addr = control_for(BTreeMap::from([("slide".to_string(), slide.clone())])).await;
+    let addr = control_for(BTreeMap::from([(
+        "slide".to_string(),
+        slide.clone().into(),
+    )]))
+    .await;
     control::send(addr, &cmd("fault slide latency_ms ms=30"))
         .await
         .unwrap();

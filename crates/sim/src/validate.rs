@@ -249,6 +249,12 @@ pub(crate) fn validate_fault(
         FaultKind::Brownout | FaultKind::SwappedContacts if !relay_like => {
             return Err(not_for("only a relay has a contact"));
         }
+        FaultKind::Nak if matches!(model, Model::MqttRelay(_)) => {
+            return Err(not_for(
+                "MQTT has no negative answer to a set: the broker acknowledges the publish, never the \
+                 device; use `zombie` or `drop_rate` for a relay that ignores sets",
+            ));
+        }
         FaultKind::CrcError if matches!(model, Model::MqttRelay(_)) => {
             return Err(not_for(
                 "MQTT frames carry no CRC; it applies to register-mapped models",

@@ -230,6 +230,11 @@ fn mqtt_relay_validates_but_does_not_run_in_process() {
         "faults[0].kind",
         &["CRC"],
     );
+    assert_refused(
+        "model = \"mqtt-relay\"\nprefix = \"lab\"\nfaults = [{ kind = \"nak\" }]",
+        "faults[0].kind",
+        &["zombie", "drop_rate"],
+    );
     let cfg =
         parse("model = \"mqtt-relay\"\nprefix = \"lab/lamp\"\nfaults = [{ kind = \"brownout\" }]");
     assert!(cfg.validate().is_ok());

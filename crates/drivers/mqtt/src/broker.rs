@@ -3,22 +3,29 @@
 //! The rumqttc `EventLoop` runs in its own task and does all I/O; [`MqttBroker`] is the cloneable
 //! handle. Publishes resolve when the broker's PUBACK arrives — which moves a command to
 //! `running`, never to `completed` (DESIGN §2).
+//!
+//! `mqtts://` connections use rustls with the `ring` provider, configured in `broker/tls.rs`
+//! (trusted roots, client certificate) rather than by rumqttc, so no process-wide crypto provider
+//! is needed.
 
 use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, PubAckReason, PublishProperties};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+use rumqttc::{Outgoing, TlsConfiguration, Transport};
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::Error;
-use crate::codec::{expiry_secs, parse_broker_url, topic_matches};
+use crate::codec::{expiry_secs, parse_broker, topic_matches};
+
+mod tls;
 
 /// Messages buffered per subscription filter. On overflow the oldest are dropped and the receiver
 /// learns how many it missed ([`Subscription::recv`] skips them and counts them in `lagged`).
@@ -29,7 +36,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// How to reach a broker.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    /// `mqtt://host[:port]`.
+    /// `mqtt://host[:port]` (plain) or `mqtts://host[:port]` (TLS); see
+    /// [`crate::parse_broker_url`].
     pub url: String,
     /// MQTT client id; the broker drops an older connection with the same id.
     pub client_id: String,
@@ -44,10 +52,41 @@ pub struct BrokerConfig {
     /// Requests (publishes, subscribes) queued towards the broker; beyond it `publish` is
     /// [`Error::Busy`] rather than waiting.
     pub capacity: usize,
+    /// `mqtts://` only: whom to trust and who to be. Boxed because most brokers are plain and
+    /// the config travels by value inside larger enums (the engine's connections).
+    pub tls: Box<BrokerTls>,
+}
+
+/// The TLS files of an `mqtts://` connection (PEM); all empty means the system's trusted roots
+/// and no client certificate. Read by [`MqttBroker::connect`], which refuses them on a plain URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerTls {
+    /// The CA certificate(s) to trust *instead of* the system's roots — for a self-signed
+    /// broker or a private CA. `None`: the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// A certificate chain presented to a broker that asks for client certificates (mutual
+    /// TLS). Goes with `client_key`: both or neither.
+    pub client_cert: Option<PathBuf>,
+    /// The private key (PKCS#8, PKCS#1 or SEC1) of `client_cert`.
+    pub client_key: Option<PathBuf>,
+}
+
+impl BrokerTls {
+    /// The first file set, by its plant key (for "only with `mqtts://`").
+    fn first_set(&self) -> Option<&'static str> {
+        [
+            ("ca_file", &self.ca_file),
+            ("client_cert", &self.client_cert),
+            ("client_key", &self.client_key),
+        ]
+        .into_iter()
+        .find_map(|(key, v)| v.as_ref().map(|_| key))
+    }
 }
 
 impl BrokerConfig {
-    /// A config with defaults: no credentials, no will, keep-alive 5 s, capacity 64.
+    /// A config with defaults: no credentials, no will, keep-alive 5 s, capacity 64; with
+    /// `mqtts://`, the system's trusted roots and no client certificate.
     pub fn new(url: impl Into<String>, client_id: impl Into<String>) -> BrokerConfig {
         BrokerConfig {
             url: url.into(),
@@ -57,6 +96,7 @@ impl BrokerConfig {
             will: None,
             keep_alive: Duration::from_secs(5),
             capacity: 64,
+            tls: Box::default(),
         }
     }
 }
@@ -127,6 +167,8 @@ struct Shared {
     inflight: HashMap<u16, Waiter>,
     subs: Vec<(String, broadcast::Sender<Message>)>,
     seq: u64,
+    /// Why the last connection attempt failed or the connection was lost; cleared on CONNACK.
+    last_error: Option<String>,
 }
 
 /// A cloneable handle on one broker connection.
@@ -175,12 +217,25 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 impl MqttBroker {
     /// Starts connecting (in the background, with reconnects) and returns at once; watch
     /// [`MqttBroker::link`] for the state. Must be called inside a tokio runtime.
+    ///
+    /// For `mqtts://` the TLS files are read here, so a missing or malformed one is an
+    /// [`Error::Tls`] at once; a handshake that fails later is a lost connection, reported by
+    /// [`MqttBroker::last_error`] and the logs.
     pub fn connect(config: BrokerConfig) -> Result<MqttBroker, Error> {
-        let (host, port) = parse_broker_url(&config.url)?;
-        let mut options = MqttOptions::new(config.client_id.clone(), host, port);
+        let addr = parse_broker(&config.url)?;
+        let mut options = MqttOptions::new(config.client_id.clone(), addr.host, addr.port);
         options
             .set_keep_alive(config.keep_alive)
             .set_clean_start(true);
+        if addr.tls {
+            let tls = TlsConfiguration::Rustls(Arc::new(tls::client_config(&config.tls)?));
+            options.set_transport(Transport::tls_with_config(tls));
+        } else if let Some(key) = config.tls.first_set() {
+            return Err(Error::Tls(format!(
+                "{key} is set but the broker {} is plain MQTT; write it as mqtts://",
+                config.url
+            )));
+        }
         if let Some(user) = &config.username {
             options.set_credentials(user.clone(), config.password.clone().unwrap_or_default());
         }
@@ -200,10 +255,17 @@ impl MqttBroker {
             inflight: HashMap::new(),
             subs: Vec::new(),
             seq: 0,
+            last_error: None,
         }));
         let (link_tx, link_rx) = watch::channel(Link::Disconnected);
-        let task =
-            tokio::spawn(run(eventloop, client.clone(), shared.clone(), link_tx)).abort_handle();
+        let task = tokio::spawn(run(
+            eventloop,
+            client.clone(),
+            shared.clone(),
+            link_tx,
+            config.url,
+        ))
+        .abort_handle();
         Ok(MqttBroker {
             inner: Arc::new(Inner {
                 client,
@@ -217,6 +279,15 @@ impl MqttBroker {
     /// The connection state, updated on every connect and disconnect.
     pub fn link(&self) -> watch::Receiver<Link> {
         self.inner.link.clone()
+    }
+
+    /// Why the link is down: the error of the last failed connection attempt or of the lost
+    /// connection (a refused TLS handshake names the certificate problem: unknown issuer, name
+    /// mismatch, certificate required). `None` while connected and before the first attempt
+    /// ended. Set before [`MqttBroker::link`] turns `Disconnected`, so a watcher woken by that
+    /// change reads the reason.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.inner.shared).last_error.clone()
     }
 
     /// Subscribes (QoS 1) to `filter`. Retained messages for it arrive flagged `retained`; the
@@ -292,6 +363,12 @@ impl MqttBroker {
         rx.await.unwrap_or(Err(Error::Closed))
     }
 
+    /// The `seq` of the last message received on this connection: messages numbered above it
+    /// arrive later. A conservative fence when no [`Ack`] is at hand.
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.inner.shared).seq
+    }
+
     /// Drops the TCP connection without a DISCONNECT and stops: the broker publishes the will.
     /// Used by the simulator's `power_off`; a real driver just drops the handle.
     pub fn abort(&self) {
@@ -304,6 +381,7 @@ async fn run(
     client: AsyncClient,
     shared: Arc<Mutex<Shared>>,
     link: watch::Sender<Link>,
+    url: String,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -312,6 +390,7 @@ async fn run(
                 backoff = Duration::from_millis(100);
                 let mut s = lock(&shared);
                 s.link = Link::Connected;
+                s.last_error = None;
                 for (filter, _) in &s.subs {
                     let _ = client.try_subscribe(filter.clone(), QoS::AtLeastOnce);
                 }
@@ -365,9 +444,25 @@ async fn run(
             }
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(error = %e, "MQTT connection lost; reconnecting in {backoff:?}");
+                let why = tls::explain(&e);
                 {
                     let mut s = lock(&shared);
+                    // The same failure again and again (a broker that stays unreachable, a
+                    // certificate that stays wrong) is logged once at warn, then at debug.
+                    if s.last_error.as_deref() == Some(why.as_str()) {
+                        tracing::debug!(
+                            broker = %url,
+                            error = %why,
+                            "MQTT still not connected; retrying in {backoff:?}"
+                        );
+                    } else {
+                        tracing::warn!(
+                            broker = %url,
+                            error = %why,
+                            "MQTT connection failed or lost; reconnecting in {backoff:?}"
+                        );
+                    }
+                    s.last_error = Some(why);
                     // Drop everything rumqttc would replay: a publish is never re-sent blindly.
                     eventloop.clean();
                     eventloop.pending.clear();

@@ -99,36 +99,66 @@ pub fn expiry_secs(expiry: Duration) -> Option<u32> {
     Some(u32::try_from(secs).unwrap_or(u32::MAX))
 }
 
-/// Splits `mqtt://host[:port]` (default port 1883) into host and port.
+/// Splits a broker URL into host and port: `mqtt://host[:port]` or `tcp://` (plain, default port
+/// 1883), `mqtts://host[:port]` or `ssl://` (TLS, default port 8883); the scheme alone decides
+/// whether [`crate::MqttBroker::connect`] speaks TLS.
 pub fn parse_broker_url(url: &str) -> Result<(String, u16), crate::Error> {
+    parse_broker(url).map(|a| (a.host, a.port))
+}
+
+/// A parsed broker URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BrokerAddr {
+    /// Host name or IP address (brackets of an IPv6 literal removed); with TLS it is also the
+    /// name the broker's certificate must carry.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// `mqtts://` / `ssl://`.
+    pub tls: bool,
+}
+
+/// The schemes the plant validator accepts too, with whether they mean TLS and their default port.
+const SCHEMES: [(&str, bool, u16); 4] = [
+    ("mqtt://", false, 1883),
+    ("tcp://", false, 1883),
+    ("mqtts://", true, 8883),
+    ("ssl://", true, 8883),
+];
+
+/// [`parse_broker_url`] with the TLS flag [`crate::MqttBroker::connect`] needs.
+pub(crate) fn parse_broker(url: &str) -> Result<BrokerAddr, crate::Error> {
     let bad = |why: &str| crate::Error::InvalidUrl {
         url: url.to_string(),
         why: why.to_string(),
     };
-    if url.starts_with("mqtts://") {
-        return Err(bad(
-            "TLS (`mqtts://`) is not supported yet; use `mqtt://host:1883`",
-        ));
-    }
-    let rest = url
-        .strip_prefix("mqtt://")
-        .ok_or_else(|| bad("write it as `mqtt://host:1883`"))?;
+    let (rest, tls, default_port) = SCHEMES
+        .iter()
+        .find_map(|(scheme, tls, port)| Some((url.strip_prefix(scheme)?, *tls, *port)))
+        .ok_or_else(|| bad("write it as `mqtt://host:1883`, or `mqtts://host:8883` for TLS"))?;
     let rest = rest.trim_end_matches('/');
     if rest.is_empty() || rest.contains('/') || rest.contains('@') {
         return Err(bad(
             "write it as `mqtt://host:1883` (no path, credentials go in username/password)",
         ));
     }
-    match rest.rsplit_once(':') {
+    let (host, port) = match rest.rsplit_once(':') {
+        // `[::1]` alone: the colons are inside the brackets, no port given.
+        Some(_) if rest.starts_with('[') && rest.ends_with(']') => (rest, default_port),
         Some((host, port)) if !host.is_empty() => {
             let port = port
                 .parse::<u16>()
                 .map_err(|_| bad("the port is not a number 1–65535"))?;
-            Ok((host.trim_matches(['[', ']']).to_string(), port))
+            (host, port)
         }
-        Some(_) => Err(bad("the host is missing")),
-        None => Ok((rest.to_string(), 1883)),
-    }
+        Some(_) => return Err(bad("the host is missing")),
+        None => (rest, default_port),
+    };
+    Ok(BrokerAddr {
+        host: host.trim_matches(['[', ']']).to_string(),
+        port,
+        tls,
+    })
 }
 
 #[cfg(test)]
@@ -248,10 +278,30 @@ mod tests {
             Some(("h".into(), 1884))
         );
         assert_eq!(parse_broker_url("mqtt://h").ok(), Some(("h".into(), 1883)));
-        assert!(parse_broker_url("mqtts://h:8883").is_err());
-        assert!(parse_broker_url("tcp://h:1883").is_err());
+        assert_eq!(parse_broker_url("tcp://h/").ok(), Some(("h".into(), 1883)));
+        assert_eq!(parse_broker_url("mqtts://h").ok(), Some(("h".into(), 8883)));
+        assert_eq!(
+            parse_broker_url("ssl://[::1]").ok(),
+            Some(("::1".into(), 8883))
+        );
+        assert_eq!(
+            parse_broker_url("mqtts://[::1]:9883").ok(),
+            Some(("::1".into(), 9883))
+        );
+        assert!(parse_broker_url("http://h:1883").is_err());
+        assert!(parse_broker_url("mqtts://user@h").is_err());
         assert!(parse_broker_url("mqtt://h:99999").is_err());
         assert!(parse_broker_url("mqtt://:1883").is_err());
+    }
+
+    #[test]
+    fn tls_is_told_by_the_scheme() {
+        let tls = |url: &str| parse_broker(url).ok().map(|a| a.tls);
+        assert_eq!(tls("mqtt://h"), Some(false));
+        assert_eq!(tls("tcp://h:1883"), Some(false));
+        assert_eq!(tls("mqtts://h"), Some(true));
+        assert_eq!(tls("ssl://h:8883"), Some(true));
+        assert_eq!(tls("h:1883"), None);
     }
 
     #[test]

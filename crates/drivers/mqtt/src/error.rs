@@ -9,7 +9,8 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The broker URL is not `mqtt://host[:port]` (`mqtts://` is not built in yet).
+    /// The broker URL is not `mqtt://host[:port]` or `mqtts://host[:port]` (or their aliases
+    /// `tcp://`, `ssl://`).
     #[error("broker \"{url}\": {why}")]
     InvalidUrl {
         /// The URL as written.
@@ -17,6 +18,13 @@ pub enum Error {
         /// What is wrong and how to fix it.
         why: String,
     },
+    /// The TLS settings cannot be used: a PEM file that cannot be read or holds no certificate or
+    /// key, a client certificate without its key, TLS files on a plain `mqtt://` URL. Found when
+    /// connecting starts, before any packet is sent, so a bad file never looks like a dead broker.
+    /// (A handshake that fails later — wrong CA, host name not in the certificate — is a lost
+    /// connection: see [`crate::MqttBroker::last_error`].)
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The connection was lost (or never made) before the broker acknowledged the publish; it may
     /// or may not have been delivered, and it is never re-sent by this crate.
     #[error("not connected to the broker")]

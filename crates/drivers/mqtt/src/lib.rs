@@ -13,7 +13,9 @@ mod broker;
 mod codec;
 mod error;
 pub mod relay;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-pub use broker::{Ack, BrokerConfig, Link, Message, MqttBroker, Subscription, Will};
+pub use broker::{Ack, BrokerConfig, BrokerTls, Link, Message, MqttBroker, Subscription, Will};
 pub use codec::{decode, expiry_secs, parse_broker_url, render_payload, topic_matches};
 pub use error::Error;

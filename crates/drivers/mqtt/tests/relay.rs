@@ -1,12 +1,14 @@
 //! The `mqtt-relay` simulated device, driven through `MqttBroker` against a real Mosquitto.
 
+// The shared helpers re-export `connected`, which this file does not need.
+#[allow(unused_imports)]
 mod common;
 
 use std::time::Duration;
 
-use closedloop_mqtt::relay::MqttRelay;
+use closedloop_mqtt::relay::{MqttRelay, Presence};
 use closedloop_mqtt::{Ack, Message, MqttBroker, Subscription};
-use closedloop_sim::{Fault, MqttRelayOptions};
+use closedloop_sim::{Fault, FaultKind, FaultSpec, MqttRelayOptions};
 use common::{Mosquitto, await_active, next};
 use tokio::time::Instant;
 
@@ -64,7 +66,7 @@ async fn a_set_is_confirmed_on_the_state_topic_with_increasing_seq() {
     let m = Mosquitto::start().await;
     let b = m.client("engine").await;
     let (mut status, mut states) = watch(&b).await;
-    let _relay = MqttRelay::start(&m.url, "relay", &options(0.2, 20), &[]).expect("starts");
+    let _relay = MqttRelay::start(&m.url, "relay", &options(0.2, 20), &[], 1).expect("starts");
     let online = next(&mut status).await;
     assert_eq!(online.payload.as_ref(), b"online");
     let (first, _) = state_until(&mut states, false).await; // heartbeat, nothing set yet
@@ -88,9 +90,18 @@ async fn a_set_is_confirmed_on_the_state_topic_with_increasing_seq() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_is_retained_online() {
     let m = Mosquitto::start().await;
-    let _relay = MqttRelay::start(&m.url, "relay", &options(1.0, 10), &[]).expect("starts");
+    let relay = MqttRelay::start(&m.url, "relay", &options(1.0, 10), &[], 1).expect("starts");
+    // `Connected` comes once the broker acknowledged the retained `online`.
+    let mut presence = relay.presence();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        presence.wait_for(|p| *p == Presence::Connected),
+    )
+    .await
+    .expect("connected within 5 s")
+    .expect("relay running");
     let b = m.client("engine").await;
-    // Subscribing after the relay came up: eventually the retained `online` is there.
+    // Subscribing after the relay came up: the retained `online` is there.
     tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             let mut status = b.subscribe("lab/relay/status");
@@ -108,15 +119,35 @@ async fn the_status_is_retained_online() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn power_off_fires_the_will_then_silence() {
+async fn power_off_fires_the_will_then_silence_and_clearing_brings_it_back_off() {
     let m = Mosquitto::start().await;
     let b = m.client("engine").await;
-    let (mut status, _states) = watch(&b).await;
-    let relay = MqttRelay::start(&m.url, "relay", &options(0.2, 10), &[]).expect("starts");
+    let (mut status, mut states) = watch(&b).await;
+    let relay = MqttRelay::start(&m.url, "relay", &options(0.1, 10), &[], 1).expect("starts");
     assert_eq!(next(&mut status).await.payload.as_ref(), b"online");
-    relay.set_faults(&[Fault::PowerOff]).expect("relay fault");
+    set(&b, true).await;
+    state_until(&mut states, true).await;
+    relay
+        .inject(FaultSpec::now(Fault::PowerOff))
+        .expect("relay fault");
     let will = next(&mut status).await;
     assert_eq!(will.payload.as_ref(), b"offline");
+    // Let a state already in flight arrive, then silence: no heartbeat, no answer to a set.
+    while tokio::time::timeout(Duration::from_millis(300), states.recv())
+        .await
+        .is_ok()
+    {}
+    set(&b, true).await;
+    let silent = tokio::time::timeout(Duration::from_millis(400), states.recv()).await;
+    assert!(silent.is_err(), "a powered-off relay is silent: {silent:?}");
+    relay.clear(FaultKind::PowerOff);
+    assert_eq!(next(&mut status).await.payload.as_ref(), b"online");
+    let back = next(&mut states).await;
+    assert_eq!(
+        state(&back),
+        (false, 1),
+        "a fresh boot: output off, seq from 1"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,8 +155,14 @@ async fn brownout_keeps_the_state_off() {
     let m = Mosquitto::start().await;
     let b = m.client("engine").await;
     let (_status, mut states) = watch(&b).await;
-    let _relay =
-        MqttRelay::start(&m.url, "relay", &options(5.0, 10), &[Fault::Brownout]).expect("starts");
+    let _relay = MqttRelay::start(
+        &m.url,
+        "relay",
+        &options(5.0, 10),
+        &[FaultSpec::now(Fault::Brownout)],
+        1,
+    )
+    .expect("starts");
     state_until(&mut states, false).await; // first heartbeat
     set(&b, true).await;
     let (after, _) = state_until(&mut states, false).await;
@@ -144,7 +181,8 @@ async fn swapped_contacts_report_the_opposite() {
         &m.url,
         "relay",
         &options(5.0, 10),
-        &[Fault::SwappedContacts],
+        &[FaultSpec::now(Fault::SwappedContacts)],
+        1,
     )
     .expect("starts");
     assert_eq!(next(&mut status).await.payload.as_ref(), b"online");
@@ -163,7 +201,8 @@ async fn latency_delays_the_confirmation() {
         &m.url,
         "relay",
         &options(5.0, 10),
-        &[Fault::LatencyMs { ms: 300 }],
+        &[FaultSpec::now(Fault::LatencyMs { ms: 300 })],
+        1,
     )
     .expect("starts");
     state_until(&mut states, false).await;
@@ -181,10 +220,12 @@ async fn a_zombie_stays_connected_but_publishes_nothing() {
     let m = Mosquitto::start().await;
     let b = m.client("engine").await;
     let (mut status, mut states) = watch(&b).await;
-    let relay = MqttRelay::start(&m.url, "relay", &options(0.1, 10), &[]).expect("starts");
+    let relay = MqttRelay::start(&m.url, "relay", &options(0.1, 10), &[], 1).expect("starts");
     assert_eq!(next(&mut status).await.payload.as_ref(), b"online");
     state_until(&mut states, false).await;
-    relay.set_faults(&[Fault::Zombie]).expect("relay fault");
+    relay
+        .inject(FaultSpec::now(Fault::Zombie))
+        .expect("relay fault");
     // Let a state already in flight arrive, then nothing more: not for a set, not as heartbeat.
     while tokio::time::timeout(Duration::from_millis(300), states.recv())
         .await
@@ -202,14 +243,18 @@ async fn a_zombie_stays_connected_but_publishes_nothing() {
 #[tokio::test]
 async fn a_fault_it_cannot_honour_is_refused() {
     let relay =
-        MqttRelay::start("mqtt://127.0.0.1:1", "relay", &options(1.0, 10), &[]).expect("starts");
-    assert_eq!(relay.set_faults(&[Fault::Nak]), Err(Fault::Nak));
+        MqttRelay::start("mqtt://127.0.0.1:1", "relay", &options(1.0, 10), &[], 1).expect("starts");
+    assert_eq!(
+        relay.inject(FaultSpec::now(Fault::Nak)),
+        Err(closedloop_mqtt::Error::UnsupportedFault("nak".into()))
+    );
     assert!(
         MqttRelay::start(
             "mqtt://127.0.0.1:1",
             "r",
             &options(1.0, 10),
-            &[Fault::CrcError]
+            &[FaultSpec::now(Fault::CrcError)],
+            1
         )
         .is_err()
     );

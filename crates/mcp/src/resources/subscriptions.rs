@@ -398,6 +398,7 @@ mod tests {
             last_error: None,
             crc_failing: false,
             last_valid: None,
+            down: false,
         }
     }
 

@@ -4,9 +4,9 @@
 use super::Dev;
 use crate::error::Sink;
 use crate::model::{RawCan, RawModbusRtu, RawModbusTcp, RawMqtt, RawOpcua, typed};
-use crate::plant::{DriverConfig, Parity, Secret};
+use crate::plant::{DriverConfig, MqttTls, Parity, Secret};
 use closedloop_sim::SimConfig;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub(crate) fn driver(
     mut t: toml::Table,
@@ -111,11 +111,13 @@ pub(crate) fn driver(
                     "client_id must not be empty; the broker tells clients apart by it",
                 );
             }
+            let tls = mqtt_tls(&c, base, dev, sink);
             DriverConfig::Mqtt {
                 broker: c.broker,
                 client_id: c.client_id,
                 username: c.username,
                 password: c.password.map(Secret),
+                tls,
             }
         }
         "opcua" => {
@@ -163,6 +165,74 @@ pub(crate) fn driver(
         }
     };
     Some(cfg)
+}
+
+/// The `mqtt` driver's TLS files: only with a TLS broker URL, a client certificate only with its
+/// key, each file present (relative to the plant file).
+fn mqtt_tls(c: &RawMqtt, base: &Path, dev: &Dev, sink: &mut Sink) -> MqttTls {
+    let plain = ["mqtt://", "tcp://"]
+        .iter()
+        .any(|s| c.broker.starts_with(s));
+    let cert_and_key = [
+        ("client_cert", &c.client_cert, "client_key", &c.client_key),
+        ("client_key", &c.client_key, "client_cert", &c.client_cert),
+    ];
+    for (key, value, other, other_value) in cert_and_key {
+        if value.is_some() && other_value.is_none() {
+            dev.err(
+                sink,
+                &format!("driver.{key}"),
+                format!(
+                    "{key} is set without {other}; mutual TLS needs the client certificate and \
+                     its private key (both PEM): give both, or neither"
+                ),
+            );
+        }
+    }
+    let mut file = |key: &str, value: &Option<String>| -> Option<PathBuf> {
+        let value = value.as_ref()?;
+        let path = base.join(value);
+        let at = format!("driver.{key}");
+        if plain {
+            dev.err(
+                sink,
+                &at,
+                format!(
+                    "{key} is for TLS, but the broker \"{}\" is plain MQTT; write it as \
+                     \"mqtts://host:8883\", or remove {key}",
+                    c.broker
+                ),
+            );
+        }
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => dev.err(
+                sink,
+                &at,
+                format!("\"{}\" is not a file; give a PEM file", path.display()),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => dev.err(
+                sink,
+                &at,
+                format!(
+                    "the file \"{}\" does not exist; relative paths are relative to the plant \
+                     file",
+                    path.display()
+                ),
+            ),
+            Err(e) => dev.err(
+                sink,
+                &at,
+                format!("the file \"{}\" cannot be read: {e}", path.display()),
+            ),
+        }
+        Some(path)
+    };
+    MqttTls {
+        ca_file: file("ca_file", &c.ca_file),
+        client_cert: file("client_cert", &c.client_cert),
+        client_key: file("client_key", &c.client_key),
+    }
 }
 
 fn timeout(ms: Option<u64>, dev: &Dev, sink: &mut Sink) -> u64 {

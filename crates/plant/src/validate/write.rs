@@ -115,8 +115,8 @@ impl ActionCheck<'_> {
                     .map_err(|m| self.err(&format!("{k}.payload"), m))
                     .ok()?;
                 let qos = raw.qos.unwrap_or(1);
-                if qos > 2 {
-                    self.err(&format!("{k}.qos"), "qos must be 0, 1 or 2");
+                if qos > 1 {
+                    self.err(&format!("{k}.qos"), "qos must be 0 or 1: closedloop takes the broker's PUBACK (QoS 1) as the write's acknowledgement, and QoS 2's extra handshake confirms nothing more about the device");
                 }
                 Some(WriteEntry::Mqtt {
                     topic,

@@ -1,0 +1,210 @@
+//! The fault matrix through a real broker: `closedloop sim` runs the `mqtt-relay` boards of
+//! examples/mqtt-workshop.toml as MQTT clients, `closedloop serve` drives them through the `mqtt`
+//! driver, an MCP client acts, and faults are injected at run time through `closedloop sim fault`
+//! — closedloop never reports `completed` under a fault, and names the right code.
+//!
+//! The broker is `$CLOSEDLOOP_MQTT_URL` when set (`.ci/run` points it at the machine's
+//! Mosquitto), else a Mosquitto this test starts on a free port. Topics and client ids are made
+//! unique per test, so a shared broker is safe.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The broker to use: the one named by `$CLOSEDLOOP_MQTT_URL`, or our own.
+enum Broker {
+    Shared(String),
+    Own(Box<closedloop_mqtt::testing::Mosquitto>),
+}
+
+impl Broker {
+    async fn get() -> Broker {
+        match std::env::var("CLOSEDLOOP_MQTT_URL") {
+            Ok(url) => {
+                let (host, port) = closedloop_mqtt::parse_broker_url(&url).expect("a broker URL");
+                tokio::net::TcpStream::connect((host.as_str(), port))
+                    .await
+                    .unwrap_or_else(|e| panic!("CLOSEDLOOP_MQTT_URL={url} is not reachable: {e}"));
+                Broker::Shared(url)
+            }
+            Err(_) => Broker::Own(Box::new(closedloop_mqtt::testing::Mosquitto::start().await)),
+        }
+    }
+
+    fn url(&self) -> &str {
+        match self {
+            Broker::Shared(url) => url,
+            Broker::Own(m) => &m.url,
+        }
+    }
+}
+
+/// Writes the example plant with our broker and unique topics and client ids, starts
+/// `closedloop sim` on it and waits until both boards are connected. Returns the sim and its
+/// control address.
+fn start_sim(dir: &Path, broker: &str, tag: &str) -> (Running, String) {
+    let example = include_str!("../../../examples/mqtt-workshop.toml");
+    let plant = example
+        .replace("mqtt://127.0.0.1:1883", broker)
+        .replace("workshop/", &format!("closedloop-test/{tag}/"))
+        .replace("closedloop-mqtt-workshop", &format!("closedloop-{tag}"));
+    std::fs::write(dir.join("plant.toml"), &plant).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("sim")
+        .arg(dir.join("plant.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut relays = Vec::new();
+    let control = loop {
+        let line = lines.next().expect("sim announces").unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["closedloop", "sim:", "control", "on", addr] => break addr.to_string(),
+            ["closedloop", "sim:", device, "mqtt-relay", _, "on", _] => {
+                relays.push(device.to_string())
+            }
+            _ => {}
+        }
+    };
+    relays.sort();
+    assert_eq!(relays, ["fan", "lamp"]);
+    (Running(child), control)
+}
+
+fn tag() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{}-{nanos}", std::process::id())
+}
+
+async fn switch(c: &Client, device: &str, on: bool) -> (String, String, serde_json::Value) {
+    let r = call(
+        c,
+        &format!("{device}_switch"),
+        json!({"on": on, "wait_s": 3}),
+    )
+    .await;
+    let r = settle(c, r).await;
+    let (status, code) = outcome(&r);
+    (status, code, sc(&r).clone())
+}
+
+async fn liveness(c: &Client, device: &str, want: &str) {
+    for _ in 0..200 {
+        let s = call(c, "get_device_state", json!({"device": device})).await;
+        if sc(&s)["liveness"] == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{device} never became {want}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_matrix_through_mosquitto_never_completes_under_a_fault() {
+    let broker = Broker::get().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, control) = start_sim(dir.path(), broker.url(), &tag());
+    let c = connect(dir.path()).await;
+    liveness(&c, "lamp", "online").await;
+
+    let (status, code, r) = switch(&c, "lamp", true).await;
+    assert_eq!((status.as_str(), code.as_str()), ("completed", ""), "{r}");
+    assert_eq!(r["verified"], json!(true));
+    assert_eq!(r["evidence"]["on"]["value"], json!(true));
+    assert!(
+        r["evidence"]["on"]["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("/lamp/state /on"),
+        "{r}"
+    );
+    let state = call(&c, "get_device_state", json!({"device": "lamp"})).await;
+    assert_eq!(sc(&state)["signals"]["on"]["value"], json!(true));
+
+    // Each fault, injected at run time; each time the right code, never `completed`.
+    let cases: [(&[&str], bool, &[&str]); 4] = [
+        (&["brownout"], true, &["FEEDBACK_MISMATCH"]),
+        (
+            &["swapped_contacts"],
+            true,
+            &["FEEDBACK_MISMATCH", "TIMEOUT"],
+        ),
+        (
+            &["latency_ms", "ms=1500"],
+            false,
+            &["FEEDBACK_MISMATCH", "TIMEOUT"],
+        ),
+        (&["drop_rate", "p=1.0"], true, &["FEEDBACK_MISMATCH"]),
+    ];
+    for (fault, on, codes) in cases {
+        switch(&c, "lamp", !on).await;
+        let mut words = vec!["fault", "lamp"];
+        words.extend_from_slice(fault);
+        sim_ctl(&control, &words);
+        let (status, code, r) = switch(&c, "lamp", on).await;
+        assert_ne!(status, "completed", "{fault:?}: {r}");
+        assert!(codes.contains(&code.as_str()), "{fault:?}: {code} {r}");
+        sim_ctl(&control, &["clear", "lamp"]);
+        // Let a late set (latency) land before the next case starts from a known state.
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+    }
+
+    // A frozen board: connected, silent. Offline after the silence window; back once cleared.
+    sim_ctl(&control, &["fault", "fan", "zombie"]);
+    liveness(&c, "fan", "offline").await;
+    let (status, code, r) = switch(&c, "fan", true).await;
+    assert_eq!(
+        (status.as_str(), code.as_str()),
+        ("rejected", "DEVICE_OFFLINE"),
+        "{r}"
+    );
+    sim_ctl(&control, &["clear", "fan"]);
+    liveness(&c, "fan", "online").await;
+    let (status, _, r) = switch(&c, "fan", true).await;
+    assert_eq!(status, "completed", "{r}");
+
+    // A power cut: the will says offline at once; the board comes back when power returns.
+    sim_ctl(&control, &["fault", "fan", "power_off"]);
+    liveness(&c, "fan", "offline").await;
+    let (status, code, r) = switch(&c, "fan", false).await;
+    assert_eq!(
+        (status.as_str(), code.as_str()),
+        ("rejected", "DEVICE_OFFLINE"),
+        "{r}"
+    );
+    assert!(r["detail"].as_str().unwrap().contains("announced"), "{r}");
+    sim_ctl(&control, &["clear", "fan", "power_off"]);
+    liveness(&c, "fan", "online").await;
+    let (status, _, r) = switch(&c, "fan", false).await;
+    assert_eq!(status, "completed", "{r}");
+
+    // A reboot that strikes just after the set arrives: the output comes back off.
+    sim_ctl(
+        &control,
+        &["fault", "fan", "reboot", "down_ms=1500", "after_ms=0"],
+    );
+    let (status, _, r) = switch(&c, "fan", true).await;
+    assert_ne!(status, "completed", "{r}");
+    sim_ctl(&control, &["clear", "fan"]);
+
+    // Faults with no meaning for an MQTT board are refused by the control endpoint, by name.
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["sim", "fault", "--control", &control, "lamp", "nak"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nak"), "{err}");
+    c.cancel().await.unwrap();
+}

@@ -1,0 +1,32 @@
+//! CAN for closedloop (DESIGN §3 `kind = "can"`): frames decoded through a DBC file into named
+//! signals, and the buses that carry them.
+//!
+//! - [`Dbc`] loads a DBC file (parsed by `can-dbc`) into closedloop's own [`Message`] model.
+//!   What closedloop does not decode exactly — IEEE float signals, extended multiplexing, a
+//!   scaled multiplexer switch, ids or layouts that do not fit — is refused per message with an
+//!   error naming the file, the message and the signal, never mis-decoded.
+//! - [`decode`] and [`encode`] are written here, bit for bit as cantools lays signals out (the
+//!   Python test `tests/python/test_dbc_cantools.py` holds them to that). Encoding never
+//!   saturates: a value the field cannot hold is an [`EncodeError`].
+//! - [`CanBus`] is one handle over every transport: [`slcan`] adapters on a serial port, and
+//!   SocketCAN with the `socketcan` cargo feature. A transport failure ends the bus with an error
+//!   that every waiting caller receives; nothing hangs.
+//!
+//! CAN is push, like MQTT: this crate does not implement the register-oriented
+//! `closedloop_driver::Driver`; the engine subscribes to [`CanBus::frames`], decodes each frame
+//! of a known [`Message`], and sends encoded frames with [`CanBus::send`].
+
+mod bus;
+mod codec;
+pub mod dbc;
+mod error;
+mod frame;
+pub mod slcan;
+#[cfg(feature = "socketcan")]
+mod socketcan;
+
+pub use bus::{ANSWER_TIMEOUT, CanBus, FRAME_BUFFER, Frames, Interface, SEND_QUEUE, Stats};
+pub use codec::{decode, decode_signal, encode};
+pub use dbc::{ByteOrder, Dbc, Message, Mux, Signal};
+pub use error::{BusError, DbcError, EncodeError, FrameError};
+pub use frame::Frame;

@@ -1,0 +1,380 @@
+//! slcan: the serial-line CAN protocol of common USB-CAN adapters (Lawicel, CANable and their
+//! kin). [`codec`] is the protocol, pure; this module runs it over any byte stream (a serial
+//! port in production, a pty or `tokio::io::duplex` in tests) as a [`CanBus`] task.
+
+pub mod codec;
+
+use std::collections::VecDeque;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::{Instant, sleep_until, timeout};
+
+use crate::bus::{ANSWER_TIMEOUT, CanBus, Request, TaskEnds};
+use crate::error::BusError;
+use codec::{Decoder, Event};
+
+/// The serial line speed used for adapters on a real UART. USB-CDC adapters ignore it.
+pub const SERIAL_BAUD: u32 = 115_200;
+
+/// Frames sent but not yet answered. Answers come back in order, so this bounds how far the
+/// task runs ahead of the adapter; further sends wait in the bus queue.
+const IN_FLIGHT: usize = 16;
+
+/// How long the adapter may take to answer the `C\r` sent first. It may stay silent (some
+/// firmware does not answer `C` on a closed channel), so silence here is not an error.
+const CLOSE_ANSWER: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Opens an slcan adapter on a serial port (8N1, [`SERIAL_BAUD`]) at a CAN `bitrate`.
+pub(crate) async fn open_serial(path: &str, bitrate: u32) -> Result<CanBus, BusError> {
+    use tokio_serial::SerialPortBuilderExt;
+    let port = tokio_serial::new(path, SERIAL_BAUD)
+        .data_bits(tokio_serial::DataBits::Eight)
+        .parity(tokio_serial::Parity::None)
+        .stop_bits(tokio_serial::StopBits::One)
+        .open_native_async()
+        .map_err(|e| BusError::Open {
+            interface: format!("slcan:{path}"),
+            reason: e.to_string(),
+        })?;
+    CanBus::slcan(&format!("slcan:{path}"), port, bitrate).await
+}
+
+impl CanBus {
+    /// Runs slcan over `stream` (already open): closes the channel in case it was left open,
+    /// sets `bitrate` (`S0`–`S8`), opens it (`O`), then serves the bus in a spawned task.
+    /// `interface` names the bus in errors and logs.
+    ///
+    /// Fails when the bitrate has no slcan code, or the adapter refuses or does not answer
+    /// the bitrate or open command within [`ANSWER_TIMEOUT`].
+    pub async fn slcan<S>(interface: &str, mut stream: S, bitrate: u32) -> Result<CanBus, BusError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let speed = codec::bitrate_command(bitrate).ok_or(BusError::Bitrate(bitrate))?;
+        let mut link = Link {
+            interface: interface.to_string(),
+            decoder: Decoder::new(),
+            backlog: VecDeque::new(),
+        };
+        link.write(&mut stream, codec::CLOSE, "C").await?;
+        // Either answer (or none) is fine: the channel is closed now.
+        let _ = link.answer(&mut stream, CLOSE_ANSWER).await;
+        for (cmd, what) in [
+            (speed, "the bitrate command"),
+            (codec::OPEN, "the open command"),
+        ] {
+            let what = format!("{what} {}", String::from_utf8_lossy(&cmd[..cmd.len() - 1]));
+            link.write(&mut stream, cmd, &what).await?;
+            match link.answer(&mut stream, ANSWER_TIMEOUT).await? {
+                Some(true) => {}
+                Some(false) => {
+                    return Err(BusError::Refused {
+                        interface: interface.to_string(),
+                        what,
+                    });
+                }
+                None => {
+                    return Err(BusError::NoAnswer {
+                        interface: interface.to_string(),
+                        what: format!("{what} (is it an slcan adapter?)"),
+                        ms: ANSWER_TIMEOUT.as_millis() as u64,
+                    });
+                }
+            }
+        }
+        let (bus, ends) = CanBus::channels(interface.to_string());
+        tokio::spawn(link.serve(stream, ends));
+        Ok(bus)
+    }
+}
+
+/// The task's protocol state: the line decoder and the events read past an answer.
+struct Link {
+    interface: String,
+    decoder: Decoder,
+    /// Events decoded during the opening handshake after the answer it waited for.
+    backlog: VecDeque<Event>,
+}
+
+impl Link {
+    fn closed(&self, reason: impl Into<String>) -> BusError {
+        BusError::Closed {
+            interface: self.interface.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Writes `bytes` within [`ANSWER_TIMEOUT`].
+    async fn write<S: AsyncWrite + Unpin>(
+        &self,
+        stream: &mut S,
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<(), BusError> {
+        match timeout(ANSWER_TIMEOUT, async {
+            stream.write_all(bytes).await?;
+            stream.flush().await
+        })
+        .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.closed(format!("writing {what}: {e}"))),
+            Err(_) => Err(BusError::NoAnswer {
+                interface: self.interface.clone(),
+                what: format!("writing {what} (the port does not take data)"),
+                ms: ANSWER_TIMEOUT.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// Reads until the adapter acks (`Some(true)`) or naks (`Some(false)`), or `wait` passes
+    /// (`None`). Used only while opening, before any frame is expected.
+    async fn answer<S: AsyncRead + Unpin>(
+        &mut self,
+        stream: &mut S,
+        wait: std::time::Duration,
+    ) -> Result<Option<bool>, BusError> {
+        let deadline = Instant::now() + wait;
+        let mut buf = [0u8; 256];
+        loop {
+            while let Some(e) = self.backlog.pop_front() {
+                match e {
+                    Event::Ack => return Ok(Some(true)),
+                    Event::Nak => return Ok(Some(false)),
+                    _ => {}
+                }
+            }
+            let n = match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+                Err(_) => return Ok(None),
+                Ok(Ok(0)) => return Err(self.closed("the port reached end of file")),
+                Ok(Err(e)) => return Err(self.closed(format!("reading: {e}"))),
+                Ok(Ok(n)) => n,
+            };
+            let mut events = Vec::new();
+            self.decoder.push(&buf[..n], &mut events);
+            self.backlog.extend(events);
+        }
+    }
+
+    /// The bus task: delivers received frames, writes requested ones and matches the adapter's
+    /// answers to them in order. Returns when the port fails, the adapter stops answering, or
+    /// every handle is dropped; the reason is left in the shared state.
+    async fn serve<S>(mut self, mut stream: S, mut ends: TaskEnds)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut pending: VecDeque<(Request, Instant, String)> = VecDeque::new();
+        let mut buf = [0u8; 1024];
+        let mut events: Vec<Event> = self.backlog.drain(..).collect();
+        let error = 'run: loop {
+            for event in events.drain(..) {
+                match event {
+                    Event::Frame(f) => {
+                        ends.shared.received.fetch_add(1, Relaxed);
+                        // No receiver is not an error: nobody is listening yet.
+                        let _ = ends.frames.send(f);
+                    }
+                    Event::Ack => {
+                        if let Some((req, _, _)) = pending.pop_front() {
+                            ends.shared.sent.fetch_add(1, Relaxed);
+                            let _ = req.reply.send(Ok(()));
+                        }
+                    }
+                    Event::Nak => {
+                        if let Some((req, _, what)) = pending.pop_front() {
+                            let _ = req.reply.send(Err(BusError::Refused {
+                                interface: self.interface.clone(),
+                                what,
+                            }));
+                        }
+                    }
+                    Event::Reply(_) | Event::Invalid { .. } => {}
+                }
+            }
+            ends.shared
+                .line_errors
+                .store(self.decoder.errors(), Relaxed);
+            let oldest = pending.front().map(|p| p.1);
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) => break 'run self.closed("the port reached end of file (adapter unplugged?)"),
+                    Err(e) => break 'run self.closed(format!("reading: {e}")),
+                    Ok(n) => self.decoder.push(&buf[..n], &mut events),
+                },
+                req = ends.requests.recv(), if pending.len() < IN_FLIGHT => {
+                    let Some(req) = req else {
+                        // Every handle is gone: leave the adapter closed, as we found it.
+                        let _ = self.write(&mut stream, codec::CLOSE, "C").await;
+                        break 'run self.closed("the bus was shut down");
+                    };
+                    let line = match codec::encode_frame(&req.frame) {
+                        Ok(line) => line,
+                        Err(e) => {
+                            let _ = req.reply.send(Err(e.into()));
+                            continue;
+                        }
+                    };
+                    let what = format!("frame {}", String::from_utf8_lossy(&line[..line.len() - 1]));
+                    if let Err(e) = self.write(&mut stream, &line, &what).await {
+                        let _ = req.reply.send(Err(e.clone()));
+                        break 'run e;
+                    }
+                    pending.push_back((req, Instant::now() + ANSWER_TIMEOUT, what));
+                }
+                () = sleep_until(oldest.unwrap_or_else(Instant::now)), if oldest.is_some() => {
+                    let what = pending.front().map(|p| p.2.clone()).unwrap_or_default();
+                    break 'run BusError::NoAnswer {
+                        interface: self.interface.clone(),
+                        what,
+                        ms: ANSWER_TIMEOUT.as_millis() as u64,
+                    };
+                }
+            }
+        };
+        ends.shared.close(error.clone());
+        for (req, _, _) in pending {
+            let _ = req.reply.send(Err(error.clone()));
+        }
+        // Requests already queued get the same answer instead of a dropped channel.
+        ends.requests.close();
+        while let Ok(req) = ends.requests.try_recv() {
+            let _ = req.reply.send(Err(error.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::Frame;
+    use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, duplex};
+
+    /// Reads one `\r`-terminated line the host wrote.
+    async fn line(r: &mut BufReader<DuplexStream>) -> String {
+        let mut l = Vec::new();
+        r.read_until(b'\r', &mut l).await.unwrap();
+        String::from_utf8(l).unwrap()
+    }
+
+    /// Plays the adapter through the opening handshake; returns its reader.
+    async fn adapter_opens(theirs: DuplexStream) -> BufReader<DuplexStream> {
+        let mut r = BufReader::new(theirs);
+        assert_eq!(line(&mut r).await, "C\r");
+        r.get_mut().write_all(b"\x07").await.unwrap();
+        assert_eq!(line(&mut r).await, "S6\r");
+        r.get_mut().write_all(b"\r").await.unwrap();
+        assert_eq!(line(&mut r).await, "O\r");
+        r.get_mut().write_all(b"\r").await.unwrap();
+        r
+    }
+
+    #[tokio::test]
+    async fn opens_sends_and_receives() {
+        let (ours, theirs) = duplex(4096);
+        let adapter = tokio::spawn(async move {
+            let mut r = adapter_opens(theirs).await;
+            assert_eq!(line(&mut r).await, "t123111\r");
+            // Noise, a received frame split around the ack, then the ack (Lawicel's `z`).
+            r.get_mut().write_all(b"junk\rt3210").await.unwrap();
+            r.get_mut().write_all(b"\rz\r").await.unwrap();
+            assert_eq!(line(&mut r).await, "t124122\r");
+            r.get_mut().write_all(b"\x07").await.unwrap();
+            r
+        });
+        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
+        let mut frames = bus.frames();
+        bus.send(Frame::data(0x123, false, [0x11])).await.unwrap();
+        assert_eq!(frames.next().await.unwrap(), Frame::data(0x321, false, []));
+        let e = bus
+            .send(Frame::data(0x124, false, [0x22]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "test: the adapter refused frame t124122");
+        let stats = bus.stats();
+        assert_eq!((stats.received, stats.sent, stats.line_errors), (1, 1, 1));
+        let _r = adapter.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_refused_bitrate_fails_the_open() {
+        let (ours, theirs) = duplex(4096);
+        tokio::spawn(async move {
+            let mut r = BufReader::new(theirs);
+            assert_eq!(line(&mut r).await, "C\r");
+            r.get_mut().write_all(b"\r").await.unwrap();
+            assert_eq!(line(&mut r).await, "S8\r");
+            r.get_mut().write_all(b"\x07").await.unwrap();
+            r
+        });
+        let e = CanBus::slcan("test", ours, 1_000_000).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "test: the adapter refused the bitrate command S8"
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_bitrates_are_refused_before_any_io() {
+        let (ours, _theirs) = duplex(64);
+        assert_eq!(
+            CanBus::slcan("test", ours, 83_333).await.unwrap_err(),
+            BusError::Bitrate(83_333)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_device_is_no_adapter() {
+        let (ours, _theirs) = duplex(4096);
+        let e = CanBus::slcan("test", ours, 500_000).await.unwrap_err();
+        assert!(matches!(e, BusError::NoAnswer { .. }), "{e}");
+        assert!(e.to_string().contains("is it an slcan adapter?"), "{e}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_frame_closes_the_link() {
+        let (ours, theirs) = duplex(4096);
+        let adapter = tokio::spawn(async move {
+            let mut r = adapter_opens(theirs).await;
+            line(&mut r).await;
+            r // then silence, with the port still open
+        });
+        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
+        let e = bus.send(Frame::data(1, false, [])).await.unwrap_err();
+        assert!(matches!(e, BusError::NoAnswer { .. }), "{e}");
+        let later = bus.send(Frame::data(1, false, [])).await.unwrap_err();
+        assert_eq!(later, e);
+        assert_eq!(bus.closed(), Some(e.clone()));
+        assert_eq!(bus.frames().next().await.unwrap_err(), e);
+        drop(adapter);
+    }
+
+    #[tokio::test]
+    async fn a_vanished_port_ends_receivers_and_senders() {
+        let (ours, theirs) = duplex(4096);
+        let adapter = tokio::spawn(adapter_opens(theirs));
+        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
+        let mut frames = bus.frames();
+        drop(adapter.await.unwrap());
+        let e = frames.next().await.unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("test: link closed: the port reached end of file"),
+            "{e}"
+        );
+        assert_eq!(bus.send(Frame::data(1, false, [])).await.unwrap_err(), e);
+    }
+
+    #[tokio::test]
+    async fn invalid_frames_are_refused_without_reaching_the_adapter() {
+        let (ours, theirs) = duplex(4096);
+        let adapter = tokio::spawn(adapter_opens(theirs));
+        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
+        let e = bus.send(Frame::data(0x800, false, [])).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "id 0x800 does not fit an 11-bit standard identifier"
+        );
+        drop(adapter);
+    }
+}

@@ -1,0 +1,193 @@
+//! The `mqtt` driver's TLS keys (`ca_file`, `client_cert`, `client_key`): resolved against the
+//! plant file's directory, only with a TLS broker URL, certificate and key together, files that
+//! exist; every refusal names the file, the device and the key.
+
+mod common;
+
+use closedloop_plant::{DriverConfig, PlantError, parse_with_env};
+use std::path::{Path, PathBuf};
+
+/// `common::BASE` plus one MQTT device with `driver` as its driver table.
+fn plant(driver: &str) -> String {
+    format!(
+        r#"{}
+[[device]]
+id = "desk"
+driver = {driver}
+[device.signals]
+on = {{ topic = "desk/state", json = "/on", type = "bool" }}
+"#,
+        common::BASE
+    )
+}
+
+/// A plant directory with `ca.pem`, `certs/client.pem` and `certs/client.key` in it.
+fn plant_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::create_dir(dir.path().join("certs")).expect("mkdir");
+    for f in ["ca.pem", "certs/client.pem", "certs/client.key"] {
+        std::fs::write(dir.path().join(f), "PEM").expect("write");
+    }
+    dir
+}
+
+fn errors(src: &str, base: &Path) -> Vec<PlantError> {
+    match parse_with_env(src, "workshop.toml", base, &common::env) {
+        Ok(_) => panic!("the plant was accepted:\n{src}"),
+        Err(e) => e.0,
+    }
+}
+
+/// Exactly one error, at device `desk` and `key`, with every needle in its message; its
+/// Display names the file, the device and the key.
+#[track_caller]
+fn one_error(src: &str, base: &Path, key: &str, needles: &[&str]) {
+    let errs = errors(src, base);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    let e = &errs[0];
+    assert_eq!(e.device.as_deref(), Some("desk"), "{e}");
+    assert_eq!(e.key.as_deref(), Some(key), "{e}");
+    for n in needles {
+        assert!(e.message.contains(n), "{n:?} not in: {e}");
+    }
+    let shown = e.to_string();
+    assert!(
+        shown.starts_with("workshop.toml: device \"desk\", key ") && shown.contains(key),
+        "{shown}"
+    );
+}
+
+#[test]
+fn tls_files_resolve_against_the_plant_directory() {
+    let dir = plant_dir();
+    let abs_key = dir.path().join("certs/client.key");
+    let src = plant(&format!(
+        r#"{{ kind = "mqtt", broker = "mqtts://broker.lan:8883", client_id = "cl", ca_file = "ca.pem", client_cert = "certs/client.pem", client_key = "{}" }}"#,
+        abs_key.display()
+    ));
+    let p = parse_with_env(&src, "workshop.toml", dir.path(), &common::env).expect("valid");
+    let desk = p.devices.iter().find(|d| d.id == "desk").expect("desk");
+    let DriverConfig::Mqtt { tls, .. } = &desk.driver else {
+        panic!("not mqtt: {:?}", desk.driver)
+    };
+    let base = std::path::absolute(dir.path()).expect("absolute");
+    assert_eq!(tls.ca_file, Some(base.join("ca.pem")));
+    assert_eq!(tls.client_cert, Some(base.join("certs/client.pem")));
+    assert_eq!(tls.client_key, Some(abs_key));
+}
+
+#[test]
+fn ssl_scheme_and_ca_file_alone_are_valid() {
+    let dir = plant_dir();
+    let src = plant(
+        r#"{ kind = "mqtt", broker = "ssl://broker.lan", client_id = "cl", ca_file = "ca.pem" }"#,
+    );
+    parse_with_env(&src, "workshop.toml", dir.path(), &common::env).expect("valid");
+    let src = plant(r#"{ kind = "mqtt", broker = "mqtts://broker.lan", client_id = "cl" }"#);
+    let p = parse_with_env(&src, "workshop.toml", dir.path(), &common::env).expect("valid");
+    let desk = p.devices.iter().find(|d| d.id == "desk").expect("desk");
+    let DriverConfig::Mqtt { tls, .. } = &desk.driver else {
+        panic!("not mqtt: {:?}", desk.driver)
+    };
+    assert_eq!(tls.ca_file, None, "no ca_file: the system's roots");
+}
+
+#[test]
+fn tls_keys_on_a_plain_broker_say_to_use_mqtts() {
+    let dir = plant_dir();
+    for scheme in ["mqtt", "tcp"] {
+        let src = plant(&format!(
+            r#"{{ kind = "mqtt", broker = "{scheme}://broker.lan:1883", client_id = "cl", ca_file = "ca.pem" }}"#
+        ));
+        one_error(
+            &src,
+            dir.path(),
+            "driver.ca_file",
+            &["ca_file is for TLS", "plain MQTT", "mqtts://"],
+        );
+    }
+    let src = plant(
+        r#"{ kind = "mqtt", broker = "mqtt://broker.lan", client_id = "cl", client_cert = "certs/client.pem", client_key = "certs/client.key" }"#,
+    );
+    let errs = errors(&src, dir.path());
+    let keys: Vec<_> = errs.iter().map(|e| e.key.as_deref()).collect();
+    assert_eq!(
+        keys,
+        [Some("driver.client_cert"), Some("driver.client_key")],
+        "{errs:#?}"
+    );
+    assert!(
+        errs.iter().all(|e| e.message.contains("mqtts://")),
+        "{errs:#?}"
+    );
+}
+
+#[test]
+fn a_client_certificate_needs_its_key_and_the_other_way_round() {
+    let dir = plant_dir();
+    let src = plant(
+        r#"{ kind = "mqtt", broker = "mqtts://broker.lan", client_id = "cl", client_cert = "certs/client.pem" }"#,
+    );
+    one_error(
+        &src,
+        dir.path(),
+        "driver.client_cert",
+        &["without client_key", "both"],
+    );
+    let src = plant(
+        r#"{ kind = "mqtt", broker = "mqtts://broker.lan", client_id = "cl", client_key = "certs/client.key" }"#,
+    );
+    one_error(
+        &src,
+        dir.path(),
+        "driver.client_key",
+        &["without client_cert", "both"],
+    );
+}
+
+#[test]
+fn missing_tls_files_are_named() {
+    let dir = plant_dir();
+    let base = std::path::absolute(dir.path()).expect("absolute");
+    let cases = [
+        ("ca_file", "missing-ca.pem", r#"ca_file = "missing-ca.pem""#),
+        (
+            "client_key",
+            "certs/missing.key",
+            r#"client_cert = "certs/client.pem", client_key = "certs/missing.key""#,
+        ),
+    ];
+    for (key, file, keys) in cases {
+        let src = plant(&format!(
+            r#"{{ kind = "mqtt", broker = "mqtts://broker.lan", client_id = "cl", {keys} }}"#
+        ));
+        let path: PathBuf = base.join(file);
+        one_error(
+            &src,
+            dir.path(),
+            &format!("driver.{key}"),
+            &[&format!("\"{}\"", path.display()), "does not exist"],
+        );
+    }
+    let src = plant(
+        r#"{ kind = "mqtt", broker = "mqtts://broker.lan", client_id = "cl", ca_file = "certs" }"#,
+    );
+    one_error(
+        &src,
+        dir.path(),
+        "driver.ca_file",
+        &["certs", "is not a file"],
+    );
+}
+
+#[test]
+fn misspelt_tls_keys_are_unknown() {
+    let dir = plant_dir();
+    let src = plant(
+        r#"{ kind = "mqtt", broker = "mqtts://broker.lan", client_id = "cl", cafile = "ca.pem" }"#,
+    );
+    let errs = errors(&src, dir.path());
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(errs[0].device.as_deref(), Some("desk"));
+    assert!(errs[0].message.contains("ca_file"), "{}", errs[0]);
+}

@@ -1,0 +1,64 @@
+//! [`Simulated`]: one device `closedloop sim` runs, whichever protocol carries it.
+//!
+//! The control endpoint injects and clears faults without caring whether the device answers as a
+//! Modbus unit or talks MQTT; each kind checks a fault exactly as its plant-file entry is checked
+//! and refuses, by key, what it cannot honour.
+
+use closedloop_mqtt::relay::MqttRelay;
+use closedloop_sim::{FaultConfig, FaultKind, FaultSpec, SimConfigError, SimDevice};
+use std::sync::Arc;
+
+/// A device run by the simulator. Cheap to clone: clones share the device.
+#[derive(Debug, Clone)]
+pub enum Simulated {
+    /// A register-mapped device served as a Modbus TCP unit.
+    Modbus(SimDevice),
+    /// An `mqtt-relay`, running as a client of its broker for as long as any clone lives.
+    Mqtt(Arc<MqttRelay>),
+}
+
+impl Simulated {
+    /// Checks a fault written as in the plant file (keys prefixed `fault.`) and injects it.
+    pub fn inject_config(&self, fault: &FaultConfig) -> Result<(), SimConfigError> {
+        match self {
+            Simulated::Modbus(d) => d.inject_config(fault),
+            Simulated::Mqtt(r) => r.inject_config(fault),
+        }
+    }
+
+    /// Removes the fault of `kind`, if any; a device held off by it comes back as after a boot.
+    pub fn clear(&self, kind: FaultKind) {
+        match self {
+            Simulated::Modbus(d) => d.clear(kind),
+            Simulated::Mqtt(r) => r.clear(kind),
+        }
+    }
+
+    /// Removes every fault.
+    pub fn clear_all(&self) {
+        match self {
+            Simulated::Modbus(d) => d.clear_all(),
+            Simulated::Mqtt(r) => r.clear_all(),
+        }
+    }
+
+    /// The faults pending or in force.
+    pub fn faults(&self) -> Vec<FaultSpec> {
+        match self {
+            Simulated::Modbus(d) => d.faults(),
+            Simulated::Mqtt(r) => r.faults(),
+        }
+    }
+}
+
+impl From<SimDevice> for Simulated {
+    fn from(device: SimDevice) -> Simulated {
+        Simulated::Modbus(device)
+    }
+}
+
+impl From<MqttRelay> for Simulated {
+    fn from(relay: MqttRelay) -> Simulated {
+        Simulated::Mqtt(Arc::new(relay))
+    }
+}
