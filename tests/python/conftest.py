@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import PtyPair
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -148,3 +149,31 @@ def http_session(
                 yield session
 
     return connect
+
+
+@pytest.fixture
+def pty_pair() -> Iterator[PtyPair]:
+    """A socat pty pair, its two paths read from socat's stderr."""
+    if shutil.which("socat") is None:
+        pytest.fail("socat is not installed; it is a test prerequisite (scripts/system-deps)", pytrace=False)
+    proc = subprocess.Popen(
+        ["socat", "-d", "-d", "pty,raw,echo=0", "pty,raw,echo=0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    paths: list[str] = []
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 10
+    while len(paths) < 2 and time.monotonic() < deadline:
+        line = proc.stderr.readline().decode(errors="replace")
+        if not line:
+            break
+        if "PTY is " in line:
+            paths.append(line.split("PTY is ", 1)[1].strip())
+    if len(paths) < 2:
+        proc.kill()
+        pytest.fail(f"socat reported {paths} instead of two ptys", pytrace=False)
+    try:
+        yield PtyPair(proc, paths[0], paths[1])
+    finally:
+        proc.kill()
+        proc.wait()

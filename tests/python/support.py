@@ -10,6 +10,7 @@ import subprocess
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,12 @@ async def act(session: ClientSession, tool: str, args: dict[str, Any], limit_s: 
 
 def outcome(sc: dict[str, Any]) -> tuple[str, str | None]:
     return sc["status"], sc.get("error_code")
+
+
+@dataclass
+class PtyPair:
+    """Two ends of a socat pty pair (a null-modem cable between two serial ports) and socat."""
+
+    socat: subprocess.Popen[bytes]
+    a: str
+    b: str

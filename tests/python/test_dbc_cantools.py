@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import require
+from support import PtyPair, require
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -420,41 +420,6 @@ def test_skip_list_matches_what_closedloop_refuses(report: Report) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # slcan end to end: slcan_adapter.py (pyserial + cantools) ↔ closedloop's slcan transport
-
-
-@dataclass
-class PtyPair:
-    socat: subprocess.Popen[bytes]
-    a: str
-    b: str
-
-
-@pytest.fixture
-def pty_pair() -> Iterator[PtyPair]:
-    """A socat pty pair, its two paths read from socat's stderr."""
-    if shutil.which("socat") is None:
-        pytest.fail("socat is not installed; it is a test prerequisite (scripts/system-deps)", pytrace=False)
-    proc = subprocess.Popen(
-        ["socat", "-d", "-d", "pty,raw,echo=0", "pty,raw,echo=0"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    paths: list[str] = []
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 10
-    while len(paths) < 2 and time.monotonic() < deadline:
-        line = proc.stderr.readline().decode(errors="replace")
-        if not line:
-            break
-        if "PTY is " in line:
-            paths.append(line.split("PTY is ", 1)[1].strip())
-    if len(paths) < 2:
-        proc.kill()
-        pytest.fail(f"socat reported {paths} instead of two ptys", pytrace=False)
-    try:
-        yield PtyPair(proc, paths[0], paths[1])
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_slcan_adapter_and_closedloop_exchange_dbc_frames(

@@ -49,6 +49,8 @@ impl Engine {
         let mut devices = BTreeMap::new();
         // One connection per broker URL, shared by every device on it.
         let mut brokers: BTreeMap<String, closedloop_mqtt::MqttBroker> = BTreeMap::new();
+        // One port per CAN interface, shared by every node on that bus.
+        let mut ports: BTreeMap<String, Arc<crate::device::can::CanPort>> = BTreeMap::new();
         for d in &plant.devices {
             let io = match drivers.get(&d.id) {
                 None => return Err(EngineError::NoDriver(d.id.clone())),
@@ -67,6 +69,23 @@ impl Engine {
                         DeviceIo::Mqtt(b)
                     }
                 },
+                Some(Connection::Can {
+                    interface,
+                    bitrate,
+                    dbc,
+                }) => {
+                    let port = ports
+                        .entry(interface.to_string())
+                        .or_insert_with(|| {
+                            crate::device::can::CanPort::start(interface.clone(), *bitrate)
+                        })
+                        .clone();
+                    DeviceIo::Can(Arc::new(crate::device::can::CanIo {
+                        port,
+                        dbc: Arc::clone(dbc),
+                        seen: std::sync::Mutex::new(BTreeMap::new()),
+                    }))
+                }
             };
             devices.insert(d.id.clone(), DeviceRt::new(Arc::new(d.clone()), io, clock));
         }
@@ -236,7 +255,7 @@ impl Engine {
             devices: &devices,
             extra_strings: &[("command_id", "cmd_pending")],
         };
-        if let Err(e) = plan::evaluate(&action.write, &scope) {
+        if let Err(e) = plan::evaluate(&action.write, &scope, dev.dbc()) {
             return self
                 .reject(
                     &sub,

@@ -10,6 +10,7 @@
 //! are clients of a shared [`closedloop_mqtt::MqttBroker`].
 
 pub mod api;
+pub mod bridge;
 pub mod clock;
 pub mod code;
 pub mod ctx;
@@ -56,7 +57,7 @@ pub enum EngineError {
     NoDriver(String),
     /// A driver kind this build cannot run yet.
     #[error(
-        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\", \"modbus-tcp\", \"modbus-rtu\" or \"mqtt\" for now"
+        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\", \"modbus-tcp\", \"modbus-rtu\", \"mqtt\" or \"can\" for now"
     )]
     UnsupportedDriver {
         /// Device id.
@@ -94,6 +95,16 @@ pub enum Connection {
     /// broker URL for all the devices on it (connecting needs the async runtime, which
     /// `closedloop check` does not start).
     Mqtt(BrokerConfig),
+    /// A CAN node: the interface its bus is on and its DBC, loaded and checked against the
+    /// plant's signals and writes. [`Engine::start`] opens one port per interface.
+    Can {
+        /// The interface (`slcan:/dev/ttyACM0`, `socketcan:can0`).
+        interface: closedloop_can::Interface,
+        /// Bus bit rate.
+        bitrate: u32,
+        /// The device's DBC.
+        dbc: Arc<closedloop_can::Dbc>,
+    },
 }
 
 /// Drivers for a plant, with handles on the simulated ones (to inject faults, or peek at
@@ -112,6 +123,8 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
     let mut map: BTreeMap<String, Connection> = BTreeMap::new();
     // Broker URL -> (first device on it, its config).
     let mut brokers: BTreeMap<String, (String, BrokerConfig)> = BTreeMap::new();
+    // CAN interface -> (first device on it, its bitrate).
+    let mut buses: BTreeMap<String, (String, u32)> = BTreeMap::new();
     let mut sims = BTreeMap::new();
     let modbus = closedloop_modbus::Connections::new();
     let driver_error = |device: &str, e: &dyn std::fmt::Display| EngineError::Driver {
@@ -187,6 +200,37 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                 }
                 map.insert(d.id.clone(), Connection::Mqtt(config));
             }
+            DriverConfig::Can {
+                interface,
+                bitrate,
+                dbc,
+            } => {
+                let iface = closedloop_can::Interface::parse(interface)
+                    .map_err(|e| driver_error(&d.id, &e))?;
+                let dbc = closedloop_can::Dbc::load(dbc).map_err(|e| driver_error(&d.id, &e))?;
+                check_can(d, &dbc)?;
+                if let Some((first, rate)) = buses.get(interface)
+                    && rate != bitrate
+                {
+                    return Err(EngineError::Driver {
+                        device: d.id.clone(),
+                        message: format!(
+                            "shares the CAN interface {interface} with {first:?} at another bitrate ({bitrate} vs {rate}); one bus has one bitrate"
+                        ),
+                    });
+                }
+                buses
+                    .entry(interface.clone())
+                    .or_insert_with(|| (d.id.clone(), *bitrate));
+                map.insert(
+                    d.id.clone(),
+                    Connection::Can {
+                        interface: iface,
+                        bitrate: *bitrate,
+                        dbc: Arc::new(dbc),
+                    },
+                );
+            }
             other => {
                 return Err(EngineError::UnsupportedDriver {
                     device: d.id.clone(),
@@ -196,4 +240,66 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
         }
     }
     Ok(Drivers { map, sims })
+}
+
+/// Every CAN signal and write of a device must name a message and signals its DBC has, so that a
+/// typo is refused at load (`closedloop check`), not at the first command.
+fn check_can(d: &closedloop_plant::Device, dbc: &closedloop_can::Dbc) -> Result<(), EngineError> {
+    let fail = |key: String, message: String| EngineError::Driver {
+        device: d.id.clone(),
+        message: format!("{key}: {message}"),
+    };
+    for s in &d.signals {
+        if let closedloop_plant::Source::Can {
+            message, signal, ..
+        } = &s.source
+        {
+            let key = format!("signals.{}", s.name);
+            let m = device::can::find_message(dbc, message).map_err(|e| fail(key.clone(), e))?;
+            if m.signal(signal).is_none() {
+                return Err(fail(
+                    key,
+                    format!(
+                        "{} has no signal {signal:?} in message {}",
+                        dbc.file(),
+                        m.name()
+                    ),
+                ));
+            }
+        }
+    }
+    for a in &d.actions {
+        for (plan, entries) in [("write", &a.write), ("cancel", &a.cancel)] {
+            for e in entries.iter() {
+                if let closedloop_plant::WriteEntry::Can {
+                    message, signals, ..
+                } = e
+                {
+                    let key = format!("action {}: {plan}", a.name);
+                    let m = device::can::find_message(dbc, message)
+                        .map_err(|e| fail(key.clone(), e))?;
+                    if let Some((name, _)) = signals.iter().find(|(n, _)| m.signal(n).is_none()) {
+                        return Err(fail(
+                            key,
+                            format!(
+                                "{} has no signal {name:?} in message {}",
+                                dbc.file(),
+                                m.name()
+                            ),
+                        ));
+                    }
+                    if m.fd() || m.size() > 8 {
+                        return Err(fail(
+                            key,
+                            format!(
+                                "message {} is a CAN FD frame; slcan and SocketCAN here carry classic frames of up to 8 bytes",
+                                m.name()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -17,6 +17,30 @@ pub enum Request {
     Register(Write),
     /// An MQTT publish: never retained, expiring at the command's deadline.
     Publish(Publish),
+    /// A CAN frame encoded from a DBC message.
+    Can(CanWrite),
+}
+
+/// A CAN frame ready to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanWrite {
+    /// The DBC message it encodes.
+    pub message: String,
+    /// The frame.
+    pub frame: closedloop_can::Frame,
+    /// Re-sent at this period while the command runs (CAN actuators often want cyclic frames).
+    pub cycle_ms: Option<u64>,
+}
+
+impl fmt::Display for CanWrite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hex: String = self.frame.data.iter().map(|b| format!("{b:02X}")).collect();
+        write!(f, "CAN {} 0x{:X} [{hex}]", self.message, self.frame.id)?;
+        if let Some(ms) = self.cycle_ms {
+            write!(f, " every {ms} ms")?;
+        }
+        Ok(())
+    }
 }
 
 /// An MQTT publish with its payload rendered.
@@ -35,6 +59,7 @@ impl fmt::Display for Request {
         match self {
             Request::Register(w) => write!(f, "{w}"),
             Request::Publish(p) => write!(f, "publish {} {} (QoS {})", p.topic, p.payload, p.qos),
+            Request::Can(c) => write!(f, "{c}"),
         }
     }
 }
@@ -44,7 +69,7 @@ impl Request {
     pub fn as_register(&self) -> Option<&Write> {
         match self {
             Request::Register(w) => Some(w),
-            Request::Publish(_) => None,
+            Request::Publish(_) | Request::Can(_) => None,
         }
     }
 }
@@ -60,8 +85,12 @@ impl fmt::Display for PlanError {
 }
 
 /// Evaluates and encodes every entry of a plan. An MQTT payload's `${command_id}` comes from the
-/// scope's `extra_strings`.
-pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Request>, PlanError> {
+/// scope's `extra_strings`; CAN entries are encoded through the device's `dbc`.
+pub fn evaluate(
+    entries: &[WriteEntry],
+    scope: &Scope<'_>,
+    dbc: Option<&closedloop_can::Dbc>,
+) -> Result<Vec<Request>, PlanError> {
     let mut out = Vec::with_capacity(entries.len());
     for entry in entries {
         match entry {
@@ -121,9 +150,37 @@ pub fn evaluate(entries: &[WriteEntry], scope: &Scope<'_>) -> Result<Vec<Request
                     qos: *qos,
                 }));
             }
+            WriteEntry::Can {
+                message,
+                signals,
+                cycle_ms,
+            } => {
+                let dbc = dbc.ok_or_else(|| {
+                    PlanError(format!("CAN {message}: the device has no DBC file"))
+                })?;
+                let msg = crate::device::can::find_message(dbc, message).map_err(PlanError)?;
+                let mut values = std::collections::BTreeMap::new();
+                for (name, expr) in signals {
+                    let v = expr.eval(scope).map_err(|e| {
+                        PlanError(format!(
+                            "CAN {message} {name}: `{}` could not be evaluated: {e}",
+                            expr.source()
+                        ))
+                    })?;
+                    values.insert(name.clone(), v.as_f64());
+                }
+                let data = closedloop_can::encode(msg, &values)
+                    .map_err(|e| PlanError(format!("CAN {message}: {e}")))?;
+                out.push(Request::Can(CanWrite {
+                    message: msg.name().to_string(),
+                    frame: closedloop_can::Frame::data(msg.id(), msg.extended(), data),
+                    cycle_ms: *cycle_ms,
+                }));
+            }
             other => {
                 return Err(PlanError(format!(
-                    "write entry {other:?} needs a driver this build does not have yet (only register writes run)"
+                    "write entry {} needs the OPC UA driver, which this build does not run yet",
+                    other.describe()
                 )));
             }
         }
@@ -219,6 +276,27 @@ pub fn interpret_publish(e: &closedloop_mqtt::Error, p: &Publish) -> WriteError 
     }
 }
 
+/// Maps a CAN frame the adapter did not take to the contract.
+pub fn interpret_can(e: &closedloop_can::BusError, c: &CanWrite) -> WriteError {
+    use closedloop_can::BusError as B;
+    let (code, transient, maybe_applied) = match e {
+        // The adapter answered with an error: the frame did not go out.
+        B::Refused { .. } => (ErrorCode::BusNak, false, false),
+        B::Frame(_) | B::Bitrate(_) | B::Interface { .. } => {
+            (ErrorCode::InvalidParams, false, false)
+        }
+        // No answer, or the link went away while sending: it may have gone out.
+        B::NoAnswer { .. } | B::Closed { .. } => (ErrorCode::DeviceOffline, true, true),
+        _ => (ErrorCode::DeviceOffline, true, false),
+    };
+    WriteError {
+        code,
+        detail: format!("sending {c}: {e}"),
+        transient,
+        maybe_applied,
+    }
+}
+
 /// Whether a readback holds exactly what `w` wrote.
 pub fn matches(data: &Data, w: &Write) -> bool {
     match (data, w) {
@@ -297,20 +375,20 @@ mod tests {
             value: Expr::compile(src).expect("compiles"),
         };
         assert_eq!(
-            evaluate(&[entry("1.0")], &scope).unwrap(),
+            evaluate(&[entry("1.0")], &scope, None).unwrap(),
             vec![Request::Register(Write::Coils {
                 start: 0,
                 values: vec![true]
             })]
         );
         assert_eq!(
-            evaluate(&[entry("true")], &scope).unwrap(),
+            evaluate(&[entry("true")], &scope, None).unwrap(),
             vec![Request::Register(Write::Coils {
                 start: 0,
                 values: vec![true]
             })]
         );
-        let e = evaluate(&[entry("0.3")], &scope).unwrap_err();
+        let e = evaluate(&[entry("0.3")], &scope, None).unwrap_err();
         assert!(e.0.contains("coil"), "{e}");
     }
 

@@ -55,6 +55,8 @@ pub(crate) struct Supervisor {
     pub settle_until_ms: i64,
     /// The requests actually sent (readback compares against these, not a re-evaluation).
     pub writes: Vec<Request>,
+    /// Re-sends the plan's cyclic CAN frames while the command runs.
+    pub cycling: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Supervisor {
@@ -88,6 +90,7 @@ impl Supervisor {
             expect_s: 0.0,
             settle_until_ms: 0,
             writes: Vec::new(),
+            cycling: None,
         }
     }
 
@@ -105,6 +108,7 @@ impl Supervisor {
         if self.hold {
             self.hold_until_stopped().await;
         }
+        self.stop_cycling();
         self.ctx.forget(&self.cmd);
         drop(self.permit.take());
     }
@@ -178,7 +182,7 @@ impl Supervisor {
             self.feed(ev).await;
             return;
         }
-        let writes = match plan::evaluate(&self.action.write, &scope) {
+        let writes = match plan::evaluate(&self.action.write, &scope, self.dev.dbc()) {
             Ok(w) => w,
             Err(e) => {
                 let ev = Event::WriteFailed {
@@ -245,6 +249,7 @@ impl Supervisor {
             match self.write_all(&writes, expiry).await {
                 Ok(fence) => {
                     self.ack_seq = fence;
+                    self.start_cycling(&writes);
                     self.settle_until_ms =
                         self.ctx.clock.now_ms() + (self.expect_s * 1000.0).round() as i64;
                     self.feed(Event::WriteAcked).await;
@@ -470,7 +475,7 @@ impl Supervisor {
                 devices: &devices,
                 extra_strings: &extra,
             };
-            plan::evaluate(&self.action.write, &scope).ok()?
+            plan::evaluate(&self.action.write, &scope, self.dev.dbc()).ok()?
         } else {
             self.writes.clone()
         };
@@ -552,6 +557,8 @@ impl Supervisor {
 
     /// Writes the cancel plan; holds the device until `stopped_when` afterwards.
     async fn write_cancel(&mut self) -> Event {
+        // A cyclic start frame must not keep going out beside the stop.
+        self.stop_cycling();
         let devices = self.ctx.devices_scope();
         let signals = self.dev.snapshot().plain();
         let command_id = self.cmd.row().command_id;
@@ -562,7 +569,7 @@ impl Supervisor {
             devices: &devices,
             extra_strings: &extra,
         };
-        let result = match plan::evaluate(&self.action.cancel, &scope) {
+        let result = match plan::evaluate(&self.action.cancel, &scope, self.dev.dbc()) {
             Ok(writes) => self.write_all(&writes, CANCEL_EXPIRY).await.map(|_| ()),
             Err(e) => Err(WriteError {
                 code: ErrorCode::InvalidParams,
@@ -602,7 +609,51 @@ impl Supervisor {
         }
     }
 
+    /// Starts re-sending the plan's cyclic frames (`cycle_ms`) until the command ends or its
+    /// cancel plan is written. A failed re-send is logged; the criterion judges the effect.
+    fn start_cycling(&mut self, writes: &[Request]) {
+        let cyclic: Vec<(plan::CanWrite, u64)> = writes
+            .iter()
+            .filter_map(|w| match w {
+                Request::Can(c) => c.cycle_ms.map(|ms| (c.clone(), ms.max(1))),
+                _ => None,
+            })
+            .collect();
+        if cyclic.is_empty() {
+            return;
+        }
+        let dev = Arc::clone(&self.dev);
+        let command_id = self.cmd.row().command_id;
+        self.cycling = Some(tokio::spawn(async move {
+            let start = Instant::now();
+            let mut next: Vec<Instant> = cyclic
+                .iter()
+                .map(|(_, ms)| start + Duration::from_millis(*ms))
+                .collect();
+            loop {
+                let Some((i, at)) = next.iter().copied().enumerate().min_by_key(|(_, t)| *t) else {
+                    return;
+                };
+                sleep_until(at).await;
+                let (c, ms) = &cyclic[i];
+                let period = Duration::from_millis(*ms);
+                if let Err(e) = dev.send(&Request::Can(c.clone()), period).await {
+                    tracing::warn!(%command_id, device = %dev.id(), error = %e.detail, "cyclic CAN frame not sent");
+                }
+                next[i] = at + period;
+            }
+        }));
+    }
+
+    /// Stops the cyclic frames (before a stop is written, and when the command ends).
+    fn stop_cycling(&mut self) {
+        if let Some(task) = self.cycling.take() {
+            task.abort();
+        }
+    }
+
     async fn finish(&mut self, o: Outcome) {
+        self.stop_cycling();
         let detail = crate::detail::render(
             &o,
             &self.action,

@@ -56,6 +56,16 @@ impl Server {
                 {
                     self.raw_tool(name, &args, &caller).await
                 }
+                "can_signals" | "can_decode"
+                    if self
+                        .engine
+                        .plant()
+                        .devices
+                        .iter()
+                        .any(|d| d.raw_access && d.driver.kind() == "can") =>
+                {
+                    self.bridge_tool(name, &args)
+                }
                 "confirm_command" => {
                     self.confirm_command(args, request_id.clone(), &caller)
                         .await

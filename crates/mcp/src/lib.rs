@@ -4,6 +4,7 @@
 //! This crate turns the engine's results into MCP content and nothing more: every decision about a
 //! command is the engine's. Nothing depends on this crate except the binary.
 
+mod bridge;
 mod call;
 pub mod confirm;
 mod elicit;

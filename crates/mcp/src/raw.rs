@@ -15,7 +15,7 @@ pub(crate) fn tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
     let ids: Vec<&str> = plant
         .devices
         .iter()
-        .filter(|d| d.raw_access)
+        .filter(|d| d.raw_access && d.driver.is_register_based())
         .map(|d| d.id.as_str())
         .collect();
     if ids.is_empty() {

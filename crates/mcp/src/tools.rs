@@ -88,6 +88,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
         }
     }
     tools.extend(crate::raw::tools(plant));
+    tools.extend(crate::bridge::tools(plant));
     let read_only = || {
         Some(ToolAnnotations::from_raw(
             None,

@@ -47,7 +47,7 @@ pub use expr::{EvalError, Expr, Scope};
 pub use params::{ParamError, ParamProblem, ParamSpec, ParamType, ParamValue, Params};
 pub use plant::{
     DEFAULT_TIMEOUT_MS, Device, DeviceSim, DriverConfig, Liveness, MqttTls, Parity, Plant, Secret,
-    Server, Signal, Source, Token, TokenScope, ToolMode,
+    Server, Signal, SimCan, Source, Token, TokenScope, ToolMode,
 };
 pub use schema::{MAX_TOOL_NAME, render_surface};
 pub use template::Template;

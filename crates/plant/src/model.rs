@@ -94,6 +94,16 @@ pub(crate) struct RawMqtt {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(crate) struct RawSimCan {
+    pub bus: String,
+    pub dbc: String,
+    pub status: String,
+    pub command: String,
+    pub period_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RawOpcua {
     pub endpoint: String,
     pub security: Option<String>,

@@ -303,6 +303,24 @@ pub struct DeviceSim {
     pub unit: Option<u8>,
     /// Broker of an `mqtt-relay`.
     pub broker: Option<String>,
+    /// The CAN node `closedloop sim` runs for it on a simulated slcan bus.
+    pub can: Option<SimCan>,
+}
+
+/// `[device.sim] can = { ... }`: a simulated CAN node. Nodes naming the same `bus` share one
+/// simulated slcan adapter (one pty pair), as devices on one real bus share one adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimCan {
+    /// The bus it is on.
+    pub bus: String,
+    /// The DBC file describing its frames (absolute).
+    pub dbc: PathBuf,
+    /// The message the node sends its state in, every `period_ms`.
+    pub status: String,
+    /// The message the node takes its commands from.
+    pub command: String,
+    /// Period of the status message.
+    pub period_ms: u64,
 }
 
 /// A named value read from a device.

@@ -254,6 +254,30 @@ fn sim_options_are_checked_by_the_simulator() {
         "sim.listen",
         "not an ip:port",
     );
+    let can = |table: &str| {
+        edit(
+            "model = \"relay\" }",
+            &format!("model = \"relay\" }}\nsim = {{ model = \"relay\", can = {table} }}"),
+        )
+    };
+    expect_one(
+        &can(r#"{ bus = "b", dbc = "nowhere.dbc", status = "S", command = "C" }"#),
+        Some("lamp"),
+        "sim.can.dbc",
+        "nowhere.dbc does not exist",
+    );
+    expect_one(
+        &can(r#"{ bus = "b", dbc = "x.dbc", status = "S" }"#),
+        Some("lamp"),
+        "sim.can.command",
+        "missing key \"command\"",
+    );
+    expect_one(
+        &can(r#"{ bus = "b", dbc = "x.dbc", status = "S", command = "C", period = 5 }"#),
+        Some("lamp"),
+        "sim.can.period",
+        "did you mean \"period_ms\"",
+    );
     expect_one(
         &edit(
             "kind = \"sim\", model = \"relay\"",

@@ -5,8 +5,8 @@ use super::Dev;
 use super::driver::driver;
 use super::signal::signals;
 use crate::error::Sink;
-use crate::model::{RawDeviceHead, RawLiveness, typed};
-use crate::plant::{DeviceSim, DriverConfig, Liveness};
+use crate::model::{RawDeviceHead, RawLiveness, RawSimCan, typed};
+use crate::plant::{DeviceSim, DriverConfig, Liveness, SimCan};
 use closedloop_sim::{SimConfig, SimConfigError};
 use std::path::Path;
 
@@ -139,7 +139,7 @@ pub(crate) fn device(
     };
     let raw_live = head.as_ref().and_then(|h| h.liveness.as_ref());
     let liveness = liveness(raw_live, poll_ms, driver.as_ref(), &dev, sink);
-    let sim = sim_t.and_then(|v| device_sim(v, &dev, sink));
+    let sim = sim_t.and_then(|v| device_sim(v, base, &dev, sink));
     let mut broken_signals = Vec::new();
     let signals = signals(signals_t, driver.as_ref(), &dev, sink, &mut broken_signals);
     let actions = match actions_t {
@@ -227,7 +227,7 @@ fn liveness(
     }
 }
 
-fn device_sim(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DeviceSim> {
+fn device_sim(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<DeviceSim> {
     let toml::Value::Table(mut t) = v else {
         dev.err(
             sink,
@@ -239,6 +239,7 @@ fn device_sim(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DeviceSim> {
     let listen = t.remove("listen");
     let unit = t.remove("unit");
     let broker = t.remove("broker");
+    let can = t.remove("can").and_then(|v| sim_can(v, base, dev, sink));
     let config: SimConfig = typed(toml::Value::Table(t), "sim")
         .map_err(|(k, m)| dev.err(sink, &k, m))
         .ok()?;
@@ -282,5 +283,39 @@ fn device_sim(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DeviceSim> {
         listen,
         unit,
         broker,
+        can,
+    })
+}
+
+/// `[device.sim] can = { bus, dbc, status, command, period_ms = 50 }`.
+fn sim_can(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<SimCan> {
+    let raw: RawSimCan = typed(v, "sim.can")
+        .map_err(|(k, m)| dev.err(sink, &k, m))
+        .ok()?;
+    let period_ms = raw.period_ms.unwrap_or(50);
+    if period_ms == 0 {
+        dev.err(
+            sink,
+            "sim.can.period_ms",
+            "period_ms must be at least 1; the default is 50",
+        );
+    }
+    let dbc = base.join(&raw.dbc);
+    if !dbc.is_file() {
+        dev.err(
+            sink,
+            "sim.can.dbc",
+            format!(
+                "{} does not exist (relative paths are relative to the plant file)",
+                dbc.display()
+            ),
+        );
+    }
+    Some(SimCan {
+        bus: raw.bus,
+        dbc,
+        status: raw.status,
+        command: raw.command,
+        period_ms,
     })
 }

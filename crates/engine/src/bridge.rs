@@ -1,0 +1,159 @@
+//! CAN bridge tools for devices declared `raw_access = true`: every DBC signal seen on the bus
+//! with its value, unit and age (`can_signals`), and a frame decoded through the device's DBC
+//! (`can_decode`). Read-only: nothing here sends a frame.
+
+use crate::code::ErrorCode;
+use crate::engine::Engine;
+use crate::raw::RawError;
+use serde::Serialize;
+
+/// One DBC signal as last seen on the bus.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CanSignalState {
+    /// The DBC signal.
+    pub name: String,
+    /// The message that carries it.
+    pub message: String,
+    /// Its physical value, or `None` when no frame of its message has been seen yet.
+    pub value: Option<f64>,
+    /// The DBC's unit (may be empty).
+    pub unit: String,
+    /// When its frame arrived.
+    pub at: Option<String>,
+    /// Seconds since then.
+    pub age_s: Option<f64>,
+}
+
+/// A frame decoded through a DBC.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CanDecoded {
+    /// The message the id names.
+    pub message: String,
+    /// Its id.
+    pub id: u32,
+    /// Whether the id is extended (29-bit).
+    pub extended: bool,
+    /// Each signal the frame carries (multiplexed ones only when selected), physical value and
+    /// unit.
+    pub signals: Vec<(String, f64, String)>,
+}
+
+fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
+    RawError {
+        code,
+        detail: detail.into(),
+    }
+}
+
+impl Engine {
+    fn can_device(&self, device: &str) -> Result<&crate::device::can::CanIo, RawError> {
+        let dev = self
+            .ctx
+            .devices
+            .get(device)
+            .ok_or_else(|| refuse(ErrorCode::InvalidParams, format!("no device {device:?}")))?;
+        if !dev.spec.raw_access {
+            return Err(refuse(
+                ErrorCode::Unauthorized,
+                format!(
+                    "{device} does not allow bridge access (set raw_access = true in the plant file)"
+                ),
+            ));
+        }
+        dev.can().ok_or_else(|| {
+            refuse(
+                ErrorCode::InvalidParams,
+                format!(
+                    "{device} is a {} device, not a CAN node",
+                    dev.spec.driver.kind()
+                ),
+            )
+        })
+    }
+
+    /// Every signal of the device's DBC (or only `names`), with its latest value and age.
+    pub fn can_signals(
+        &self,
+        device: &str,
+        names: Option<&[String]>,
+    ) -> Result<Vec<CanSignalState>, RawError> {
+        let io = self.can_device(device)?;
+        let all: Vec<(&str, &closedloop_can::Signal)> = io
+            .dbc
+            .messages()
+            .iter()
+            .flat_map(|m| m.signals().iter().map(move |s| (m.name(), s)))
+            .collect();
+        if let Some(names) = names
+            && let Some(unknown) = names
+                .iter()
+                .find(|n| !all.iter().any(|(_, s)| s.name == **n))
+        {
+            return Err(refuse(
+                ErrorCode::InvalidParams,
+                format!(
+                    "{} has no signal {unknown:?}; call can_signals without names to list them",
+                    io.dbc.file()
+                ),
+            ));
+        }
+        let seen = io.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.ctx.clock.now_ms();
+        Ok(all
+            .into_iter()
+            .filter(|(_, s)| names.is_none_or(|n| n.contains(&s.name)))
+            .map(|(message, s)| {
+                let last = seen.get(&s.name).filter(|(_, _, m)| m == message);
+                CanSignalState {
+                    name: s.name.clone(),
+                    message: message.to_string(),
+                    value: last.map(|(v, _, _)| *v),
+                    unit: s.unit.clone(),
+                    at: last.map(|(_, at, _)| crate::clock::rfc3339(*at)),
+                    age_s: last.map(|(_, at, _)| (now - at).max(0) as f64 / 1000.0),
+                }
+            })
+            .collect())
+    }
+
+    /// Decodes `data` as the message with `id` in the device's DBC (a standard id first, then an
+    /// extended one).
+    pub fn can_decode(&self, device: &str, id: u32, data: &[u8]) -> Result<CanDecoded, RawError> {
+        let io = self.can_device(device)?;
+        let message = io
+            .dbc
+            .message_for(id, false)
+            .or_else(|| io.dbc.message_for(id, true))
+            .ok_or_else(|| {
+                refuse(
+                    ErrorCode::InvalidParams,
+                    format!("{} has no message with id 0x{id:X}", io.dbc.file()),
+                )
+            })?;
+        if data.len() > 64 {
+            return Err(refuse(
+                ErrorCode::InvalidParams,
+                format!(
+                    "{} bytes is not a CAN frame (at most 8, or 64 for CAN FD)",
+                    data.len()
+                ),
+            ));
+        }
+        let signals = closedloop_can::decode(message, data)
+            .into_iter()
+            .map(|(name, v)| {
+                let unit = message
+                    .signal(name)
+                    .map(|s| s.unit.clone())
+                    .unwrap_or_default();
+                (name.to_string(), v, unit)
+            })
+            .collect();
+        Ok(CanDecoded {
+            message: message.name().to_string(),
+            id: message.id(),
+            extended: message.extended(),
+            signals,
+        })
+    }
+}

@@ -1,0 +1,192 @@
+//! `can_signals` and `can_decode`: bridge tools for CAN devices declared `raw_access = true`
+//! (commissioning, diagnosis). Read-only: they show what the bus carries through the device's DBC
+//! and send nothing.
+
+use crate::Server;
+use closedloop_engine::raw::RawError;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The CAN devices the bridge tools may name.
+fn can_devices(plant: &closedloop_plant::Plant) -> Vec<&str> {
+    plant
+        .devices
+        .iter()
+        .filter(|d| d.raw_access && d.driver.kind() == "can")
+        .map(|d| d.id.as_str())
+        .collect()
+}
+
+/// The CAN bridge tools, when some CAN device allows raw access.
+pub(crate) fn tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
+    let ids = can_devices(plant);
+    if ids.is_empty() {
+        return vec![];
+    }
+    let obj = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let read_only = || {
+        Some(ToolAnnotations::from_raw(
+            None,
+            Some(true),
+            Some(false),
+            Some(true),
+            Some(false),
+        ))
+    };
+    let mut signals = Tool::new(
+        "can_signals",
+        "Every signal of a CAN device's DBC file (or only the named ones) with its latest value on the bus, its unit and its age in seconds; a signal whose message has not been seen has value null. Read-only.",
+        obj(json!({
+            "type": "object",
+            "properties": {
+                "device": {"type": "string", "enum": ids},
+                "names": {"type": "array", "items": {"type": "string"}, "description": "DBC signal names; all when absent."}
+            },
+            "required": ["device"],
+            "additionalProperties": false
+        })),
+    );
+    signals.annotations = read_only();
+    let mut decode = Tool::new(
+        "can_decode",
+        "Decode one CAN frame through a device's DBC file: the message its id names and each signal's physical value and unit. Read-only; nothing is sent.",
+        obj(json!({
+            "type": "object",
+            "properties": {
+                "device": {"type": "string", "enum": ids},
+                "id": {"type": "integer", "minimum": 0, "maximum": 536870911, "description": "Frame id (standard ids are tried first)."},
+                "data_hex": {"type": "string", "pattern": "^([0-9A-Fa-f]{2})*$", "maxLength": 128, "description": "Payload bytes in hex, e.g. \"0102A0\"."}
+            },
+            "required": ["device", "id", "data_hex"],
+            "additionalProperties": false
+        })),
+    );
+    decode.annotations = read_only();
+    vec![signals, decode]
+}
+
+/// Parses `"0102A0"` into bytes.
+fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
+    let s = s.trim();
+    if !s.len().is_multiple_of(2) {
+        return Err(format!(
+            "data_hex {s:?} has an odd number of digits; give two per byte"
+        ));
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            s.get(i..i + 2)
+                .and_then(|b| u8::from_str_radix(b, 16).ok())
+                .ok_or_else(|| format!("data_hex {s:?} is not hex"))
+        })
+        .collect()
+}
+
+fn refused(device: &str, e: RawError) -> CallToolResult {
+    let v = json!({"device": device, "status": "rejected", "error_code": e.code.as_str(), "detail": e.detail, "hint": e.code.hint()});
+    let mut r = CallToolResult::structured_error(v);
+    r.content = vec![ContentBlock::text(format!(
+        "Refused ({}): {}",
+        e.code, e.detail
+    ))];
+    r
+}
+
+impl Server {
+    /// `can_signals` and `can_decode`.
+    pub(crate) fn bridge_tool(
+        &self,
+        name: &str,
+        args: &JsonObject,
+    ) -> Result<CallToolResult, McpError> {
+        let device = args
+            .get("device")
+            .and_then(Value::as_str)
+            .ok_or_else(|| McpError::invalid_params("device is required", None))?
+            .to_string();
+        if name == "can_signals" {
+            let names: Option<Vec<String>> = match args.get("names") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(a)) => Some(
+                    a.iter()
+                        .map(|v| v.as_str().map(str::to_string))
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| McpError::invalid_params("names must be strings", None))?,
+                ),
+                Some(_) => {
+                    return Err(McpError::invalid_params(
+                        "names must be an array of signal names",
+                        None,
+                    ));
+                }
+            };
+            return Ok(match self.engine.can_signals(&device, names.as_deref()) {
+                Ok(list) => {
+                    let text = list
+                        .iter()
+                        .map(|s| match (s.value, s.age_s) {
+                            (Some(v), Some(age)) => {
+                                format!("{} = {v} {} ({age:.1} s ago)", s.name, s.unit)
+                            }
+                            _ => format!("{} = (not seen yet)", s.name),
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let mut out =
+                        CallToolResult::structured(json!({"device": device, "signals": list}));
+                    out.content = vec![ContentBlock::text(text)];
+                    out
+                }
+                Err(e) => refused(&device, e),
+            });
+        }
+        let id = args
+            .get("id")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n < (1 << 29))
+            .ok_or_else(|| McpError::invalid_params("id must be an integer below 2^29", None))?;
+        let data = args
+            .get("data_hex")
+            .and_then(Value::as_str)
+            .ok_or_else(|| McpError::invalid_params("data_hex is required", None))
+            .and_then(|s| hex_bytes(s).map_err(|m| McpError::invalid_params(m, None)))?;
+        Ok(match self.engine.can_decode(&device, id, &data) {
+            Ok(d) => {
+                let text = d
+                    .signals
+                    .iter()
+                    .map(|(n, v, u)| format!("{n} = {v} {u}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let signals: Vec<Value> = d
+                    .signals
+                    .iter()
+                    .map(|(n, v, u)| json!({"name": n, "value": v, "unit": u}))
+                    .collect();
+                let mut out = CallToolResult::structured(json!({
+                    "device": device, "message": d.message, "id": d.id, "extended": d.extended, "signals": signals
+                }));
+                out.content = vec![ContentBlock::text(format!("{}: {text}", d.message))];
+                out
+            }
+            Err(e) => refused(&device, e),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_payloads() {
+        assert_eq!(hex_bytes("0102a0"), Ok(vec![1, 2, 0xA0]));
+        assert_eq!(hex_bytes(""), Ok(vec![]));
+        assert!(hex_bytes("012").unwrap_err().contains("odd"));
+        assert!(hex_bytes("zz").unwrap_err().contains("not hex"));
+    }
+}
