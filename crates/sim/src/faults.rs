@@ -238,22 +238,32 @@ pub(crate) struct Effects {
     pub obstacles: Vec<f64>,
 }
 
-/// What is due next in a [`Schedule`].
+/// What happens next in a [`Schedule`], found by [`Schedule::next_due`] and
+/// [`Schedule::next_event`]; the index is that of the fault in the schedule, for
+/// [`Schedule::strike`] and [`Schedule::remove`].
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Due {
+pub enum Due {
     /// The fault at this index strikes.
     Strike(usize),
     /// The reboot at this index is over: the device comes back.
     Recover(usize),
 }
 
-/// The faults of one device and the instant of its first actuating write.
+/// The faults of one device and the instant of its first actuating write: when each fault
+/// strikes (`after_ms`) and when a `reboot` is over (`down_ms`).
+///
+/// Public so that a simulated device living outside this crate (the `mqtt-relay` of
+/// `closedloop-mqtt`, an MQTT client rather than a register map) counts `after_ms` from the same
+/// moments as [`crate::SimDevice`] does, by the same code, instead of keeping a copy that could
+/// drift. The schedule only keeps time; what a fault does when it strikes, recovers or is cleared
+/// is the device's business: it asks [`Schedule::next_due`], then calls [`Schedule::strike`] or
+/// [`Schedule::remove`], and reads the faults in force from [`Schedule::struck`].
 ///
 /// # Invariants
 /// At most one fault per [`FaultKind`] (injecting a kind again replaces it); a fault is
 /// `Waiting` only while no actuating write has happened (or its strike instant overflowed).
 #[derive(Debug, Default)]
-pub(crate) struct Schedule {
+pub struct Schedule {
     entries: Vec<(FaultSpec, Phase)>,
     first_write: Option<Instant>,
 }
@@ -283,8 +293,20 @@ impl Schedule {
         }
     }
 
-    /// The earliest event at or before `now`, with its instant.
+    /// The earliest event at or before `now`, with its instant: what a device must let happen
+    /// (in order, each at its own instant) before it handles anything at `now`.
     pub fn next_due(&self, now: Instant) -> Option<(Instant, Due)> {
+        self.next_event().filter(|(t, _)| *t <= now)
+    }
+
+    /// The earliest event still to come, due or not, with its instant (ties go to the lower
+    /// index); `None` while nothing is scheduled (a fault waiting for the first write has no
+    /// instant yet).
+    ///
+    /// [`crate::SimDevice`] reads time only when asked and needs only [`Schedule::next_due`]; a
+    /// device that acts by itself (the `mqtt-relay` drops its connection when `power_off`
+    /// strikes) uses this to know when to wake up.
+    pub fn next_event(&self) -> Option<(Instant, Due)> {
         let mut best: Option<(Instant, Due)> = None;
         for (i, (spec, phase)) in self.entries.iter().enumerate() {
             let event = match (*phase, spec.fault) {
@@ -295,7 +317,6 @@ impl Schedule {
                 _ => None,
             };
             if let Some((t, due)) = event
-                && t <= now
                 && best.is_none_or(|(b, _)| t < b)
             {
                 best = Some((t, due));
@@ -333,14 +354,19 @@ impl Schedule {
         self.entries.iter().map(|(s, _)| *s).collect()
     }
 
-    /// The combined effect of the faults that have struck.
-    pub fn effects(&self) -> Effects {
+    /// The faults that have struck and are in force, in the order they were added.
+    pub fn struck(&self) -> impl Iterator<Item = Fault> + '_ {
+        self.entries
+            .iter()
+            .filter(|(_, phase)| matches!(phase, Phase::Struck(_)))
+            .map(|(spec, _)| spec.fault)
+    }
+
+    /// The combined effect of the faults that have struck, as this crate's models apply it.
+    pub(crate) fn effects(&self) -> Effects {
         let mut fx = Effects::default();
-        for (spec, phase) in &self.entries {
-            if !matches!(phase, Phase::Struck(_)) {
-                continue;
-            }
-            match spec.fault {
+        for fault in self.struck() {
+            match fault {
                 Fault::Stall { at_mm: Some(at) } => fx.obstacles.push(at),
                 Fault::Stall { at_mm: None } => {}
                 Fault::Brownout => fx.brownout = true,
@@ -386,5 +412,32 @@ mod tests {
         assert_eq!(s.next_due(tw + Duration::from_millis(49)), None);
         let due = s.next_due(tw + Duration::from_millis(50));
         assert_eq!(due, Some((tw + Duration::from_millis(50), Due::Strike(0))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn next_event_sees_ahead_and_a_reboot_ends_down_ms_after_it_struck() {
+        let mut s = Schedule::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        s.on_write(t0);
+        s.push(FaultSpec::after(Fault::Reboot { down_ms: 100 }, 50), t0);
+        s.push(FaultSpec::after(Fault::Zombie, 50), t0);
+        assert_eq!(s.next_due(t0), None);
+        // Ties go to the fault added first.
+        assert_eq!(s.next_event(), Some((t0 + ms(50), Due::Strike(0))));
+        assert_eq!(
+            s.strike(0, t0 + ms(50)),
+            Some(Fault::Reboot { down_ms: 100 })
+        );
+        assert_eq!(
+            s.struck().collect::<Vec<_>>(),
+            [Fault::Reboot { down_ms: 100 }]
+        );
+        assert_eq!(s.next_event(), Some((t0 + ms(50), Due::Strike(1))));
+        s.strike(1, t0 + ms(50));
+        assert_eq!(s.next_event(), Some((t0 + ms(150), Due::Recover(0))));
+        assert_eq!(s.next_due(t0 + ms(149)), None);
+        assert_eq!(s.take(FaultKind::Zombie), Some((Fault::Zombie, true)));
+        assert_eq!(s.take(FaultKind::Zombie), None);
     }
 }

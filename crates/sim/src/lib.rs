@@ -11,6 +11,8 @@
 //!   as `closedloop sim` serves over Modbus TCP.
 //! - [`Fault`] / [`FaultSpec`] describe what goes wrong and when; [`SimDevice::inject`] and
 //!   [`SimDevice::clear`] change it at run time; [`SimDevice::peek`] shows the physical truth.
+//! - [`Schedule`] keeps the time of a device's faults (`after_ms`, a reboot's `down_ms`); it is
+//!   public so that simulated devices outside this crate (the `mqtt-relay`) follow the same rules.
 //!
 //! Time is `tokio::time::Instant`, read at each request; there are no background tasks, so under
 //! `tokio::time::pause()` everything is deterministic:
@@ -46,7 +48,7 @@ mod validate;
 pub use config::{FaultConfig, SimConfig};
 pub use device::SimDevice;
 pub use error::SimConfigError;
-pub use faults::{Fault, FaultKind, FaultSpec, UnknownFaultKind};
+pub use faults::{Due, Fault, FaultKind, FaultSpec, Schedule, UnknownFaultKind};
 pub use model::{
     DEFAULT_SEED, DEFAULT_TIMEOUT_MS, HeaterOptions, Model, MqttRelayOptions, RelayOptions,
     SensorOptions, StepperOptions, ValidSim,

@@ -1,0 +1,518 @@
+//! The `mqtt-relay` as a pure state machine: every method takes the instant it happens at and
+//! returns the [`Effect`]s the task must carry out; no I/O, no clock reads, no async.
+//!
+//! The fault schedule (when `after_ms` runs out, when a reboot is over) is
+//! [`closedloop_sim::Schedule`], so `after_ms` counts exactly as for every other simulated
+//! device; this module decides only what each fault does to a relay on MQTT.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use closedloop_sim::{Due, Fault, FaultKind, FaultSpec, Schedule};
+use tokio::time::Instant;
+
+use super::MAX_DELAYED;
+
+/// What the task must do for the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Effect {
+    /// Drop the broker connection without DISCONNECT: the broker publishes the will.
+    Cut,
+    /// Connect afresh (clean start), subscribed to `{prefix}/set`.
+    Connect,
+    /// Publish the retained `online`.
+    Online,
+    /// Publish `{"on": on, "seq": seq}` on the state topic.
+    State { on: bool, seq: u64 },
+}
+
+/// The relay as a pure state machine: every method takes the instant it happens at.
+///
+/// # Invariants
+/// - `faults` holds at most one fault per kind; its "first actuating write" is the first set the
+///   relay took (not one a zombie ignored or `drop_rate` lost, nor one while down).
+/// - `down` is true while the device must hold no connection (power_off or a reboot struck, or
+///   not booted yet); `linked` (the broker acknowledged the current connection) implies `!down`.
+/// - The contact is `from` before `switch_at` and `to` from then on; `to` is the drive (output
+///   on and no brownout) as of its last change.
+#[derive(Debug)]
+pub(super) struct Core {
+    pull_in: Duration,
+    /// The commanded output: what the last set that took effect asked for.
+    output: bool,
+    from: bool,
+    to: bool,
+    switch_at: Instant,
+    /// Sets taken but waiting out `latency_ms`, with the instant each takes effect.
+    delayed: VecDeque<(Instant, bool)>,
+    /// A state message owed `pull_in` after a set (or at once, after a zombie wakes up).
+    confirm_at: Option<Instant>,
+    /// The state last published on this boot: a different one is published on change.
+    reported: Option<bool>,
+    seq: u64,
+    down: bool,
+    linked: bool,
+    /// `online` was published on the current connection.
+    announced: bool,
+    /// When each fault strikes and when a reboot is over.
+    faults: Schedule,
+    /// xorshift64 state for `drop_rate`; never 0.
+    rng: u64,
+}
+
+impl Core {
+    pub(super) fn new(pull_in: Duration, seed: u64, now: Instant) -> Core {
+        Core {
+            pull_in,
+            output: false,
+            from: false,
+            to: false,
+            switch_at: now,
+            delayed: VecDeque::new(),
+            confirm_at: None,
+            reported: None,
+            seq: 0,
+            down: true,
+            linked: false,
+            announced: false,
+            faults: Schedule::default(),
+            rng: if seed == 0 { 0x5EED } else { seed },
+        }
+    }
+
+    /// Powers up with the plant file's faults; connects unless one holds it off.
+    pub(super) fn boot(&mut self, faults: &[FaultSpec], now: Instant) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        for spec in faults {
+            fx.extend(self.inject(*spec, now));
+        }
+        self.come_back(now, &mut fx);
+        fx
+    }
+
+    fn struck(&self, which: impl Fn(&Fault) -> bool) -> bool {
+        self.faults.struck().any(|f| which(&f))
+    }
+
+    fn zombie(&self) -> bool {
+        self.struck(|f| matches!(f, Fault::Zombie))
+    }
+
+    fn brownout(&self) -> bool {
+        self.struck(|f| matches!(f, Fault::Brownout))
+    }
+
+    fn held_off(&self) -> bool {
+        self.struck(|f| matches!(f, Fault::PowerOff | Fault::Reboot { .. }))
+    }
+
+    fn latency(&self) -> Duration {
+        self.struck_value(|f| match f {
+            Fault::LatencyMs { ms } => Some(Duration::from_millis(*ms)),
+            _ => None,
+        })
+        .unwrap_or_default()
+    }
+
+    fn drop_p(&self) -> f64 {
+        self.struck_value(|f| match f {
+            Fault::DropRate { p } => Some(*p),
+            _ => None,
+        })
+        .unwrap_or(0.0)
+    }
+
+    fn struck_value<T>(&self, value: impl Fn(&Fault) -> Option<T>) -> Option<T> {
+        self.faults.struck().find_map(|f| value(&f))
+    }
+
+    /// A uniform draw in `[0, 1)` (xorshift64).
+    fn draw(&mut self) -> f64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn contact(&self, t: Instant) -> bool {
+        if t >= self.switch_at {
+            self.to
+        } else {
+            self.from
+        }
+    }
+
+    /// What the state topic says at `t`.
+    fn reported_at(&self, t: Instant) -> bool {
+        self.contact(t) != self.struck(|f| matches!(f, Fault::SwappedContacts))
+    }
+
+    /// Re-aims the contact at the drive: at once (power gone, brownout) or after `pull_in`.
+    fn redrive(&mut self, now: Instant, immediate: bool) {
+        let drive = self.output && !self.brownout();
+        if immediate {
+            (self.from, self.to, self.switch_at) = (drive, drive, now);
+        } else if drive != self.to {
+            self.from = self.contact(now);
+            self.to = drive;
+            self.switch_at = now.checked_add(self.pull_in).unwrap_or(now);
+        }
+    }
+
+    /// A set takes effect at `t`.
+    fn apply(&mut self, t: Instant, on: bool) {
+        self.output = on;
+        self.redrive(t, false);
+        self.confirm_at = Some(t.checked_add(self.pull_in).unwrap_or(t));
+    }
+
+    fn outputs_off(&mut self, now: Instant) {
+        self.output = false;
+        self.redrive(now, true);
+        self.delayed.clear();
+        self.confirm_at = None;
+    }
+
+    fn go_down(&mut self, now: Instant, fx: &mut Vec<Effect>) {
+        self.outputs_off(now);
+        if !self.down {
+            self.down = true;
+            self.linked = false;
+            self.announced = false;
+            fx.push(Effect::Cut);
+        }
+    }
+
+    /// Boots afresh (output off, `seq` from 1) once nothing holds the device off.
+    fn come_back(&mut self, now: Instant, fx: &mut Vec<Effect>) {
+        if self.down && !self.held_off() {
+            self.down = false;
+            self.outputs_off(now);
+            self.seq = 0;
+            self.reported = None;
+            fx.push(Effect::Connect);
+        }
+    }
+
+    /// When the task must call [`Core::advance`] next, if ever.
+    pub(super) fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        [
+            self.faults.next_event().map(|(t, _)| t),
+            self.delayed.front().map(|(t, _)| *t),
+            self.confirm_at,
+            (self.switch_at > now).then_some(self.switch_at),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Lets every fault event and delayed set due by `now` happen, each at its own instant.
+    fn run_until(&mut self, now: Instant, fx: &mut Vec<Effect>) {
+        loop {
+            let fault = self.faults.next_due(now);
+            let set = self.delayed.front().copied().filter(|(t, _)| *t <= now);
+            match (fault, set) {
+                (fault, Some((ts, on))) if fault.is_none_or(|(tf, _)| ts <= tf) => {
+                    self.delayed.pop_front();
+                    self.apply(ts, on);
+                }
+                (Some((t, due)), _) => self.fault_event(t, due, fx),
+                _ => return,
+            }
+        }
+    }
+
+    fn fault_event(&mut self, t: Instant, due: Due, fx: &mut Vec<Effect>) {
+        match due {
+            Due::Recover(i) => {
+                self.faults.remove(i);
+                self.come_back(t, fx);
+            }
+            Due::Strike(i) => match self.faults.strike(i, t) {
+                Some(Fault::PowerOff | Fault::Reboot { .. }) => self.go_down(t, fx),
+                Some(Fault::Brownout) => self.redrive(t, true),
+                _ => {}
+            },
+        }
+    }
+
+    /// Publishes the state if one is owed or it changed, unless the device cannot talk.
+    fn publish_if_due(&mut self, now: Instant, fx: &mut Vec<Effect>) {
+        let owed = self.confirm_at.is_some_and(|t| t <= now);
+        if owed {
+            self.confirm_at = None;
+        }
+        if !self.linked || self.zombie() {
+            return;
+        }
+        let on = self.reported_at(now);
+        if owed || self.reported != Some(on) {
+            self.publish(on, fx);
+        }
+    }
+
+    fn publish(&mut self, on: bool, fx: &mut Vec<Effect>) {
+        self.seq += 1;
+        self.reported = Some(on);
+        fx.push(Effect::State { on, seq: self.seq });
+    }
+
+    /// Time passed.
+    pub(super) fn advance(&mut self, now: Instant) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        self.run_until(now, &mut fx);
+        self.publish_if_due(now, &mut fx);
+        fx
+    }
+
+    /// The heartbeat period elapsed: the state, unless one was just published.
+    pub(super) fn heartbeat(&mut self, now: Instant) -> Vec<Effect> {
+        let mut fx = self.advance(now);
+        let published = fx.iter().any(|e| matches!(e, Effect::State { .. }));
+        if self.linked && !self.zombie() && !published {
+            let on = self.reported_at(now);
+            self.publish(on, &mut fx);
+        }
+        fx
+    }
+
+    /// A valid `{"on": bool}` arrived on `{prefix}/set`.
+    pub(super) fn on_set(&mut self, on: bool, now: Instant) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        self.run_until(now, &mut fx);
+        let p = self.drop_p();
+        let lost = p > 0.0 && self.draw() < p;
+        if !(self.down || self.zombie() || lost) {
+            let latency = self.latency();
+            if latency.is_zero() {
+                self.apply(now, on);
+            } else {
+                if self.delayed.len() >= MAX_DELAYED {
+                    self.delayed.pop_front();
+                }
+                let at = now.checked_add(latency).unwrap_or(now);
+                self.delayed.push_back((at, on));
+            }
+            self.faults.on_write(now);
+        }
+        self.run_until(now, &mut fx);
+        self.publish_if_due(now, &mut fx);
+        fx
+    }
+
+    /// The broker acknowledged the current connection (CONNACK; the subscription is on its way).
+    pub(super) fn on_link_up(&mut self, now: Instant) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        self.run_until(now, &mut fx);
+        if self.down {
+            return fx; // a fault struck meanwhile: the cut is on its way
+        }
+        self.linked = true;
+        self.announced = false;
+        if !self.zombie() {
+            fx.push(Effect::Online);
+            self.announced = true;
+            self.confirm_at = Some(now);
+        }
+        self.publish_if_due(now, &mut fx);
+        fx
+    }
+
+    /// The connection was lost (the broker client reconnects by itself).
+    pub(super) fn on_link_down(&mut self) {
+        self.linked = false;
+        self.announced = false;
+    }
+
+    /// Adds (or replaces) a fault at `now`.
+    pub(super) fn inject(&mut self, spec: FaultSpec, now: Instant) -> Vec<Effect> {
+        let mut fx = self.clear(spec.fault.kind(), now);
+        self.faults.push(spec, now);
+        self.run_until(now, &mut fx);
+        self.publish_if_due(now, &mut fx);
+        fx
+    }
+
+    /// Removes the fault of `kind` at `now`, undoing what it holds.
+    pub(super) fn clear(&mut self, kind: FaultKind, now: Instant) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        self.run_until(now, &mut fx);
+        match self.faults.take(kind) {
+            Some((Fault::PowerOff | Fault::Reboot { .. }, true)) => self.come_back(now, &mut fx),
+            Some((Fault::Brownout, true)) => self.redrive(now, false),
+            Some((Fault::Zombie, true)) if self.linked => {
+                if !self.announced {
+                    fx.push(Effect::Online);
+                    self.announced = true;
+                }
+                self.confirm_at = Some(now);
+            }
+            _ => {}
+        }
+        self.publish_if_due(now, &mut fx);
+        fx
+    }
+
+    /// The faults pending or in force.
+    pub(super) fn specs(&self) -> Vec<FaultSpec> {
+        self.faults.specs()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PULL_IN: Duration = Duration::from_millis(10);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A booted core whose connection is up, and the instant it came up.
+    fn linked(faults: &[FaultSpec]) -> (Core, Instant) {
+        let t0 = Instant::now();
+        let mut core = Core::new(PULL_IN, 7, t0);
+        assert_eq!(core.boot(faults, t0), vec![Effect::Connect]);
+        let fx = core.on_link_up(t0);
+        assert!(fx.contains(&Effect::Online), "{fx:?}");
+        (core, t0)
+    }
+
+    fn states(fx: &[Effect]) -> Vec<bool> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::State { on, .. } => Some(*on),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_state_follows_a_set_after_pull_in_with_increasing_seq() {
+        let (mut core, t0) = linked(&[]);
+        let fx = core.on_set(true, t0 + ms(5));
+        assert!(states(&fx).is_empty(), "not before pull_in: {fx:?}");
+        assert_eq!(core.next_deadline(t0 + ms(5)), Some(t0 + ms(15)));
+        let fx = core.advance(t0 + ms(15));
+        assert_eq!(fx, vec![Effect::State { on: true, seq: 2 }]);
+        assert_eq!(
+            core.heartbeat(t0 + ms(100)),
+            vec![Effect::State { on: true, seq: 3 }]
+        );
+    }
+
+    #[test]
+    fn brownout_opens_the_contact_and_clearing_lets_it_follow_again() {
+        let (mut core, t0) = linked(&[]);
+        core.on_set(true, t0);
+        core.advance(t0 + ms(10));
+        let fx = core.inject(FaultSpec::now(Fault::Brownout), t0 + ms(20));
+        assert_eq!(states(&fx), vec![false], "published on change");
+        assert!(states(&core.on_set(true, t0 + ms(30))).is_empty());
+        assert_eq!(states(&core.advance(t0 + ms(40))), vec![false]);
+        assert!(states(&core.clear(FaultKind::Brownout, t0 + ms(50))).is_empty());
+        assert_eq!(states(&core.advance(t0 + ms(60))), vec![true]);
+    }
+
+    #[test]
+    fn swapped_contacts_report_the_opposite() {
+        let (mut core, t0) = linked(&[FaultSpec::now(Fault::SwappedContacts)]);
+        assert_eq!(states(&core.heartbeat(t0)), vec![true]);
+        core.on_set(true, t0);
+        assert_eq!(states(&core.advance(t0 + ms(10))), vec![false]);
+    }
+
+    #[test]
+    fn a_zombie_ignores_sets_and_publishes_nothing_until_cleared() {
+        let (mut core, t0) = linked(&[]);
+        assert!(core.inject(FaultSpec::now(Fault::Zombie), t0).is_empty());
+        assert!(core.on_set(true, t0).is_empty());
+        assert!(core.heartbeat(t0 + ms(100)).is_empty());
+        let fx = core.clear(FaultKind::Zombie, t0 + ms(200));
+        assert_eq!(
+            states(&fx),
+            vec![false],
+            "back at once, the set was ignored"
+        );
+    }
+
+    #[test]
+    fn power_off_cuts_and_clearing_boots_afresh() {
+        let (mut core, t0) = linked(&[]);
+        core.on_set(true, t0);
+        core.advance(t0 + ms(10));
+        assert_eq!(
+            core.inject(FaultSpec::now(Fault::PowerOff), t0 + ms(20)),
+            vec![Effect::Cut]
+        );
+        assert!(core.heartbeat(t0 + ms(100)).is_empty());
+        assert!(core.on_set(true, t0 + ms(110)).is_empty());
+        assert_eq!(
+            core.clear(FaultKind::PowerOff, t0 + ms(200)),
+            vec![Effect::Connect]
+        );
+        let fx = core.on_link_up(t0 + ms(210));
+        assert_eq!(
+            fx,
+            vec![Effect::Online, Effect::State { on: false, seq: 1 }]
+        );
+    }
+
+    #[test]
+    fn a_reboot_comes_back_by_itself_and_drops_the_pending_set() {
+        let (mut core, t0) = linked(&[FaultSpec::now(Fault::LatencyMs { ms: 50 })]);
+        core.on_set(true, t0);
+        let fx = core.inject(FaultSpec::now(Fault::Reboot { down_ms: 100 }), t0 + ms(10));
+        assert_eq!(fx, vec![Effect::Cut]);
+        assert_eq!(core.next_deadline(t0 + ms(10)), Some(t0 + ms(110)));
+        assert!(core.advance(t0 + ms(109)).is_empty());
+        assert_eq!(core.advance(t0 + ms(110)), vec![Effect::Connect]);
+        let fx = core.on_link_up(t0 + ms(120));
+        assert_eq!(states(&fx), vec![false]);
+        assert!(states(&core.advance(t0 + ms(500))).is_empty());
+        assert_eq!(
+            core.specs(),
+            vec![FaultSpec::now(Fault::LatencyMs { ms: 50 })]
+        );
+    }
+
+    #[test]
+    fn latency_delays_the_set_taking_effect() {
+        let (mut core, t0) = linked(&[FaultSpec::now(Fault::LatencyMs { ms: 100 })]);
+        core.on_set(true, t0);
+        assert!(states(&core.advance(t0 + ms(100))).is_empty());
+        assert_eq!(states(&core.advance(t0 + ms(110))), vec![true]);
+    }
+
+    #[test]
+    fn drop_rate_one_loses_every_set_and_zero_none() {
+        let (mut core, t0) = linked(&[FaultSpec::now(Fault::DropRate { p: 1.0 })]);
+        for i in 0..50 {
+            core.on_set(true, t0 + ms(i));
+        }
+        assert_eq!(states(&core.heartbeat(t0 + ms(100))), vec![false]);
+        core.inject(FaultSpec::now(Fault::DropRate { p: 0.0 }), t0 + ms(100));
+        core.on_set(true, t0 + ms(100));
+        assert_eq!(states(&core.advance(t0 + ms(110))), vec![true]);
+    }
+
+    #[test]
+    fn after_ms_counts_from_the_first_set_or_from_the_injection() {
+        let (mut core, t0) = linked(&[FaultSpec::after(Fault::PowerOff, 100)]);
+        assert!(core.advance(t0 + ms(1000)).is_empty(), "waits for a set");
+        core.on_set(true, t0 + ms(1000));
+        assert_eq!(states(&core.advance(t0 + ms(1010))), vec![true]);
+        assert_eq!(core.advance(t0 + ms(1100)), vec![Effect::Cut]);
+        core.clear(FaultKind::PowerOff, t0 + ms(1200));
+        core.on_link_up(t0 + ms(1200));
+        // A set was taken already: a new delayed fault counts from its injection.
+        core.inject(FaultSpec::after(Fault::Brownout, 50), t0 + ms(1300));
+        core.on_set(true, t0 + ms(1300));
+        assert_eq!(states(&core.advance(t0 + ms(1310))), vec![true]);
+        assert_eq!(states(&core.advance(t0 + ms(1350))), vec![false]);
+    }
+}
