@@ -1,13 +1,16 @@
 //! `closedloop sim`: the plant's simulated devices as their own process, over Modbus TCP (units on
-//! `[device.sim] listen`) and MQTT (`mqtt-relay` clients of `[device.sim] broker`), and the
+//! `[device.sim] listen`), MQTT (`mqtt-relay` clients of `[device.sim] broker`) and CAN (nodes on
+//! a simulated slcan adapter per `[device.sim] can.bus`, reached through a pty), and the
 //! `fault` / `clear` requests to its control endpoint.
 //!
 //! stdout carries exactly one line per served Modbus device (`closedloop sim: slide unit 1 on
 //! 127.0.0.1:PORT`), one per running relay (`closedloop sim: lamp mqtt-relay lab/lamp on
-//! mqtt://127.0.0.1:1883`) and then one for the control endpoint (`closedloop sim: control on
-//! 127.0.0.1:PORT`), printed once every port accepts connections and every relay is connected to
-//! its broker (or held off by a fault it was given), so scripts and tests read the real ports
-//! instead of sleeping. Devices that are not served are named on stderr.
+//! mqtt://127.0.0.1:1883`), one per CAN node (`closedloop sim: lamp can-node workshop on
+//! slcan:/dev/pts/N`: the interface a `can` driver names) and then one for the control endpoint
+//! (`closedloop sim: control on 127.0.0.1:PORT`), printed once every port accepts connections,
+//! every relay is connected to its broker (or held off by a fault it was given) and every bus's
+//! pty is open, so scripts and tests read the real ports and ptys instead of sleeping. Devices
+//! that are not served are named on stderr.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -106,11 +109,11 @@ async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitC
     for s in &bound.skipped {
         eprintln!("closedloop sim: {} skipped: {}", s.device, s.reason);
     }
-    if bound.served.is_empty() && bound.relays.is_empty() {
+    if bound.served.is_empty() && bound.relays.is_empty() && bound.can_nodes.is_empty() {
         bail!(
-            "{}: no device has a [device.sim] table with `listen` (Modbus) or `broker` \
-             (mqtt-relay); add e.g. [device.sim] model = \"relay\", listen = \"127.0.0.1:1502\", \
-             unit = 1",
+            "{}: no device has a [device.sim] table with `listen` (Modbus), `broker` \
+             (mqtt-relay) or `can` (a CAN node); add e.g. [device.sim] model = \"relay\", \
+             listen = \"127.0.0.1:1502\", unit = 1",
             path.display()
         );
     }
@@ -123,6 +126,12 @@ async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitC
         println!(
             "closedloop sim: {} mqtt-relay {} on {}",
             r.device, r.prefix, r.broker
+        );
+    }
+    for n in &bound.can_nodes {
+        println!(
+            "closedloop sim: {} can-node {} on {}",
+            n.device, n.bus, n.interface
         );
     }
     println!("closedloop sim: control on {control_addr}");

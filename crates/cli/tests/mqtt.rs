@@ -11,9 +11,8 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// The broker to use: the one named by `$CLOSEDLOOP_MQTT_URL`, or our own.
@@ -54,29 +53,15 @@ fn start_sim(dir: &Path, broker: &str, tag: &str) -> (Running, String) {
         .replace("workshop/", &format!("closedloop-test/{tag}/"))
         .replace("closedloop-mqtt-workshop", &format!("closedloop-{tag}"));
     std::fs::write(dir.join("plant.toml"), &plant).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .arg("sim")
-        .arg(dir.join("plant.toml"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut relays = Vec::new();
-    let control = loop {
-        let line = lines.next().expect("sim announces").unwrap();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["closedloop", "sim:", "control", "on", addr] => break addr.to_string(),
-            ["closedloop", "sim:", device, "mqtt-relay", _, "on", _] => {
-                relays.push(device.to_string())
-            }
-            _ => {}
-        }
-    };
+    let (sim, control, announced) = start_sim_plant(&dir.join("plant.toml"));
+    let mut relays: Vec<&str> = announced
+        .iter()
+        .filter(|w| w.get(1).map(String::as_str) == Some("mqtt-relay"))
+        .map(|w| w[0].as_str())
+        .collect();
     relays.sort();
     assert_eq!(relays, ["fan", "lamp"]);
-    (Running(child), control)
+    (sim, control)
 }
 
 fn tag() -> String {

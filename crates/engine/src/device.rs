@@ -291,6 +291,22 @@ impl DeviceRt {
         self.poll_now.notify_one();
     }
 
+    /// A snapshot read after this call: the values a write is about to be judged against. A
+    /// cached value may be up to one poll period (or one status frame) old — older than a fault
+    /// that struck just before the command — so the poller is asked for a cycle now (a polled
+    /// device) or the next frame is awaited (a CAN node), bounded by `within`. MQTT devices
+    /// report on change, so their cache is as fresh as it gets. On timeout: the cache.
+    pub async fn fresh(&self, within: Duration) -> Snapshot {
+        if matches!(self.io, DeviceIo::Mqtt(_)) {
+            return self.current();
+        }
+        let mut rx = self.subscribe();
+        let after = self.issued_seq();
+        self.poll_now();
+        let _ = tokio::time::timeout(within, rx.wait_for(|s| s.seq > after)).await;
+        self.current()
+    }
+
     /// Sends one register write with the device's timeout.
     pub async fn write(&self, w: Write) -> Answer<()> {
         let DeviceIo::Registers(driver) = &self.io else {

@@ -150,7 +150,10 @@ impl Supervisor {
             self.feed(never_sent).await;
             return;
         }
-        let snap = self.dev.current();
+        // Judge "already so", `requires` and the plan on values read now, not on a cache that
+        // may predate a fault that struck while the command waited.
+        let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
+        let snap = self.dev.fresh(within).await;
         if snap.liveness == Liveness::Offline {
             let detail = offline_detail(&self.dev, &snap);
             self.feed(Event::Offline { detail }).await;

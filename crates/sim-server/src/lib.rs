@@ -1,7 +1,7 @@
 //! closedloop's simulated devices as their own process, over real protocols: what
 //! `closedloop sim PLANT` runs, so that one plant file can be served by `closedloop serve`
-//! through `modbus-tcp` and `mqtt` drivers across sockets, with the same physics and faults as
-//! in-process.
+//! through `modbus-tcp`, `mqtt` and `can` drivers across sockets and ptys, with the same physics
+//! and faults as in-process.
 //!
 //! - [`ModbusServer`] serves [`closedloop_sim::SimDevice`]s as Modbus TCP units (FC01–06, 15,
 //!   16); its module doc says how silence, exceptions, `crc_error` and unknown units look on the
@@ -9,26 +9,37 @@
 //! - [`bind_plant`] binds one listener per distinct `[device.sim] listen` address of a plant, and
 //!   starts each `mqtt-relay` as a client of its `[device.sim] broker`
 //!   ([`closedloop_mqtt::relay`] says how each fault looks over MQTT).
-//! - [`Simulated`] is one such device, Modbus unit or MQTT relay, as the control endpoint sees it.
+//! - [`start_buses`] runs simulated CAN nodes ([`CanNode`]) on simulated slcan adapters reached
+//!   through a pty, one [`SimBus`] per `[device.sim] can.bus` (the [`can_node`] module doc says
+//!   how each fault looks on the bus); [`bind_plant`] starts them for tables with `can`.
+//! - [`Simulated`] is one such device, Modbus unit, MQTT relay or CAN node, as the control
+//!   endpoint sees it.
 //! - [`ControlServer`] and [`control::send`] inject and clear faults at run time over a
 //!   loopback line protocol (see [`control`]).
 //! - [`codec`] is the Modbus TCP framing, pure and unit-tested byte by byte.
 
 #![warn(missing_docs)]
 
+pub mod can_node;
 pub mod codec;
 pub mod control;
 pub mod modbus;
 mod plant;
 mod simulated;
 
+pub use can_node::{
+    BUS_FANOUT, BUS_QUEUE, CanNode, CanNodeSpec, CanSimError, SimBus, link_path, start_buses,
+};
+/// The CAN crate the nodes speak through: whoever talks to a [`SimBus`] needs its
+/// [`CanBus`](closedloop_can::CanBus) and [`Dbc`](closedloop_can::Dbc).
+pub use closedloop_can as can;
 /// The MQTT crate the relays run on: [`Simulated::Mqtt`] holds its
 /// [`MqttRelay`](closedloop_mqtt::relay::MqttRelay), and whoever observes a relay needs its client.
 pub use closedloop_mqtt as mqtt;
 pub use control::{ControlCommand, ControlError, ControlServer};
 pub use modbus::{MAX_CONNECTIONS, MAX_IN_FLIGHT, ModbusServer, Units};
 pub use plant::{
-    BindError, BoundPlant, DEFAULT_UNIT, RELAY_CONNECT_WAIT, Served, ServedRelay, Skipped,
-    bind_plant,
+    BindError, BoundPlant, DEFAULT_UNIT, RELAY_CONNECT_WAIT, Served, ServedCanNode, ServedRelay,
+    Skipped, bind_plant,
 };
 pub use simulated::Simulated;

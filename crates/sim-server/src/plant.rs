@@ -11,10 +11,15 @@
 //! [`RELAY_CONNECT_WAIT`]. Its faults are checked like any sim table's, and those with no MQTT
 //! meaning (`nak`, `crc_error`, `stall`) are refused by key.
 //!
-//! Tables without `listen` (Modbus) or `broker` (`mqtt-relay`) are not run and are reported in
-//! [`BoundPlant::skipped`].
+//! A table with `can = { bus, dbc, status, command, period_ms }` runs as a CAN node on the
+//! simulated bus of that name (one pty per bus: [`crate::can_node`]); it takes neither `listen`
+//! nor `broker`.
+//!
+//! Tables without `listen` (Modbus), `broker` (`mqtt-relay`) or `can` are not run and are
+//! reported in [`BoundPlant::skipped`].
 
 use crate::Simulated;
+use crate::can_node::{CanNodeSpec, CanSimError, SimBus, start_buses};
 use crate::modbus::{ModbusServer, Units};
 use closedloop_mqtt::relay::{self, MqttRelay, Presence};
 use closedloop_plant::Plant;
@@ -90,6 +95,22 @@ pub enum BindError {
         /// How long it was given.
         waited: Duration,
     },
+    /// A table gives `can` together with `listen` or `broker`.
+    #[error(
+        "device {device:?}: [device.sim] gives `can` and `{other}`: a simulated device is either \
+         a CAN node (`can`) or served over {protocol} (`{other}`); remove one"
+    )]
+    CanAndOther {
+        /// Device id.
+        device: String,
+        /// `listen` or `broker`.
+        other: &'static str,
+        /// `Modbus TCP` or `MQTT`.
+        protocol: &'static str,
+    },
+    /// A CAN node could not be started.
+    #[error(transparent)]
+    Can(#[from] CanSimError),
     /// The address could not be bound (in use, not local, no permission).
     #[error("cannot listen on {listen} (for {devices}): {source}")]
     Bind {
@@ -124,6 +145,17 @@ pub struct ServedRelay {
     pub broker: String,
 }
 
+/// One CAN node running on a simulated bus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedCanNode {
+    /// Device id.
+    pub device: String,
+    /// The bus it is on (`[device.sim] can.bus`).
+    pub bus: String,
+    /// What a `can` driver names to reach that bus: `slcan:/dev/pts/N`.
+    pub interface: String,
+}
+
 /// A device with a `[device.sim]` table that is not served, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
@@ -140,21 +172,27 @@ pub struct BoundPlant {
     pub served: Vec<Served>,
     /// The `mqtt-relay` devices running as MQTT clients, in file order.
     pub relays: Vec<ServedRelay>,
+    /// The CAN nodes, in file order.
+    pub can_nodes: Vec<ServedCanNode>,
     /// The devices not run, in file order.
     pub skipped: Vec<Skipped>,
     /// Every device run, by id (clones share the device), for the control endpoint. The relays
     /// run as long as a clone lives.
     pub devices: BTreeMap<String, Simulated>,
     servers: Vec<ModbusServer>,
+    /// The simulated CAN buses; their nodes run until these are dropped.
+    buses: Vec<SimBus>,
 }
 
 impl BoundPlant {
     /// Serves every listener and keeps every relay running until dropped.
     pub async fn run(self) {
-        // The relays run on their own tasks for as long as `devices` lives: as long as this does.
+        // The relays and the CAN buses run on their own tasks for as long as `devices` and
+        // `buses` live: as long as this does.
         let BoundPlant {
             servers,
             devices: _running,
+            buses: _buses,
             ..
         } = self;
         let mut tasks = tokio::task::JoinSet::new();
@@ -169,15 +207,37 @@ impl BoundPlant {
 /// Builds the simulated devices of `plant`, binds their listeners and starts their relays. Every
 /// address is bound before this returns, so the ports in [`BoundPlant::served`] accept
 /// connections at once, and every relay in [`BoundPlant::relays`] is connected to its broker
-/// (or held off by a `power_off` or `reboot` fault it was given).
+/// (or held off by a `power_off` or `reboot` fault it was given), and every CAN node in
+/// [`BoundPlant::can_nodes`] is on a bus whose pty accepts a host.
 pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
     let mut groups: BTreeMap<SocketAddr, (Units, Vec<(String, u8)>)> = BTreeMap::new();
     let mut order = Vec::new();
     let mut skipped = Vec::new();
     let mut devices = BTreeMap::new();
     let mut relays = Vec::new();
+    let mut can_specs = Vec::new();
     for d in &plant.devices {
         let Some(sim) = &d.sim else { continue };
+        if let Some(can) = &sim.can {
+            let other = match (&sim.listen, &sim.broker) {
+                (Some(_), _) => Some(("listen", "Modbus TCP")),
+                (None, Some(_)) => Some(("broker", "MQTT")),
+                (None, None) => None,
+            };
+            if let Some((other, protocol)) = other {
+                return Err(BindError::CanAndOther {
+                    device: d.id.clone(),
+                    other,
+                    protocol,
+                });
+            }
+            can_specs.push(CanNodeSpec {
+                device: d.id.clone(),
+                can: can.clone(),
+                config: sim.config.clone(),
+            });
+            continue;
+        }
         if sim.config.model == "mqtt-relay" {
             let Some(broker) = &sim.broker else {
                 skipped.push(Skipped {
@@ -264,12 +324,27 @@ pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
         })
         .collect();
     let relays = connected(relays).await?;
+    let buses = start_buses(&can_specs).await?;
+    let mut can_nodes = Vec::with_capacity(can_specs.len());
+    for spec in &can_specs {
+        let on_bus = buses.iter().find_map(|b| Some((b, b.node(&spec.device)?)));
+        if let Some((bus, node)) = on_bus {
+            devices.insert(spec.device.clone(), Simulated::Can(node.clone()));
+            can_nodes.push(ServedCanNode {
+                device: spec.device.clone(),
+                bus: bus.name().to_string(),
+                interface: bus.interface(),
+            });
+        }
+    }
     Ok(BoundPlant {
         served,
         relays,
+        can_nodes,
         skipped,
         devices,
         servers,
+        buses,
     })
 }
 

@@ -1,9 +1,10 @@
 //! [`Simulated`]: one device `closedloop sim` runs, whichever protocol carries it.
 //!
 //! The control endpoint injects and clears faults without caring whether the device answers as a
-//! Modbus unit or talks MQTT; each kind checks a fault exactly as its plant-file entry is checked
+//! Modbus unit, talks MQTT or sits on a CAN bus; each kind checks a fault exactly as its plant-file entry is checked
 //! and refuses, by key, what it cannot honour.
 
+use crate::can_node::CanNode;
 use closedloop_mqtt::relay::MqttRelay;
 use closedloop_sim::{FaultConfig, FaultKind, FaultSpec, SimConfigError, SimDevice};
 use std::sync::Arc;
@@ -15,6 +16,8 @@ pub enum Simulated {
     Modbus(SimDevice),
     /// An `mqtt-relay`, running as a client of its broker for as long as any clone lives.
     Mqtt(Arc<MqttRelay>),
+    /// A node on a simulated CAN bus; it runs as long as its [`SimBus`](crate::SimBus) does.
+    Can(CanNode),
 }
 
 impl Simulated {
@@ -23,6 +26,7 @@ impl Simulated {
         match self {
             Simulated::Modbus(d) => d.inject_config(fault),
             Simulated::Mqtt(r) => r.inject_config(fault),
+            Simulated::Can(n) => n.inject_config(fault),
         }
     }
 
@@ -31,6 +35,7 @@ impl Simulated {
         match self {
             Simulated::Modbus(d) => d.clear(kind),
             Simulated::Mqtt(r) => r.clear(kind),
+            Simulated::Can(n) => n.clear(kind),
         }
     }
 
@@ -39,6 +44,7 @@ impl Simulated {
         match self {
             Simulated::Modbus(d) => d.clear_all(),
             Simulated::Mqtt(r) => r.clear_all(),
+            Simulated::Can(n) => n.clear_all(),
         }
     }
 
@@ -47,6 +53,7 @@ impl Simulated {
         match self {
             Simulated::Modbus(d) => d.faults(),
             Simulated::Mqtt(r) => r.faults(),
+            Simulated::Can(n) => n.faults(),
         }
     }
 }
@@ -60,5 +67,11 @@ impl From<SimDevice> for Simulated {
 impl From<MqttRelay> for Simulated {
     fn from(relay: MqttRelay) -> Simulated {
         Simulated::Mqtt(Arc::new(relay))
+    }
+}
+
+impl From<CanNode> for Simulated {
+    fn from(node: CanNode) -> Simulated {
+        Simulated::Can(node)
     }
 }

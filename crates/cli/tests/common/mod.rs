@@ -8,6 +8,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -89,4 +90,33 @@ pub fn outcome(r: &CallToolResult) -> (String, String) {
         v["status"].as_str().unwrap_or("").into(),
         v["error_code"].as_str().unwrap_or("").into(),
     )
+}
+
+/// Starts `closedloop sim PLANT` and reads its announcements up to the control endpoint's line.
+/// Returns the sim, the control address, and every other announcement split into words after
+/// `closedloop sim:` (`["lamp", "can-node", "bus", "on", "slcan:/tmp/..."]`).
+pub fn start_sim_plant(plant: &Path) -> (Running, String, Vec<Vec<String>>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("sim")
+        .arg(plant)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut announced = Vec::new();
+    loop {
+        let line = lines.next().expect("sim announces").unwrap();
+        let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+        match words.as_slice() {
+            [a, b, control, on, addr]
+                if a == "closedloop" && b == "sim:" && control == "control" && on == "on" =>
+            {
+                let addr = addr.clone();
+                return (Running(child), addr, announced);
+            }
+            [a, b, rest @ ..] if a == "closedloop" && b == "sim:" => announced.push(rest.to_vec()),
+            _ => {}
+        }
+    }
 }

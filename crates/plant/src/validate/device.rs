@@ -292,6 +292,21 @@ fn sim_can(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<Si
     let raw: RawSimCan = typed(v, "sim.can")
         .map_err(|(k, m)| dev.err(sink, &k, m))
         .ok()?;
+    if raw.bus.is_empty()
+        || !raw
+            .bus
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        dev.err(
+            sink,
+            "sim.can.bus",
+            format!(
+                "bus \"{}\" must be a plain name (letters, digits, _ and -): it names the pty link closedloop sim makes",
+                raw.bus
+            ),
+        );
+    }
     let period_ms = raw.period_ms.unwrap_or(50);
     if period_ms == 0 {
         dev.err(

@@ -1,0 +1,204 @@
+//! The fault matrix over CAN: `closedloop sim` runs the nodes of examples/can-workshop.toml on a
+//! simulated slcan adapter (a pty), `closedloop serve` drives them through the `can` driver and
+//! the DBC file, an MCP client acts, and faults are injected at run time through `closedloop sim
+//! fault` — closedloop never reports `completed` under a fault, and names the right code.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// Copies the example plant and DBC into `dir` with a bus of this process's own (its pty link is
+/// a path other processes could share), starts `closedloop sim` and waits for both nodes.
+/// Returns the sim and its control address.
+fn start_sim(dir: &Path) -> (Running, String) {
+    let bus = format!("workshop-{}", std::process::id());
+    std::fs::write(
+        dir.join("can-workshop.dbc"),
+        include_str!("../../../examples/can-workshop.dbc"),
+    )
+    .unwrap();
+    let plant = include_str!("../../../examples/can-workshop.toml")
+        .replace("bus = \"workshop\"", &format!("bus = \"{bus}\""))
+        .replace(
+            "slcan:/tmp/closedloop-can-workshop",
+            &format!(
+                "slcan:{}",
+                std::env::temp_dir()
+                    .join(format!("closedloop-can-{bus}"))
+                    .display()
+            ),
+        );
+    std::fs::write(dir.join("plant.toml"), plant).unwrap();
+    let (sim, control, announced) = start_sim_plant(&dir.join("plant.toml"));
+    let mut nodes: Vec<&str> = announced
+        .iter()
+        .filter(|w| w.get(1).map(String::as_str) == Some("can-node"))
+        .map(|w| w[0].as_str())
+        .collect();
+    nodes.sort();
+    assert_eq!(nodes, ["lamp", "slide"]);
+    (sim, control)
+}
+
+async fn act(
+    c: &Client,
+    tool: &str,
+    args: serde_json::Value,
+) -> (String, String, serde_json::Value) {
+    let r = settle(c, call(c, tool, args).await).await;
+    let (status, code) = outcome(&r);
+    (status, code, sc(&r).clone())
+}
+
+async fn liveness(c: &Client, device: &str, want: &str) {
+    for _ in 0..200 {
+        let s = call(c, "get_device_state", json!({"device": device})).await;
+        if sc(&s)["liveness"] == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{device} never became {want}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_matrix_over_can_never_completes_under_a_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, control) = start_sim(dir.path());
+    let c = connect(dir.path()).await;
+    liveness(&c, "lamp", "online").await;
+    liveness(&c, "slide", "online").await;
+
+    let on = json!({"on": true, "wait_s": 3});
+    let off = json!({"on": false, "wait_s": 3});
+    let (status, _, r) = act(&c, "lamp_switch", on.clone()).await;
+    assert_eq!(status, "completed", "{r}");
+    assert_eq!(r["verified"], json!(true));
+    assert_eq!(r["evidence"]["contact"]["value"], json!(true));
+    assert_eq!(
+        r["evidence"]["contact"]["source"],
+        json!("CAN LampStatus Contact")
+    );
+
+    // The bridge tools: every DBC signal with its age, and a frame decoded.
+    let s = call(
+        &c,
+        "can_signals",
+        json!({"device": "lamp", "names": ["Contact"]}),
+    )
+    .await;
+    let contact = &sc(&s)["signals"][0];
+    assert_eq!(
+        (contact["name"].clone(), contact["value"].clone()),
+        (json!("Contact"), json!(1.0))
+    );
+    assert!(contact["age_s"].as_f64().unwrap() < 1.0, "{contact}");
+    let d = call(
+        &c,
+        "can_decode",
+        json!({"device": "lamp", "id": 257, "data_hex": "02"}),
+    )
+    .await;
+    assert_eq!(sc(&d)["message"], "LampStatus");
+
+    // Each relay fault, at run time: the right code, never `completed`.
+    let cases: [(&[&str], &[&str]); 4] = [
+        (&["brownout"], &["FEEDBACK_MISMATCH"]),
+        (&["swapped_contacts"], &["FEEDBACK_MISMATCH", "TIMEOUT"]),
+        (
+            &["latency_ms", "ms=1000"],
+            &["FEEDBACK_MISMATCH", "TIMEOUT"],
+        ),
+        (&["drop_rate", "p=1.0"], &["FEEDBACK_MISMATCH"]),
+    ];
+    for (fault, codes) in cases {
+        let (status, _, r) = act(&c, "lamp_switch", off.clone()).await;
+        assert_eq!(status, "completed", "{r}");
+        let mut words = vec!["fault", "lamp"];
+        words.extend_from_slice(fault);
+        sim_ctl(&control, &words);
+        let (status, code, r) = act(&c, "lamp_switch", on.clone()).await;
+        assert_ne!(status, "completed", "{fault:?}: {r}");
+        assert!(codes.contains(&code.as_str()), "{fault:?}: {code} {r}");
+        sim_ctl(&control, &["clear", "lamp"]);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+
+    // A node that loses power goes silent: offline, refused; back when power returns.
+    sim_ctl(&control, &["fault", "lamp", "power_off"]);
+    liveness(&c, "lamp", "offline").await;
+    let (status, code, r) = act(&c, "lamp_switch", on.clone()).await;
+    assert_eq!(
+        (status.as_str(), code.as_str()),
+        ("rejected", "DEVICE_OFFLINE"),
+        "{r}"
+    );
+    sim_ctl(&control, &["clear", "lamp"]);
+    liveness(&c, "lamp", "online").await;
+    let (status, _, r) = act(&c, "lamp_switch", on.clone()).await;
+    assert_eq!(status, "completed", "{r}");
+
+    // The slide moves, with evidence from the big-endian position.
+    let mv = |t: f64| json!({"target_mm": t, "wait_s": 5});
+    let (status, _, r) = act(&c, "slide_move_to", mv(150.0)).await;
+    assert_eq!(status, "completed", "{r}");
+    let pos = r["evidence"]["position_mm"]["value"].as_f64().unwrap();
+    assert!((pos - 150.0).abs() <= 0.2, "{pos}");
+
+    // A stall on the way back: MOTOR_STALL near the obstruction, and the stop is sent.
+    sim_ctl(&control, &["fault", "slide", "stall", "at_mm=100"]);
+    let (status, code, r) = act(&c, "slide_move_to", mv(20.0)).await;
+    assert_eq!(
+        (status.as_str(), code.as_str()),
+        ("failed", "MOTOR_STALL"),
+        "{r}"
+    );
+    let pos = r["evidence"]["position_mm"]["value"].as_f64().unwrap();
+    assert!((pos - 100.0).abs() <= 0.5, "{pos}");
+    sim_ctl(&control, &["clear", "slide"]);
+    // The stop written after the stall holds the slide until a fresh frame shows it stopped
+    // (the safe state); let that frame come before the node is cut off below, or the hold would
+    // wait out its bound and the next command would expire in the queue.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // The slide's node dies mid-move: DEVICE_OFFLINE, never `completed`.
+    let r = call(
+        &c,
+        "slide_move_to",
+        json!({"target_mm": 280.0, "wait_s": 0}),
+    )
+    .await;
+    sim_ctl(&control, &["fault", "slide", "power_off"]);
+    let r = settle(&c, r).await;
+    assert_ne!(sc(&r)["status"], "completed", "{:?}", r.structured_content);
+    assert_eq!(
+        outcome(&r).1,
+        "DEVICE_OFFLINE",
+        "{:?}",
+        r.structured_content
+    );
+    sim_ctl(&control, &["clear", "slide"]);
+
+    // A reboot right after the command arrives: the output comes back off.
+    let (status, _, r) = act(&c, "lamp_switch", off.clone()).await;
+    assert_eq!(status, "completed", "{r}");
+    sim_ctl(
+        &control,
+        &["fault", "lamp", "reboot", "down_ms=1000", "after_ms=0"],
+    );
+    let (status, _, r) = act(&c, "lamp_switch", on.clone()).await;
+    assert_ne!(status, "completed", "{r}");
+
+    // Faults with no CAN meaning are refused by the control endpoint, by name.
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["sim", "fault", "--control", &control, "lamp", "nak"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nak"));
+    c.cancel().await.unwrap();
+}

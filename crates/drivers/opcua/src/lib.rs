@@ -1,0 +1,42 @@
+//! OPC UA for closedloop (DESIGN §2–§3): a client the engine drives devices with, and a simulated
+//! server that serves closedloop's simulated devices over real OPC UA.
+//!
+//! OPC UA is push-fed like MQTT, so this crate does not implement the register-oriented
+//! `closedloop_driver::Driver`. [`OpcuaClient`] keeps one session per endpoint alive in the
+//! background ([`Link`]), streams numbered values ([`Monitor`], [`Update`]), and answers writes
+//! and method calls with an [`Ack`] whose `seq` is a fence: only an update with a greater `seq`
+//! was read after the acknowledgement, so only it may count as evidence that the command worked.
+//!
+//! How far the fence goes: reads and polls are numbered when they are issued, so a read in
+//! flight at the acknowledgement never counts; data changes are numbered when the client
+//! receives them. An OPC UA server queues samples between publishes, so a sample taken just
+//! before the write can arrive just after its acknowledgement and be numbered above the fence.
+//! A condition that could be satisfied by the old state (a command that changes nothing) needs
+//! more than the fence: `Update::source_ms` / `Update::server_ms` against `Ack::server_ms` (the
+//! same server's clock) tell when the value was sampled.
+//!
+//! [`classify`] maps every [`Error`] onto the contract's error codes (`REGISTER_INVALID`,
+//! `DEVICE_OFFLINE`, `BUS_NAK`); the OPC UA status name always stays in the text.
+//!
+//! [`sim::SimServer`] exposes `closedloop_sim::SimDevice`s as OPC UA nodes
+//! (`ns=2;s={device}.{Name}`), with their faults — including the protocol-level ones, a server
+//! that goes dark (`power_off`) or keeps its sockets open and answers nothing (`zombie`).
+
+#![warn(missing_docs)]
+
+mod browse;
+mod client;
+mod config;
+mod convert;
+mod error;
+mod monitor;
+pub mod sim;
+mod update;
+mod write;
+
+pub use browse::{Browse, BrowseEntry};
+pub use client::{Link, OpcuaClient};
+pub use config::{DEFAULT_REQUEST_TIMEOUT, OpcuaConfig, Security, SecurityMode};
+pub use error::{Class, Error, classify, classify_status, status_name};
+pub use monitor::{Monitor, MonitorMode};
+pub use update::{Ack, Update};

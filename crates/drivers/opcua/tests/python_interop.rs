@@ -1,0 +1,275 @@
+//! Interop with an OPC UA stack no one here wrote: tests/python/opcua/pump_server.py, an asyncua
+//! 2.1 server, driven by this crate's client — browse, read, monitor, writes with the node's own
+//! data type, method calls with typed arguments, the fence, and the server dying mid-monitor.
+//!
+//! The Python environment is a prerequisite, never a reason to skip: without it these tests fail
+//! and say how to install it (`bash scripts/python-env`).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use closedloop_driver::Value;
+use closedloop_opcua::{Class, Error, Link, classify};
+use common::*;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The repository root (this crate is crates/drivers/opcua).
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+/// The tests' virtual environment's python, as scripts/python-env makes it; fails (never skips)
+/// with the command that installs it when it or asyncua is missing.
+fn python() -> PathBuf {
+    let venv = std::env::var_os("CLOSEDLOOP_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/closedloop-venv"));
+    let python = venv.join("bin/python");
+    let check = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import asyncua; print(asyncua.__version__ if hasattr(asyncua, '__version__') else '')",
+        ])
+        .output();
+    match check {
+        Ok(out) if out.status.success() => python,
+        Ok(out) => panic!(
+            "{} cannot import asyncua ({}). asyncua is pinned in tests/python/requirements.txt; \
+             install it with `bash scripts/python-env` (from the repository root)",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => panic!(
+            "no Python virtual environment at {} ({e}); create it with `bash scripts/python-env` \
+             (from the repository root; CLOSEDLOOP_VENV overrides the location)",
+            venv.display()
+        ),
+    }
+}
+
+/// pump_server.py as a child process, killed when dropped.
+struct Pump {
+    child: Child,
+    endpoint: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Pump {
+    async fn start() -> Pump {
+        let script = repo().join("tests/python/opcua/pump_server.py");
+        let mut child = Command::new(python())
+            .arg(&script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err = child.stderr.take().expect("piped stderr");
+        let sink = stderr.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+        let endpoint = match line {
+            Ok(Ok(Some(l))) if l.starts_with("opc.tcp://") => l,
+            other => panic!(
+                "pump_server.py printed no endpoint ({other:?}); its stderr:\n{}",
+                stderr.lock().unwrap()
+            ),
+        };
+        Pump {
+            child,
+            endpoint,
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+fn pump(name: &str) -> String {
+    format!("ns=2;s=Pump1.{name}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closedloop_drives_an_asyncua_pump() {
+    let server = Pump::start().await;
+    let client = connect(&server.endpoint).await;
+
+    let found = client.browse("ns=2;s=Pump1", 1, 50).await.expect("browse");
+    let kind = |id: &str| {
+        found
+            .entries
+            .iter()
+            .find(|e| e.node_id == id)
+            .map(|e| (e.node_class.clone(), e.data_type.clone()))
+    };
+    assert_eq!(
+        kind(&pump("Speed")),
+        Some(("Variable".into(), Some("Double".into())))
+    );
+    assert_eq!(
+        kind(&pump("SpeedLimit")),
+        Some(("Variable".into(), Some("Int16".into())))
+    );
+    assert_eq!(
+        kind(&pump("Running")),
+        Some(("Variable".into(), Some("Boolean".into())))
+    );
+    assert_eq!(
+        kind(&pump("Start")).map(|k| k.0),
+        Some("Method".into()),
+        "{found:?}"
+    );
+
+    let read = client
+        .read(&[pump("Speed"), pump("Running")])
+        .await
+        .expect("read");
+    assert_eq!(read[0].value, Some(Value::Number(0.0)));
+    assert_eq!(read[1].value, Some(Value::Bool(false)));
+    assert!(read.iter().all(|u| u.good));
+
+    let (speed, running) = (pump("Speed"), pump("Running"));
+    let mut monitor = client.monitor(&[speed.clone(), running.clone()], 20);
+    next_where(&mut monitor, &running, |u| {
+        u.value == Some(Value::Bool(false))
+    })
+    .await;
+
+    // A Double node gets a Double.
+    let ack = client
+        .write(&speed, Value::Number(1200.0))
+        .await
+        .expect("write Speed");
+    // asyncua publishes a written value as it applies the write, so its data change may come
+    // before the acknowledgement (and then, rightly, does not count). A read issued after the
+    // acknowledgement is the readback that counts.
+    next_where(&mut monitor, &speed, |u| {
+        u.value == Some(Value::Number(1200.0))
+    })
+    .await;
+    let back = client
+        .read(std::slice::from_ref(&speed))
+        .await
+        .expect("read back");
+    assert_eq!(back[0].value, Some(Value::Number(1200.0)));
+    assert!(back[0].seq > ack.seq, "{} vs {}", back[0].seq, ack.seq);
+
+    // An Int16 node gets an Int16 (asyncua keeps the variant it is given), and a value an Int16
+    // cannot hold is refused before anything is sent.
+    client
+        .write(&pump("SpeedLimit"), Value::Number(300.0))
+        .await
+        .expect("write SpeedLimit");
+    let back = client.read(&[pump("SpeedLimit")]).await.expect("read back");
+    assert_eq!(
+        (back[0].value, back[0].value_type.as_str()),
+        (Some(Value::Number(300.0)), "Int16")
+    );
+    let err = client
+        .write(&pump("SpeedLimit"), Value::Number(40000.0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Value { ref data_type, .. } if data_type == "Int16"),
+        "{err}"
+    );
+    assert_eq!(classify(&err), Class::RegisterInvalid);
+
+    // Method arguments take the declared types too; outputs come back as JSON.
+    let (_, outputs) = client
+        .call(
+            "ns=2;s=Pump1",
+            &pump("SetLimit"),
+            vec![Value::Number(250.0)],
+        )
+        .await
+        .expect("SetLimit(250)");
+    assert_eq!(outputs, vec![serde_json::json!(300.0)]);
+    let err = client
+        .call(
+            "ns=2;s=Pump1",
+            &pump("SetLimit"),
+            vec![Value::Number(70000.0)],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(classify(&err), Class::RegisterInvalid, "{err}");
+
+    // Start: acknowledged at once (running, not completed); Running follows later, after the fence.
+    let (ack, _) = client
+        .call("ns=2;s=Pump1", &pump("Start"), vec![])
+        .await
+        .expect("Start()");
+    assert_eq!(ack.status, "Good");
+    let now = client
+        .read(std::slice::from_ref(&running))
+        .await
+        .expect("read");
+    assert_eq!(
+        now[0].value,
+        Some(Value::Bool(false)),
+        "Running follows Start only later"
+    );
+    let on = next_where(&mut monitor, &running, |u| {
+        u.value == Some(Value::Bool(true))
+    })
+    .await;
+    assert!(on.seq > ack.seq, "{} vs {}", on.seq, ack.seq);
+    assert!(on.good);
+
+    let (ack, _) = client
+        .call("ns=2;s=Pump1", &pump("Stop"), vec![])
+        .await
+        .expect("Stop()");
+    let off = next_where(&mut monitor, &running, |u| {
+        u.value == Some(Value::Bool(false))
+    })
+    .await;
+    assert!(off.seq > ack.seq);
+
+    let err = client.write(&running, Value::Bool(true)).await.unwrap_err();
+    assert_eq!(classify(&err), Class::RegisterInvalid, "{err}");
+    assert!(
+        server.stderr().lines().all(|l| !l.contains("Traceback")),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_asyncua_server_mid_monitor_is_offline() {
+    let mut server = Pump::start().await;
+    let client = connect(&server.endpoint).await;
+    let speed = pump("Speed");
+    let mut monitor = client.monitor(std::slice::from_ref(&speed), 20);
+    next_where(&mut monitor, &speed, |u| u.good).await;
+
+    server.child.kill().await.expect("kill pump_server.py");
+    let link = wait_link(&client, false).await;
+    assert!(matches!(link, Link::Disconnected(_)));
+    let err = client.read(std::slice::from_ref(&speed)).await.unwrap_err();
+    assert_eq!(classify(&err), Class::Offline, "{err}");
+    let err = client.write(&speed, Value::Number(1.0)).await.unwrap_err();
+    assert_eq!(classify(&err), Class::Offline, "{err}");
+}
