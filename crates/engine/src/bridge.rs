@@ -1,6 +1,7 @@
-//! CAN bridge tools for devices declared `raw_access = true`: every DBC signal seen on the bus
+//! Bridge tools for devices declared `raw_access = true`. CAN: every DBC signal seen on the bus
 //! with its value, unit and age (`can_signals`), and a frame decoded through the device's DBC
-//! (`can_decode`). Read-only: nothing here sends a frame.
+//! (`can_decode`). OPC UA: a bounded browse of the address space (`opcua_browse`) and a read of
+//! any nodes with their statuses (`opcua_read`). Read-only: nothing here writes to a device.
 
 use crate::code::ErrorCode;
 use crate::engine::Engine;
@@ -156,4 +157,101 @@ impl Engine {
             signals,
         })
     }
+}
+
+/// Most nodes one `opcua_browse` returns: the answer goes to a model's context.
+pub const MAX_BROWSE: usize = 200;
+/// Most nodes one `opcua_read` reads.
+pub const MAX_READ: usize = 50;
+
+/// One node read by `opcua_read`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OpcuaValue {
+    /// The node.
+    pub node: String,
+    /// Its value (numbers and bools; `None` for other types or a Bad status).
+    pub value: Option<serde_json::Value>,
+    /// The variant type received.
+    pub value_type: String,
+    /// The status name (`Good`, `Bad_NodeIdUnknown`, ...).
+    pub status: String,
+    /// The device's timestamp of the value, if sent.
+    pub source_time: Option<String>,
+}
+
+impl Engine {
+    fn opcua_device(&self, device: &str) -> Result<&closedloop_opcua::OpcuaClient, RawError> {
+        let dev = self
+            .ctx
+            .devices
+            .get(device)
+            .ok_or_else(|| refuse(ErrorCode::InvalidParams, format!("no device {device:?}")))?;
+        if !dev.spec.raw_access {
+            return Err(refuse(
+                ErrorCode::Unauthorized,
+                format!(
+                    "{device} does not allow bridge access (set raw_access = true in the plant file)"
+                ),
+            ));
+        }
+        dev.opcua().ok_or_else(|| {
+            refuse(
+                ErrorCode::InvalidParams,
+                format!(
+                    "{device} is a {} device, not an OPC UA server",
+                    dev.spec.driver.kind()
+                ),
+            )
+        })
+    }
+
+    /// Browses below `node` (`i=85`, the Objects folder, when absent), `depth` levels, at most
+    /// [`MAX_BROWSE`] nodes (`truncated` says when more exist).
+    pub async fn opcua_browse(
+        &self,
+        device: &str,
+        node: &str,
+        depth: u32,
+    ) -> Result<closedloop_opcua::Browse, RawError> {
+        let client = self.opcua_device(device)?;
+        client
+            .browse(node, depth.clamp(1, 5), MAX_BROWSE)
+            .await
+            .map_err(|e| opcua_refusal(&e))
+    }
+
+    /// Reads the Value attribute of up to [`MAX_READ`] nodes, each with its status.
+    pub async fn opcua_read(
+        &self,
+        device: &str,
+        nodes: &[String],
+    ) -> Result<Vec<OpcuaValue>, RawError> {
+        let client = self.opcua_device(device)?;
+        if nodes.is_empty() || nodes.len() > MAX_READ {
+            return Err(refuse(
+                ErrorCode::InvalidParams,
+                format!("give 1 to {MAX_READ} nodes, e.g. [\"ns=2;s=Pump1.Speed\"]"),
+            ));
+        }
+        let updates = client.read(nodes).await.map_err(|e| opcua_refusal(&e))?;
+        Ok(updates
+            .into_iter()
+            .map(|u| OpcuaValue {
+                value: u.value.map(crate::plan::value_json),
+                value_type: u.value_type,
+                status: u.status,
+                source_time: u.source_ms.map(crate::clock::rfc3339),
+                node: u.node,
+            })
+            .collect())
+    }
+}
+
+fn opcua_refusal(e: &closedloop_opcua::Error) -> RawError {
+    let code = match closedloop_opcua::classify(e) {
+        closedloop_opcua::Class::RegisterInvalid => ErrorCode::InvalidParams,
+        closedloop_opcua::Class::Offline => ErrorCode::DeviceOffline,
+        _ => ErrorCode::BusNak,
+    };
+    refuse(code, e.to_string())
 }

@@ -19,6 +19,7 @@
 
 pub mod can;
 mod mqtt;
+mod opcua;
 
 use crate::clock::Clock;
 use crate::plan::{self, Publish, Request, WriteError};
@@ -117,6 +118,8 @@ pub enum DeviceIo {
     Mqtt(MqttBroker),
     /// A node on a CAN bus; devices on one interface share its port.
     Can(Arc<can::CanIo>),
+    /// Nodes of an OPC UA server; devices on one endpoint share its session.
+    Opcua(closedloop_opcua::OpcuaClient),
 }
 
 /// A device's runtime.
@@ -206,6 +209,7 @@ impl DeviceRt {
             DeviceIo::Registers(_) => self.issued.load(Ordering::SeqCst),
             DeviceIo::Mqtt(broker) => broker.last_seq(),
             DeviceIo::Can(io) => io.port.last_seq(),
+            DeviceIo::Opcua(client) => client.fence(),
         }
     }
 
@@ -213,6 +217,14 @@ impl DeviceRt {
     pub fn dbc(&self) -> Option<&closedloop_can::Dbc> {
         match &self.io {
             DeviceIo::Can(io) => Some(&io.dbc),
+            _ => None,
+        }
+    }
+
+    /// The OPC UA session of an OPC UA device.
+    pub fn opcua(&self) -> Option<&closedloop_opcua::OpcuaClient> {
+        match &self.io {
+            DeviceIo::Opcua(c) => Some(c),
             _ => None,
         }
     }
@@ -240,6 +252,36 @@ impl DeviceRt {
                 Ok(self.issued_seq())
             }
             (Request::Publish(p), DeviceIo::Mqtt(broker)) => self.publish(broker, p, expiry).await,
+            (Request::OpcuaWrite { node, value }, DeviceIo::Opcua(client)) => {
+                let what = format!("writing {node}");
+                match tokio::time::timeout(expiry.max(self.timeout), client.write(node, *value))
+                    .await
+                {
+                    Ok(Ok(ack)) => Ok(ack.seq),
+                    Ok(Err(e)) => Err(plan::interpret_opcua(&e, &what)),
+                    Err(_) => Err(plan::opcua_no_answer(&what)),
+                }
+            }
+            (
+                Request::OpcuaCall {
+                    object,
+                    method,
+                    args,
+                },
+                DeviceIo::Opcua(client),
+            ) => {
+                let what = format!("calling {method}");
+                match tokio::time::timeout(
+                    expiry.max(self.timeout),
+                    client.call(object, method, args.clone()),
+                )
+                .await
+                {
+                    Ok(Ok((ack, _outputs))) => Ok(ack.seq),
+                    Ok(Err(e)) => Err(plan::interpret_opcua(&e, &what)),
+                    Err(_) => Err(plan::opcua_no_answer(&what)),
+                }
+            }
             (Request::Can(c), DeviceIo::Can(io)) => {
                 match tokio::time::timeout(expiry.max(self.timeout), io.port.send(c.frame.clone()))
                     .await
@@ -297,7 +339,8 @@ impl DeviceRt {
     /// device) or the next frame is awaited (a CAN node), bounded by `within`. MQTT devices
     /// report on change, so their cache is as fresh as it gets. On timeout: the cache.
     pub async fn fresh(&self, within: Duration) -> Snapshot {
-        if matches!(self.io, DeviceIo::Mqtt(_)) {
+        if matches!(self.io, DeviceIo::Mqtt(_) | DeviceIo::Opcua(_)) {
+            // Both report changes as they happen: their cache is as fresh as it gets.
             return self.current();
         }
         let mut rx = self.subscribe();
@@ -341,6 +384,9 @@ impl DeviceRt {
         match &self.io {
             DeviceIo::Mqtt(broker) => return tokio::spawn(me.clone().listen(broker.clone(), stop)),
             DeviceIo::Can(_) => return tokio::spawn(me.listen_can(stop)),
+            DeviceIo::Opcua(client) => {
+                return tokio::spawn(me.clone().listen_opcua(client.clone(), stop));
+            }
             DeviceIo::Registers(_) => {}
         }
         tokio::spawn(async move {

@@ -49,6 +49,8 @@ impl Engine {
         let mut devices = BTreeMap::new();
         // One connection per broker URL, shared by every device on it.
         let mut brokers: BTreeMap<String, closedloop_mqtt::MqttBroker> = BTreeMap::new();
+        // One session per OPC UA endpoint.
+        let mut sessions: BTreeMap<String, closedloop_opcua::OpcuaClient> = BTreeMap::new();
         // One port per CAN interface, shared by every node on that bus.
         let mut ports: BTreeMap<String, Arc<crate::device::can::CanPort>> = BTreeMap::new();
         for d in &plant.devices {
@@ -67,6 +69,18 @@ impl Engine {
                             })?;
                         brokers.insert(config.url.clone(), b.clone());
                         DeviceIo::Mqtt(b)
+                    }
+                },
+                Some(Connection::Opcua(config)) => match sessions.get(&config.endpoint) {
+                    Some(c) => DeviceIo::Opcua(c.clone()),
+                    None => {
+                        let c = closedloop_opcua::OpcuaClient::connect((**config).clone())
+                            .map_err(|e| EngineError::Driver {
+                                device: d.id.clone(),
+                                message: e.to_string(),
+                            })?;
+                        sessions.insert(config.endpoint.clone(), c.clone());
+                        DeviceIo::Opcua(c)
                     }
                 },
                 Some(Connection::Can {

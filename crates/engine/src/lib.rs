@@ -57,7 +57,7 @@ pub enum EngineError {
     NoDriver(String),
     /// A driver kind this build cannot run yet.
     #[error(
-        "device {device:?}: driver kind {kind:?} is not available in this build yet; use kind = \"sim\", \"modbus-tcp\", \"modbus-rtu\", \"mqtt\" or \"can\" for now"
+        "device {device:?}: driver kind {kind:?} is not available in this build; use kind = \"sim\", \"modbus-tcp\", \"modbus-rtu\", \"mqtt\", \"opcua\" or \"can\""
     )]
     UnsupportedDriver {
         /// Device id.
@@ -95,6 +95,8 @@ pub enum Connection {
     /// broker URL for all the devices on it (connecting needs the async runtime, which
     /// `closedloop check` does not start).
     Mqtt(BrokerConfig),
+    /// An OPC UA server's nodes. [`Engine::start`] opens one session per endpoint.
+    Opcua(Box<closedloop_opcua::OpcuaConfig>),
     /// A CAN node: the interface its bus is on and its DBC, loaded and checked against the
     /// plant's signals and writes. [`Engine::start`] opens one port per interface.
     Can {
@@ -123,6 +125,8 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
     let mut map: BTreeMap<String, Connection> = BTreeMap::new();
     // Broker URL -> (first device on it, its config).
     let mut brokers: BTreeMap<String, (String, BrokerConfig)> = BTreeMap::new();
+    // OPC UA endpoint -> (first device on it, its config).
+    let mut endpoints: BTreeMap<String, (String, closedloop_opcua::OpcuaConfig)> = BTreeMap::new();
     // CAN interface -> (first device on it, its bitrate).
     let mut buses: BTreeMap<String, (String, u32)> = BTreeMap::new();
     let mut sims = BTreeMap::new();
@@ -199,6 +203,47 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                     brokers.insert(broker.clone(), (d.id.clone(), config.clone()));
                 }
                 map.insert(d.id.clone(), Connection::Mqtt(config));
+            }
+            DriverConfig::Opcua {
+                endpoint,
+                security,
+                server_cert,
+                client_cert,
+                client_key,
+            } => {
+                let mut config = closedloop_opcua::OpcuaConfig::new(endpoint.clone());
+                if security != "none" {
+                    let mode = closedloop_opcua::SecurityMode::parse(security)
+                        .map_err(|e| driver_error(&d.id, &e))?;
+                    let Some(server_cert) = server_cert.clone() else {
+                        return Err(driver_error(&d.id, &"security needs server_cert"));
+                    };
+                    let pki_dir = server_cert
+                        .parent()
+                        .map(|p| p.join("closedloop-pki"))
+                        .unwrap_or_else(|| std::env::temp_dir().join("closedloop-pki"));
+                    config.security = closedloop_opcua::Security::Basic256Sha256 {
+                        mode,
+                        server_cert,
+                        client_cert: client_cert.clone(),
+                        client_key: client_key.clone(),
+                        pki_dir,
+                    };
+                }
+                config.validate().map_err(|e| driver_error(&d.id, &e))?;
+                if let Some((first, seen)) = endpoints.get(endpoint) {
+                    if seen.security != config.security {
+                        return Err(EngineError::Driver {
+                            device: d.id.clone(),
+                            message: format!(
+                                "shares the endpoint {endpoint} with {first:?} but with other security settings; closedloop keeps one session per endpoint, so give every device on it the same security, server_cert, client_cert and client_key"
+                            ),
+                        });
+                    }
+                } else {
+                    endpoints.insert(endpoint.clone(), (d.id.clone(), config.clone()));
+                }
+                map.insert(d.id.clone(), Connection::Opcua(Box::new(config)));
             }
             DriverConfig::Can {
                 interface,

@@ -19,6 +19,22 @@ pub enum Request {
     Publish(Publish),
     /// A CAN frame encoded from a DBC message.
     Can(CanWrite),
+    /// An OPC UA variable write (in the node's own data type).
+    OpcuaWrite {
+        /// NodeId.
+        node: String,
+        /// The value.
+        value: Value,
+    },
+    /// An OPC UA method call.
+    OpcuaCall {
+        /// The object the method is called on.
+        object: String,
+        /// The method's NodeId.
+        method: String,
+        /// Its arguments.
+        args: Vec<Value>,
+    },
 }
 
 /// A CAN frame ready to send.
@@ -60,6 +76,11 @@ impl fmt::Display for Request {
             Request::Register(w) => write!(f, "{w}"),
             Request::Publish(p) => write!(f, "publish {} {} (QoS {})", p.topic, p.payload, p.qos),
             Request::Can(c) => write!(f, "{c}"),
+            Request::OpcuaWrite { node, value } => write!(f, "write {node} = {value}"),
+            Request::OpcuaCall { method, args, .. } => {
+                let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+                write!(f, "call {method}({})", args.join(", "))
+            }
         }
     }
 }
@@ -69,7 +90,7 @@ impl Request {
     pub fn as_register(&self) -> Option<&Write> {
         match self {
             Request::Register(w) => Some(w),
-            Request::Publish(_) | Request::Can(_) => None,
+            _ => None,
         }
     }
 }
@@ -177,9 +198,41 @@ pub fn evaluate(
                     cycle_ms: *cycle_ms,
                 }));
             }
+            WriteEntry::OpcuaNode { node, value } => {
+                let v = value.eval(scope).map_err(|e| {
+                    PlanError(format!(
+                        "{node}: `{}` could not be evaluated: {e}",
+                        value.source()
+                    ))
+                })?;
+                out.push(Request::OpcuaWrite {
+                    node: node.clone(),
+                    value: v,
+                });
+            }
+            WriteEntry::OpcuaMethod {
+                method,
+                object,
+                args,
+            } => {
+                let mut values = Vec::with_capacity(args.len());
+                for (i, a) in args.iter().enumerate() {
+                    values.push(a.eval(scope).map_err(|e| {
+                        PlanError(format!(
+                            "call {method}: argument {i} `{}` could not be evaluated: {e}",
+                            a.source()
+                        ))
+                    })?);
+                }
+                out.push(Request::OpcuaCall {
+                    object: object.clone(),
+                    method: method.clone(),
+                    args: values,
+                });
+            }
             other => {
                 return Err(PlanError(format!(
-                    "write entry {} needs the OPC UA driver, which this build does not run yet",
+                    "write entry {} is not one this build can send",
                     other.describe()
                 )));
             }
@@ -273,6 +326,38 @@ pub fn interpret_publish(e: &closedloop_mqtt::Error, p: &Publish) -> WriteError 
         detail: format!("publishing to {}: {e}", p.topic),
         transient,
         maybe_applied,
+    }
+}
+
+/// Maps an OPC UA write or call the server did not accept to the contract, the status name in
+/// the detail.
+pub fn interpret_opcua(e: &closedloop_opcua::Error, what: &str) -> WriteError {
+    use closedloop_opcua::{Class, Error as E};
+    let (code, transient, maybe_applied) = match closedloop_opcua::classify(e) {
+        Class::RegisterInvalid => (ErrorCode::RegisterInvalid, false, false),
+        // Not connected: nothing went out. Lost on the way (a timeout): it may have.
+        Class::Offline => (
+            ErrorCode::DeviceOffline,
+            true,
+            !matches!(e, E::NotConnected(_)),
+        ),
+        _ => (ErrorCode::BusNak, false, false),
+    };
+    WriteError {
+        code,
+        detail: format!("{what}: {e}"),
+        transient,
+        maybe_applied,
+    }
+}
+
+/// An OPC UA request that got no answer before the command's deadline.
+pub fn opcua_no_answer(what: &str) -> WriteError {
+    WriteError {
+        code: ErrorCode::DeviceOffline,
+        detail: format!("{what}: the server did not answer in time"),
+        transient: false,
+        maybe_applied: true,
     }
 }
 

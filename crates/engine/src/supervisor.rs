@@ -508,6 +508,34 @@ impl Supervisor {
                 Ok(Err(_)) | Err(_) => all = false,
             }
         }
+        // OPC UA variables: read after the acknowledgement, compared with the value written (a
+        // Float node holds it to single precision).
+        if let Some(client) = self.dev.opcua() {
+            for w in &writes {
+                let Request::OpcuaWrite { node, value } = w else {
+                    continue;
+                };
+                let read = client.read(std::slice::from_ref(node)).await;
+                let Some(u) = read.ok().and_then(|mut v| v.pop()) else {
+                    all = false;
+                    continue;
+                };
+                let matched = u.good
+                    && match (u.value, *value) {
+                        (Some(Value::Number(a)), Value::Number(b)) => {
+                            (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+                        }
+                        (Some(a), b) => a == b,
+                        (None, _) => false,
+                    };
+                all &= matched;
+                let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
+                evidence.insert(
+                    node.clone(),
+                    json!({"value": u.value, "status": u.status, "at": at, "source": node}),
+                );
+            }
+        }
         self.evidence = serde_json::Value::Object(evidence);
         let at_ms = self.ctx.clock.mono_ms(Instant::now());
         Some(Event::Reading(Reading {

@@ -1,6 +1,6 @@
-//! `can_signals` and `can_decode`: bridge tools for CAN devices declared `raw_access = true`
-//! (commissioning, diagnosis). Read-only: they show what the bus carries through the device's DBC
-//! and send nothing.
+//! Bridge tools for devices declared `raw_access = true` (commissioning, diagnosis), all
+//! read-only: `can_signals` and `can_decode` show what a CAN bus carries through the device's DBC;
+//! `opcua_browse` and `opcua_read` show an OPC UA server's address space and values.
 
 use crate::Server;
 use closedloop_engine::raw::RawError;
@@ -19,22 +19,86 @@ fn can_devices(plant: &closedloop_plant::Plant) -> Vec<&str> {
         .collect()
 }
 
-/// The CAN bridge tools, when some CAN device allows raw access.
+/// The OPC UA devices the bridge tools may name.
+fn opcua_devices(plant: &closedloop_plant::Plant) -> Vec<&str> {
+    plant
+        .devices
+        .iter()
+        .filter(|d| d.raw_access && d.driver.kind() == "opcua")
+        .map(|d| d.id.as_str())
+        .collect()
+}
+
+/// Whether `name` is a bridge tool this plant offers.
+pub(crate) fn offered(plant: &closedloop_plant::Plant, name: &str) -> bool {
+    match name {
+        "can_signals" | "can_decode" => !can_devices(plant).is_empty(),
+        "opcua_browse" | "opcua_read" => !opcua_devices(plant).is_empty(),
+        _ => false,
+    }
+}
+
+/// The bridge tools of the plant's `raw_access` CAN and OPC UA devices.
 pub(crate) fn tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
+    let mut out = can_tools(plant);
+    out.extend(opcua_tools(plant));
+    out
+}
+
+fn read_only() -> Option<ToolAnnotations> {
+    Some(ToolAnnotations::from_raw(
+        None,
+        Some(true),
+        Some(false),
+        Some(true),
+        Some(false),
+    ))
+}
+
+fn opcua_tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
+    let ids = opcua_devices(plant);
+    if ids.is_empty() {
+        return vec![];
+    }
+    let obj = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let mut browse = Tool::new(
+        "opcua_browse",
+        "List the nodes of an OPC UA device's address space below a node (the Objects folder by default), with their node ids, classes and data types; at most 200 nodes, `truncated` says when there are more. Read-only.",
+        obj(json!({
+            "type": "object",
+            "properties": {
+                "device": {"type": "string", "enum": ids},
+                "node": {"type": "string", "default": "i=85", "description": "Start node id, e.g. \"ns=2;s=Pump1\"."},
+                "depth": {"type": "integer", "minimum": 1, "maximum": 5, "default": 1}
+            },
+            "required": ["device"],
+            "additionalProperties": false
+        })),
+    );
+    browse.annotations = read_only();
+    let mut read = Tool::new(
+        "opcua_read",
+        "Read the values of OPC UA nodes of a device, each with its status (only Good values are trustworthy) and source time. Read-only.",
+        obj(json!({
+            "type": "object",
+            "properties": {
+                "device": {"type": "string", "enum": ids},
+                "nodes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 50}
+            },
+            "required": ["device", "nodes"],
+            "additionalProperties": false
+        })),
+    );
+    read.annotations = read_only();
+    vec![browse, read]
+}
+
+fn can_tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
     let ids = can_devices(plant);
     if ids.is_empty() {
         return vec![];
     }
     let obj = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
-    let read_only = || {
-        Some(ToolAnnotations::from_raw(
-            None,
-            Some(true),
-            Some(false),
-            Some(true),
-            Some(false),
-        ))
-    };
     let mut signals = Tool::new(
         "can_signals",
         "Every signal of a CAN device's DBC file (or only the named ones) with its latest value on the bus, its unit and its age in seconds; a signal whose message has not been seen has value null. Read-only.",
@@ -96,6 +160,86 @@ fn refused(device: &str, e: RawError) -> CallToolResult {
 }
 
 impl Server {
+    /// `opcua_browse` and `opcua_read`.
+    pub(crate) async fn opcua_tool(
+        &self,
+        name: &str,
+        args: &JsonObject,
+    ) -> Result<CallToolResult, McpError> {
+        let device = args
+            .get("device")
+            .and_then(Value::as_str)
+            .ok_or_else(|| McpError::invalid_params("device is required", None))?
+            .to_string();
+        if name == "opcua_browse" {
+            let node = args.get("node").and_then(Value::as_str).unwrap_or("i=85");
+            let depth = match args.get("depth") {
+                None | Some(Value::Null) => 1,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|d| (1..=5).contains(d))
+                    .ok_or_else(|| McpError::invalid_params("depth must be 1 to 5", None))?
+                    as u32,
+            };
+            return Ok(match self.engine.opcua_browse(&device, node, depth).await {
+                Ok(b) => {
+                    let entries: Vec<Value> = b
+                        .entries
+                        .iter()
+                        .map(|e| json!({"node_id": e.node_id, "browse_name": e.browse_name, "display_name": e.display_name,
+                                        "node_class": e.node_class, "data_type": e.data_type, "depth": e.depth}))
+                        .collect();
+                    let text = b
+                        .entries
+                        .iter()
+                        .map(|e| {
+                            format!(
+                                "{}{} {} ({})",
+                                "  ".repeat(e.depth.saturating_sub(1) as usize),
+                                e.node_id,
+                                e.display_name,
+                                e.node_class
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let mut out = CallToolResult::structured(
+                        json!({"device": device, "node": node, "entries": entries, "truncated": b.truncated}),
+                    );
+                    out.content = vec![ContentBlock::text(text)];
+                    out
+                }
+                Err(e) => refused(&device, e),
+            });
+        }
+        let nodes: Vec<String> = args
+            .get("nodes")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+            .ok_or_else(|| McpError::invalid_params("nodes must be an array of node ids", None))?;
+        Ok(match self.engine.opcua_read(&device, &nodes).await {
+            Ok(values) => {
+                let text = values
+                    .iter()
+                    .map(|v| {
+                        format!(
+                            "{} = {} ({})",
+                            v.node,
+                            v.value.clone().unwrap_or(Value::Null),
+                            v.status
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let mut out =
+                    CallToolResult::structured(json!({"device": device, "values": values}));
+                out.content = vec![ContentBlock::text(text)];
+                out
+            }
+            Err(e) => refused(&device, e),
+        })
+    }
+
     /// `can_signals` and `can_decode`.
     pub(crate) fn bridge_tool(
         &self,

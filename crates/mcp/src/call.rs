@@ -57,14 +57,14 @@ impl Server {
                     self.raw_tool(name, &args, &caller).await
                 }
                 "can_signals" | "can_decode"
-                    if self
-                        .engine
-                        .plant()
-                        .devices
-                        .iter()
-                        .any(|d| d.raw_access && d.driver.kind() == "can") =>
+                    if crate::bridge::offered(self.engine.plant(), name) =>
                 {
                     self.bridge_tool(name, &args)
+                }
+                "opcua_browse" | "opcua_read"
+                    if crate::bridge::offered(self.engine.plant(), name) =>
+                {
+                    self.opcua_tool(name, &args).await
                 }
                 "confirm_command" => {
                     self.confirm_command(args, request_id.clone(), &caller)

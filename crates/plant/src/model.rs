@@ -107,6 +107,9 @@ pub(crate) struct RawSimCan {
 pub(crate) struct RawOpcua {
     pub endpoint: String,
     pub security: Option<String>,
+    pub server_cert: Option<String>,
+    pub client_cert: Option<String>,
+    pub client_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

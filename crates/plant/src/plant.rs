@@ -230,8 +230,14 @@ pub enum DriverConfig {
     Opcua {
         /// `opc.tcp://host:4840/path`.
         endpoint: String,
-        /// Security mode (`none`).
+        /// `none`, or Basic256Sha256 in mode `sign` or `sign_and_encrypt`.
         security: String,
+        /// The server's certificate (DER or PEM), pinned: required with security. Absolute.
+        server_cert: Option<PathBuf>,
+        /// closedloop's own certificate; generated once when absent. Absolute.
+        client_cert: Option<PathBuf>,
+        /// Its private key (with `client_cert`). Absolute.
+        client_key: Option<PathBuf>,
     },
     /// CAN with a DBC file.
     Can {
@@ -305,6 +311,9 @@ pub struct DeviceSim {
     pub broker: Option<String>,
     /// The CAN node `closedloop sim` runs for it on a simulated slcan bus.
     pub can: Option<SimCan>,
+    /// Where `closedloop sim` serves it as OPC UA variables and methods (`127.0.0.1:PORT`);
+    /// devices naming the same address share one server.
+    pub opcua: Option<String>,
 }
 
 /// `[device.sim] can = { ... }`: a simulated CAN node. Nodes naming the same `bus` share one

@@ -191,3 +191,65 @@ fn misspelt_tls_keys_are_unknown() {
     assert_eq!(errs[0].device.as_deref(), Some("desk"));
     assert!(errs[0].message.contains("ca_file"), "{}", errs[0]);
 }
+
+#[test]
+fn opcua_security_needs_a_pinned_server_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("server.der"), b"cert").unwrap();
+    let plant = |driver: &str| {
+        format!(
+            r#"
+[[device]]
+id = "pump"
+description = "OPC UA pump"
+driver = {{ {driver} }}
+[device.signals]
+speed = {{ node = "ns=2;s=Speed" }}
+"#
+        )
+    };
+    let parse = |src: String| closedloop_plant::parse(&src, "p.toml", dir.path());
+    let ok = parse(plant(
+        r#"kind = "opcua", endpoint = "opc.tcp://h:4840", security = "sign", server_cert = "server.der""#,
+    ))
+    .expect("valid");
+    match &ok.devices[0].driver {
+        closedloop_plant::DriverConfig::Opcua { server_cert, .. } => {
+            assert_eq!(
+                server_cert.as_deref(),
+                Some(dir.path().join("server.der").as_path())
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = parse(plant(
+        r#"kind = "opcua", endpoint = "opc.tcp://h:4840", security = "sign_and_encrypt""#,
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("pump") && e.contains("driver.server_cert") && e.contains("pinned"),
+        "{e}"
+    );
+    let e = parse(plant(
+        r#"kind = "opcua", endpoint = "opc.tcp://h:4840", security = "sign", server_cert = "missing.der""#,
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("driver.server_cert") && e.contains("missing.der"),
+        "{e}"
+    );
+    let e = parse(plant(
+        r#"kind = "opcua", endpoint = "opc.tcp://h:4840", server_cert = "server.der""#,
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("driver.security"), "{e}");
+    let e = parse(plant(
+        r#"kind = "opcua", endpoint = "opc.tcp://h:4840", security = "sign", server_cert = "server.der", client_cert = "server.der""#,
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("driver.client_key"), "{e}");
+}

@@ -198,7 +198,9 @@ impl OpcuaClient {
     }
 
     /// The fence for an acknowledgement received now.
-    pub(crate) fn fence(&self) -> u64 {
+    /// The number of the last value handed out on this session: values numbered above it come
+    /// later. A conservative fence when no [`crate::Ack`] is at hand.
+    pub fn fence(&self) -> u64 {
         self.inner.seq.load(Ordering::SeqCst)
     }
 

@@ -240,6 +240,7 @@ fn device_sim(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option
     let unit = t.remove("unit");
     let broker = t.remove("broker");
     let can = t.remove("can").and_then(|v| sim_can(v, base, dev, sink));
+    let opcua = t.remove("opcua");
     let config: SimConfig = typed(toml::Value::Table(t), "sim")
         .map_err(|(k, m)| dev.err(sink, &k, m))
         .ok()?;
@@ -261,6 +262,16 @@ fn device_sim(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option
     };
     let listen = text(listen, "listen", sink);
     let broker = text(broker, "broker", sink);
+    let opcua = text(opcua, "opcua", sink);
+    if let Some(l) = &opcua
+        && l.parse::<std::net::SocketAddr>().is_err()
+    {
+        dev.err(
+            sink,
+            "sim.opcua",
+            format!("\"{l}\" is not an ip:port address; write e.g. \"127.0.0.1:4840\""),
+        );
+    }
     let unit = match unit {
         None => None,
         Some(toml::Value::Integer(u)) if (0..=255).contains(&u) => Some(u as u8),
@@ -284,6 +295,7 @@ fn device_sim(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option
         unit,
         broker,
         can,
+        opcua,
     })
 }
 

@@ -136,9 +136,40 @@ pub(crate) fn driver(
             if !["none", "sign", "sign_and_encrypt"].contains(&security.as_str()) {
                 dev.err(sink, "driver.security", format!("\"{security}\" is not a security mode; write \"none\", \"sign\" or \"sign_and_encrypt\""));
             }
+            let file = |key: &str, v: Option<String>, sink: &mut Sink| {
+                let path = base.join(v?);
+                if !path.is_file() {
+                    dev.err(
+                        sink,
+                        &format!("driver.{key}"),
+                        format!(
+                            "{} does not exist (relative paths are relative to the plant file)",
+                            path.display()
+                        ),
+                    );
+                }
+                Some(path)
+            };
+            let server_cert = file("server_cert", c.server_cert, sink);
+            let client_cert = file("client_cert", c.client_cert, sink);
+            let client_key = file("client_key", c.client_key, sink);
+            if security != "none" && server_cert.is_none() {
+                dev.err(sink, "driver.server_cert", "with security, the server's certificate must be pinned: add server_cert = \"server.der\" (the file the server presents)");
+            }
+            if security == "none"
+                && (server_cert.is_some() || client_cert.is_some() || client_key.is_some())
+            {
+                dev.err(sink, "driver.security", "certificates are given but security = \"none\"; set security = \"sign\" or \"sign_and_encrypt\", or remove them");
+            }
+            if client_cert.is_some() != client_key.is_some() {
+                dev.err(sink, "driver.client_key", "give client_cert and client_key together, or neither (a certificate is then generated)");
+            }
             DriverConfig::Opcua {
                 endpoint: c.endpoint,
                 security,
+                server_cert,
+                client_cert,
+                client_key,
             }
         }
         "can" => {

@@ -1,0 +1,215 @@
+//! OPC UA devices: values kept fresh by monitored items on a session shared by every device on
+//! one endpoint.
+//!
+//! A value's sequence number is its update's number on the session, and a write's or call's
+//! fence is its acknowledgement's (`Ack::seq`): the parent module's rule. Only Good values enter
+//! the cache; a Bad or Uncertain one is named in `last_error` and leaves the last Good value, with
+//! its old number, in place — it can never confirm a command. OPC UA sends values on change, so
+//! a device with steady values is quiet by design: while the session is up (its keep-alive reads
+//! succeed) and not every node reads Bad, the server is answering for it. A lost session makes
+//! the device offline at once, with the reason.
+
+use super::*;
+use closedloop_opcua::{Link, OpcuaClient, Update};
+use std::collections::BTreeSet;
+
+impl DeviceRt {
+    /// The OPC UA listener: a monitor of the device's nodes into the cache, the session's state
+    /// into liveness, and a republished snapshot every `poll_ms`.
+    pub(super) async fn listen_opcua(self: Arc<Self>, client: OpcuaClient, stop: Arc<Notify>) {
+        let mut nodes: Vec<String> = self
+            .spec
+            .signals
+            .iter()
+            .filter_map(|s| match &s.source {
+                Source::Node { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        let mut monitor = client.monitor(&nodes, self.spec.poll_ms.max(1));
+        let mut link = client.link();
+        let mut tick = tokio::time::interval(Duration::from_millis(self.spec.poll_ms.max(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let endpoint = match &self.spec.driver {
+            closedloop_plant::DriverConfig::Opcua { endpoint, .. } => endpoint.clone(),
+            _ => String::new(),
+        };
+        // Nodes whose latest status is not Good.
+        let mut bad: BTreeSet<String> = BTreeSet::new();
+        loop {
+            let mut snap = self.snapshot();
+            tokio::select! {
+                u = monitor.recv() => match u {
+                    Some(u) => self.take_update(&mut snap, &mut bad, &u),
+                    None => return,
+                },
+                changed = link.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = tick.tick() => {}
+                _ = stop.notified() => return,
+            }
+            let state = link.borrow_and_update().clone();
+            match &state {
+                Link::Disconnected(why) => {
+                    snap.last_error = Some(format!("no session with {endpoint}: {why}"));
+                }
+                Link::Connected => {
+                    if snap.down {
+                        snap.last_error = None;
+                    }
+                    let all_bad = !nodes.is_empty() && nodes.iter().all(|n| bad.contains(n));
+                    if !all_bad && !snap.values.is_empty() {
+                        // The session's keep-alive reads succeed: the server answers.
+                        snap.last_valid = Some(Instant::now());
+                    }
+                }
+            }
+            snap.down = !state.is_connected();
+            snap.last_seen_ms = snap.last_valid.map(|t| self.clock.wall_ms(t));
+            snap.liveness = self.judge_liveness(&snap, self.started);
+            self.tx.send_replace(snap);
+        }
+    }
+
+    /// One update into the snapshot: Good values only.
+    pub(super) fn take_update(&self, snap: &mut Snapshot, bad: &mut BTreeSet<String>, u: &Update) {
+        if !u.good {
+            bad.insert(u.node.clone());
+            snap.last_error = Some(format!("{} reads {}", u.node, u.status));
+            return;
+        }
+        bad.remove(&u.node);
+        let at_ms = self.clock.wall_ms(u.received_at);
+        for s in &self.spec.signals {
+            let Source::Node { node, .. } = &s.source else {
+                continue;
+            };
+            if *node != u.node {
+                continue;
+            }
+            let Some(v) = u.value else {
+                snap.last_error = Some(format!(
+                    "{} holds a {}, not a number or a bool",
+                    u.node, u.value_type
+                ));
+                continue;
+            };
+            let value = if s.source.is_bool() {
+                Value::Bool(v.as_bool())
+            } else {
+                Value::Number(v.as_f64())
+            };
+            let newer = snap.values.get(&s.name).is_none_or(|old| old.seq <= u.seq);
+            if newer {
+                snap.values.insert(
+                    s.name.clone(),
+                    SignalValue {
+                        value,
+                        at_ms,
+                        source: s.source.describe(),
+                        seq: u.seq,
+                    },
+                );
+            }
+        }
+        snap.seq = snap.seq.max(u.seq);
+        snap.last_valid = Some(u.received_at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(node: &str, value: Option<Value>, status: &str, seq: u64) -> Update {
+        Update {
+            node: node.into(),
+            value,
+            value_type: "Double".into(),
+            status: status.into(),
+            good: status == "Good",
+            source_ms: None,
+            server_ms: None,
+            seq,
+            received_at: Instant::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_good_values_enter_the_cache_and_a_late_resync_never_replaces_a_newer_one() {
+        let plant = closedloop_plant::parse(
+            r#"
+[[device]]
+id = "pump"
+description = "t"
+driver = { kind = "opcua", endpoint = "opc.tcp://127.0.0.1:9/x" }
+[device.signals]
+speed = { node = "ns=2;s=Pump1.Speed", unit = "rpm" }
+running = { node = "ns=2;s=Pump1.Running", type = "bool" }
+"#,
+            "t.toml",
+            std::path::Path::new("."),
+        )
+        .expect("plant parses");
+        let client = OpcuaClient::connect(closedloop_opcua::OpcuaConfig::new(
+            "opc.tcp://127.0.0.1:9/x",
+        ))
+        .expect("config");
+        let dev = DeviceRt::new(
+            Arc::new(plant.devices[0].clone()),
+            DeviceIo::Opcua(client),
+            Clock::new(),
+        );
+        let mut snap = dev.snapshot();
+        let mut bad = BTreeSet::new();
+        let speed = "ns=2;s=Pump1.Speed";
+        dev.take_update(
+            &mut snap,
+            &mut bad,
+            &update(speed, Some(Value::Number(10.0)), "Good", 5),
+        );
+        assert_eq!(snap.values["speed"].value, Value::Number(10.0));
+        assert_eq!((snap.values["speed"].seq, snap.seq), (5, 5));
+        assert_eq!(snap.values["speed"].source, speed);
+        // A Bad value is named, and the last Good one stays with its old number.
+        dev.take_update(
+            &mut snap,
+            &mut bad,
+            &update(speed, None, "Bad_CommunicationError", 6),
+        );
+        assert_eq!(snap.values["speed"].seq, 5);
+        assert!(bad.contains(speed));
+        assert!(
+            snap.last_error
+                .as_deref()
+                .unwrap()
+                .contains("Bad_CommunicationError")
+        );
+        // A resync read issued before a newer update never replaces it.
+        dev.take_update(
+            &mut snap,
+            &mut bad,
+            &update(speed, Some(Value::Number(20.0)), "Good", 9),
+        );
+        dev.take_update(
+            &mut snap,
+            &mut bad,
+            &update(speed, Some(Value::Number(15.0)), "Good", 8),
+        );
+        assert_eq!(snap.values["speed"].value, Value::Number(20.0));
+        assert!(!bad.contains(speed));
+        // A number on a bool signal is a bool.
+        let running = "ns=2;s=Pump1.Running";
+        dev.take_update(
+            &mut snap,
+            &mut bad,
+            &update(running, Some(Value::Number(1.0)), "Good", 10),
+        );
+        assert_eq!(snap.values["running"].value, Value::Bool(true));
+    }
+}

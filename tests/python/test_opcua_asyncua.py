@@ -1,0 +1,131 @@
+"""OPC UA interop with a stack no one here wrote (issue 6): an asyncua 2.1 server
+(opcua/pump_server.py: a pump with a Speed variable, a Running flag that follows Start()/Stop()
+after a delay, and methods) driven by `closedloop serve` through the `opcua` driver. It is
+browsed and read through the bridge tools, its Running flag is kept fresh by a subscription,
+Start is driven to `completed` on that flag, a speed write to `completed` on its read-back, and
+stopping the server mid-command gives `DEVICE_OFFLINE`, never `completed`.
+
+A missing prerequisite (asyncua) fails the test; nothing here skips.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from support import Lines, act, call, outcome, require, serve, stop
+
+pytestmark = pytest.mark.anyio
+
+HERE = Path(__file__).resolve().parent
+PUMP = HERE / "opcua" / "pump_server.py"
+
+PLANT = """
+[server]
+name = "opcua-interop"
+journal = "sqlite://opcua.db"
+
+[[device]]
+id = "pump"
+description = "Pump on an OPC UA server (asyncua)"
+driver = {{ kind = "opcua", endpoint = "{endpoint}", security = "none" }}
+poll_ms = 50
+raw_access = true
+liveness = {{ max_silence_s = 2.0 }}
+[device.signals]
+running   = {{ node = "ns=2;s=Pump1.Running", type = "bool" }}
+speed_rpm = {{ node = "ns=2;s=Pump1.Speed", unit = "rpm" }}
+[[device.action]]
+name = "start"
+description = "Start the pump."
+params = {{}}
+write = [{{ method = "ns=2;s=Pump1.Start", object = "ns=2;s=Pump1" }}]
+done_when = "running"
+expect_s = 0.3
+idempotent = true
+[[device.action]]
+name = "stop"
+description = "Stop the pump."
+params = {{}}
+write = [{{ method = "ns=2;s=Pump1.Stop", object = "ns=2;s=Pump1" }}]
+done_when = "!running"
+expect_s = 0.3
+idempotent = true
+[[device.action]]
+name = "set_speed"
+description = "Set the pump's speed."
+params = {{ rpm = {{ type = "number", min = 0.0, max = 3000.0, unit = "rpm" }} }}
+write = [{{ node = "ns=2;s=Pump1.Speed", value = "params.rpm" }}]
+verification = "readback"
+expect_s = 0.1
+idempotent = true
+"""
+
+
+class Pump:
+    def __init__(self, delay_ms: int, log: Path) -> None:
+        require("asyncua")
+        self.log = log
+        with open(log, "w", encoding="utf-8") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(PUMP), "--delay-ms", str(delay_ms)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1,
+            )
+        self.endpoint = Lines(self.proc, log).next(30, "pump_server.py announcing its endpoint")
+        assert self.endpoint.startswith("opc.tcp://"), self.endpoint
+
+
+@pytest.fixture
+def rig(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Pump, Path]]:
+    pump = Pump(200, tmp_path / "pump.log")
+    plant = tmp_path / "plant.toml"
+    plant.write_text(PLANT.format(endpoint=pump.endpoint), encoding="utf-8")
+    try:
+        yield pump, plant
+    finally:
+        stop(pump.proc)
+        request.node.add_report_section("teardown", "pump_server.py stderr", pump.log.read_text()[-20000:])
+
+
+async def test_an_asyncua_pump_is_browsed_read_and_driven_to_completed(
+    closedloop_bin: Path, rig: tuple[Pump, Path], request: pytest.FixtureRequest
+) -> None:
+    pump, plant = rig
+    async with serve(closedloop_bin, plant, request) as session:
+        with anyio.fail_after(20):
+            while (await call(session, "get_device_state", {"device": "pump"}))["liveness"] != "online":
+                await anyio.sleep(0.1)
+
+        browse = await call(session, "opcua_browse", {"device": "pump", "node": "ns=2;s=Pump1"})
+        ids = {e["node_id"] for e in browse["entries"]}
+        assert {"ns=2;s=Pump1.Speed", "ns=2;s=Pump1.Running", "ns=2;s=Pump1.Start"} <= ids, browse
+        read = await call(session, "opcua_read", {"device": "pump", "nodes": ["ns=2;s=Pump1.SpeedLimit", "ns=2;s=Nope"]})
+        by_node = {v["node"]: v for v in read["values"]}
+        assert by_node["ns=2;s=Pump1.SpeedLimit"]["value"] == 1500 and by_node["ns=2;s=Pump1.SpeedLimit"]["status"] == "Good"
+        assert by_node["ns=2;s=Nope"]["status"].startswith("Bad_"), read
+
+        # Start: the method returns at once (running), Running follows 200 ms later (completed).
+        sc = await act(session, "pump_start", {})
+        assert outcome(sc) == ("completed", None), sc
+        assert sc["verified"] is True and sc["evidence"]["running"]["value"] is True, sc
+        assert sc["evidence"]["running"]["source"] == "ns=2;s=Pump1.Running", sc
+
+        sc = await act(session, "pump_set_speed", {"rpm": 1234.5})
+        assert outcome(sc) == ("completed", None), sc
+        assert sc["readback_matched"] is True, sc
+
+        sc = await act(session, "pump_stop", {})
+        assert outcome(sc) == ("completed", None), sc
+
+        # The server goes away while a start is under way: DEVICE_OFFLINE, never completed.
+        sc = await call(session, "pump_start", {"wait_s": 0})
+        stop(pump.proc)
+        with anyio.fail_after(30):
+            while sc["status"] not in ("completed", "failed", "timeout", "rejected"):
+                sc = await call(session, "get_command_status", {"command_id": sc["command_id"], "wait_s": 3})
+        assert sc["status"] != "completed", sc
+        assert sc["error_code"] == "DEVICE_OFFLINE", sc
