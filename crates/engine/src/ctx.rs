@@ -140,8 +140,9 @@ impl Ctx {
             .remove(&id);
     }
 
-    /// Journals a change to a command and announces it. A journal failure is logged: the
-    /// command goes on (the hardware does not wait for the disk), and the error is visible.
+    /// Journals a change to a command and announces it. While the journal fails, the command's
+    /// task waits here, holding its device (see `LiveCommand::record`); at shutdown the error is
+    /// logged and the journal keeps the last state it took, which the next start recovers.
     pub async fn record(
         &self,
         cmd: &LiveCommand,
@@ -149,7 +150,16 @@ impl Ctx {
         events: Vec<(&str, serde_json::Value)>,
     ) {
         let events_logged: Vec<String> = events.iter().map(|(e, _)| e.to_string()).collect();
-        if let Err(e) = cmd.record(&self.journal, &self.clock, change, events).await {
+        if let Err(e) = cmd
+            .record(
+                &self.journal,
+                &self.clock,
+                change,
+                events,
+                Some(self.shutdown_rx()),
+            )
+            .await
+        {
             let row = cmd.row();
             tracing::error!(request_id = %row.request_id, command_id = %row.command_id, error = %e, "journal write failed");
         }
@@ -168,6 +178,18 @@ impl Ctx {
             device: row.device,
             status: row.status,
         });
+    }
+
+    /// Adds a reading to a command's timeline if the journal takes it at once; a note never
+    /// holds the command up (a failure is logged), unlike a change of state.
+    pub async fn note(&self, cmd: &LiveCommand, events: Vec<(&str, serde_json::Value)>) {
+        if let Err(e) = cmd
+            .record(&self.journal, &self.clock, |_| {}, events, None)
+            .await
+        {
+            let row = cmd.row();
+            tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, error = %e, "timeline note not journaled");
+        }
     }
 
     /// A receiver that turns true when the gateway shuts down.

@@ -77,12 +77,20 @@ impl LiveCommand {
     }
 
     /// Applies `change` to a copy of the row, journals it with `events`, then publishes it.
+    ///
+    /// A failing journal is retried quickly a few times, then every second for as long as it
+    /// takes: the change is not shown to anyone until it is on disk, and the command's task waits
+    /// here — holding its device, so nothing else is sent to it — rather than go on unrecorded.
+    /// Only a shutdown (`stop` turning true) gives up, with the error; the next start recovers
+    /// the command from what the journal holds. With `stop = None` the entry is a note (a
+    /// reading on the timeline): tried once, and on failure left out.
     pub async fn record(
         &self,
         journal: &Journal,
         clock: &Clock,
         change: impl FnOnce(&mut CommandRow),
         events: Vec<(&str, serde_json::Value)>,
+        mut stop: Option<watch::Receiver<bool>>,
     ) -> Result<(), JournalError> {
         let now = clock.now_ms();
         let mut row = self.row();
@@ -98,15 +106,33 @@ impl LiveCommand {
             .collect();
         // A transient failure (a locked database, a full disk being cleared) must not leave the
         // command's state unrecorded: retry a few times before giving up with the error.
-        let mut attempt = 0;
+        let mut attempt = 0u32;
         loop {
             match journal.update(&row, &events).await {
                 Ok(()) => break,
-                Err(e) if attempt >= JOURNAL_RETRIES => return Err(e),
-                Err(e) => {
+                // A note (`stop` is None) is tried once: it must never hold the command up.
+                Err(e) if stop.is_none() => return Err(e),
+                Err(e) if attempt < JOURNAL_RETRIES => {
                     attempt += 1;
                     tracing::warn!(command_id = %row.command_id, error = %e, attempt, "journal write failed; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+                }
+                Err(e) => {
+                    if attempt == JOURNAL_RETRIES || attempt.is_multiple_of(30) {
+                        tracing::error!(command_id = %row.command_id, error = %e,
+                            "journal unavailable; holding the command (and its device) until it takes the write");
+                    }
+                    attempt += 1;
+                    let Some(stop) = stop.as_mut() else {
+                        return Err(e);
+                    };
+                    if *stop.borrow() {
+                        return Err(e);
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                        _ = stop.wait_for(|s| *s) => return Err(e),
+                    }
                 }
             }
         }

@@ -433,11 +433,7 @@ impl Supervisor {
         let decisive = done || failed.is_some();
         if decisive || self.last_logged.as_ref() != Some(&values) {
             self.ctx
-                .record(
-                    &self.cmd,
-                    |_| {},
-                    vec![("signal", json!({"values": values}))],
-                )
+                .note(&self.cmd, vec![("signal", json!({"values": values}))])
                 .await;
             self.last_logged = Some(values);
         }

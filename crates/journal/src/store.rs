@@ -22,6 +22,9 @@ const OPEN_STATUSES: [&str; 2] = ["accepted", "running"];
 pub struct Journal {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// Test builds only: writes fail while set, as with a disk that stopped taking them.
+    #[cfg(feature = "testing")]
+    fail_writes: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Which commands `list` returns, newest first.
@@ -36,6 +39,27 @@ pub struct ListFilter {
 }
 
 impl Journal {
+    /// Test builds (`testing` feature): makes every write fail until called with `false`, so
+    /// tests can show what the engine does while its journal is unavailable.
+    #[cfg(feature = "testing")]
+    pub fn fail_writes(&self, on: bool) {
+        self.fail_writes
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    #[cfg(feature = "testing")]
+    fn writable(&self) -> Result<(), JournalError> {
+        if self.fail_writes.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(JournalError::Database(sqlx::Error::PoolClosed));
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "testing"))]
+    fn writable(&self) -> Result<(), JournalError> {
+        Ok(())
+    }
+
     /// Opens (creating if needed) the journal at `url`: `sqlite://PATH`, `sqlite:PATH` or
     /// `sqlite::memory:` (for tests: lost when the journal is dropped).
     ///
@@ -83,7 +107,12 @@ impl Journal {
                 .connect_with(options.read_only(true))
                 .await?
         };
-        Ok(Journal { writer, reader })
+        Ok(Journal {
+            writer,
+            reader,
+            #[cfg(feature = "testing")]
+            fail_writes: Default::default(),
+        })
     }
 
     /// Inserts a new command and its first timeline entries in one transaction.
@@ -91,6 +120,7 @@ impl Journal {
     /// When this returns `Ok`, the command is on disk: this is the "accepted is durable before
     /// the caller hears of it" step.
     pub async fn insert(&self, cmd: &CommandRow, events: &[EventRow]) -> Result<(), JournalError> {
+        self.writable()?;
         let mut tx = self.writer.begin().await?;
         let done = sqlx::query(
             "INSERT INTO commands (command_id, request_id, device, action, params, status, verified,
@@ -130,6 +160,7 @@ impl Journal {
 
     /// Replaces a command's state and appends timeline entries, atomically.
     pub async fn update(&self, cmd: &CommandRow, events: &[EventRow]) -> Result<(), JournalError> {
+        self.writable()?;
         let mut tx = self.writer.begin().await?;
         sqlx::query(
             "UPDATE commands SET status = ?, verified = ?, error_code = ?, detail = ?, hint = ?,
@@ -156,6 +187,7 @@ impl Journal {
 
     /// Appends timeline entries without changing the command's state.
     pub async fn append(&self, command_id: &str, events: &[EventRow]) -> Result<(), JournalError> {
+        self.writable()?;
         let mut tx = self.writer.begin().await?;
         insert_events(&mut tx, command_id, events).await?;
         tx.commit().await?;
