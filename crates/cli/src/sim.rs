@@ -1,16 +1,19 @@
 //! `closedloop sim`: the plant's simulated devices as their own process, over Modbus TCP (units on
-//! `[device.sim] listen`), MQTT (`mqtt-relay` clients of `[device.sim] broker`) and CAN (nodes on
-//! a simulated slcan adapter per `[device.sim] can.bus`, reached through a pty), and the
-//! `fault` / `clear` requests to its control endpoint.
+//! `[device.sim] listen`), MQTT (`mqtt-relay` clients of `[device.sim] broker`), CAN (nodes on
+//! a simulated slcan adapter per `[device.sim] can.bus`, reached through a pty) and OPC UA (one
+//! simulated server per distinct `[device.sim] opcua` address, its devices as nodes
+//! `ns=2;s={device}.{Name}`), and the `fault` / `clear` requests to its control endpoint.
 //!
 //! stdout carries exactly one line per served Modbus device (`closedloop sim: slide unit 1 on
 //! 127.0.0.1:PORT`), one per running relay (`closedloop sim: lamp mqtt-relay lab/lamp on
 //! mqtt://127.0.0.1:1883`), one per CAN node (`closedloop sim: lamp can-node workshop on
-//! slcan:/dev/pts/N`: the interface a `can` driver names) and then one for the control endpoint
-//! (`closedloop sim: control on 127.0.0.1:PORT`), printed once every port accepts connections,
-//! every relay is connected to its broker (or held off by a fault it was given) and every bus's
-//! pty is open, so scripts and tests read the real ports and ptys instead of sleeping. Devices
-//! that are not served are named on stderr.
+//! slcan:/dev/pts/N`: the interface a `can` driver names), one per OPC UA device (`closedloop
+//! sim: lamp opcua on opc.tcp://127.0.0.1:PORT/`: the endpoint an `opcua` driver names) and then
+//! one for the control endpoint (`closedloop sim: control on 127.0.0.1:PORT`), printed once every
+//! port accepts connections, every relay is connected to its broker (or held off by a fault it
+//! was given), every bus's pty is open and every OPC UA server accepts sessions, so scripts and
+//! tests read the real ports and ptys instead of sleeping. Devices that are not served are named
+//! on stderr.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -109,11 +112,15 @@ async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitC
     for s in &bound.skipped {
         eprintln!("closedloop sim: {} skipped: {}", s.device, s.reason);
     }
-    if bound.served.is_empty() && bound.relays.is_empty() && bound.can_nodes.is_empty() {
+    if bound.served.is_empty()
+        && bound.relays.is_empty()
+        && bound.can_nodes.is_empty()
+        && bound.opcua.is_empty()
+    {
         bail!(
             "{}: no device has a [device.sim] table with `listen` (Modbus), `broker` \
-             (mqtt-relay) or `can` (a CAN node); add e.g. [device.sim] model = \"relay\", \
-             listen = \"127.0.0.1:1502\", unit = 1",
+             (mqtt-relay), `can` (a CAN node) or `opcua` (OPC UA); add e.g. [device.sim] \
+             model = \"relay\", listen = \"127.0.0.1:1502\", unit = 1",
             path.display()
         );
     }
@@ -133,6 +140,9 @@ async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitC
             "closedloop sim: {} can-node {} on {}",
             n.device, n.bus, n.interface
         );
+    }
+    for o in &bound.opcua {
+        println!("closedloop sim: {} opcua on {}", o.device, o.endpoint);
     }
     println!("closedloop sim: control on {control_addr}");
     tokio::select! {

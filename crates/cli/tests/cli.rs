@@ -19,6 +19,8 @@ fn check_passes_on_every_example_plant_and_prints_the_tool_surface() {
         "examples/workshop.toml",
         "examples/modbus-workshop.toml",
         "examples/mqtt-workshop.toml",
+        "examples/can-workshop.toml",
+        "examples/opcua-workshop.toml",
         "crates/cli/tests/fault_plant.toml",
     ] {
         let out = closedloop().arg("check").arg(repo(plant)).output().unwrap();

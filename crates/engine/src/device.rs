@@ -336,11 +336,11 @@ impl DeviceRt {
     /// A snapshot read after this call: the values a write is about to be judged against. A
     /// cached value may be up to one poll period (or one status frame) old — older than a fault
     /// that struck just before the command — so the poller is asked for a cycle now (a polled
-    /// device) or the next frame is awaited (a CAN node), bounded by `within`. MQTT devices
-    /// report on change, so their cache is as fresh as it gets. On timeout: the cache.
+    /// device), its nodes are read (OPC UA) or the next frame is awaited (a CAN node), bounded by
+    /// `within`. MQTT devices report on change and cannot be asked, so their cache is as fresh as
+    /// it gets. On timeout: the cache.
     pub async fn fresh(&self, within: Duration) -> Snapshot {
-        if matches!(self.io, DeviceIo::Mqtt(_) | DeviceIo::Opcua(_)) {
-            // Both report changes as they happen: their cache is as fresh as it gets.
+        if matches!(self.io, DeviceIo::Mqtt(_)) {
             return self.current();
         }
         let mut rx = self.subscribe();

@@ -319,6 +319,11 @@ impl Supervisor {
         let readback = self.action.verification.as_check() == Check::Readback;
         let readback_every = Duration::from_millis(self.dev.spec.poll_ms.max(1));
         let mut next_readback = Instant::now();
+        // "Already so" confirms only on a read taken expect_s after the ack: ask for one then,
+        // as a device that reports changes only (OPC UA) would never send the unchanged value.
+        let settle_ms = self.settle_until_ms - self.ctx.clock.now_ms();
+        let mut settle_poll = (self.baseline_done && settle_ms >= 0)
+            .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1));
         while self.machine.is_supervising() {
             let wake = tokio::select! {
                 changed = rx.changed(), if !readback => match changed {
@@ -328,6 +333,11 @@ impl Supervisor {
                 _ = sleep_until(next_readback), if readback => {
                     next_readback = Instant::now() + readback_every;
                     Wake::Readback
+                }
+                _ = sleep_until(settle_poll.unwrap_or(deadline)), if settle_poll.is_some() => {
+                    settle_poll = None;
+                    self.dev.poll_now();
+                    continue;
                 }
                 _ = sleep_until(deadline) => Wake::Event(Event::Deadline),
                 _ = self.cmd.cancelled() => Wake::Event(Event::CancelRequested),

@@ -10,9 +10,10 @@
 //!
 //! Keys are those of a plant file's fault entry (`after_ms`, `at_mm`, `down_ms`, `ms`, `p`); the
 //! fault is checked exactly like one written in the plant file for that device
-//! ([`Simulated::inject_config`]): Modbus units, MQTT relays and CAN nodes alike, so a fault an
-//! `mqtt-relay` cannot honour (`nak`, `crc_error`, `stall`), or a CAN node cannot (`nak`,
-//! `crc_error`), is refused with the reason. The reply is `ok`, or
+//! ([`Simulated::inject_config`]): Modbus units, MQTT relays, CAN nodes and OPC UA devices alike,
+//! so a fault an `mqtt-relay` cannot honour (`nak`, `crc_error`, `stall`), a CAN node cannot
+//! (`nak`, `crc_error`) or a device served over OPC UA cannot (`crc_error`), is refused with the
+//! reason. The reply is `ok`, or
 //! `error ` and a message that names what was wrong (the device, the kind, the key). Words are
 //! separated by spaces; nothing is quoted.
 //!

@@ -1,7 +1,7 @@
 //! closedloop's simulated devices as their own process, over real protocols: what
 //! `closedloop sim PLANT` runs, so that one plant file can be served by `closedloop serve`
-//! through `modbus-tcp`, `mqtt` and `can` drivers across sockets and ptys, with the same physics
-//! and faults as in-process.
+//! through `modbus-tcp`, `mqtt`, `can` and `opcua` drivers across sockets and ptys, with the same
+//! physics and faults as in-process.
 //!
 //! - [`ModbusServer`] serves [`closedloop_sim::SimDevice`]s as Modbus TCP units (FC01–06, 15,
 //!   16); its module doc says how silence, exceptions, `crc_error` and unknown units look on the
@@ -12,8 +12,11 @@
 //! - [`start_buses`] runs simulated CAN nodes ([`CanNode`]) on simulated slcan adapters reached
 //!   through a pty, one [`SimBus`] per `[device.sim] can.bus` (the [`can_node`] module doc says
 //!   how each fault looks on the bus); [`bind_plant`] starts them for tables with `can`.
-//! - [`Simulated`] is one such device, Modbus unit, MQTT relay or CAN node, as the control
-//!   endpoint sees it.
+//! - [`bind_plant`] serves tables with `opcua` through closedloop-opcua's simulated OPC UA
+//!   server, one per distinct address; [`opcua_sim`] lists the nodes (`ns=2;s={device}.{Name}`)
+//!   and how each fault looks over OPC UA.
+//! - [`Simulated`] is one such device, Modbus unit, MQTT relay, CAN node or OPC UA device, as the
+//!   control endpoint sees it.
 //! - [`ControlServer`] and [`control::send`] inject and clear faults at run time over a
 //!   loopback line protocol (see [`control`]).
 //! - [`codec`] is the Modbus TCP framing, pure and unit-tested byte by byte.
@@ -24,6 +27,7 @@ pub mod can_node;
 pub mod codec;
 pub mod control;
 pub mod modbus;
+pub mod opcua_sim;
 mod plant;
 mod simulated;
 
@@ -36,8 +40,12 @@ pub use closedloop_can as can;
 /// The MQTT crate the relays run on: [`Simulated::Mqtt`] holds its
 /// [`MqttRelay`](closedloop_mqtt::relay::MqttRelay), and whoever observes a relay needs its client.
 pub use closedloop_mqtt as mqtt;
+/// The OPC UA crate whose simulated server runs the `opcua` devices: whoever talks to one needs
+/// its [`OpcuaClient`](closedloop_opcua::OpcuaClient).
+pub use closedloop_opcua as opcua;
 pub use control::{ControlCommand, ControlError, ControlServer};
 pub use modbus::{MAX_CONNECTIONS, MAX_IN_FLIGHT, ModbusServer, Units};
+pub use opcua_sim::ServedOpcua;
 pub use plant::{
     BindError, BoundPlant, DEFAULT_UNIT, RELAY_CONNECT_WAIT, Served, ServedCanNode, ServedRelay,
     Skipped, bind_plant,

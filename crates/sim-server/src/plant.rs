@@ -1,5 +1,5 @@
-//! A plant file's `[device.sim]` tables, bound as Modbus TCP listeners and started as MQTT
-//! relays: what `closedloop sim PLANT` runs.
+//! A plant file's `[device.sim]` tables, bound as Modbus TCP listeners, started as MQTT relays,
+//! CAN nodes and OPC UA servers: what `closedloop sim PLANT` runs.
 //!
 //! Devices with the same `listen` address share one listener, each as its own unit (`unit`,
 //! default 1). `listen = "127.0.0.1:0"` picks a free port: every device that writes exactly that
@@ -15,12 +15,18 @@
 //! simulated bus of that name (one pty per bus: [`crate::can_node`]); it takes neither `listen`
 //! nor `broker`.
 //!
-//! Tables without `listen` (Modbus), `broker` (`mqtt-relay`) or `can` are not run and are
-//! reported in [`BoundPlant::skipped`].
+//! A table with `opcua = "127.0.0.1:PORT"` is served by a simulated OPC UA server on that
+//! address, shared by every device naming the same one (`127.0.0.1:0`: one free port for all who
+//! write exactly that); it takes none of `listen`, `broker` and `can` ([`crate::opcua_sim`] has
+//! the nodes and how each fault looks).
+//!
+//! Tables without `listen` (Modbus), `broker` (`mqtt-relay`), `can` or `opcua` are not run and
+//! are reported in [`BoundPlant::skipped`].
 
 use crate::Simulated;
 use crate::can_node::{CanNodeSpec, CanSimError, SimBus, start_buses};
 use crate::modbus::{ModbusServer, Units};
+use crate::opcua_sim::{self, OpcuaServers, ServedOpcua};
 use closedloop_mqtt::relay::{self, MqttRelay, Presence};
 use closedloop_plant::Plant;
 use closedloop_sim::{Model, SimDevice};
@@ -108,6 +114,39 @@ pub enum BindError {
         /// `Modbus TCP` or `MQTT`.
         protocol: &'static str,
     },
+    /// A table gives `opcua` together with `listen`, `broker` or `can`.
+    #[error(
+        "device {device:?}: [device.sim] gives `opcua` and `{other}`: a simulated device is served \
+         either over OPC UA (`opcua`) or over {protocol} (`{other}`); remove one"
+    )]
+    OpcuaAndOther {
+        /// Device id.
+        device: String,
+        /// `listen`, `broker` or `can`.
+        other: &'static str,
+        /// `Modbus TCP`, `MQTT` or `CAN`.
+        protocol: &'static str,
+    },
+    /// `sim.opcua` is not an `ip:port` address.
+    #[error(
+        "device {device:?}: sim.opcua = {opcua:?} is not an ip:port address; write e.g. \"127.0.0.1:4840\""
+    )]
+    OpcuaListen {
+        /// Device id.
+        device: String,
+        /// As written.
+        opcua: String,
+    },
+    /// The simulated OPC UA server refused its devices or did not start.
+    #[error("cannot serve OPC UA on {listen} (for {devices}): {source}")]
+    Opcua {
+        /// The address.
+        listen: SocketAddr,
+        /// The devices meant to be served there.
+        devices: String,
+        /// Why.
+        source: closedloop_opcua::sim::SimError,
+    },
     /// A CAN node could not be started.
     #[error(transparent)]
     Can(#[from] CanSimError),
@@ -174,6 +213,8 @@ pub struct BoundPlant {
     pub relays: Vec<ServedRelay>,
     /// The CAN nodes, in file order.
     pub can_nodes: Vec<ServedCanNode>,
+    /// The devices served over OPC UA, in file order.
+    pub opcua: Vec<ServedOpcua>,
     /// The devices not run, in file order.
     pub skipped: Vec<Skipped>,
     /// Every device run, by id (clones share the device), for the control endpoint. The relays
@@ -182,17 +223,20 @@ pub struct BoundPlant {
     servers: Vec<ModbusServer>,
     /// The simulated CAN buses; their nodes run until these are dropped.
     buses: Vec<SimBus>,
+    /// The simulated OPC UA servers; they serve until these are dropped.
+    opcua_servers: OpcuaServers,
 }
 
 impl BoundPlant {
     /// Serves every listener and keeps every relay running until dropped.
     pub async fn run(self) {
-        // The relays and the CAN buses run on their own tasks for as long as `devices` and
-        // `buses` live: as long as this does.
+        // The relays, the CAN buses and the OPC UA servers run on their own tasks for as long as
+        // `devices`, `buses` and `opcua_servers` live: as long as this does.
         let BoundPlant {
             servers,
             devices: _running,
             buses: _buses,
+            opcua_servers: _opcua_servers,
             ..
         } = self;
         let mut tasks = tokio::task::JoinSet::new();
@@ -207,8 +251,9 @@ impl BoundPlant {
 /// Builds the simulated devices of `plant`, binds their listeners and starts their relays. Every
 /// address is bound before this returns, so the ports in [`BoundPlant::served`] accept
 /// connections at once, and every relay in [`BoundPlant::relays`] is connected to its broker
-/// (or held off by a `power_off` or `reboot` fault it was given), and every CAN node in
-/// [`BoundPlant::can_nodes`] is on a bus whose pty accepts a host.
+/// (or held off by a `power_off` or `reboot` fault it was given), every CAN node in
+/// [`BoundPlant::can_nodes`] is on a bus whose pty accepts a host, and every OPC UA server of
+/// [`BoundPlant::opcua`] accepts sessions.
 pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
     let mut groups: BTreeMap<SocketAddr, (Units, Vec<(String, u8)>)> = BTreeMap::new();
     let mut order = Vec::new();
@@ -216,8 +261,15 @@ pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
     let mut devices = BTreeMap::new();
     let mut relays = Vec::new();
     let mut can_specs = Vec::new();
+    let mut opcua_specs = Vec::new();
     for d in &plant.devices {
         let Some(sim) = &d.sim else { continue };
+        if let Some(listen) = &sim.opcua {
+            let spec = opcua_sim::prepare(&d.id, sim, listen)?;
+            devices.insert(d.id.clone(), Simulated::Opcua(spec.sim.clone()));
+            opcua_specs.push(spec);
+            continue;
+        }
         if let Some(can) = &sim.can {
             let other = match (&sim.listen, &sim.broker) {
                 (Some(_), _) => Some(("listen", "Modbus TCP")),
@@ -264,8 +316,9 @@ pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
         let Some(listen) = &sim.listen else {
             skipped.push(Skipped {
                 device: d.id.clone(),
-                reason: "its [device.sim] table has no `listen`: add listen = \"127.0.0.1:PORT\" \
-                         to serve it over Modbus TCP"
+                reason: "its [device.sim] table has no `listen` (nor `opcua`): add \
+                         listen = \"127.0.0.1:PORT\" to serve it over Modbus TCP, or \
+                         opcua = \"127.0.0.1:PORT\" to serve it over OPC UA"
                     .into(),
             });
             continue;
@@ -323,6 +376,7 @@ pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
             addr: bound.get(&addr).copied().unwrap_or(addr),
         })
         .collect();
+    let (opcua, opcua_servers) = opcua_sim::start(&opcua_specs).await?;
     let relays = connected(relays).await?;
     let buses = start_buses(&can_specs).await?;
     let mut can_nodes = Vec::with_capacity(can_specs.len());
@@ -341,10 +395,12 @@ pub async fn bind_plant(plant: &Plant) -> Result<BoundPlant, BindError> {
         served,
         relays,
         can_nodes,
+        opcua,
         skipped,
         devices,
         servers,
         buses,
+        opcua_servers,
     })
 }
 

@@ -1,8 +1,8 @@
 //! [`Simulated`]: one device `closedloop sim` runs, whichever protocol carries it.
 //!
 //! The control endpoint injects and clears faults without caring whether the device answers as a
-//! Modbus unit, talks MQTT or sits on a CAN bus; each kind checks a fault exactly as its plant-file entry is checked
-//! and refuses, by key, what it cannot honour.
+//! Modbus unit, talks MQTT, sits on a CAN bus or is served over OPC UA; each kind checks a fault
+//! exactly as its plant-file entry is checked and refuses, by key, what it cannot honour.
 
 use crate::can_node::CanNode;
 use closedloop_mqtt::relay::MqttRelay;
@@ -18,6 +18,10 @@ pub enum Simulated {
     Mqtt(Arc<MqttRelay>),
     /// A node on a simulated CAN bus; it runs as long as its [`SimBus`](crate::SimBus) does.
     Can(CanNode),
+    /// A device served as OPC UA nodes by a simulated OPC UA server, which serves it as long as
+    /// the [`BoundPlant`](crate::BoundPlant) that started it runs. Faults reach the server
+    /// through the shared device; `crc_error` is refused ([`crate::opcua_sim`]).
+    Opcua(SimDevice),
 }
 
 impl Simulated {
@@ -27,13 +31,14 @@ impl Simulated {
             Simulated::Modbus(d) => d.inject_config(fault),
             Simulated::Mqtt(r) => r.inject_config(fault),
             Simulated::Can(n) => n.inject_config(fault),
+            Simulated::Opcua(d) => crate::opcua_sim::inject_config(d, fault),
         }
     }
 
     /// Removes the fault of `kind`, if any; a device held off by it comes back as after a boot.
     pub fn clear(&self, kind: FaultKind) {
         match self {
-            Simulated::Modbus(d) => d.clear(kind),
+            Simulated::Modbus(d) | Simulated::Opcua(d) => d.clear(kind),
             Simulated::Mqtt(r) => r.clear(kind),
             Simulated::Can(n) => n.clear(kind),
         }
@@ -42,7 +47,7 @@ impl Simulated {
     /// Removes every fault.
     pub fn clear_all(&self) {
         match self {
-            Simulated::Modbus(d) => d.clear_all(),
+            Simulated::Modbus(d) | Simulated::Opcua(d) => d.clear_all(),
             Simulated::Mqtt(r) => r.clear_all(),
             Simulated::Can(n) => n.clear_all(),
         }
@@ -51,7 +56,7 @@ impl Simulated {
     /// The faults pending or in force.
     pub fn faults(&self) -> Vec<FaultSpec> {
         match self {
-            Simulated::Modbus(d) => d.faults(),
+            Simulated::Modbus(d) | Simulated::Opcua(d) => d.faults(),
             Simulated::Mqtt(r) => r.faults(),
             Simulated::Can(n) => n.faults(),
         }

@@ -4,7 +4,9 @@
 //! A value's sequence number is its update's number on the session, and a write's or call's
 //! fence is its acknowledgement's (`Ack::seq`): the parent module's rule. Only Good values enter
 //! the cache; a Bad or Uncertain one is named in `last_error` and leaves the last Good value, with
-//! its old number, in place — it can never confirm a command. OPC UA sends values on change, so
+//! its old number, in place — it can never confirm a command. A `poll_now` (after a write, at
+//! dispatch, when "already so" may confirm) reads every node, because a value that does not
+//! change is never sent again. OPC UA sends values on change, so
 //! a device with steady values is quiet by design: while the session is up (its keep-alive reads
 //! succeed) and not every node reads Bad, the server is answering for it. A lost session makes
 //! the device offline at once, with the reason.
@@ -32,6 +34,12 @@ impl DeviceRt {
         let mut link = client.link();
         let mut tick = tokio::time::interval(Duration::from_millis(self.spec.poll_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A read of every node three times per liveness window: a server may simply stop sending
+        // a dead device's values (nothing changes), and only a read then says Bad.
+        let check = Duration::from_secs_f64(self.spec.liveness.max_silence_s / 3.0)
+            .max(Duration::from_millis(self.spec.poll_ms.max(1)));
+        let mut check = tokio::time::interval(check);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let endpoint = match &self.spec.driver {
             closedloop_plant::DriverConfig::Opcua { endpoint, .. } => endpoint.clone(),
             _ => String::new(),
@@ -51,6 +59,15 @@ impl DeviceRt {
                     }
                 }
                 _ = tick.tick() => {}
+                // A read on request (after a write, at dispatch): OPC UA reports changes only,
+                // so a value that did not change would never be read again after the write.
+                // Reads are numbered when issued, so these count as fresh.
+                _ = check.tick(), if !nodes.is_empty() && link.borrow().is_connected() => {
+                    self.read_all(&client, &nodes, &mut snap, &mut bad).await;
+                }
+                _ = self.poll_now.notified(), if !nodes.is_empty() => {
+                    self.read_all(&client, &nodes, &mut snap, &mut bad).await;
+                }
                 _ = stop.notified() => return,
             }
             let state = link.borrow_and_update().clone();
@@ -64,7 +81,8 @@ impl DeviceRt {
                     }
                     let all_bad = !nodes.is_empty() && nodes.iter().all(|n| bad.contains(n));
                     if !all_bad && !snap.values.is_empty() {
-                        // The session's keep-alive reads succeed: the server answers.
+                        // The session's keep-alive reads succeed, and the device's own nodes
+                        // read Good: the server answers for it.
                         snap.last_valid = Some(Instant::now());
                     }
                 }
@@ -73,6 +91,22 @@ impl DeviceRt {
             snap.last_seen_ms = snap.last_valid.map(|t| self.clock.wall_ms(t));
             snap.liveness = self.judge_liveness(&snap, self.started);
             self.tx.send_replace(snap);
+        }
+    }
+
+    /// Reads every node (numbered at issue: fresh) into the snapshot. A read that fails as a
+    /// whole changes nothing here: the session's state says what happened.
+    async fn read_all(
+        &self,
+        client: &OpcuaClient,
+        nodes: &[String],
+        snap: &mut Snapshot,
+        bad: &mut BTreeSet<String>,
+    ) {
+        if let Ok(updates) = client.read(nodes).await {
+            for u in &updates {
+                self.take_update(snap, bad, u);
+            }
         }
     }
 

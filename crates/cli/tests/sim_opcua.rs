@@ -1,0 +1,208 @@
+//! `closedloop sim` serving OPC UA devices as its own process: the endpoint announced on stdout
+//! is the one an `opcua` driver names, closedloop-opcua's client reads, writes and calls the
+//! devices there, and faults injected through `closedloop sim fault` / `clear` show on the wire
+//! (nak refuses a call, power off drops the link) or are refused naming device and kind.
+
+mod common;
+
+use closedloop_driver::Value;
+use closedloop_sim_server::opcua::{Class, OpcuaClient, OpcuaConfig, classify};
+use common::{sim_ctl, start_sim_plant};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Longest any single wait here may take.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A relay `lamp` and a stepper `slide` on one OPC UA server at `127.0.0.1:0`; `lamp` takes the
+/// extra `[device.sim]` lines `lamp_sim`.
+fn opcua_plant(dir: &Path, lamp_sim: &str) -> PathBuf {
+    let text = format!(
+        r#"
+[server]
+name = "opcua-sim"
+journal = "sqlite://unused.db"
+
+[[device]]
+id = "lamp"
+description = "Desk lamp behind an OPC UA server"
+driver = {{ kind = "opcua", endpoint = "opc.tcp://127.0.0.1:4840/" }}
+[device.sim]
+model = "relay"
+opcua = "127.0.0.1:0"
+{lamp_sim}
+[device.signals]
+contact = {{ node = "ns=2;s=lamp.Contact", type = "bool" }}
+[[device.action]]
+name = "switch"
+description = "Switch the lamp"
+params = {{ on = {{ type = "bool" }} }}
+write = [{{ node = "ns=2;s=lamp.Commanded", value = "params.on" }}]
+done_when = "contact == params.on"
+expect_s = 0.5
+
+[[device]]
+id = "slide"
+description = "Linear slide behind the same OPC UA server"
+driver = {{ kind = "opcua", endpoint = "opc.tcp://127.0.0.1:4840/" }}
+[device.sim]
+model = "stepper"
+opcua = "127.0.0.1:0"
+[device.signals]
+position_mm = {{ node = "ns=2;s=slide.PositionMm" }}
+[[device.action]]
+name = "start"
+description = "Start the carriage towards its target"
+write = [{{ method = "ns=2;s=slide.Start", object = "ns=2;s=slide" }}]
+done_when = "position_mm > 0"
+expect_s = 5
+"#
+    );
+    let path = dir.join("opcua-sim.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn node(device: &str, name: &str) -> String {
+    format!("ns=2;s={device}.{name}")
+}
+
+async fn wait_link(client: &OpcuaClient, connected: bool) {
+    let mut link = client.link();
+    let waited = tokio::time::timeout(WAIT, link.wait_for(|l| l.is_connected() == connected));
+    assert!(
+        matches!(waited.await, Ok(Ok(_))),
+        "the link never became {} (now {:?})",
+        if connected { "connected" } else { "lost" },
+        *client.link().borrow()
+    );
+}
+
+/// Reads `node` until `pred` holds for its value, failing after [`WAIT`].
+async fn read_until(client: &OpcuaClient, node: &str, pred: impl Fn(&Option<Value>) -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = client.read(&[node.to_string()]).await.expect("a read");
+        if pred(&got[0].value) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{node} never got there: last {:?}",
+            got[0]
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_serves_opcua_devices_on_the_announced_endpoint_and_takes_their_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut sim, control, announced) = start_sim_plant(&opcua_plant(dir.path(), ""));
+    let [lamp, slide] = announced.as_slice() else {
+        panic!("two announcements: {announced:?}")
+    };
+    let [name, kind, on, endpoint] = lamp.as_slice() else {
+        panic!("{lamp:?}")
+    };
+    assert_eq!(
+        (name.as_str(), kind.as_str(), on.as_str()),
+        ("lamp", "opcua", "on")
+    );
+    let port = endpoint
+        .strip_prefix("opc.tcp://127.0.0.1:")
+        .and_then(|p| p.strip_suffix('/'))
+        .and_then(|p| p.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("not an endpoint URL: {endpoint}"));
+    assert_ne!(port, 0, "the real port is announced");
+    assert_eq!(
+        slide,
+        &["slide", "opcua", "on", endpoint.as_str()],
+        "one server"
+    );
+
+    let config = OpcuaConfig {
+        keep_alive: Duration::from_millis(200),
+        max_failed_keep_alives: 2,
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(400),
+        ..OpcuaConfig::new(endpoint.as_str())
+    };
+    let client = OpcuaClient::connect(config).expect("a valid config");
+    wait_link(&client, true).await;
+    client
+        .write(&node("lamp", "Commanded"), Value::Bool(true))
+        .await
+        .expect("the lamp switches");
+    read_until(&client, &node("lamp", "Contact"), |v| {
+        *v == Some(Value::Bool(true))
+    })
+    .await;
+
+    sim_ctl(&control, &["fault", "slide", "nak"]);
+    let err = client
+        .call("ns=2;s=slide", &node("slide", "Start"), vec![])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("Bad_InternalError"), "{err}");
+    assert_eq!(classify(&err), Class::Nak);
+    sim_ctl(&control, &["clear", "slide", "nak"]);
+    client
+        .call("ns=2;s=slide", &node("slide", "Start"), vec![])
+        .await
+        .expect("Start() once nak is cleared");
+
+    sim_ctl(&control, &["fault", "lamp", "power_off"]);
+    sim_ctl(&control, &["fault", "slide", "power_off"]);
+    wait_link(&client, false).await;
+    sim_ctl(&control, &["clear", "lamp"]);
+    sim_ctl(&control, &["clear", "slide"]);
+    wait_link(&client, true).await;
+    read_until(&client, &node("lamp", "Contact"), |v| {
+        *v == Some(Value::Bool(false))
+    })
+    .await;
+
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["sim", "fault", "--control", &control, "lamp", "crc_error"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"lamp\"") && stderr.contains("crc_error") && stderr.contains("OPC UA"),
+        "{stderr}"
+    );
+
+    let pid = sim.0.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    assert_eq!(
+        sim.0.wait().unwrap().code(),
+        Some(0),
+        "SIGTERM is a clean exit"
+    );
+    wait_link(&client, false).await;
+}
+
+#[test]
+fn sim_refuses_opcua_with_listen_naming_file_device_and_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let plant = opcua_plant(dir.path(), "listen = \"127.0.0.1:0\"");
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("sim")
+        .arg(&plant)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("opcua-sim.toml")
+            && stderr.contains("\"lamp\"")
+            && stderr.contains("`opcua`")
+            && stderr.contains("`listen`"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing announced");
+}
