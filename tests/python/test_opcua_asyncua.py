@@ -103,6 +103,13 @@ async def test_an_asyncua_pump_is_browsed_read_and_driven_to_completed(
         browse = await call(session, "opcua_browse", {"device": "pump", "node": "ns=2;s=Pump1"})
         ids = {e["node_id"] for e in browse["entries"]}
         assert {"ns=2;s=Pump1.Speed", "ns=2;s=Pump1.Running", "ns=2;s=Pump1.Start"} <= ids, browse
+        assert browse["page"] == 0 and browse["truncated"] is False, browse
+        # Deep from the root, page by page: each page bounded, the pages disjoint.
+        first = await call(session, "opcua_browse", {"device": "pump", "node": "i=84", "depth": 5})
+        assert len(first["entries"]) == 200 and first["truncated"] is True, len(first["entries"])
+        second = await call(session, "opcua_browse", {"device": "pump", "node": "i=84", "depth": 5, "page": 1})
+        assert 0 < len(second["entries"]) <= 200
+        assert not {e["node_id"] for e in first["entries"]} & {e["node_id"] for e in second["entries"]}
         read = await call(session, "opcua_read", {"device": "pump", "nodes": ["ns=2;s=Pump1.SpeedLimit", "ns=2;s=Nope"]})
         by_node = {v["node"]: v for v in read["values"]}
         assert by_node["ns=2;s=Pump1.SpeedLimit"]["value"] == 1500 and by_node["ns=2;s=Pump1.SpeedLimit"]["status"] == "Good"

@@ -205,19 +205,29 @@ impl Engine {
         })
     }
 
-    /// Browses below `node` (`i=85`, the Objects folder, when absent), `depth` levels, at most
-    /// [`MAX_BROWSE`] nodes (`truncated` says when more exist).
+    /// Browses below `node` (`i=85`, the Objects folder, when absent), `depth` levels: page
+    /// `page` (from 0) of [`MAX_BROWSE`] nodes in breadth-first order; `truncated` says that a
+    /// next page exists.
     pub async fn opcua_browse(
         &self,
         device: &str,
         node: &str,
         depth: u32,
+        page: usize,
     ) -> Result<closedloop_opcua::Browse, RawError> {
         let client = self.opcua_device(device)?;
-        client
-            .browse(node, depth.clamp(1, 5), MAX_BROWSE)
+        if page >= 50 {
+            return Err(refuse(
+                ErrorCode::InvalidParams,
+                "page must be below 50; browse a deeper start node instead",
+            ));
+        }
+        let mut b = client
+            .browse(node, depth.clamp(1, 5), MAX_BROWSE * (page + 1))
             .await
-            .map_err(|e| opcua_refusal(&e))
+            .map_err(|e| opcua_refusal(&e))?;
+        b.entries = b.entries.into_iter().skip(MAX_BROWSE * page).collect();
+        Ok(b)
     }
 
     /// Reads the Value attribute of up to [`MAX_READ`] nodes, each with its status.

@@ -63,13 +63,14 @@ fn opcua_tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
     let obj = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
     let mut browse = Tool::new(
         "opcua_browse",
-        "List the nodes of an OPC UA device's address space below a node (the Objects folder by default), with their node ids, classes and data types; at most 200 nodes, `truncated` says when there are more. Read-only.",
+        "List the nodes of an OPC UA device's address space below a node (the Objects folder by default), with their node ids, classes and data types; 200 nodes a page, `truncated` says a next page exists. Read-only.",
         obj(json!({
             "type": "object",
             "properties": {
                 "device": {"type": "string", "enum": ids},
                 "node": {"type": "string", "default": "i=85", "description": "Start node id, e.g. \"ns=2;s=Pump1\"."},
-                "depth": {"type": "integer", "minimum": 1, "maximum": 5, "default": 1}
+                "depth": {"type": "integer", "minimum": 1, "maximum": 5, "default": 1},
+                "page": {"type": "integer", "minimum": 0, "maximum": 49, "default": 0, "description": "Page of 200 nodes; ask for the next while `truncated` is true."}
             },
             "required": ["device"],
             "additionalProperties": false
@@ -181,36 +182,46 @@ impl Server {
                     .ok_or_else(|| McpError::invalid_params("depth must be 1 to 5", None))?
                     as u32,
             };
-            return Ok(match self.engine.opcua_browse(&device, node, depth).await {
-                Ok(b) => {
-                    let entries: Vec<Value> = b
+            let page = match args.get("page") {
+                None | Some(Value::Null) => 0,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|p| *p < 50)
+                    .ok_or_else(|| McpError::invalid_params("page must be 0 to 49", None))?
+                    as usize,
+            };
+            return Ok(
+                match self.engine.opcua_browse(&device, node, depth, page).await {
+                    Ok(b) => {
+                        let entries: Vec<Value> = b
                         .entries
                         .iter()
                         .map(|e| json!({"node_id": e.node_id, "browse_name": e.browse_name, "display_name": e.display_name,
                                         "node_class": e.node_class, "data_type": e.data_type, "depth": e.depth}))
                         .collect();
-                    let text = b
-                        .entries
-                        .iter()
-                        .map(|e| {
-                            format!(
-                                "{}{} {} ({})",
-                                "  ".repeat(e.depth.saturating_sub(1) as usize),
-                                e.node_id,
-                                e.display_name,
-                                e.node_class
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    let mut out = CallToolResult::structured(
-                        json!({"device": device, "node": node, "entries": entries, "truncated": b.truncated}),
-                    );
-                    out.content = vec![ContentBlock::text(text)];
-                    out
-                }
-                Err(e) => refused(&device, e),
-            });
+                        let text = b
+                            .entries
+                            .iter()
+                            .map(|e| {
+                                format!(
+                                    "{}{} {} ({})",
+                                    "  ".repeat(e.depth.saturating_sub(1) as usize),
+                                    e.node_id,
+                                    e.display_name,
+                                    e.node_class
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n");
+                        let mut out = CallToolResult::structured(
+                            json!({"device": device, "node": node, "page": page, "entries": entries, "truncated": b.truncated}),
+                        );
+                        out.content = vec![ContentBlock::text(text)];
+                        out
+                    }
+                    Err(e) => refused(&device, e),
+                },
+            );
         }
         let nodes: Vec<String> = args
             .get("nodes")
