@@ -340,6 +340,10 @@ impl DeviceRt {
     /// `within`. MQTT devices report on change and cannot be asked, so their cache is as fresh as
     /// it gets. On timeout: the cache.
     pub async fn fresh(&self, within: Duration) -> Snapshot {
+        if let DeviceIo::Opcua(client) = &self.io {
+            // A subscription's next update may carry a sample taken before this call: read.
+            return self.read_opcua_now(client, within).await;
+        }
         if matches!(self.io, DeviceIo::Mqtt(_)) {
             return self.current();
         }

@@ -94,6 +94,31 @@ impl DeviceRt {
         }
     }
 
+    /// The current snapshot with every node read now (bounded by `within`), for judging a
+    /// command at dispatch. The listener's own snapshot is left to the listener.
+    pub(super) async fn read_opcua_now(&self, client: &OpcuaClient, within: Duration) -> Snapshot {
+        let mut snap = self.current();
+        let nodes: Vec<String> = self
+            .spec
+            .signals
+            .iter()
+            .filter_map(|s| match &s.source {
+                Source::Node { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect();
+        if nodes.is_empty() {
+            return snap;
+        }
+        if let Ok(Ok(updates)) = tokio::time::timeout(within, client.read(&nodes)).await {
+            let mut bad = BTreeSet::new();
+            for u in &updates {
+                self.take_update(&mut snap, &mut bad, u);
+            }
+        }
+        snap
+    }
+
     /// Reads every node (numbered at issue: fresh) into the snapshot. A read that fails as a
     /// whole changes nothing here: the session's state says what happened.
     async fn read_all(
