@@ -180,6 +180,20 @@ impl Ctx {
         });
     }
 
+    /// Journals a change with the quick retries only, and returns the error: for start-up
+    /// recovery, where no shutdown can end a wait, so a journal that takes no writes must fail
+    /// the start loudly instead of hanging it.
+    pub async fn record_or_fail(
+        &self,
+        cmd: &LiveCommand,
+        change: impl FnOnce(&mut CommandRow),
+        events: Vec<(&str, serde_json::Value)>,
+    ) -> Result<(), closedloop_journal::JournalError> {
+        let (_give_up, now) = tokio::sync::watch::channel(true);
+        cmd.record(&self.journal, &self.clock, change, events, Some(now))
+            .await
+    }
+
     /// Adds a reading to a command's timeline if the journal takes it at once; a note never
     /// holds the command up (a failure is logged), unlike a change of state.
     pub async fn note(&self, cmd: &LiveCommand, events: Vec<(&str, serde_json::Value)>) {

@@ -135,6 +135,8 @@ pub struct DeviceRt {
     clock: Clock,
     /// When this runtime was created: a device silent for a whole window since then is offline.
     started: Instant,
+    /// OPC UA: the last acknowledgement's fence and server time (see `device/opcua.rs`).
+    opcua_ack: std::sync::Mutex<Option<(u64, i64)>>,
 }
 
 impl DeviceRt {
@@ -161,6 +163,7 @@ impl DeviceRt {
             tx,
             clock,
             started: Instant::now(),
+            opcua_ack: std::sync::Mutex::new(None),
         })
     }
 
@@ -213,6 +216,14 @@ impl DeviceRt {
         }
     }
 
+    /// Records an OPC UA acknowledgement (fence and server time) and returns its fence.
+    fn opcua_fence(&self, ack: &closedloop_opcua::Ack) -> u64 {
+        if let Some(t) = ack.server_ms {
+            *self.opcua_ack.lock().unwrap_or_else(|p| p.into_inner()) = Some((ack.seq, t));
+        }
+        ack.seq
+    }
+
     /// The device's DBC, for a CAN device.
     pub fn dbc(&self) -> Option<&closedloop_can::Dbc> {
         match &self.io {
@@ -257,7 +268,7 @@ impl DeviceRt {
                 match tokio::time::timeout(expiry.max(self.timeout), client.write(node, *value))
                     .await
                 {
-                    Ok(Ok(ack)) => Ok(ack.seq),
+                    Ok(Ok(ack)) => Ok(self.opcua_fence(&ack)),
                     Ok(Err(e)) => Err(plan::interpret_opcua(&e, &what)),
                     Err(_) => Err(plan::opcua_no_answer(&what)),
                 }
@@ -277,7 +288,7 @@ impl DeviceRt {
                 )
                 .await
                 {
-                    Ok(Ok((ack, _outputs))) => Ok(ack.seq),
+                    Ok(Ok((ack, _outputs))) => Ok(self.opcua_fence(&ack)),
                     Ok(Err(e)) => Err(plan::interpret_opcua(&e, &what)),
                     Err(_) => Err(plan::opcua_no_answer(&what)),
                 }

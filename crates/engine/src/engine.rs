@@ -57,20 +57,21 @@ impl Engine {
             let io = match drivers.get(&d.id) {
                 None => return Err(EngineError::NoDriver(d.id.clone())),
                 Some(Connection::Registers(driver)) => DeviceIo::Registers(Arc::clone(driver)),
-                Some(Connection::Mqtt(config)) => match brokers.get(&config.url) {
-                    Some(b) => DeviceIo::Mqtt(b.clone()),
-                    None => {
-                        let b =
-                            closedloop_mqtt::MqttBroker::connect(config.clone()).map_err(|e| {
-                                EngineError::Driver {
+                Some(Connection::Mqtt(config)) => {
+                    match brokers.get(&crate::broker_key(&config.url)) {
+                        Some(b) => DeviceIo::Mqtt(b.clone()),
+                        None => {
+                            let b = closedloop_mqtt::MqttBroker::connect(config.clone()).map_err(
+                                |e| EngineError::Driver {
                                     device: d.id.clone(),
                                     message: e.to_string(),
-                                }
-                            })?;
-                        brokers.insert(config.url.clone(), b.clone());
-                        DeviceIo::Mqtt(b)
+                                },
+                            )?;
+                            brokers.insert(crate::broker_key(&config.url), b.clone());
+                            DeviceIo::Mqtt(b)
+                        }
                     }
-                },
+                }
                 Some(Connection::Opcua(config)) => match sessions.get(&config.endpoint) {
                     Some(c) => DeviceIo::Opcua(c.clone()),
                     None => {
@@ -382,7 +383,13 @@ impl Engine {
         let cmd = Arc::new(LiveCommand::new(row, events));
         // Until dispatch re-evaluates it, the estimate is the expected duration from now.
         let expect_s = action.expect_s.eval_f64(&scope).unwrap_or(0.0).max(0.0);
-        cmd.set_expected_end(Instant::now() + Duration::from_secs_f64(expect_s));
+        // Not a duration (infinite, NaN): no estimate; dispatch fails the command.
+        if let Some(end) = Duration::try_from_secs_f64(expect_s)
+            .ok()
+            .and_then(|d| Instant::now().checked_add(d))
+        {
+            cmd.set_expected_end(end);
+        }
         self.ctx.remember(Arc::clone(&cmd));
         group
             .queued

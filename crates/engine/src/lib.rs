@@ -185,7 +185,7 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                 config.tls.ca_file = tls.ca_file.clone();
                 config.tls.client_cert = tls.client_cert.clone();
                 config.tls.client_key = tls.client_key.clone();
-                if let Some((first, seen)) = brokers.get(broker) {
+                if let Some((first, seen)) = brokers.get(&broker_key(broker)) {
                     if seen.client_id != config.client_id
                         || seen.username != config.username
                         || seen.password != config.password
@@ -200,7 +200,7 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                         });
                     }
                 } else {
-                    brokers.insert(broker.clone(), (d.id.clone(), config.clone()));
+                    brokers.insert(broker_key(broker), (d.id.clone(), config.clone()));
                 }
                 map.insert(d.id.clone(), Connection::Mqtt(config));
             }
@@ -347,4 +347,26 @@ fn check_can(d: &closedloop_plant::Device, dbc: &closedloop_can::Dbc) -> Result<
         }
     }
     Ok(())
+}
+
+/// One key per broker however its URL is written (`mqtt://h`, `tcp://h:1883`): the devices on it
+/// must share one connection, or the broker would drop one client for the other (same id).
+pub(crate) fn broker_key(url: &str) -> String {
+    let tls = url.starts_with("mqtts://") || url.starts_with("ssl://");
+    match closedloop_mqtt::parse_broker_url(url) {
+        Ok((host, port)) => format!("{}://{host}:{port}", if tls { "mqtts" } else { "mqtt" }),
+        Err(_) => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_broker_however_its_url_is_written() {
+        let k = super::broker_key;
+        assert_eq!(k("mqtt://h"), k("tcp://h:1883"));
+        assert_eq!(k("mqtts://h"), k("ssl://h:8883"));
+        assert_ne!(k("mqtt://h:1883"), k("mqtts://h:1883"));
+        assert_ne!(k("mqtt://h:1883"), k("mqtt://h:1884"));
+    }
 }

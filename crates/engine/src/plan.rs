@@ -317,7 +317,8 @@ pub fn interpret_publish(e: &closedloop_mqtt::Error, p: &Publish) -> WriteError 
     let (code, transient, maybe_applied) = match e {
         // Lost before the PUBACK: the broker may have taken it.
         E::Disconnected | E::Closed => (ErrorCode::DeviceOffline, true, true),
-        E::Busy => (ErrorCode::DeviceBusy, true, false),
+        // The request queue towards the broker is full: nothing was sent.
+        E::Busy => (ErrorCode::BusNak, true, false),
         E::Expired => (ErrorCode::Timeout, false, false),
         _ => (ErrorCode::BusNak, false, false),
     };

@@ -41,7 +41,7 @@ impl Engine {
                     "Accepted, but the gateway stopped before it was sent; it was not sent late."
                 };
                 self.ctx
-                    .record(
+                    .record_or_fail(
                         &cmd,
                         |r| {
                             r.status = Status::Failed.as_str().into();
@@ -51,16 +51,16 @@ impl Engine {
                         },
                         vec![("failed", json!({"code": "INTERRUPTED", "detail": detail}))],
                     )
-                    .await;
+                    .await?;
                 continue;
             };
             self.ctx
-                .record(
+                .record_or_fail(
                     &cmd,
                     |_| {},
                     vec![("recovered", json!({"deadline": rfc3339(deadline_ms)}))],
                 )
-                .await;
+                .await?;
             let action = Arc::new(action.clone());
             let dev = Arc::clone(&self.ctx.devices[&row.device]);
             let permit = self.ctx.group(&action.exclusive).try_acquire();

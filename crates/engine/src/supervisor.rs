@@ -55,8 +55,9 @@ pub(crate) struct Supervisor {
     pub settle_until_ms: i64,
     /// The requests actually sent (readback compares against these, not a re-evaluation).
     pub writes: Vec<Request>,
-    /// Re-sends the plan's cyclic CAN frames while the command runs.
-    pub cycling: Option<tokio::task::JoinHandle<()>>,
+    /// Re-sends the plan's cyclic CAN frames while the command runs (aborted when dropped, so
+    /// even a panicking supervisor never leaves a start frame going out).
+    pub cycling: Option<AbortOnDrop>,
 }
 
 impl Supervisor {
@@ -205,6 +206,19 @@ impl Supervisor {
             .eval_f64(&scope)
             .unwrap_or(0.0)
             .max(0.0);
+        if !(expect_s.is_finite() && expect_s <= 86_400.0) {
+            let ev = Event::WriteFailed {
+                code: ErrorCode::InvalidParams,
+                detail: format!(
+                    "expect_s `{}` came to {expect_s}, which is no duration; nothing was written.",
+                    self.action.expect_s.source()
+                ),
+                transient: false,
+                maybe_applied: false,
+            };
+            self.feed(ev).await;
+            return;
+        }
         if let Some(done) = &self.action.done_when {
             self.baseline = done
                 .signals()
@@ -661,7 +675,7 @@ impl Supervisor {
         }
         let dev = Arc::clone(&self.dev);
         let command_id = self.cmd.row().command_id;
-        self.cycling = Some(tokio::spawn(async move {
+        self.cycling = Some(AbortOnDrop(tokio::spawn(async move {
             let start = Instant::now();
             let mut next: Vec<Instant> = cyclic
                 .iter()
@@ -679,14 +693,12 @@ impl Supervisor {
                 }
                 next[i] = at + period;
             }
-        }));
+        })));
     }
 
     /// Stops the cyclic frames (before a stop is written, and when the command ends).
     fn stop_cycling(&mut self) {
-        if let Some(task) = self.cycling.take() {
-            task.abort();
-        }
+        self.cycling = None;
     }
 
     async fn finish(&mut self, o: Outcome) {
@@ -740,7 +752,11 @@ impl Supervisor {
         let until = Instant::now() + SAFE_STATE_MAX;
         loop {
             let snap = rx.borrow_and_update().clone();
-            if snap.seq > after {
+            let fresh = stopped
+                .signals()
+                .iter()
+                .all(|n| snap.values.get(n).is_some_and(|v| v.seq > after));
+            if snap.seq > after && fresh {
                 let signals = snap.plain();
                 let devices = self.ctx.devices_scope();
                 let scope = Scope {
@@ -783,6 +799,15 @@ pub(crate) fn offline_detail(dev: &DeviceRt, snap: &Snapshot) -> String {
             "{} gave no valid answer for more than {silence} s.",
             dev.id()
         ),
+    }
+}
+
+/// A task aborted when its handle is dropped.
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -299,3 +299,32 @@ async fn without_a_broker_the_device_is_offline_and_nothing_is_sent() {
     );
     assert!(r.detail.as_deref().unwrap().contains("broker"), "{r:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retained_offline_will_gives_way_to_live_messages() {
+    // The broker holds an old will; the board is back but its `online` never reached us.
+    let broker = Mosquitto::start().await;
+    let board = broker.client("board").await;
+    closedloop_mqtt::testing::publish_retained(&board, "lab/lamp/status", "offline")
+        .await
+        .expect("retained will");
+    let rig = rig(&LAMP.replace("URL", &broker.url).replace("EXPECT", "0.05")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_ne!(
+        rig.engine.device_state("lamp").unwrap().liveness,
+        Liveness::Online
+    );
+    for _ in 0..20 {
+        board
+            .publish(
+                "lab/lamp/state",
+                r#"{"on": false}"#,
+                1,
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("state acked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_liveness(&rig, Liveness::Online).await;
+}

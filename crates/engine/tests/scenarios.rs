@@ -665,3 +665,18 @@ async fn concurrent_calls_with_one_idempotency_key_create_one_command() {
     let all = rig.engine.list(Some("lamp"), None, 10).await.unwrap();
     assert_eq!(all.len(), 1, "{all:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expected_duration_that_is_no_number_fails_the_command_before_anything_is_written() {
+    let src = relay("").replace(
+        "expect_s = 0.02",
+        "expect_s = \"0.02 / (commanded == params.on ? 0.0 : 1.0)\"",
+    );
+    let rig = rig(&src).await;
+    rig.online("lamp").await;
+    let r = rig.act("lamp", "switch", json!({"on": false}), 5.0).await;
+    let r = rig.settle(&r).await;
+    assert_eq!(code(&r), "INVALID_PARAMS", "{r:#?}");
+    assert!(r.detail.as_deref().unwrap().contains("expect_s"), "{r:#?}");
+    assert!(!rig.sim("lamp").peek().coils[0], "nothing was written");
+}

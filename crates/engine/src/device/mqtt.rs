@@ -41,6 +41,7 @@ impl DeviceRt {
             _ => String::new(),
         };
         let mut announced_offline = false;
+        let mut offline_seq = 0u64;
         let mut link_up = *link.borrow_and_update() == Link::Connected;
         loop {
             let mut snap = self.snapshot();
@@ -52,6 +53,7 @@ impl DeviceRt {
                         let text = text.trim();
                         if text == self.spec.liveness.offline {
                             announced_offline = true;
+                            offline_seq = m.seq;
                         } else if text == self.spec.liveness.online {
                             announced_offline = false;
                             if !m.retained {
@@ -59,6 +61,11 @@ impl DeviceRt {
                             }
                         }
                     } else {
+                        // A live message sent after the will: the device is back, whether or
+                        // not its `online` reached us.
+                        if !m.retained && m.seq > offline_seq {
+                            announced_offline = false;
+                        }
                         self.take_message(&mut snap, &m);
                     }
                 }

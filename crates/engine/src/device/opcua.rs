@@ -6,10 +6,15 @@
 //! the cache; a Bad or Uncertain one is named in `last_error` and leaves the last Good value, with
 //! its old number, in place — it can never confirm a command. A `poll_now` (after a write, at
 //! dispatch, when "already so" may confirm) reads every node, because a value that does not
-//! change is never sent again. OPC UA sends values on change, so
-//! a device with steady values is quiet by design: while the session is up (its keep-alive reads
-//! succeed) and not every node reads Bad, the server is answering for it. A lost session makes
-//! the device offline at once, with the reason.
+//! change is never sent again. OPC UA sends values on change, so a device with steady values is
+//! quiet by design: its nodes are also read three times per liveness window, and only a Good
+//! value (sent or read) is a sign of life — a server that keeps its socket open and answers
+//! nothing goes offline after `max_silence_s`. A lost session makes the device offline at once,
+//! with the reason.
+//!
+//! A subscription update is numbered when it arrives, but the server may have sampled it before
+//! the write was acknowledged: an update whose own timestamp is not later than the
+//! acknowledgement's (the same server's clock) is numbered at the fence, never above it.
 
 use super::*;
 use closedloop_opcua::{Link, OpcuaClient, Update};
@@ -79,12 +84,6 @@ impl DeviceRt {
                     if snap.down {
                         snap.last_error = None;
                     }
-                    let all_bad = !nodes.is_empty() && nodes.iter().all(|n| bad.contains(n));
-                    if !all_bad && !snap.values.is_empty() {
-                        // The session's keep-alive reads succeed, and the device's own nodes
-                        // read Good: the server answers for it.
-                        snap.last_valid = Some(Instant::now());
-                    }
                 }
             }
             snap.down = !state.is_connected();
@@ -144,6 +143,15 @@ impl DeviceRt {
         }
         bad.remove(&u.node);
         let at_ms = self.clock.wall_ms(u.received_at);
+        let seq = match *self.opcua_ack.lock().unwrap_or_else(|p| p.into_inner()) {
+            // Sampled at or before the last acknowledgement: not fresh for that write.
+            Some((fence, ack_ms))
+                if u.seq > fence && u.server_ms.or(u.source_ms).is_some_and(|t| t <= ack_ms) =>
+            {
+                fence
+            }
+            _ => u.seq,
+        };
         for s in &self.spec.signals {
             let Source::Node { node, .. } = &s.source else {
                 continue;
@@ -163,7 +171,7 @@ impl DeviceRt {
             } else {
                 Value::Number(v.as_f64())
             };
-            let newer = snap.values.get(&s.name).is_none_or(|old| old.seq <= u.seq);
+            let newer = snap.values.get(&s.name).is_none_or(|old| old.seq <= seq);
             if newer {
                 snap.values.insert(
                     s.name.clone(),
@@ -171,12 +179,12 @@ impl DeviceRt {
                         value,
                         at_ms,
                         source: s.source.describe(),
-                        seq: u.seq,
+                        seq,
                     },
                 );
             }
         }
-        snap.seq = snap.seq.max(u.seq);
+        snap.seq = snap.seq.max(seq);
         snap.last_valid = Some(u.received_at);
     }
 }
@@ -262,6 +270,18 @@ running = { node = "ns=2;s=Pump1.Running", type = "bool" }
         );
         assert_eq!(snap.values["speed"].value, Value::Number(20.0));
         assert!(!bad.contains(speed));
+        // A sample the server took at or before a write's acknowledgement is never fresh for
+        // it, even when it arrives (and is numbered) after it.
+        *dev.opcua_ack.lock().unwrap() = Some((20, 5_000));
+        let mut early = update(speed, Some(Value::Number(30.0)), "Good", 21);
+        early.server_ms = Some(4_990);
+        dev.take_update(&mut snap, &mut bad, &early);
+        assert_eq!(snap.values["speed"].value, Value::Number(30.0));
+        assert_eq!(snap.values["speed"].seq, 20, "numbered at the fence");
+        let mut late = update(speed, Some(Value::Number(31.0)), "Good", 22);
+        late.server_ms = Some(5_010);
+        dev.take_update(&mut snap, &mut bad, &late);
+        assert_eq!(snap.values["speed"].seq, 22);
         // A number on a bool signal is a bool.
         let running = "ns=2;s=Pump1.Running";
         dev.take_update(
