@@ -73,26 +73,12 @@ fn tag() -> String {
 }
 
 async fn switch(c: &Client, device: &str, on: bool) -> (String, String, serde_json::Value) {
-    let r = call(
+    act(
         c,
         &format!("{device}_switch"),
         json!({"on": on, "wait_s": 3}),
     )
-    .await;
-    let r = settle(c, r).await;
-    let (status, code) = outcome(&r);
-    (status, code, sc(&r).clone())
-}
-
-async fn liveness(c: &Client, device: &str, want: &str) {
-    for _ in 0..200 {
-        let s = call(c, "get_device_state", json!({"device": device})).await;
-        if sc(&s)["liveness"] == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{device} never became {want}");
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,27 +35,6 @@ fn start_sim(dir: &Path) -> (Running, String) {
     (sim, control)
 }
 
-async fn act(
-    c: &Client,
-    tool: &str,
-    args: serde_json::Value,
-) -> (String, String, serde_json::Value) {
-    let r = settle(c, call(c, tool, args).await).await;
-    let (status, code) = outcome(&r);
-    (status, code, sc(&r).clone())
-}
-
-async fn liveness(c: &Client, device: &str, want: &str) {
-    for _ in 0..300 {
-        let s = call(c, "get_device_state", json!({"device": device})).await;
-        if sc(&s)["liveness"] == want {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{device} never became {want}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_matrix_over_opcua_never_completes_under_a_fault() {
     let dir = tempfile::tempdir().unwrap();

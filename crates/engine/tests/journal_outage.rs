@@ -71,3 +71,45 @@ async fn a_command_waits_for_its_journal_and_then_ends_as_the_hardware_says() {
         .collect();
     assert!(events.contains(&"completed".to_string()), "{events:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_whose_journal_takes_no_writes_fails_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
+    let src = slide("");
+    let journal = Journal::open(&url).await.unwrap();
+    let first = plant(&src);
+    let drivers = closedloop_engine::build_drivers(&first).unwrap();
+    let engine = Engine::start(Arc::new(first), journal, drivers.map)
+        .await
+        .unwrap();
+    let r = engine
+        .submit(Submission {
+            device: "slide".into(),
+            action: "move_to".into(),
+            args: json!({"target_mm": 300.0}).as_object().cloned().unwrap(),
+            wait: Duration::from_millis(200),
+            ..Submission::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.status, Status::Running, "{r:#?}");
+
+    // A second start finds the running command to recover, but its journal takes no writes.
+    let journal = Journal::open(&url).await.unwrap();
+    journal.fail_writes(true);
+    let second = plant(&src);
+    let drivers = closedloop_engine::build_drivers(&second).unwrap();
+    let started = tokio::time::timeout(
+        Duration::from_secs(20),
+        Engine::start(Arc::new(second), journal, drivers.map),
+    )
+    .await
+    .expect("the start ends instead of hanging");
+    assert!(
+        matches!(started, Err(closedloop_engine::EngineError::Journal(_))),
+        "a journal error: {:?}",
+        started.err()
+    );
+    drop(engine);
+}

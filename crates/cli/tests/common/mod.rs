@@ -120,3 +120,22 @@ pub fn start_sim_plant(plant: &Path) -> (Running, String, Vec<Vec<String>>) {
         }
     }
 }
+
+/// Calls an action tool and follows the command to its end: `(status, error_code, result)`.
+pub async fn act(c: &Client, tool: &str, args: Value) -> (String, String, Value) {
+    let r = settle(c, call(c, tool, args).await).await;
+    let (status, code) = outcome(&r);
+    (status, code, sc(&r).clone())
+}
+
+/// Waits (at most 15 s) until `get_device_state` reports `want` for `device`.
+pub async fn liveness(c: &Client, device: &str, want: &str) {
+    for _ in 0..300 {
+        let s = call(c, "get_device_state", json!({"device": device})).await;
+        if sc(&s)["liveness"] == want {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{device} never became {want}");
+}
