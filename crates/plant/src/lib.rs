@@ -32,6 +32,7 @@ mod ast;
 mod env;
 mod error;
 mod expr;
+pub mod limits;
 mod literal;
 mod model;
 mod params;
@@ -44,6 +45,7 @@ mod validate;
 pub use action::{Action, Verification, WriteEntry};
 pub use error::{PlantError, PlantErrors};
 pub use expr::{EvalError, Expr, Scope};
+pub use limits::Limit;
 pub use params::{ParamError, ParamProblem, ParamSpec, ParamType, ParamValue, Params};
 pub use plant::{
     DEFAULT_TIMEOUT_MS, Device, DeviceSim, DriverConfig, Liveness, MqttTls, Parity, Plant, Secret,

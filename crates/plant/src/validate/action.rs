@@ -6,6 +6,7 @@ use super::device::Pending;
 use super::exprs::{Catalog, ExprCtx, Want, check, check_name};
 use crate::action::{Action, Verification, WriteEntry};
 use crate::error::Sink;
+use crate::limits;
 use crate::model::{RawAction, RawExpr, RawParam, typed};
 use crate::params::{ParamSpec, ParamType};
 use crate::plant::DriverConfig;
@@ -78,7 +79,7 @@ impl ActionCheck<'_> {
 
     fn action(
         &mut self,
-        raw: RawAction,
+        mut raw: RawAction,
         device: &str,
         own: &BTreeMap<String, Option<bool>>,
         catalog: &Catalog,
@@ -102,7 +103,7 @@ impl ActionCheck<'_> {
         if tool_name.len() > MAX_TOOL_NAME {
             self.err("name", format!("the tool name \"{tool_name}\" is longer than {MAX_TOOL_NAME} characters; shorten the device id or the action name"));
         }
-        let params = self.params(raw.params);
+        let params = self.params(std::mem::take(&mut raw.params));
         let ctx = ExprCtx {
             device,
             action: &raw.name,
@@ -114,29 +115,9 @@ impl ActionCheck<'_> {
         let done_when = self.expr(&ctx, "done_when", raw.done_when.as_ref(), Want::Bool);
         let started_when = self.expr(&ctx, "started_when", raw.started_when.as_ref(), Want::Bool);
         let stopped_when = self.expr(&ctx, "stopped_when", raw.stopped_when.as_ref(), Want::Bool);
-        let mut fail_when = Vec::new();
-        for (code, e) in &raw.fail_when {
-            let k = format!("fail_when.{code}");
-            let valid = code.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-                && code
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-            if !valid {
-                self.err(&k, format!("\"{code}\" is not an error code; write it in capitals like MOTOR_STALL ([A-Z][A-Z0-9_]*)"));
-            } else if RESERVED_CODES.contains(&code.as_str()) {
-                self.err(&k, format!("{code} is an error code closedloop itself reports; name this failure after its cause, e.g. MOTOR_STALL"));
-            }
-            if let Some(x) = self.expr(&ctx, &k, Some(e), Want::Bool) {
-                fail_when.push((code.clone(), x));
-            }
-        }
+        let fail_when = self.fail_when(&ctx, &raw.fail_when);
         let expect_src = raw.expect_s.clone().unwrap_or(RawExpr("0".into()));
         let expect_s = self.expr(&ctx, "expect_s", Some(&expect_src), Want::Number);
-        if let Some(e) = &expect_s
-            && constant(e).is_some_and(|v| !(v.is_finite() && v >= 0.0))
-        {
-            self.err("expect_s", "expect_s must be 0 or more seconds");
-        }
         let write = self.plan("write", &raw.write, &ctx);
         let cancel = self.plan("cancel", &raw.cancel, &ctx);
         if raw.write.is_empty() {
@@ -146,36 +127,8 @@ impl ActionCheck<'_> {
             self.err("stopped_when", "stopped_when only applies after a cancel plan; add cancel = [...] or remove stopped_when");
         }
         let verification = raw.verification.unwrap_or_default();
-        match verification {
-            Verification::Feedback if raw.done_when.is_none() => self.err(
-                "done_when",
-                "verification = \"feedback\" (the default) needs done_when, the signal condition that shows the action took effect; add done_when, or set verification = \"readback\" or \"none\"",
-            ),
-            Verification::Feedback if done_when.as_ref().is_some_and(|d| !d.reads_signals()) => self.err(
-                "done_when",
-                "done_when reads no signal, so it cannot confirm anything; name the signal that senses the effect, or set verification = \"none\"",
-            ),
-            Verification::None if raw.done_when.is_some() => self.err(
-                "verification",
-                "verification = \"none\" means nothing can confirm the action, but done_when is given; remove done_when or set verification = \"feedback\"",
-            ),
-            Verification::Readback if write.iter().any(|w| !matches!(w, WriteEntry::Register { .. } | WriteEntry::OpcuaNode { .. })) => self.err(
-                "verification",
-                "readback needs writes that can be read back (registers, OPC UA nodes); use verification = \"feedback\" with done_when, or \"none\"",
-            ),
-            _ => {}
-        }
-        let timeout_factor = raw.timeout_factor.unwrap_or(3.0);
-        if !(timeout_factor.is_finite() && timeout_factor >= 1.0) {
-            self.err("timeout_factor", "timeout_factor must be 1 or more: a smaller factor times out actions that run as expected; the default is 3");
-        }
-        let queue_timeout_s = raw.queue_timeout_s.unwrap_or(10.0);
-        if !(queue_timeout_s.is_finite() && queue_timeout_s >= 0.0) {
-            self.err(
-                "queue_timeout_s",
-                "queue_timeout_s must be 0 or more seconds; the default is 10",
-            );
-        }
+        self.verification_rules(&raw, verification, done_when.as_ref(), &write);
+        let timing = self.timing(&raw, expect_s.as_ref());
         if raw.exclusive.as_deref() == Some("") {
             self.err(
                 "exclusive",
@@ -198,18 +151,122 @@ impl ActionCheck<'_> {
             cancel,
             stopped_when,
             started_when,
-            hold_ms: raw.hold_ms.unwrap_or(0),
+            hold_ms: timing.hold_ms,
             idempotent: raw.idempotent.unwrap_or(false),
             verification,
             confirm: raw.confirm.unwrap_or(false),
             queue: raw.queue.unwrap_or(true),
-            timeout_factor,
-            timeout_floor_ms: raw.timeout_floor_ms.unwrap_or(100),
-            queue_timeout_s,
+            timeout_factor: timing.timeout_factor,
+            timeout_floor_ms: timing.timeout_floor_ms,
+            queue_timeout_s: timing.queue_timeout_s,
             exclusive,
             destructive: raw.destructive.unwrap_or(true),
             tool_name,
         })
+    }
+
+    /// `fail_when = { CODE = "expr" }`: codes in capitals, none of the contract's own.
+    fn fail_when(
+        &mut self,
+        ctx: &ExprCtx,
+        raw: &BTreeMap<String, RawExpr>,
+    ) -> Vec<(String, crate::expr::Expr)> {
+        let mut fail_when = Vec::new();
+        for (code, e) in raw {
+            let k = format!("fail_when.{code}");
+            let valid = code.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && code
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if !valid {
+                self.err(&k, format!("\"{code}\" is not an error code; write it in capitals like MOTOR_STALL ([A-Z][A-Z0-9_]*)"));
+            } else if RESERVED_CODES.contains(&code.as_str()) {
+                self.err(&k, format!("{code} is an error code closedloop itself reports; name this failure after its cause, e.g. MOTOR_STALL"));
+            }
+            if let Some(x) = self.expr(ctx, &k, Some(e), Want::Bool) {
+                fail_when.push((code.clone(), x));
+            }
+        }
+        fail_when
+    }
+
+    /// What each verification mode needs, and keys a mode would silently ignore.
+    fn verification_rules(
+        &mut self,
+        raw: &RawAction,
+        verification: Verification,
+        done_when: Option<&crate::expr::Expr>,
+        write: &[WriteEntry],
+    ) {
+        match verification {
+            Verification::Feedback if raw.done_when.is_none() => self.err(
+                "done_when",
+                "verification = \"feedback\" (the default) needs done_when, the signal condition that shows the action took effect; add done_when, or set verification = \"readback\" or \"none\"",
+            ),
+            Verification::Feedback if done_when.is_some_and(|d| !d.reads_signals()) => self.err(
+                "done_when",
+                "done_when reads no signal, so it cannot confirm anything; name the signal that senses the effect, or set verification = \"none\"",
+            ),
+            Verification::None if raw.done_when.is_some() => self.err(
+                "verification",
+                "verification = \"none\" means nothing can confirm the action, but done_when is given; remove done_when or set verification = \"feedback\"",
+            ),
+            Verification::Readback if write.iter().any(|w| !matches!(w, WriteEntry::Register { .. } | WriteEntry::OpcuaNode { .. })) => self.err(
+                "verification",
+                "readback needs writes that can be read back (registers, OPC UA nodes); use verification = \"feedback\" with done_when, or \"none\"",
+            ),
+            _ => {}
+        }
+        if verification != Verification::None {
+            return;
+        }
+        // With "none" the command ends as `sent` once the write is acknowledged: nothing is
+        // read afterwards, so these keys would be accepted and then never act.
+        let ignored = [
+            ("started_when", raw.started_when.is_some()),
+            ("hold_ms", raw.hold_ms.is_some_and(|h| h > 0)),
+            ("fail_when", !raw.fail_when.is_empty()),
+        ];
+        for (key, given) in ignored {
+            if given {
+                self.err(key, format!(
+                    "{key} is never checked with verification = \"none\": nothing is read back after the write, so the action ends as sent without looking at it; remove {key}, or set verification = \"feedback\" (with done_when) or \"readback\" so it is checked"
+                ));
+            }
+        }
+    }
+
+    /// The deadline and queue keys, each refused outside its range in [`crate::limits`].
+    fn timing(&mut self, raw: &RawAction, expect_s: Option<&crate::expr::Expr>) -> Timing {
+        let t = Timing {
+            timeout_factor: raw.timeout_factor.unwrap_or(3.0),
+            timeout_floor_ms: raw.timeout_floor_ms.unwrap_or(100),
+            queue_timeout_s: raw.queue_timeout_s.unwrap_or(10.0),
+            hold_ms: raw.hold_ms.unwrap_or(0),
+        };
+        let checks = [
+            limits::TIMEOUT_FACTOR.check_f64(t.timeout_factor, "the deadline is expect_s × timeout_factor + timeout_floor_ms + poll_ms: below 1 it cuts off actions that run as expected, above 100 a stuck action goes unnoticed; write a factor in that range, or remove timeout_factor for the default 3"),
+            limits::TIMEOUT_FLOOR_MS.check_u64(t.timeout_floor_ms, "write the slack added to every deadline, in that range, or remove timeout_floor_ms for the default 100"),
+            limits::QUEUE_TIMEOUT_S.check_f64(t.queue_timeout_s, "write how long a command may wait for its device, in that range, or remove queue_timeout_s for the default 10"),
+            limits::HOLD_MS.check_u64(t.hold_ms, "write how long done_when must stay true, in that range, or remove hold_ms for the default 0"),
+            match expect_s.and_then(constant) {
+                Some(v) => limits::EXPECT_S.check_f64(v, "write how long the action is expected to take, 0 or more seconds (a number or an expression)"),
+                None => Ok(()),
+            },
+        ];
+        let keys = [
+            "timeout_factor",
+            "timeout_floor_ms",
+            "queue_timeout_s",
+            "hold_ms",
+            "expect_s",
+        ];
+        for (key, check) in keys.into_iter().zip(checks) {
+            if let Err(m) = check {
+                self.err(key, m);
+            }
+        }
+        t
     }
 
     fn expr(
@@ -273,6 +330,14 @@ impl ActionCheck<'_> {
         }
         out
     }
+}
+
+/// The deadline and queue keys of an action, defaults filled in.
+struct Timing {
+    timeout_factor: f64,
+    timeout_floor_ms: u64,
+    queue_timeout_s: f64,
+    hold_ms: u64,
 }
 
 /// The value of an expression that reads nothing (a constant), if it evaluates to a number.

@@ -5,6 +5,7 @@ use super::Dev;
 use super::driver::driver;
 use super::signal::signals;
 use crate::error::Sink;
+use crate::limits;
 use crate::model::{RawDeviceHead, RawLiveness, RawSimCan, typed};
 use crate::plant::{DeviceSim, DriverConfig, Liveness, SimCan};
 use closedloop_sim::{SimConfig, SimConfigError};
@@ -111,12 +112,11 @@ pub(crate) fn device(
         .as_ref()
         .and_then(|h| h.poll_ms)
         .unwrap_or(DEFAULT_POLL_MS);
-    if poll_ms == 0 {
-        dev.err(
-            sink,
-            "poll_ms",
-            "poll_ms must be at least 1; the default is 100",
-        );
+    if let Err(m) = limits::POLL_MS.check_u64(
+        poll_ms,
+        "write how often the device is read, in that range, or remove poll_ms for the default 100",
+    ) {
+        dev.err(sink, "poll_ms", m);
     }
     let driver = match driver_t {
         None => {
@@ -195,13 +195,18 @@ fn liveness(
     let default = (5.0 * poll_ms as f64 / 1000.0).max(2.0);
     let empty = RawLiveness::default();
     let raw = raw.unwrap_or(&empty);
+    // The default follows poll_ms, which is checked (and reported) on its own.
     let max_silence_s = raw.max_silence_s.unwrap_or(default);
-    if !(max_silence_s.is_finite() && max_silence_s > 0.0) {
-        dev.err(
-            sink,
-            "liveness.max_silence_s",
-            format!("must be a number of seconds above 0; the default here is {default}"),
-        );
+    if let Some(given) = raw.max_silence_s
+        && let Err(m) = limits::MAX_SILENCE_S.check_f64(
+            given,
+            &format!(
+                "write how long the device may stay silent before it counts as offline, in that \
+                 range, or remove max_silence_s for the default here, {default} s"
+            ),
+        )
+    {
+        dev.err(sink, "liveness.max_silence_s", m);
     }
     if raw.counter.is_some() && driver.is_some_and(|d| !d.is_register_based()) {
         dev.err(
@@ -320,12 +325,11 @@ fn sim_can(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<Si
         );
     }
     let period_ms = raw.period_ms.unwrap_or(50);
-    if period_ms == 0 {
-        dev.err(
-            sink,
-            "sim.can.period_ms",
-            "period_ms must be at least 1; the default is 50",
-        );
+    if let Err(m) = limits::PERIOD_MS.check_u64(
+        period_ms,
+        "write how often the node sends its status, in that range, or remove period_ms for the default 50",
+    ) {
+        dev.err(sink, "sim.can.period_ms", m);
     }
     let dbc = base.join(&raw.dbc);
     if !dbc.is_file() {

@@ -268,12 +268,11 @@ fn mqtt_tls(c: &RawMqtt, base: &Path, dev: &Dev, sink: &mut Sink) -> MqttTls {
 
 fn timeout(ms: Option<u64>, dev: &Dev, sink: &mut Sink) -> u64 {
     let ms = ms.unwrap_or(crate::plant::DEFAULT_TIMEOUT_MS);
-    if ms == 0 {
-        dev.err(
-            sink,
-            "driver.timeout_ms",
-            "timeout_ms must be at least 1; the default is 500",
-        );
+    if let Err(m) = crate::limits::TIMEOUT_MS.check_u64(
+        ms,
+        "write how long to wait for one answer, in that range, or remove timeout_ms for the default 500",
+    ) {
+        dev.err(sink, "driver.timeout_ms", m);
     }
     ms
 }

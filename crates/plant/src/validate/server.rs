@@ -61,12 +61,12 @@ pub(crate) fn server(
         });
     }
     let confirm_ttl_s = raw.confirm_ttl_s.unwrap_or(DEFAULT_CONFIRM_TTL_S);
-    if !(1.0..=86_400.0).contains(&confirm_ttl_s) {
-        sink.push(
-            None,
-            "server.confirm_ttl_s",
-            format!("{confirm_ttl_s} is outside 1..=86400 seconds; a confirmation should expire within a day"),
-        );
+    if let Err(m) = crate::limits::CONFIRM_TTL_S.check_f64(
+        confirm_ttl_s,
+        "a confirmation should expire within a day; write a number of seconds in that range, or \
+         remove confirm_ttl_s for the default 120",
+    ) {
+        sink.push(None, "server.confirm_ttl_s", m);
     }
     Server {
         name,

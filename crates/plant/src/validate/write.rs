@@ -178,6 +178,12 @@ impl ActionCheck<'_> {
                             .ok()?,
                     ));
                 }
+                if let Some(Err(m)) = raw.cycle_ms.map(|ms| {
+                    crate::limits::CYCLE_MS.check_u64(ms, "write how often the frame is re-sent while the command runs, in that range, or remove cycle_ms to send it once")
+                }) {
+                    self.err(&format!("{k}.cycle_ms"), m);
+                    return None;
+                }
                 Some(WriteEntry::Can {
                     message: raw.message.map(|m| m.0).unwrap_or_default(),
                     signals: out,
