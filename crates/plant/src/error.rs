@@ -161,104 +161,6 @@ pub(crate) fn join(prefix: &str, rest: &str) -> String {
     }
 }
 
-/// Turns a serde error from typing a piece of the document at `prefix` into a key and a
-/// message that says what to write instead.
-pub(crate) fn from_serde(e: &toml::de::Error, prefix: &str) -> (String, String) {
-    let message = e.message().trim().to_string();
-    // toml's Display appends "in `a.b`" with the path inside the piece being typed.
-    let shown = e.to_string();
-    let inner = shown
-        .lines()
-        .filter_map(|l| l.strip_prefix("in `").and_then(|l| l.strip_suffix('`')))
-        .next_back()
-        .unwrap_or("");
-    let key = join(prefix, inner);
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
-        let allowed = backticked(expected);
-        let mut msg = format!("unknown key \"{field}\"");
-        if let Some(best) = did_you_mean(field, allowed.iter().map(String::as_str)) {
-            msg.push_str(&format!(" (did you mean \"{best}\"?)"));
-        }
-        if allowed.is_empty() {
-            msg.push_str("; this table takes no keys");
-        } else {
-            msg.push_str(&format!("; the keys here are {}", allowed.join(", ")));
-        }
-        return (join(&key, field), msg);
-    }
-    if let Some(rest) = message.strip_prefix("missing field `") {
-        let field = rest.split('`').next().unwrap_or(rest);
-        return (
-            join(&key, field),
-            format!("missing key \"{field}\"; add it"),
-        );
-    }
-    if let Some(rest) = message.strip_prefix("unknown variant `") {
-        let (value, expected) = rest.split_once('`').unwrap_or((rest, ""));
-        let allowed = backticked(expected);
-        let mut msg = format!("\"{value}\" is not allowed here");
-        if let Some(best) = did_you_mean(value, allowed.iter().map(String::as_str)) {
-            msg.push_str(&format!(" (did you mean \"{best}\"?)"));
-        }
-        msg.push_str(&format!("; write one of {}", allowed.join(", ")));
-        return (key, msg);
-    }
-    (key, message)
-}
-
-/// The names written between backticks in a serde "expected ..." text.
-fn backticked(text: &str) -> Vec<String> {
-    text.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
-}
-
-/// The candidate closest to `word`, when it is close enough to be a likely typo.
-pub(crate) fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let limit = (word.chars().count() / 3).max(1);
-    candidates
-        .into_iter()
-        .map(|c| {
-            let prefix = word.len() >= 3 && (c.starts_with(word) || word.starts_with(c));
-            (if prefix { 1 } else { distance(word, c) }, c)
-        })
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Edit distance counting a swap of two neighbours as one edit (`nmae` → `name`).
-fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = best;
-        }
-    }
-    d[a.len()][b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,17 +178,6 @@ mod tests {
             e.to_string(),
             "workshop.toml: device \"lamp\", key action.switch.done_when: unknown name"
         );
-    }
-
-    #[test]
-    fn suggestions_only_for_near_misses() {
-        assert_eq!(
-            did_you_mean("contakt", ["commanded", "contact"]),
-            Some("contact")
-        );
-        assert_eq!(did_you_mean("zzz", ["commanded", "contact"]), None);
-        assert_eq!(did_you_mean("nmae", ["name", "journal"]), Some("name"));
-        assert_eq!(did_you_mean("target", ["target_mm"]), Some("target_mm"));
     }
 
     #[test]

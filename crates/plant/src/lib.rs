@@ -38,6 +38,8 @@ mod model;
 mod params;
 mod plant;
 mod schema;
+mod serde_msg;
+mod suggest;
 mod syntax;
 mod template;
 mod validate;

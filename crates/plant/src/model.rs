@@ -245,7 +245,10 @@ impl<'de> Deserialize<'de> for RawExpr {
                 if v.is_finite() {
                     Ok(RawExpr(format!("{v:?}")))
                 } else {
-                    Err(E::custom("a finite number"))
+                    Err(E::invalid_value(
+                        de::Unexpected::Float(v),
+                        &"a finite number",
+                    ))
                 }
             }
         }
@@ -271,7 +274,9 @@ impl<'de> Deserialize<'de> for RawMessage {
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawMessage, E> {
                 u32::try_from(v)
                     .map(|id| RawMessage(format!("0x{id:X}")))
-                    .map_err(|_| E::custom("a CAN id of 0 or more"))
+                    .map_err(|_| {
+                        E::invalid_value(de::Unexpected::Signed(v), &"a CAN id of 0 or more")
+                    })
             }
         }
         d.deserialize_any(V)
@@ -283,7 +288,19 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned>(
     value: toml::Value,
     prefix: &str,
 ) -> Result<T, (String, String)> {
+    typed_keys(value, prefix, &[])
+}
+
+/// [`typed`] for a table some of whose keys were taken out and checked before: `keys` lists
+/// them, in the order to show, so that an unknown key's message names every valid key.
+pub(crate) fn typed_keys<T: serde::de::DeserializeOwned>(
+    value: toml::Value,
+    prefix: &str,
+    keys: &[&str],
+) -> Result<T, (String, String)> {
+    // Kept to find the key path of an error again, array indices included.
+    let piece = value.clone();
     value
         .try_into::<T>()
-        .map_err(|e| crate::error::from_serde(&e, prefix))
+        .map_err(|e| crate::serde_msg::from_serde(&e, prefix, &piece, keys))
 }

@@ -79,7 +79,7 @@ fn wrong_types_name_the_key() {
         &edit("expect_s = 0.02", "expect_s = 0.02\nhold_ms = \"long\""),
         Some("lamp"),
         "action.switch.hold_ms",
-        "expected u64",
+        "hold_ms must be a whole number of milliseconds",
     );
     expect_one(
         &edit(
@@ -88,7 +88,7 @@ fn wrong_types_name_the_key() {
         ),
         Some("slide"),
         "poll_ms",
-        "expected u64",
+        "not \"fast\"",
     );
     expect_one(
         &edit("type = \"i32\", scale", "type = \"i33\", scale"),

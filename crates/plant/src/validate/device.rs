@@ -6,7 +6,7 @@ use super::driver::driver;
 use super::signal::signals;
 use crate::error::Sink;
 use crate::limits;
-use crate::model::{RawDeviceHead, RawLiveness, RawSimCan, typed};
+use crate::model::{RawDeviceHead, RawLiveness, RawSimCan, typed, typed_keys};
 use crate::plant::{DeviceSim, DriverConfig, Liveness, SimCan};
 use closedloop_sim::{SimConfig, SimConfigError};
 use std::path::Path;
@@ -48,6 +48,19 @@ impl Pending {
 }
 
 const DEFAULT_POLL_MS: u64 = 100;
+
+/// Every key of a `[[device]]`, in the order an unknown key's message lists them.
+const DEVICE_KEYS: &[&str] = &[
+    "id",
+    "description",
+    "driver",
+    "poll_ms",
+    "liveness",
+    "raw_access",
+    "sim",
+    "signals",
+    "action",
+];
 
 pub(crate) fn device(
     index: usize,
@@ -97,7 +110,7 @@ pub(crate) fn device(
     let sim_t = t.remove("sim");
     let signals_t = t.remove("signals");
     let actions_t = t.remove("action");
-    let head: Option<RawDeviceHead> = typed(toml::Value::Table(t), "")
+    let head: Option<RawDeviceHead> = typed_keys(toml::Value::Table(t), "", DEVICE_KEYS)
         .map_err(|(k, m)| dev.err(sink, &k, m))
         .ok();
     let label = raw_id.clone();
@@ -246,7 +259,8 @@ fn device_sim(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option
     let broker = t.remove("broker");
     let can = t.remove("can").and_then(|v| sim_can(v, base, dev, sink));
     let opcua = t.remove("opcua");
-    let config: SimConfig = typed(toml::Value::Table(t), "sim")
+    let taken = ["model", "listen", "unit", "broker", "can", "opcua"];
+    let config: SimConfig = typed_keys(toml::Value::Table(t), "sim", &taken)
         .map_err(|(k, m)| dev.err(sink, &k, m))
         .ok()?;
     match config.validate() {

@@ -3,7 +3,7 @@
 
 use super::Dev;
 use crate::error::Sink;
-use crate::model::{RawCan, RawModbusRtu, RawModbusTcp, RawMqtt, RawOpcua, typed};
+use crate::model::{RawCan, RawModbusRtu, RawModbusTcp, RawMqtt, RawOpcua, typed_keys};
 use crate::plant::{DriverConfig, MqttTls, Parity, Secret};
 use closedloop_sim::SimConfig;
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ pub(crate) fn driver(
     let mut fail = |(k, m): (String, String)| dev.err(sink, &k, m);
     let cfg = match kind.as_str() {
         "sim" => {
-            let c: SimConfig = typed(v, "driver").map_err(&mut fail).ok()?;
+            let c: SimConfig = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
             if let Err(e) = c.validate() {
                 dev.err(sink, &format!("driver.{}", e.key()), e.to_string());
                 return None;
@@ -38,7 +38,7 @@ pub(crate) fn driver(
             DriverConfig::Sim(c)
         }
         "modbus-tcp" => {
-            let c: RawModbusTcp = typed(v, "driver").map_err(&mut fail).ok()?;
+            let c: RawModbusTcp = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
             if c.address
                 .rsplit_once(':')
                 .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
@@ -59,7 +59,7 @@ pub(crate) fn driver(
             }
         }
         "modbus-rtu" => {
-            let c: RawModbusRtu = typed(v, "driver").map_err(&mut fail).ok()?;
+            let c: RawModbusRtu = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
             let parity = match c.parity.as_deref().unwrap_or("N") {
                 "N" | "n" => Parity::None,
                 "E" | "e" => Parity::Even,
@@ -90,7 +90,7 @@ pub(crate) fn driver(
             }
         }
         "mqtt" => {
-            let c: RawMqtt = typed(v, "driver").map_err(&mut fail).ok()?;
+            let c: RawMqtt = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
             if !["mqtt://", "mqtts://", "tcp://", "ssl://"]
                 .iter()
                 .any(|s| c.broker.starts_with(s))
@@ -121,7 +121,7 @@ pub(crate) fn driver(
             }
         }
         "opcua" => {
-            let c: RawOpcua = typed(v, "driver").map_err(&mut fail).ok()?;
+            let c: RawOpcua = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
             if !c.endpoint.starts_with("opc.tcp://") {
                 dev.err(
                     sink,
@@ -173,7 +173,7 @@ pub(crate) fn driver(
             }
         }
         "can" => {
-            let c: RawCan = typed(v, "driver").map_err(&mut fail).ok()?;
+            let c: RawCan = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
             if !c.interface.starts_with("socketcan:") && !c.interface.starts_with("slcan:") {
                 dev.err(sink, "driver.interface", format!("\"{}\" is not a CAN interface; write \"socketcan:can0\" or \"slcan:/dev/ttyACM0\"", c.interface));
             }
@@ -184,7 +184,7 @@ pub(crate) fn driver(
             }
         }
         other => {
-            let hint = crate::error::did_you_mean(other, KINDS.split(", "))
+            let hint = crate::suggest::did_you_mean(other, KINDS.split(", "))
                 .map(|b| format!(" (did you mean \"{b}\"?)"))
                 .unwrap_or_default();
             dev.err(

@@ -7,9 +7,9 @@
 //! value inside each param's range, plus a static check of `==` between a number and a bool.
 
 use crate::ast::{self, Leaf};
-use crate::error::did_you_mean;
 use crate::expr::{EvalError, Expr, Scope, kind_of};
 use crate::params::{ParamSpec, ParamType, ParamValue, Params};
+use crate::suggest::did_you_mean;
 use crate::template::Template;
 use closedloop_driver::Value;
 use std::collections::BTreeMap;

@@ -85,11 +85,14 @@ pub(crate) fn run(
         .unwrap_or("closedloop");
 
     for k in doc.keys().filter(|k| *k != "server" && *k != "device") {
+        let hint = crate::suggest::did_you_mean(k, ["server", "device"])
+            .map(|b| format!(" (did you mean \"{b}\"?)"))
+            .unwrap_or_default();
         sink.push(
             None,
             k,
             format!(
-                "unknown top-level key \"{k}\"; a plant file has [server] and [[device]] tables"
+                "unknown top-level key \"{k}\"{hint}; a plant file has [server] and [[device]] tables"
             ),
         );
     }
