@@ -29,6 +29,7 @@ fn machine_step(c: &mut Criterion) {
         started: true,
         moved: true,
         early: false,
+        stopped: false,
     });
     c.bench_function("machine/reading_step", |b| {
         let mut m = Machine::new(profile());
@@ -50,6 +51,7 @@ fn machine_step(c: &mut Criterion) {
                 started: true,
                 moved: true,
                 early: false,
+                stopped: false,
             }));
             black_box(m.status())
         })

@@ -33,6 +33,18 @@ pub struct Group {
     sem: Arc<Semaphore>,
     /// Commands accepted and waiting for the group.
     pub queued: AtomicUsize,
+    /// Serialises [`Group::reserve`]: its check and its increment are one step, so two
+    /// concurrent `queue = false` submissions can never both find the group free.
+    admission: Mutex<()>,
+}
+
+/// Why a group took no more commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Busy, and the action does not queue.
+    Busy,
+    /// [`QUEUE_CAPACITY`] commands already wait.
+    Queue,
 }
 
 impl Group {
@@ -40,7 +52,24 @@ impl Group {
         Group {
             sem: Arc::new(Semaphore::new(1)),
             queued: AtomicUsize::new(0),
+            admission: Mutex::new(()),
         }
+    }
+
+    /// Takes a place in the queue, in one step with the check: refused when the group is busy
+    /// (held or with commands waiting) and `queue` is false, or when the queue is full. The
+    /// place is given back by [`Ctx::dequeued`].
+    pub fn reserve(&self, queue: bool) -> Result<(), Full> {
+        let _one_at_a_time = self.admission.lock().unwrap_or_else(|p| p.into_inner());
+        let waiting = self.queued.load(Ordering::SeqCst);
+        if !queue && (self.is_busy() || waiting > 0) {
+            return Err(Full::Busy);
+        }
+        if waiting >= QUEUE_CAPACITY {
+            return Err(Full::Queue);
+        }
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Waits for the group (FIFO). `None` only if the semaphore was closed.
@@ -140,15 +169,16 @@ impl Ctx {
             .remove(&id);
     }
 
-    /// Journals a change to a command and announces it. While the journal fails, the command's
-    /// task waits here, holding its device (see `LiveCommand::record`); at shutdown the error is
-    /// logged and the journal keeps the last state it took, which the next start recovers.
+    /// Journals a change to a command and announces it; whether the journal took it. While the
+    /// journal fails, the command's task waits here, holding its device (see
+    /// `LiveCommand::record`); at shutdown the error is logged, `false` comes back, and the
+    /// journal keeps the last state it took, which the next start recovers.
     pub async fn record(
         &self,
         cmd: &LiveCommand,
         change: impl FnOnce(&mut CommandRow),
         events: Vec<(&str, serde_json::Value)>,
-    ) {
+    ) -> bool {
         let events_logged: Vec<String> = events.iter().map(|(e, _)| e.to_string()).collect();
         if let Err(e) = cmd
             .record(
@@ -162,6 +192,7 @@ impl Ctx {
         {
             let row = cmd.row();
             tracing::error!(request_id = %row.request_id, command_id = %row.command_id, error = %e, "journal write failed");
+            return false;
         }
         let row = cmd.row();
         tracing::info!(
@@ -178,6 +209,7 @@ impl Ctx {
             device: row.device,
             status: row.status,
         });
+        true
     }
 
     /// Journals a change with the quick retries only, and returns the error: for start-up

@@ -52,6 +52,14 @@ pub fn render(
         Reason::NotReached => {
             format!("The feedback moved but `{done}` never held{within}. {ev}{asked}")
         }
+        Reason::NoFreshRead => format!(
+            "No read of {} issued after the acknowledgement came back{within}, so nothing shows whether the feedback moved; the write may have taken effect. {ev}{asked}",
+            device.id
+        ),
+        Reason::StoppedShort => format!(
+            "The gateway restarted while this command ran; fresh reads after the restart show {} standing still short of `{done}`. {ev}{asked}",
+            device.id
+        ),
         Reason::ReadbackMismatch => format!("The written registers did not read back the written values{within}. {ev}"),
         Reason::QueueExpired => format!(
             "Waited {} s for {} (held by another command); nothing was written.",

@@ -20,6 +20,7 @@
 pub mod can;
 mod mqtt;
 mod opcua;
+mod samples;
 
 use crate::clock::Clock;
 use crate::plan::{self, Publish, Request, WriteError};
@@ -131,7 +132,7 @@ pub struct DeviceRt {
     blocks: Vec<Block>,
     issued: AtomicU64,
     poll_now: Notify,
-    tx: watch::Sender<Snapshot>,
+    tx: samples::SnapshotTx,
     clock: Clock,
     /// When this runtime was created: a device silent for a whole window since then is offline.
     started: Instant,
@@ -143,7 +144,7 @@ impl DeviceRt {
     /// Wraps a driver; call [`DeviceRt::spawn_poller`] to start reading.
     pub fn new(spec: Arc<Device>, io: DeviceIo, clock: Clock) -> Arc<DeviceRt> {
         let blocks = plan_blocks(&spec);
-        let (tx, _) = watch::channel(Snapshot {
+        let tx = samples::SnapshotTx::new(Snapshot {
             seq: 0,
             values: BTreeMap::new(),
             liveness: Liveness::Unknown,
@@ -200,9 +201,14 @@ impl DeviceRt {
         }
     }
 
-    /// A receiver that wakes on every read cycle.
+    /// A receiver that wakes on every read cycle (holding the latest snapshot only).
     pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
         self.tx.subscribe()
+    }
+
+    /// A receiver of every sample published from now on, for judging each one.
+    pub fn samples(&self) -> tokio::sync::broadcast::Receiver<Snapshot> {
+        self.tx.samples()
     }
 
     /// The number of the last read cycle issued (for MQTT: of the last message received on the
@@ -246,6 +252,12 @@ impl DeviceRt {
             DeviceIo::Can(io) => Some(io),
             _ => None,
         }
+    }
+
+    /// Whether the device can be asked for a read now ([`DeviceRt::fresh`]); an MQTT device
+    /// reports when it likes.
+    pub fn can_be_asked(&self) -> bool {
+        !matches!(self.io, DeviceIo::Mqtt(_))
     }
 
     /// Whether the device is register-mapped (raw register access and readback apply).
@@ -473,8 +485,9 @@ impl DeviceRt {
                     }
                 }
                 Ok(Err(exception)) => {
-                    // An exception is an answer: the device is there, the address is not.
-                    if heartbeat.is_none() {
+                    // An exception is an answer: the device is there, the address is not —
+                    // unless a gateway sent it (0x0A/0x0B): then the unit itself is silent.
+                    if heartbeat.is_none() && !is_gateway(exception) {
                         *last_valid = Some(Instant::now());
                     }
                     error = Some(format!(
@@ -499,6 +512,13 @@ impl DeviceRt {
         snap.liveness = self.judge_liveness(&snap, started);
         self.tx.send_replace(snap);
     }
+}
+
+/// Modbus exceptions 0x0A/0x0B come from a gateway in front of the unit, never from the unit:
+/// they are no sign of its life (DESIGN §2).
+fn is_gateway(e: closedloop_driver::Exception) -> bool {
+    e == closedloop_driver::Exception::GATEWAY_PATH_UNAVAILABLE
+        || e == closedloop_driver::Exception::GATEWAY_TARGET_FAILED
 }
 
 fn decode(data: &Data, offset: u16, enc: &Encoding) -> Option<Value> {

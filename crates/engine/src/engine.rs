@@ -123,7 +123,12 @@ impl Engine {
     }
 
     pub(crate) fn spawn(&self, sup: Supervisor) {
-        let handle = tokio::spawn(sup.run());
+        self.spawn_task(sup.run());
+    }
+
+    /// Runs a command's task, tracked so that shutdown waits for it.
+    pub(crate) fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task);
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         tasks.retain(|t| !t.is_finished());
         tasks.push(handle);
@@ -171,196 +176,151 @@ impl Engine {
             .clone()
             .unwrap_or_else(|| format!("req_{}", uuid::Uuid::now_v7()));
         if let Some(why) = &sub.denied {
+            let (code, why) = (ErrorCode::Unauthorized, why.clone());
             return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    ErrorCode::Unauthorized,
-                    why.clone(),
-                    false,
-                )
+                .reject(&sub, &request_id, action, code, why, false)
                 .await;
         }
-
-        let params = match action.check_params(&sub.args) {
-            Ok(p) => p,
-            Err(e) => {
-                return self
-                    .reject(
-                        &sub,
-                        &request_id,
-                        action,
-                        ErrorCode::InvalidParams,
-                        e.to_string(),
-                        true,
-                    )
-                    .await;
-            }
-        };
         if let Some(key) = &sub.idempotency_key
             && let Some(prev) = self.ctx.journal.by_idempotency_key(key).await?
         {
-            if prev.device == sub.device
-                && prev.action == sub.action
-                && prev.params == serde_json::to_value(&params).unwrap_or_default()
-            {
-                return self.status(&prev.command_id, wait).await;
+            return self.replay(&sub, &request_id, action, prev, wait).await;
+        }
+        let params = match action.check_params(&sub.args) {
+            Ok(p) => p,
+            Err(e) => {
+                let code = ErrorCode::InvalidParams;
+                return self
+                    .reject(&sub, &request_id, action, code, e.to_string(), true)
+                    .await;
             }
-            let detail = format!(
-                "idempotency_key {key:?} was already used for command {} with other arguments; use a new key for a new command.",
-                prev.command_id
-            );
-            return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    ErrorCode::InvalidParams,
-                    detail,
-                    false,
-                )
-                .await;
-        }
-
-        if action.confirm && !sub.confirmed {
-            let detail = format!(
-                "{} {} is declared confirm = true: nothing moves until a person confirms it, and this caller did not.",
-                device.id, action.name
-            );
-            return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    ErrorCode::Interlock,
-                    detail,
-                    true,
-                )
-                .await;
-        }
-        let dev = Arc::clone(&self.ctx.devices[&device.id]);
-        // A command for a device not yet heard from waits for its first answer (bounded).
-        let snap = wait_for_first_answer(&dev).await;
-        if snap.liveness != Liveness::Online {
-            let code = if snap.crc_failing {
-                ErrorCode::CrcMismatch
-            } else {
-                ErrorCode::DeviceOffline
-            };
-            let detail = if snap.liveness == Liveness::Unknown {
-                format!(
-                    "{} has not answered since the gateway started ({} s waited).",
-                    device.id, device.liveness.max_silence_s
-                )
-            } else {
-                offline_detail(&dev, &snap)
-            };
+        };
+        if let Err((code, detail)) = self.admit(&sub, action, &params).await {
             return self
                 .reject(&sub, &request_id, action, code, detail, true)
                 .await;
         }
+        self.accept(sub, request_id, action, params, wait).await
+    }
+
+    /// A keyed call whose key is taken: the same call (same device, action and arguments, as
+    /// given or once normalised) gets the command — or the rejection — it had; anything else
+    /// is refused `INVALID_PARAMS` and the key stays with its command.
+    async fn replay(
+        &self,
+        sub: &Submission,
+        request_id: &str,
+        action: &Action,
+        prev: CommandRow,
+        wait: Duration,
+    ) -> Result<CommandResult, EngineError> {
+        let normalised = action
+            .check_params(&sub.args)
+            .ok()
+            .and_then(|p| serde_json::to_value(p).ok());
+        let raw = serde_json::Value::Object(sub.args.clone());
+        if prev.device == sub.device
+            && prev.action == sub.action
+            && (Some(&prev.params) == normalised.as_ref() || prev.params == raw)
+        {
+            return self.status(&prev.command_id, wait).await;
+        }
+        let detail = format!(
+            "idempotency_key {:?} was already used for command {} with other arguments; use a new key for a new command.",
+            prev.idempotency_key.as_deref().unwrap_or_default(),
+            prev.command_id
+        );
+        let code = ErrorCode::InvalidParams;
+        self.reject(sub, request_id, action, code, detail, false)
+            .await
+    }
+
+    /// The checks between valid parameters and acceptance, in order; the first that fails says
+    /// why nothing will be written. On success the command holds a place in its group's queue.
+    async fn admit(
+        &self,
+        sub: &Submission,
+        action: &Action,
+        params: &Params,
+    ) -> Result<(), (ErrorCode, String)> {
+        if action.confirm && !sub.confirmed {
+            return Err((
+                ErrorCode::Interlock,
+                format!(
+                    "{} {} is declared confirm = true: nothing moves until a person confirms it, and this caller did not.",
+                    sub.device, action.name
+                ),
+            ));
+        }
+        let dev = &self.ctx.devices[&sub.device];
+        let snap = admit_online(dev).await?;
         let signals = snap.plain();
         let devices = self.ctx.devices_scope();
+        let devices = crate::admit::required_values(action, &self.ctx.devices, devices)
+            .await
+            .map_err(|why| (ErrorCode::Interlock, why))?;
         // The command has no id yet; any id renders the same way, so a placeholder checks the
         // plan (an MQTT payload's `${command_id}`) as the dispatch will evaluate it.
         let scope = Scope {
             signals: &signals,
-            params: &params,
+            params,
             devices: &devices,
             extra_strings: &[("command_id", "cmd_pending")],
         };
         if let Err(e) = plan::evaluate(&action.write, &scope, dev.dbc()) {
-            return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    ErrorCode::InvalidParams,
-                    format!("{e}; nothing was written."),
-                    true,
-                )
-                .await;
+            return Err((
+                ErrorCode::InvalidParams,
+                format!("{e}; nothing was written."),
+            ));
         }
+        crate::admit::expected_duration(action, &scope)
+            .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
         if let Some(req) = &action.requires {
             let holds = req.eval_bool(&scope);
             if !matches!(holds, Ok(true)) {
                 let why = match holds {
-                    Ok(_) => format!("the precondition `{}` does not hold", req.source()),
+                    Ok(_) => format!("The precondition `{}` does not hold", req.source()),
                     Err(e) => format!(
-                        "the precondition `{}` cannot be checked ({e})",
+                        "The precondition `{}` cannot be checked ({e})",
                         req.source()
                     ),
                 };
-                let now: Vec<String> = req
-                    .devices()
-                    .iter()
-                    .filter_map(|(d, s)| {
-                        devices
-                            .get(d)
-                            .and_then(|m| m.get(s))
-                            .map(|v| format!("{d}.{s} = {v}"))
-                    })
-                    .chain(
-                        req.signals()
-                            .iter()
-                            .filter_map(|s| signals.get(s).map(|v| format!("{s} = {v}"))),
-                    )
-                    .collect();
-                let detail = if now.is_empty() {
-                    format!("{why}.")
-                } else {
-                    format!("{why}: {}.", now.join(", "))
-                };
-                return self
-                    .reject(
-                        &sub,
-                        &request_id,
-                        action,
-                        ErrorCode::Interlock,
-                        detail,
-                        true,
-                    )
-                    .await;
+                let values = crate::admit::values_read(req, &scope);
+                return Err((
+                    ErrorCode::Interlock,
+                    format!("{why}{values}; nothing was written."),
+                ));
             }
         }
+        if let Some(why) = crate::admit::failure_already_on(action, &scope) {
+            return Err((ErrorCode::Interlock, format!("{}.", capitalised(&why))));
+        }
         let group = self.ctx.group(&action.exclusive);
-        if (group.is_busy() || group.queued.load(std::sync::atomic::Ordering::SeqCst) > 0)
-            && !action.queue
-        {
-            let detail = format!(
-                "{} is busy with another command and {} does not queue.",
-                action.exclusive, action.name
-            );
-            return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    ErrorCode::DeviceBusy,
-                    detail,
-                    true,
-                )
-                .await;
-        }
-        if group.queued.load(std::sync::atomic::Ordering::SeqCst) >= QUEUE_CAPACITY {
-            let detail = format!(
-                "{} already has {QUEUE_CAPACITY} commands waiting.",
-                action.exclusive
-            );
-            return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    ErrorCode::DeviceBusy,
-                    detail,
-                    true,
-                )
-                .await;
-        }
+        group.reserve(action.queue).map_err(|full| {
+            let detail = match full {
+                crate::ctx::Full::Busy => format!(
+                    "{} is busy with another command and {} does not queue.",
+                    action.exclusive, action.name
+                ),
+                crate::ctx::Full::Queue => format!(
+                    "{} already has {QUEUE_CAPACITY} commands waiting.",
+                    action.exclusive
+                ),
+            };
+            (ErrorCode::DeviceBusy, detail)
+        })
+    }
 
-        // Accept: durable before the caller hears of it.
+    /// Journals the command as accepted (durable before the caller hears of it) and starts its
+    /// supervisor. The command already holds its place in the group's queue.
+    async fn accept(
+        &self,
+        sub: Submission,
+        request_id: String,
+        action: &Action,
+        params: Params,
+        wait: Duration,
+    ) -> Result<CommandResult, EngineError> {
         let mut machine = Machine::new(profile(action));
         machine.on(Event::Accept);
         let now = self.ctx.clock.now_ms();
@@ -377,33 +337,41 @@ impl Engine {
                 data: serde_json::Value::Null,
             },
         ];
-        self.ctx.journal.insert(&row, &events).await?;
+        if let Err(e) = self.ctx.journal.insert(&row, &events).await {
+            self.ctx.dequeued(&action.exclusive);
+            return Err(e.into());
+        }
         tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
                        action = %row.action, params = %row.params, "command accepted");
         let cmd = Arc::new(LiveCommand::new(row, events));
+        let dev = Arc::clone(&self.ctx.devices[&sub.device]);
         // Until dispatch re-evaluates it, the estimate is the expected duration from now.
-        let expect_s = action.expect_s.eval_f64(&scope).unwrap_or(0.0).max(0.0);
-        // Not a duration (infinite, NaN): no estimate; dispatch fails the command.
-        if let Some(end) = Duration::try_from_secs_f64(expect_s)
+        let signals = dev.snapshot().plain();
+        let devices = self.ctx.devices_scope();
+        let scope = Scope {
+            signals: &signals,
+            params: &params,
+            devices: &devices,
+            extra_strings: &[],
+        };
+        if let Some(end) = crate::admit::expected_duration(action, &scope)
             .ok()
-            .and_then(|d| Instant::now().checked_add(d))
+            .and_then(|s| Instant::now().checked_add(Duration::from_secs_f64(s)))
         {
             cmd.set_expected_end(end);
         }
         self.ctx.remember(Arc::clone(&cmd));
-        group
-            .queued
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _ = self.ctx.changes.send(Change::Command {
             command_id: cmd.row().command_id,
-            device: device.id.clone(),
+            device: sub.device.clone(),
             status: "accepted".into(),
         });
+        let action = Arc::new(action.clone());
         let sup = Supervisor::new(
             Arc::clone(&self.ctx),
             Arc::clone(&cmd),
             dev,
-            Arc::new(action.clone()),
+            action,
             params,
             machine,
         );
@@ -424,7 +392,12 @@ impl Engine {
         keep_key: bool,
     ) -> Result<CommandResult, EngineError> {
         let now = self.ctx.clock.now_ms();
-        let params = serde_json::Value::Object(sub.args.clone());
+        // Normalised when they validate (a replay compares like with like), else as given.
+        let params = action
+            .check_params(&sub.args)
+            .ok()
+            .and_then(|p| serde_json::to_value(p).ok())
+            .unwrap_or_else(|| serde_json::Value::Object(sub.args.clone()));
         let mut row = new_row(
             sub,
             request_id,
@@ -456,6 +429,13 @@ impl Engine {
         tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
                        action = %row.action, code = %code, detail = %detail, "command rejected");
         Ok(CommandResult::from_rows(&row, &events, None))
+    }
+
+    /// Whether a command (or a rejection) already carries this idempotency key: the MCP layer
+    /// asks before a confirmation, so a retried keyed call is answered with its command instead
+    /// of a second confirmation.
+    pub async fn knows_key(&self, key: &str) -> Result<bool, EngineError> {
+        Ok(self.ctx.journal.by_idempotency_key(key).await?.is_some())
     }
 
     /// The result object of a command, waiting up to `wait` (capped at [`MAX_WAIT`]) for a
@@ -639,6 +619,38 @@ async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
         ) {
             return dev.current();
         }
+    }
+}
+
+/// The device's snapshot if it is online (waiting, bounded, for a first answer), or why not.
+async fn admit_online(dev: &DeviceRt) -> Result<crate::device::Snapshot, (ErrorCode, String)> {
+    let snap = wait_for_first_answer(dev).await;
+    if snap.liveness == Liveness::Online {
+        return Ok(snap);
+    }
+    let code = if snap.crc_failing {
+        ErrorCode::CrcMismatch
+    } else {
+        ErrorCode::DeviceOffline
+    };
+    let detail = if snap.liveness == Liveness::Unknown {
+        format!(
+            "{} has not answered since the gateway started ({} s waited).",
+            dev.id(),
+            dev.spec.liveness.max_silence_s
+        )
+    } else {
+        offline_detail(dev, &snap)
+    };
+    Err((code, detail))
+}
+
+/// The text with its first letter in capitals.
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
     }
 }
 

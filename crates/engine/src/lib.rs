@@ -9,6 +9,7 @@
 //! The engine knows no MCP and no wire protocol: register devices are `dyn Driver`s, MQTT devices
 //! are clients of a shared [`closedloop_mqtt::MqttBroker`].
 
+mod admit;
 pub mod api;
 pub mod bridge;
 pub mod clock;
@@ -17,6 +18,7 @@ pub mod ctx;
 pub mod detail;
 pub mod device;
 pub mod engine;
+mod judge;
 pub mod live;
 pub mod machine;
 pub mod plan;

@@ -58,6 +58,10 @@ pub struct Reading {
     /// acknowledgement: a value that has not had time to change cannot confirm anything (a relay
     /// with swapped contacts reads "closed" until it pulls in). `fail_when` still counts.
     pub early: bool,
+    /// `stopped_when` holds (or a `started_when` no longer does): the device stands still. A
+    /// recovered command that reads this short of `done_when` is over — its device stopped
+    /// during the restart — and ends at once instead of waiting out its journaled deadline.
+    pub stopped: bool,
 }
 
 /// Something that happened to the command.
@@ -111,6 +115,9 @@ pub enum Reason {
     NeverMoved,
     /// The feedback changed but never satisfied `done_when`.
     NotReached,
+    /// No read issued after the acknowledgement arrived before the deadline: nothing shows
+    /// whether the feedback moved.
+    NoFreshRead,
     /// The readback never matched what was written.
     ReadbackMismatch,
     /// Waited in the queue too long; nothing was written.
@@ -127,6 +134,8 @@ pub enum Reason {
     Rejected(String),
     /// The gateway stopped or restarted before the command could be confirmed.
     Interrupted,
+    /// After a restart, fresh reads showed the device standing still short of `done_when`.
+    StoppedShort,
 }
 
 /// A terminal outcome.
@@ -183,6 +192,8 @@ pub struct Machine {
     started_seen: bool,
     hold_since: Option<u64>,
     moved: bool,
+    /// At least one fresh read was judged: without one, nothing is known about the feedback.
+    read_seen: bool,
     cancel_requested: bool,
     cancel_for_shutdown: bool,
     recovered: bool,
@@ -200,6 +211,7 @@ impl Machine {
             started_seen: false,
             hold_since: None,
             moved: false,
+            read_seen: false,
             cancel_requested: false,
             cancel_for_shutdown: false,
             recovered: false,
@@ -460,6 +472,17 @@ impl Machine {
             return with_stop(fx, self.profile.has_cancel);
         }
         self.moved |= r.moved;
+        self.read_seen = true;
+        if self.recovered && r.stopped && !r.done {
+            let fx = self.finish(
+                Status::Failed,
+                Some(ErrorCode::Interrupted),
+                Reason::StoppedShort,
+                false,
+                None,
+            );
+            return with_stop(fx, self.profile.has_cancel);
+        }
         if self.profile.has_started_when && !self.started_seen {
             if !r.started {
                 return vec![];
@@ -503,6 +526,14 @@ impl Machine {
                 Reason::ReadbackMismatch,
                 false,
                 Some(false),
+            )
+        } else if !self.read_seen {
+            self.finish(
+                Status::Failed,
+                Some(ErrorCode::DeviceOffline),
+                Reason::NoFreshRead,
+                false,
+                None,
             )
         } else if self.moved {
             self.finish(

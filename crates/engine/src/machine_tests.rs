@@ -21,6 +21,7 @@ fn reading(at_ms: u64, done: bool, moved: bool) -> Event {
         started: false,
         moved,
         early: false,
+        stopped: false,
     })
 }
 
@@ -377,6 +378,7 @@ fn supervising_fail_when_fails_verified_and_enters_safe_state() {
         started: true,
         moved: true,
         early: false,
+        stopped: false,
     }));
     assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
     let o = finish(&fx);
@@ -397,6 +399,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         started: false,
         moved: false,
         early: false,
+        stopped: false,
     });
     assert_eq!(
         m.on(done_not_started),
@@ -410,6 +413,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         started: true,
         moved: true,
         early: false,
+        stopped: false,
     });
     assert_eq!(m.on(started), vec![]);
     assert_eq!(
@@ -428,6 +432,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         started: false,
         moved: false,
         early: true,
+        stopped: false,
     });
     assert_eq!(m.on(early), vec![], "the relay has not had time to pull in");
     let failing = Event::Reading(Reading {
@@ -437,6 +442,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         started: false,
         moved: false,
         early: true,
+        stopped: false,
     });
     assert_eq!(
         finish(&m.on(failing)).status,
@@ -481,6 +487,27 @@ fn supervising_deadline_without_movement_is_feedback_mismatch() {
         (o.status, o.code, o.verified),
         (Status::Failed, Some(ErrorCode::FeedbackMismatch), false)
     );
+}
+
+#[test]
+fn supervising_deadline_without_a_single_fresh_read_is_device_offline_not_feedback_mismatch() {
+    // A slow device whose reads after the ack never arrived: nothing shows the feedback unmoved.
+    let mut m = supervising(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    let fx = m.on(Event::Deadline);
+    let o = finish(&fx).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason, o.verified),
+        (
+            Status::Failed,
+            Some(ErrorCode::DeviceOffline),
+            Reason::NoFreshRead,
+            false
+        )
+    );
+    assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
 }
 
 #[test]
@@ -628,6 +655,42 @@ fn recovered_command_completes_on_fresh_reads_or_ends_interrupted() {
         (o.status, o.code),
         (Status::Failed, Some(ErrorCode::Interrupted))
     );
+}
+
+#[test]
+fn recovered_command_that_reads_stopped_short_ends_interrupted_at_once() {
+    let stopped = |done: bool| {
+        Event::Reading(Reading {
+            at_ms: 1,
+            done,
+            failed: None,
+            started: true,
+            moved: false,
+            early: false,
+            stopped: true,
+        })
+    };
+    let mut m = Machine::recovered(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    let fx = m.on(stopped(false));
+    let o = finish(&fx).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Failed,
+            Some(ErrorCode::Interrupted),
+            Reason::StoppedShort
+        )
+    );
+    assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
+    // Stopped at the target is done, not interrupted.
+    let mut m = Machine::recovered(profile());
+    assert_eq!(finish(&m.on(stopped(true))).status, Status::Completed);
+    // A command of this run that reads "stopped" simply keeps waiting for done_when.
+    let mut m = supervising(profile());
+    assert_eq!(m.on(stopped(false)), vec![]);
 }
 
 // --- terminal ---

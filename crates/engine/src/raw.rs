@@ -148,15 +148,29 @@ impl Engine {
     /// acknowledged the write — which says nothing about its effect.
     pub async fn raw_write(&self, device: &str, write: Write) -> Result<(), RawError> {
         let dev = self.raw_device(device)?;
-        let group = self.ctx.group(device);
-        let Some(_permit) = group.try_acquire() else {
-            return Err(refuse(
-                ErrorCode::DeviceBusy,
-                format!(
-                    "{device} is running a command; cancel it or wait before writing raw registers"
-                ),
-            ));
-        };
+        // Every exclusive group an action of this device uses (its own id among them), taken
+        // in name order: a raw write must never cut into a command holding any of them.
+        let mut groups: Vec<&str> = dev
+            .spec
+            .actions
+            .iter()
+            .map(|a| a.exclusive.as_str())
+            .collect();
+        groups.push(device);
+        groups.sort_unstable();
+        groups.dedup();
+        let mut _permits = Vec::with_capacity(groups.len());
+        for name in groups {
+            let Some(permit) = self.ctx.group(name).try_acquire() else {
+                return Err(refuse(
+                    ErrorCode::DeviceBusy,
+                    format!(
+                        "{device} is in use: a command holds its exclusive group {name:?}; cancel it or wait before writing raw registers"
+                    ),
+                ));
+            };
+            _permits.push(permit);
+        }
         let answer = dev.write(write.clone()).await;
         plan::interpret(answer, &write).map_err(|e| refuse(e.code, e.detail))
     }

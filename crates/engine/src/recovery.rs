@@ -30,6 +30,14 @@ impl Engine {
             // that was on its way when the gateway stopped may or may not have arrived, and
             // nothing read now can tell which.
             let acked = row.status == Status::Running.as_str();
+            if let (Some((_, action)), Some(params), false, true) =
+                (found, params.clone(), acked, row.dispatched)
+                && !action.cancel.is_empty()
+            {
+                // The write may have arrived and set the axis moving: stop it, hold the device.
+                self.stop_unconfirmed(cmd, action, params);
+                continue;
+            }
             let (Some((_, action)), Some(params), true, Some(deadline_ms)) =
                 (found, params, acked, row.deadline_ms)
             else {
@@ -85,6 +93,28 @@ impl Engine {
             self.spawn(sup);
         }
         Ok(())
+    }
+}
+
+impl Engine {
+    /// A command journaled `dispatched` but never acknowledged, whose action has a cancel plan:
+    /// its device takes no other command until the stop is written and `stopped_when` holds
+    /// (DESIGN §2, recovery stops what it cannot confirm).
+    fn stop_unconfirmed(
+        &self,
+        cmd: Arc<LiveCommand>,
+        action: &closedloop_plant::Action,
+        params: closedloop_plant::Params,
+    ) {
+        let action = Arc::new(action.clone());
+        let row = cmd.row();
+        let dev = Arc::clone(&self.ctx.devices[&row.device]);
+        let permit = self.ctx.group(&action.exclusive).try_acquire();
+        self.ctx.remember(Arc::clone(&cmd));
+        let machine = Machine::recovered(profile(&action));
+        let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
+        sup.permit = permit;
+        self.spawn_task(sup.stop_after_restart());
     }
 }
 

@@ -6,15 +6,15 @@ use crate::ctx::Ctx;
 use crate::device::{DeviceRt, Liveness, Snapshot};
 use crate::engine::AsCheck;
 use crate::live::LiveCommand;
-use crate::machine::{Check, Effect, Event, Machine, Outcome, Reading};
+use crate::machine::{Check, Effect, Event, Machine, Outcome};
 use crate::plan::{self, Request, WriteError};
-use closedloop_driver::{Value, Write};
+use closedloop_driver::Value;
 use closedloop_plant::{Action, Params, Scope};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, broadcast};
 use tokio::time::{Instant, sleep_until};
 
 /// Upper bound on how long a device stays held after a stop, waiting for `stopped_when`.
@@ -38,6 +38,10 @@ pub(crate) struct Supervisor {
     pub permit: Option<OwnedSemaphorePermit>,
     /// Read cycles up to this number were issued before the write was acknowledged.
     pub ack_seq: u64,
+    /// The same fence for every other device the criteria read (`devices.<id>.<signal>`).
+    pub fences: BTreeMap<String, u64>,
+    /// The sample numbers of the last judged sample: a republished one is not judged again.
+    pub last_sample: Option<Vec<u64>>,
     /// Values of the `done_when` signals when the write was dispatched.
     pub baseline: BTreeMap<String, Value>,
     /// The last signal values journaled, to journal only changes.
@@ -82,6 +86,8 @@ impl Supervisor {
             deadline: None,
             permit: None,
             ack_seq: 0,
+            fences: BTreeMap::new(),
+            last_sample: None,
             baseline: BTreeMap::new(),
             last_logged: None,
             evidence: json!({}),
@@ -110,6 +116,37 @@ impl Supervisor {
             self.hold_until_stopped().await;
         }
         self.stop_cycling();
+        self.ctx.forget(&self.cmd);
+        drop(self.permit.take());
+    }
+
+    /// At start-up, for a write that may have arrived unacknowledged: writes the cancel plan,
+    /// ends the command `failed INTERRUPTED` saying whether the stop went out, and holds the
+    /// device until `stopped_when` holds.
+    pub async fn stop_after_restart(mut self) {
+        let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
+        let _ = self.dev.fresh(within).await;
+        let detail = match self.write_cancel().await {
+            Event::CancelWritten => "The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, so the cancel plan (stop) was written at start-up.".to_string(),
+            Event::CancelFailed { detail, .. } => format!("The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, and the stop written at start-up failed: {detail}. Check the device."),
+            _ => "The gateway stopped while the write was on its way.".to_string(),
+        };
+        let code = ErrorCode::Interrupted;
+        self.ctx
+            .record(
+                &self.cmd,
+                |r| {
+                    r.status = Status::Failed.as_str().into();
+                    r.error_code = Some(code.as_str().into());
+                    r.detail = Some(detail.clone());
+                    r.hint = Some(code.hint().into());
+                },
+                vec![("failed", json!({"code": code.as_str(), "detail": detail}))],
+            )
+            .await;
+        if self.hold {
+            self.hold_until_stopped().await;
+        }
         self.ctx.forget(&self.cmd);
         drop(self.permit.take());
     }
@@ -156,11 +193,19 @@ impl Supervisor {
         let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
         let snap = self.dev.fresh(within).await;
         if snap.liveness == Liveness::Offline {
-            let detail = offline_detail(&self.dev, &snap);
-            self.feed(Event::Offline { detail }).await;
+            let detail = format!("{} Nothing was written.", offline_detail(&self.dev, &snap));
+            self.refuse(ErrorCode::DeviceOffline, detail).await;
             return;
         }
         let devices = self.ctx.devices_scope();
+        let devices =
+            match crate::admit::required_values(&self.action, &self.ctx.devices, devices).await {
+                Ok(d) => d,
+                Err(detail) => {
+                    self.refuse(ErrorCode::Interlock, detail).await;
+                    return;
+                }
+            };
         let signals = snap.plain();
         let command_id = self.cmd.row().command_id;
         let extra = [("command_id", command_id.as_str())];
@@ -177,56 +222,30 @@ impl Supervisor {
                 "The precondition `{}` no longer held when the device became free; nothing was written.",
                 req.source()
             );
-            let ev = Event::WriteFailed {
-                code: ErrorCode::Interlock,
-                detail,
-                transient: false,
-                maybe_applied: false,
-            };
-            self.feed(ev).await;
+            self.refuse(ErrorCode::Interlock, detail).await;
+            return;
+        }
+        if let Some(why) = crate::admit::failure_already_on(&self.action, &scope) {
+            let detail = format!("On a fresh read of {}, {why}.", self.dev.id());
+            self.refuse(ErrorCode::Interlock, detail).await;
             return;
         }
         let writes = match plan::evaluate(&self.action.write, &scope, self.dev.dbc()) {
             Ok(w) => w,
             Err(e) => {
-                let ev = Event::WriteFailed {
-                    code: ErrorCode::InvalidParams,
-                    detail: e.to_string(),
-                    transient: false,
-                    maybe_applied: false,
-                };
-                self.feed(ev).await;
+                self.refuse(ErrorCode::InvalidParams, e.to_string()).await;
                 return;
             }
         };
         self.writes = writes.clone();
-        let expect_s = self
-            .action
-            .expect_s
-            .eval_f64(&scope)
-            .unwrap_or(0.0)
-            .max(0.0);
-        if !(expect_s.is_finite() && expect_s <= 86_400.0) {
-            let ev = Event::WriteFailed {
-                code: ErrorCode::InvalidParams,
-                detail: format!(
-                    "expect_s `{}` came to {expect_s}, which is no duration; nothing was written.",
-                    self.action.expect_s.source()
-                ),
-                transient: false,
-                maybe_applied: false,
-            };
-            self.feed(ev).await;
-            return;
-        }
-        if let Some(done) = &self.action.done_when {
-            self.baseline = done
-                .signals()
-                .iter()
-                .filter_map(|s| signals.get(s).map(|v| (s.clone(), *v)))
-                .collect();
-            self.baseline_done = done.eval_bool(&scope).unwrap_or(false);
-        }
+        let expect_s = match crate::admit::expected_duration(&self.action, &scope) {
+            Ok(s) => s,
+            Err(detail) => {
+                self.refuse(ErrorCode::InvalidParams, detail).await;
+                return;
+            }
+        };
+        (self.baseline, self.baseline_done) = crate::judge::baseline_of(&self.action, &scope);
         let now = Instant::now();
         let mut budget = expect_s * self.action.timeout_factor
             + self.action.timeout_floor_ms as f64 / 1000.0
@@ -249,7 +268,8 @@ impl Supervisor {
         let deadline_ms = self.ctx.clock.wall_ms(deadline);
         let data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": expect_s,
                           "writes": writes.iter().map(|w| w.to_string()).collect::<Vec<_>>()});
-        self.ctx
+        let committed = self
+            .ctx
             .record(
                 &self.cmd,
                 |r| {
@@ -259,6 +279,13 @@ impl Supervisor {
                 vec![("dispatched", data)],
             )
             .await;
+        if !committed {
+            // Never send a write whose `dispatched` the journal does not hold: a restart would
+            // take it for never sent.
+            let detail = "not sent: the journal did not take the dispatch record".to_string();
+            self.refuse(ErrorCode::Interrupted, detail).await;
+            return;
+        }
 
         let mut attempt = 1;
         loop {
@@ -266,6 +293,7 @@ impl Supervisor {
             match self.write_all(&writes, expiry).await {
                 Ok(fence) => {
                     self.ack_seq = fence;
+                    self.fence_others();
                     self.start_cycling(&writes);
                     self.settle_until_ms =
                         self.ctx.clock.now_ms() + (self.expect_s * 1000.0).round() as i64;
@@ -316,6 +344,17 @@ impl Supervisor {
         }
     }
 
+    /// Ends the command before anything was written: no stop, nothing to undo.
+    async fn refuse(&mut self, code: ErrorCode, detail: String) {
+        let ev = Event::WriteFailed {
+            code,
+            detail,
+            transient: false,
+            maybe_applied: false,
+        };
+        self.feed(ev).await;
+    }
+
     /// Sends every request in order; returns the fence of the last acknowledgement.
     async fn write_all(&self, writes: &[Request], expiry: Duration) -> Result<u64, WriteError> {
         let mut fence = self.dev.issued_seq();
@@ -327,12 +366,19 @@ impl Supervisor {
 
     /// Judges fresh reads until the machine reaches a terminal status.
     async fn supervise(&mut self) {
-        let mut rx = self.dev.subscribe();
+        // Every sample, not only the latest: a short fail_when pulse between two snapshots a
+        // watch channel would merge must still fail the command.
+        let mut samples = self.dev.samples();
         let mut shutdown = self.ctx.shutdown_rx();
         let deadline = self.deadline.unwrap_or_else(Instant::now);
         let readback = self.action.verification.as_check() == Check::Readback;
         let readback_every = Duration::from_millis(self.dev.spec.poll_ms.max(1));
         let mut next_readback = Instant::now();
+        // A device that reports changes only (OPC UA) never sends again a value the write itself
+        // set: its nodes are read every poll_ms while the command runs, and reads issued after
+        // the acknowledgement are fresh evidence.
+        let reads_on_request = self.dev.opcua().is_some() && !readback;
+        let mut next_read = Instant::now() + readback_every;
         // "Already so" confirms only on a read taken expect_s after the ack: ask for one then,
         // as a device that reports changes only (OPC UA) would never send the unchanged value.
         let settle_ms = self.settle_until_ms - self.ctx.clock.now_ms();
@@ -340,13 +386,24 @@ impl Supervisor {
             .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1));
         while self.machine.is_supervising() {
             let wake = tokio::select! {
-                changed = rx.changed(), if !readback => match changed {
-                    Ok(()) => Wake::Snapshot(rx.borrow_and_update().clone()),
-                    Err(_) => return,
+                sample = samples.recv(), if !readback => match sample {
+                    Ok(snap) => Wake::Snapshot(snap),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        let row = self.cmd.row();
+                        tracing::warn!(request_id = %row.request_id, command_id = %row.command_id,
+                                       device = %self.dev.id(), missed = n, "supervisor fell behind the device's samples");
+                        Wake::Snapshot(self.dev.snapshot())
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = sleep_until(next_readback), if readback => {
                     next_readback = Instant::now() + readback_every;
                     Wake::Readback
+                }
+                _ = sleep_until(next_read), if reads_on_request => {
+                    next_read = Instant::now() + readback_every;
+                    self.dev.poll_now();
+                    continue;
                 }
                 _ = sleep_until(settle_poll.unwrap_or(deadline)), if settle_poll.is_some() => {
                     settle_poll = None;
@@ -378,194 +435,6 @@ impl Supervisor {
                 return;
             }
         }
-    }
-
-    /// Turns a snapshot into an event, if it says something about this command.
-    async fn judge(&mut self, snap: &Snapshot) -> Option<Event> {
-        if snap.liveness == Liveness::Offline {
-            return Some(Event::Offline {
-                detail: offline_detail(&self.dev, snap),
-            });
-        }
-        let action = Arc::clone(&self.action);
-        let mut names: Vec<&String> = Vec::new();
-        if let Some(d) = &action.done_when {
-            names.extend(d.signals());
-        }
-        for (_, e) in &action.fail_when {
-            names.extend(e.signals());
-        }
-        if let Some(s) = &action.started_when {
-            names.extend(s.signals());
-        }
-        names.sort();
-        names.dedup();
-        // Only values read by cycles issued after the acknowledgement count.
-        let fresh = names
-            .iter()
-            .all(|n| snap.values.get(*n).is_some_and(|v| v.seq > self.ack_seq));
-        if !fresh || snap.seq <= self.ack_seq {
-            return None;
-        }
-        let signals = snap.plain();
-        let devices = self.ctx.devices_scope();
-        let scope = Scope {
-            signals: &signals,
-            params: &self.params,
-            devices: &devices,
-            extra_strings: &[],
-        };
-        let failed = action
-            .fail_when
-            .iter()
-            .find(|(_, e)| e.eval_bool(&scope).unwrap_or(false))
-            .map(|(c, _)| c.clone());
-        let done = action
-            .done_when
-            .as_ref()
-            .is_some_and(|d| d.eval_bool(&scope).unwrap_or(false));
-        let started = action
-            .started_when
-            .as_ref()
-            .is_none_or(|s| s.eval_bool(&scope).unwrap_or(false));
-        let moved = action.done_when.as_ref().is_some_and(|d| {
-            d.signals()
-                .iter()
-                .any(|s| match (self.baseline.get(s), signals.get(s)) {
-                    (Some(a), Some(b)) => a != b,
-                    (None, Some(_)) => false,
-                    _ => false,
-                })
-        });
-        let unit_of = |n: &str| self.dev.spec.signal(n).and_then(|s| s.unit.clone());
-        let mut evidence = serde_json::Map::new();
-        for n in &names {
-            if let Some(v) = snap.values.get(*n) {
-                let mut e = json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
-                if let Some(u) = unit_of(n) {
-                    e["unit"] = json!(u);
-                }
-                evidence.insert((*n).clone(), e);
-            }
-        }
-        self.evidence = serde_json::Value::Object(evidence);
-        let values: serde_json::Map<String, serde_json::Value> = names
-            .iter()
-            .filter_map(|n| signals.get(*n).map(|v| ((*n).clone(), json!(v))))
-            .collect();
-        let values = serde_json::Value::Object(values);
-        let decisive = done || failed.is_some();
-        if decisive || self.last_logged.as_ref() != Some(&values) {
-            self.ctx
-                .note(&self.cmd, vec![("signal", json!({"values": values}))])
-                .await;
-            self.last_logged = Some(values);
-        }
-        let oldest = names
-            .iter()
-            .filter_map(|n| snap.values.get(*n).map(|v| v.at_ms))
-            .min()
-            .unwrap_or(0);
-        let early = self.baseline_done && oldest < self.settle_until_ms;
-        let at_ms = self.ctx.clock.mono_ms(Instant::now());
-        Some(Event::Reading(Reading {
-            at_ms,
-            done,
-            failed,
-            started,
-            moved,
-            early,
-        }))
-    }
-
-    /// Readback verification: read the written blocks back and compare with what was written.
-    async fn readback(&mut self) -> Option<Event> {
-        let snap = self.dev.current();
-        if snap.liveness == Liveness::Offline {
-            return Some(Event::Offline {
-                detail: offline_detail(&self.dev, &snap),
-            });
-        }
-        let writes = if self.writes.is_empty() {
-            // A recovered command: what was written is what the plan says now.
-            let devices = self.ctx.devices_scope();
-            let signals = snap.plain();
-            let command_id = self.cmd.row().command_id;
-            let extra = [("command_id", command_id.as_str())];
-            let scope = Scope {
-                signals: &signals,
-                params: &self.params,
-                devices: &devices,
-                extra_strings: &extra,
-            };
-            plan::evaluate(&self.action.write, &scope, self.dev.dbc()).ok()?
-        } else {
-            self.writes.clone()
-        };
-        let mut all = true;
-        let mut evidence = serde_json::Map::new();
-        for w in writes.iter().filter_map(Request::as_register) {
-            let (area, start, count) = match w {
-                Write::Coils { start, values } => (w.area(), *start, values.len() as u16),
-                Write::Registers { start, values } => (w.area(), *start, values.len() as u16),
-            };
-            // Self-clearing outputs (a start coil) cannot be read back as written; a plant that
-            // wants readback declares registers that hold their value.
-            match self.dev.read(area, start, count).await {
-                Ok(Ok(data)) => {
-                    let matched = plan::matches(&data, w);
-                    all &= matched;
-                    let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
-                    let value = match &data {
-                        closedloop_driver::Data::Bits(b) => json!(b),
-                        closedloop_driver::Data::Words(ws) => json!(ws),
-                    };
-                    evidence.insert(
-                        format!("{area}:{start}"),
-                        json!({"value": value, "at": at, "source": format!("{area}:{start}")}),
-                    );
-                }
-                Ok(Err(_)) | Err(_) => all = false,
-            }
-        }
-        // OPC UA variables: read after the acknowledgement, compared with the value written (a
-        // Float node holds it to single precision).
-        if let Some(client) = self.dev.opcua() {
-            for w in &writes {
-                let Request::OpcuaWrite { node, value } = w else {
-                    continue;
-                };
-                let read = client.read(std::slice::from_ref(node)).await;
-                let Some(u) = read.ok().and_then(|mut v| v.pop()) else {
-                    all = false;
-                    continue;
-                };
-                let matched = u.good
-                    && match (u.value, *value) {
-                        (Some(Value::Number(a)), Value::Number(b)) => {
-                            (a - b).abs() <= 1e-6 * b.abs().max(1.0)
-                        }
-                        (Some(a), b) => a == b,
-                        (None, _) => false,
-                    };
-                all &= matched;
-                let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
-                evidence.insert(
-                    node.clone(),
-                    json!({"value": u.value, "status": u.status, "at": at, "source": node}),
-                );
-            }
-        }
-        self.evidence = serde_json::Value::Object(evidence);
-        let at_ms = self.ctx.clock.mono_ms(Instant::now());
-        Some(Event::Reading(Reading {
-            at_ms,
-            done: all,
-            failed: None,
-            started: true,
-            moved: false,
-            early: false,
-        }))
     }
 
     /// Feeds the machine and carries out its effects, in order. Returns the effects.

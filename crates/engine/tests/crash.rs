@@ -45,7 +45,7 @@ async fn crash_child() {
         .unwrap();
     println!("HOLD {}", hold.command_id);
     let moving = engine
-        .submit(sub("slide", "move_to", json!({"target_mm": 100.0})))
+        .submit(sub("slide", "move_to", json!({"target_mm": 300.0})))
         .await
         .unwrap();
     println!("MOVE {}", moving.command_id);
@@ -144,22 +144,26 @@ async fn kill_9_between_accept_and_dispatch_and_while_running() {
         "the queued move was never sent late"
     );
 
-    // The interrupted move: the new simulator stands at 0 mm, so done_when never holds on fresh
-    // reads and it ends INTERRUPTED at its journaled deadline — never completed.
+    // The interrupted move (3 s of travel, a 9.3 s deadline): the new simulator stands still
+    // at 0 mm, so the first fresh reads after the restart end it INTERRUPTED, with that
+    // evidence — long before its journaled deadline, and never completed.
     let moved = rig
-        .settle(
-            &rig.engine
-                .status(&ids["MOVE"], Duration::ZERO)
-                .await
-                .unwrap(),
-        )
-        .await;
+        .engine
+        .status(&ids["MOVE"], Duration::from_secs(3))
+        .await
+        .unwrap();
     assert_eq!(
         (moved.status, code(&moved).as_str()),
         (Status::Failed, "INTERRUPTED"),
-        "{moved:#?}"
+        "time-to-truth: it must end on the first fresh reads, not at its deadline: {moved:#?}"
     );
     assert!(events(&moved).contains(&"recovered".to_string()));
+    assert!(
+        moved.detail.as_deref().unwrap().contains("standing still"),
+        "{:?}",
+        moved.detail
+    );
+    assert_eq!(ev_value(&moved, "moving"), json!(false), "{moved:#?}");
 
     // The held relay command: its done_when holds on fresh reads after the restart → completed.
     let held = rig

@@ -183,9 +183,11 @@ async fn swapped_contacts_never_complete() {
     b.rig.online("lamp").await;
     let r = b.rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
     let r = b.rig.settle(&r).await;
-    assert_ne!(r.status, Status::Completed, "{r:#?}");
-    assert!(
-        matches!(r.status, Status::Failed | Status::Timeout),
+    // It read "on" before the write ("already so"); after pull-in it reads "off": it moved
+    // away and never held — TIMEOUT, never completed.
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Timeout, "TIMEOUT"),
         "{r:#?}"
     );
 }
@@ -253,15 +255,19 @@ async fn a_zombie_that_stays_connected_but_says_nothing_is_offline_after_the_sil
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_longer_than_the_deadline_never_completes() {
-    let b = bench(&[Fault::LatencyMs { ms: 800 }], true, 0.05).await;
+    // Deadline 0.15 × 3 + 0.1 + 0.05 = 0.6 s: the set takes effect 0.8 s after it was sent,
+    // while heartbeats (every 0.3 s) keep reporting "off" inside the window — fresh samples
+    // showing the feedback unmoved: FEEDBACK_MISMATCH, never completed.
+    let b = bench(&[Fault::LatencyMs { ms: 800 }], true, 0.15).await;
     b.rig.online("lamp").await;
     let r = b.rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
     let r = b.rig.settle(&r).await;
-    assert_ne!(r.status, Status::Completed, "{r:#?}");
-    assert!(
-        matches!(r.status, Status::Failed | Status::Timeout),
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Failed, "FEEDBACK_MISMATCH"),
         "{r:#?}"
     );
+    assert_eq!(ev_value(&r, "on"), json!(false));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -327,4 +333,37 @@ async fn a_retained_offline_will_gives_way_to_live_messages() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_liveness(&rig, Liveness::Online).await;
+}
+
+/// One state message, republished by the listener every `poll_ms`, is one sample: `hold_ms`
+/// needs done_when on distinct samples, so a device that reported once cannot satisfy it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_ms_counts_distinct_messages_not_the_listener_s_republished_snapshot() {
+    let broker = Mosquitto::start().await;
+    let held = |src: &str| {
+        src.replace("idempotent = true", "idempotent = true\nhold_ms = 400")
+            .replace("max_silence_s = 1.5", "max_silence_s = 10.0")
+    };
+    let src = held(&LAMP.replace("URL", &broker.url).replace("EXPECT", "0.5"));
+    // A heartbeat every 5 s: after the set, one state message within the 1.65 s deadline.
+    let quiet =
+        MqttRelay::start(&broker.url, "lamp-device", &options(5.0), &[], 7).expect("relay starts");
+    let rig = rig(&src).await;
+    rig.online("lamp").await;
+    let r = rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Timeout, "TIMEOUT"),
+        "one sample cannot hold for 400 ms: {r:#?}"
+    );
+    drop(quiet);
+    drop(rig);
+    // The same action on a device that reports every 0.3 s holds and completes.
+    let chatty = MqttRelay::start(&broker.url, "lamp-device-2", &options(0.3), &[], 7)
+        .expect("relay starts");
+    let rig = common::rig(&src.replace("closedloop-engine-test", "closedloop-engine-test-2")).await;
+    rig.online("lamp").await;
+    let r = rig.act("lamp", "switch", json!({"on": false}), 5.0).await;
+    assert_eq!(r.status, Status::Completed, "{r:#?}");
+    drop(chatty);
 }

@@ -221,11 +221,24 @@ async fn crc_error_is_crc_mismatch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_longer_than_the_deadline_never_completes() {
-    let rig = rig(&relay(r#"{ kind = "latency_ms", ms = 400 }"#)).await;
+    let src = relay(r#"{ kind = "latency_ms", ms = 400 }"#)
+        .replace("max_silence_s = 0.5", "max_silence_s = 2.0");
+    let rig = rig(&src).await;
+    rig.online("lamp").await;
     let r = rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
     // The first answer comes after 400 ms (the submit waits for it), the write's ack after 400
-    // more; the deadline (0.18 s after dispatch) passes before any fresh read can come back.
-    assert_ne!(r.status, Status::Completed, "{r:#?}");
+    // more; the deadline (0.18 s after dispatch) passes before any fresh read can come back, so
+    // nothing shows the feedback unmoved: DEVICE_OFFLINE, not FEEDBACK_MISMATCH.
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Failed, "DEVICE_OFFLINE"),
+        "{r:#?}"
+    );
+    assert!(
+        r.detail.as_deref().unwrap().contains("No read"),
+        "{:?}",
+        r.detail
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -141,7 +141,13 @@ impl Server {
             .and_then(|d| d.action(action))
             .is_some_and(|a| a.confirm);
         let mut confirmed = false;
-        if needs_confirmation && caller.may_actuate(device) {
+        // A retried keyed call whose command exists is answered with that command (or refused
+        // for other arguments) by the engine: nobody is asked to confirm it twice.
+        let replay = match &key {
+            Some(k) => self.engine.knows_key(k).await.map_err(engine_error)?,
+            None => false,
+        };
+        if needs_confirmation && caller.may_actuate(device) && !replay {
             match args.remove("confirmation_token") {
                 Some(Value::String(token)) => match self.confirmations.redeem(
                     &token,
@@ -163,9 +169,13 @@ impl Server {
                         return Ok(declined_result(device, action, &why));
                     }
                     crate::elicit::Answer::Unavailable => {
-                        let (token, ttl, command_id) =
-                            self.confirmations
-                                .issue(device, action, &args, &caller.name);
+                        let (token, ttl, command_id) = self.confirmations.issue(
+                            device,
+                            action,
+                            &args,
+                            &caller.name,
+                            key.as_deref(),
+                        );
                         // A Tasks client gets a task in input_required under the id the command
                         // will have; it answers with tasks/update.
                         let task = crate::tasks::client_wants_tasks(cx).then_some(command_id);
@@ -238,7 +248,7 @@ impl Server {
                     &p.device,
                     &p.action,
                     p.args,
-                    None,
+                    p.key,
                     wait,
                     request_id,
                     caller,

@@ -27,6 +27,9 @@ pub struct Pending {
     pub caller: String,
     /// The id the command will have once confirmed (a Tasks client sees it as the task id now).
     pub command_id: String,
+    /// The call's `idempotency_key`: the confirmed command carries it, so a retry of the call
+    /// finds the command instead of making a second one.
+    pub key: Option<String>,
     issued: Instant,
     expires: Instant,
 }
@@ -81,6 +84,7 @@ impl Confirmations {
         action: &str,
         args: &Map<String, Value>,
         caller: &str,
+        key: Option<&str>,
     ) -> (String, Duration, String) {
         let command_id = uuid::Uuid::now_v7().to_string();
         let token = format!("cfm_{}", uuid::Uuid::now_v7().simple());
@@ -103,6 +107,7 @@ impl Confirmations {
                 args: args.clone(),
                 caller: caller.into(),
                 command_id: command_id.clone(),
+                key: key.map(str::to_string),
                 issued: now,
                 expires: now + self.ttl,
             },
@@ -188,7 +193,7 @@ mod tests {
     fn a_token_runs_once_for_the_same_arguments_and_caller() {
         let c = Confirmations::new(Duration::from_secs(60));
         let a = args(json!({"target_mm": 150}));
-        let (t, _, id) = c.issue("slide", "move_to", &a, "ops");
+        let (t, _, id) = c.issue("slide", "move_to", &a, "ops", Some("k1"));
         assert_eq!(c.by_command(&id).map(|(tok, _)| tok), Some(t.clone()));
         let other = args(json!({"target_mm": 151}));
         assert!(matches!(
@@ -213,7 +218,7 @@ mod tests {
     #[test]
     fn an_expired_token_is_refused() {
         let c = Confirmations::new(Duration::from_millis(1));
-        let (t, _, _) = c.issue("slide", "move_to", &Map::new(), "ops");
+        let (t, _, _) = c.issue("slide", "move_to", &Map::new(), "ops", None);
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(c.redeem(&t, "ops", None), Err(Refusal::Expired));
     }

@@ -239,7 +239,7 @@ impl Server {
             &p.device,
             &p.action,
             p.args,
-            None,
+            p.key,
             Duration::ZERO,
             request_id,
             &caller,

@@ -337,3 +337,58 @@ async fn clients_with_elicitation_are_asked_in_protocol() {
         c.cancel().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_call_keeps_its_key_through_the_confirmation_and_a_retry_finds_its_command() {
+    let (c, sims, _engine) = start("").await;
+    let asked = call(
+        &c,
+        "slide_move_to",
+        json!({"target_mm": 50.0, "idempotency_key": "move-50"}),
+    )
+    .await;
+    assert_eq!(sc(&asked)["status"], "needs_confirmation");
+    let token = sc(&asked)["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ok = call(
+        &c,
+        "confirm_command",
+        json!({"confirmation_token": token, "wait_s": 5}),
+    )
+    .await;
+    assert_eq!(
+        sc(&ok)["status"],
+        "completed",
+        "{:?}",
+        ok.structured_content
+    );
+    // The agent retries its keyed call (say, after a lost answer): the same command comes back,
+    // nobody is asked again, and nothing moves a second time.
+    let retry = call(
+        &c,
+        "slide_move_to",
+        json!({"target_mm": 50.0, "idempotency_key": "move-50"}),
+    )
+    .await;
+    assert_eq!(
+        sc(&retry)["command_id"],
+        sc(&ok)["command_id"],
+        "{:?}",
+        retry.structured_content
+    );
+    assert_eq!(sc(&retry)["status"], "completed");
+    // Other arguments under the same key: an INVALID_PARAMS result, not a protocol error.
+    let other = call(
+        &c,
+        "slide_move_to",
+        json!({"target_mm": 70.0, "idempotency_key": "move-50"}),
+    )
+    .await;
+    assert_eq!(
+        (other.is_error, sc(&other)["error_code"].as_str()),
+        (Some(true), Some("INVALID_PARAMS"))
+    );
+    assert!((sims["slide"].peek().position_mm.unwrap() - 50.0).abs() < 0.5);
+}

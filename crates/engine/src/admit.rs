@@ -1,0 +1,139 @@
+//! Admission checks shared by submission and dispatch, each a small function that either passes
+//! or says in words why the command must not go to the device.
+
+use crate::device::{DeviceRt, Liveness};
+use closedloop_driver::Value;
+use closedloop_plant::{Action, Expr, Scope};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest expected duration a command may declare: past a day it is a plant-file mistake.
+const MAX_EXPECT_S: f64 = 86_400.0;
+
+/// `expect_s` evaluated for this command, or why it is no duration (DESIGN §2: an expected
+/// duration that cannot be computed is not zero — a NaN once became a 0.12 s deadline and a
+/// correct move ended `timeout` with its stop written).
+pub(crate) fn expected_duration(action: &Action, scope: &Scope) -> Result<f64, String> {
+    let expr = &action.expect_s;
+    let why = match expr.eval_f64(scope) {
+        Ok(s) if s.is_finite() && (0.0..=MAX_EXPECT_S).contains(&s) => return Ok(s),
+        Ok(s) if s.is_nan() => "is not a number".to_string(),
+        Ok(s) if s < 0.0 => format!("came to {s}, a negative duration"),
+        Ok(s) => format!("came to {s}, longer than a day"),
+        Err(e) => format!("cannot be computed ({e})"),
+    };
+    Err(format!(
+        "expect_s `{}` {why}{}; nothing was written. Fix the parameters (or the plant file's expect_s).",
+        expr.source(),
+        values_read(expr, scope)
+    ))
+}
+
+/// The values an expression reads, for a detail text: ` with target_mm = 12, position_mm = 12`.
+pub(crate) fn values_read(expr: &Expr, scope: &Scope) -> String {
+    let params = expr.params().iter().filter_map(|p| {
+        let v = scope.params.get(p)?;
+        Some(format!("params.{p} = {}", serde_json::to_value(v).ok()?))
+    });
+    let signals = expr.signals().iter().map(|s| match scope.signals.get(s) {
+        Some(v) => format!("{s} = {v}"),
+        None => format!("{s} has no value yet"),
+    });
+    let devices =
+        expr.devices()
+            .iter()
+            .map(|(d, s)| match scope.devices.get(d).and_then(|m| m.get(s)) {
+                Some(v) => format!("devices.{d}.{s} = {v}"),
+                None => format!("devices.{d}.{s} has no value yet"),
+            });
+    let all: Vec<String> = params.chain(signals).chain(devices).collect();
+    if all.is_empty() {
+        String::new()
+    } else {
+        format!(" with {}", all.join(", "))
+    }
+}
+
+/// The liveness as a word for texts.
+pub(crate) fn liveness_word(l: Liveness) -> &'static str {
+    match l {
+        Liveness::Online => "online",
+        Liveness::Offline => "offline",
+        Liveness::Unknown => "not heard from yet",
+    }
+}
+
+/// Every device's values for `requires`, with the devices it names read now: a cached value
+/// may predate a fault, and a device that is offline or does not answer decides nothing
+/// (DESIGN §2, every device an expression reads is held to the same fence). `Err`: why, in
+/// words that name the device. Devices that report on their own (MQTT) cannot be asked: their
+/// latest values count while they are online.
+pub(crate) async fn required_values(
+    action: &Action,
+    devices: &BTreeMap<String, Arc<DeviceRt>>,
+    mut scope: BTreeMap<String, BTreeMap<String, Value>>,
+) -> Result<BTreeMap<String, BTreeMap<String, Value>>, String> {
+    let Some(req) = &action.requires else {
+        return Ok(scope);
+    };
+    let mut named: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
+    for (d, s) in req.devices() {
+        named.entry(d).or_default().push(s);
+    }
+    for (d, signals) in named {
+        let Some(dev) = devices.get(d) else {
+            continue;
+        };
+        let within = Duration::from_millis(dev.spec.request_timeout_ms());
+        let after = dev.issued_seq();
+        let snap = dev.fresh(within).await;
+        let why = if snap.liveness != Liveness::Online {
+            Some(format!(
+                "is {} ({})",
+                liveness_word(snap.liveness),
+                crate::supervisor::offline_detail(dev, &snap).trim_end_matches('.')
+            ))
+        } else {
+            let stale: Vec<&str> = signals
+                .iter()
+                .filter(|s| {
+                    !snap
+                        .values
+                        .get(**s)
+                        .is_some_and(|v| !dev.can_be_asked() || v.seq > after)
+                })
+                .map(|s| s.as_str())
+                .collect();
+            (!stale.is_empty()).then(|| {
+                format!(
+                    "gave no fresh value of {} within {} ms",
+                    stale.join(", "),
+                    within.as_millis()
+                )
+            })
+        };
+        if let Some(why) = why {
+            return Err(format!(
+                "The precondition `{}` reads {d}, which {why}; nothing was written.",
+                req.source()
+            ));
+        }
+        scope.insert(d.clone(), snap.plain());
+    }
+    Ok(scope)
+}
+
+/// The first `fail_when` that already holds: a latched fault is not a new failure, and writing
+/// to a faulted device would only "fail" again (DESIGN §2).
+pub(crate) fn failure_already_on(action: &Action, scope: &Scope) -> Option<String> {
+    let (code, expr) = action
+        .fail_when
+        .iter()
+        .find(|(_, e)| e.eval_bool(scope).unwrap_or(false))?;
+    Some(format!(
+        "the failure condition {code} (`{}`) already holds{}; nothing was written. Clear the fault first (a reset action, or a person at the device)",
+        expr.source(),
+        values_read(expr, scope)
+    ))
+}

@@ -1,0 +1,90 @@
+//! A device's snapshot channel, with two kinds of readers: those who want the present (the
+//! latest snapshot: device state, resources, dispatch) and supervisors, who must judge every
+//! sample a driver delivered — a watch channel alone keeps only the latest, and a `fail_when`
+//! pulse between two snapshots read by a busy supervisor would be lost.
+
+use super::Snapshot;
+use tokio::sync::{broadcast, watch};
+
+/// How many samples a supervisor may fall behind before it loses the oldest (it is told, and
+/// judges the latest snapshot then).
+const SAMPLES: usize = 256;
+
+/// Publishes each snapshot to the latest-value channel and, while a supervisor listens, to the
+/// every-sample channel.
+pub(crate) struct SnapshotTx {
+    latest: watch::Sender<Snapshot>,
+    every: broadcast::Sender<Snapshot>,
+}
+
+impl SnapshotTx {
+    /// A channel holding `first` as the latest snapshot.
+    pub fn new(first: Snapshot) -> SnapshotTx {
+        SnapshotTx {
+            latest: watch::channel(first).0,
+            every: broadcast::channel(SAMPLES).0,
+        }
+    }
+
+    /// The latest snapshot (do not hold the guard across an await).
+    pub fn borrow(&self) -> watch::Ref<'_, Snapshot> {
+        self.latest.borrow()
+    }
+
+    /// A receiver of the latest snapshot.
+    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+        self.latest.subscribe()
+    }
+
+    /// A receiver of every snapshot published from now on.
+    pub fn samples(&self) -> broadcast::Receiver<Snapshot> {
+        self.every.subscribe()
+    }
+
+    /// Publishes a snapshot (a sample: a poll cycle, a message, a frame, an update).
+    pub fn send_replace(&self, snap: Snapshot) {
+        if self.every.receiver_count() > 0 {
+            let _ = self.every.send(snap.clone());
+        }
+        self.latest.send_replace(snap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Liveness;
+    use std::collections::BTreeMap;
+
+    fn snap(seq: u64) -> Snapshot {
+        Snapshot {
+            seq,
+            values: BTreeMap::new(),
+            liveness: Liveness::Online,
+            last_seen_ms: None,
+            last_error: None,
+            crc_failing: false,
+            last_valid: None,
+            down: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_supervisor_sees_every_sample_where_the_watch_keeps_only_the_latest() {
+        let tx = SnapshotTx::new(snap(0));
+        let mut latest = tx.subscribe();
+        let mut every = tx.samples();
+        for seq in 1..=3 {
+            tx.send_replace(snap(seq));
+        }
+        latest.changed().await.expect("open");
+        assert_eq!(
+            latest.borrow_and_update().seq,
+            3,
+            "the watch merged 1 and 2 away"
+        );
+        for seq in 1..=3 {
+            assert_eq!(every.recv().await.expect("a sample").seq, seq);
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Judging a running command on fresh samples: which values may count (the fence of every device
+//! an expression reads), what they say (done, failed, started, stopped, moved), and readback.
+//!
+//! # Invariants
+//! - A value counts only if it was read by a request issued after the acknowledgement: the
+//!   command's own device against `ack_seq`, every other device named as `devices.<id>.<signal>`
+//!   against the number that device had issued when the acknowledgement came (`fences`).
+//! - Each sample is judged once: a snapshot republished without a new value (an MQTT or OPC UA
+//!   listener's tick) is no second sample, so `hold_ms` needs distinct samples.
+
+use crate::device::{Liveness, Snapshot};
+use crate::machine::{Event, Reading};
+use crate::plan::{self, Request};
+use crate::supervisor::{Supervisor, offline_detail};
+use closedloop_driver::{Value, Write};
+use closedloop_plant::{Action, Expr, Scope};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// The values one judgement may use, all read after the acknowledgement.
+pub(crate) struct View {
+    /// The command's own device's values.
+    pub signals: BTreeMap<String, Value>,
+    /// Every device's values, with the ones the criteria read taken after their fences.
+    pub devices: BTreeMap<String, BTreeMap<String, Value>>,
+    /// The sample numbers of every criterion value: equal keys are the same sample.
+    pub key: Vec<u64>,
+    /// Wall-clock ms of the oldest criterion value.
+    pub oldest_ms: i64,
+    /// Value, time, source (and unit) of every criterion value, for `evidence`.
+    pub evidence: serde_json::Map<String, serde_json::Value>,
+}
+
+impl View {
+    /// A criterion value by its evidence name (`position_mm`, `devices.meter.contact`).
+    fn value_of(&self, name: &str) -> Option<Value> {
+        match name
+            .strip_prefix("devices.")
+            .and_then(|r| r.split_once('.'))
+        {
+            Some((d, s)) => self.devices.get(d).and_then(|m| m.get(s)).copied(),
+            None => self.signals.get(name).copied(),
+        }
+    }
+}
+
+/// The `done_when` values at dispatch (own signals by name, other devices' as
+/// `devices.<id>.<signal>`), to tell "never moved" from "moved" at the deadline; and whether
+/// `done_when` already held then ("already so").
+pub(crate) fn baseline_of(action: &Action, scope: &Scope) -> (BTreeMap<String, Value>, bool) {
+    let Some(done) = &action.done_when else {
+        return (BTreeMap::new(), false);
+    };
+    let own = done
+        .signals()
+        .iter()
+        .filter_map(|s| scope.signals.get(s).map(|v| (s.clone(), *v)));
+    let others = done.devices().iter().filter_map(|(d, s)| {
+        let v = scope.devices.get(d).and_then(|m| m.get(s))?;
+        Some((format!("devices.{d}.{s}"), *v))
+    });
+    (
+        own.chain(others).collect(),
+        done.eval_bool(scope).unwrap_or(false),
+    )
+}
+
+/// Every expression that decides a running command.
+fn criteria(s: &Supervisor) -> impl Iterator<Item = &Expr> {
+    let a = &s.action;
+    a.done_when
+        .iter()
+        .chain(a.fail_when.iter().map(|(_, e)| e))
+        .chain(a.started_when.iter())
+        .chain(a.stopped_when.iter())
+}
+
+impl Supervisor {
+    /// The own signals the criteria read, sorted.
+    fn criterion_names(&self) -> BTreeSet<String> {
+        criteria(self)
+            .flat_map(|e| e.signals().iter().cloned())
+            .collect()
+    }
+
+    /// The other devices' signals the criteria read (`devices.<id>.<signal>`).
+    pub(crate) fn criterion_refs(&self) -> BTreeSet<(String, String)> {
+        criteria(self)
+            .flat_map(|e| e.devices().iter().cloned())
+            .collect()
+    }
+
+    /// Right after the acknowledgement: the fence of every other device the criteria read, and
+    /// a read of each asked for now rather than at its next tick.
+    pub(crate) fn fence_others(&mut self) {
+        let own = self.dev.id().to_string();
+        for (d, _) in self.criterion_refs() {
+            if d == own || self.fences.contains_key(&d) {
+                continue;
+            }
+            if let Some(dev) = self.ctx.devices.get(&d) {
+                self.fences.insert(d, dev.issued_seq());
+                dev.poll_now();
+            }
+        }
+    }
+
+    /// The criterion values of this sample and of the other devices, or `None` while any of
+    /// them was read before its fence (or its device is offline: it decides nothing).
+    pub(crate) fn fresh_view(&self, snap: &Snapshot) -> Option<View> {
+        let mut key = Vec::new();
+        let mut oldest_ms = i64::MAX;
+        let mut evidence = serde_json::Map::new();
+        let unit_of = |dev: &crate::device::DeviceRt, n: &str| {
+            dev.spec.signal(n).and_then(|s| s.unit.clone())
+        };
+        let mut note = |name: String, v: &crate::device::SignalValue, unit: Option<String>| {
+            key.push(v.seq);
+            oldest_ms = oldest_ms.min(v.at_ms);
+            let mut e =
+                json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
+            if let Some(u) = unit {
+                e["unit"] = json!(u);
+            }
+            evidence.insert(name, e);
+        };
+        for n in self.criterion_names() {
+            let v = snap.values.get(&n).filter(|v| v.seq > self.ack_seq)?;
+            note(n.clone(), v, unit_of(&self.dev, &n));
+        }
+        if snap.seq <= self.ack_seq {
+            return None;
+        }
+        let mut devices = self.ctx.devices_scope();
+        devices.insert(self.dev.id().to_string(), snap.plain());
+        let own = self.dev.id();
+        for (d, s) in self.criterion_refs() {
+            let (other, fence) = if d == own {
+                (snap.clone(), self.ack_seq)
+            } else {
+                let dev = self.ctx.devices.get(&d)?;
+                let other = dev.current();
+                if other.liveness != Liveness::Online {
+                    return None;
+                }
+                (other, *self.fences.get(&d)?)
+            };
+            let v = other.values.get(&s).filter(|v| v.seq > fence)?;
+            devices
+                .entry(d.clone())
+                .or_default()
+                .insert(s.clone(), v.value);
+            let unit = self.ctx.devices.get(&d).and_then(|dev| unit_of(dev, &s));
+            note(format!("devices.{d}.{s}"), v, unit);
+        }
+        Some(View {
+            signals: snap.plain(),
+            devices,
+            key,
+            oldest_ms: if oldest_ms == i64::MAX { 0 } else { oldest_ms },
+            evidence,
+        })
+    }
+
+    /// Turns a sample into an event, if it says something new about this command.
+    pub(crate) async fn judge(&mut self, snap: &Snapshot) -> Option<Event> {
+        if snap.liveness == Liveness::Offline {
+            return Some(Event::Offline {
+                detail: offline_detail(&self.dev, snap),
+            });
+        }
+        let view = self.fresh_view(snap)?;
+        if self.last_sample.as_ref() == Some(&view.key) {
+            // The same sample again (a listener's tick): not a new read.
+            return None;
+        }
+        self.last_sample = Some(view.key.clone());
+        let action = Arc::clone(&self.action);
+        let scope = Scope {
+            signals: &view.signals,
+            params: &self.params,
+            devices: &view.devices,
+            extra_strings: &[],
+        };
+        let holds = |e: &Expr| e.eval_bool(&scope).unwrap_or(false);
+        let failed = action
+            .fail_when
+            .iter()
+            .find(|(_, e)| holds(e))
+            .map(|(c, _)| c.clone());
+        let done = action.done_when.as_ref().is_some_and(holds);
+        let started = action.started_when.as_ref().is_none_or(holds);
+        let stopped = action.stopped_when.as_ref().is_some_and(holds)
+            || action.started_when.as_ref().is_some_and(|s| !holds(s));
+        let moved = self
+            .baseline
+            .iter()
+            .any(|(name, before)| view.value_of(name).is_some_and(|now| now != *before));
+        self.evidence = serde_json::Value::Object(view.evidence.clone());
+        let values: serde_json::Map<String, serde_json::Value> = view
+            .evidence
+            .iter()
+            .map(|(k, e)| (k.clone(), e["value"].clone()))
+            .collect();
+        let values = serde_json::Value::Object(values);
+        if done || failed.is_some() || self.last_logged.as_ref() != Some(&values) {
+            self.ctx
+                .note(&self.cmd, vec![("signal", json!({"values": values}))])
+                .await;
+            self.last_logged = Some(values);
+        }
+        let early = self.baseline_done && view.oldest_ms < self.settle_until_ms;
+        let at_ms = self.ctx.clock.mono_ms(Instant::now());
+        Some(Event::Reading(Reading {
+            at_ms,
+            done,
+            failed,
+            started,
+            moved,
+            early,
+            stopped,
+        }))
+    }
+
+    /// Readback verification: read the written blocks back and compare with what was written;
+    /// a `fail_when` that holds on fresh values fails the command all the same. With a
+    /// `fail_when`, the readback confirms only on failure signals read after the ack and no
+    /// sooner than `expect_s` after it.
+    pub(crate) async fn readback(&mut self) -> Option<Event> {
+        let snap = self.dev.current();
+        if snap.liveness == Liveness::Offline {
+            return Some(Event::Offline {
+                detail: offline_detail(&self.dev, &snap),
+            });
+        }
+        let view = self.fresh_view(&snap);
+        if view.is_none() && !self.action.fail_when.is_empty() {
+            // No fresh sample of the failure signals yet: a readback that matched says nothing
+            // about a fault, so wait for one before completing.
+            self.dev.poll_now();
+            return None;
+        }
+        let failed = view.and_then(|view| {
+            let scope = Scope {
+                signals: &view.signals,
+                params: &self.params,
+                devices: &view.devices,
+                extra_strings: &[],
+            };
+            let code = self
+                .action
+                .fail_when
+                .iter()
+                .find(|(_, e)| e.eval_bool(&scope).unwrap_or(false))
+                .map(|(c, _)| c.clone())?;
+            Some((code, view.evidence))
+        });
+        if let Some((code, evidence)) = failed {
+            self.evidence = serde_json::Value::Object(evidence);
+            return Some(Event::Reading(Reading {
+                at_ms: self.ctx.clock.mono_ms(Instant::now()),
+                done: false,
+                failed: Some(code),
+                started: true,
+                moved: false,
+                early: false,
+                stopped: false,
+            }));
+        }
+        let writes = match self.writes.is_empty() {
+            // A recovered command: what was written is what the plan says now.
+            true => self.planned_writes(&snap)?,
+            false => self.writes.clone(),
+        };
+        let mut all = true;
+        let mut evidence = serde_json::Map::new();
+        for w in writes.iter().filter_map(Request::as_register) {
+            all &= self.read_back_block(w, &mut evidence).await;
+        }
+        if self.dev.opcua().is_some() {
+            for w in &writes {
+                if let Request::OpcuaWrite { node, value } = w {
+                    all &= self.read_back_node(node, *value, &mut evidence).await;
+                }
+            }
+        }
+        self.evidence = serde_json::Value::Object(evidence);
+        // With a fail_when, a matching readback confirms nothing before expect_s: the failure
+        // signals are watched for the action's expected duration first.
+        let early =
+            !self.action.fail_when.is_empty() && self.ctx.clock.now_ms() < self.settle_until_ms;
+        Some(Event::Reading(Reading {
+            at_ms: self.ctx.clock.mono_ms(Instant::now()),
+            done: all,
+            failed: None,
+            started: true,
+            moved: false,
+            early,
+            stopped: false,
+        }))
+    }
+
+    /// The plan evaluated on this snapshot (for a recovered command's readback).
+    fn planned_writes(&self, snap: &Snapshot) -> Option<Vec<Request>> {
+        let devices = self.ctx.devices_scope();
+        let signals = snap.plain();
+        let command_id = self.cmd.row().command_id;
+        let extra = [("command_id", command_id.as_str())];
+        let scope = Scope {
+            signals: &signals,
+            params: &self.params,
+            devices: &devices,
+            extra_strings: &extra,
+        };
+        plan::evaluate(&self.action.write, &scope, self.dev.dbc()).ok()
+    }
+
+    /// Reads one written register block back; whether it holds what was written.
+    async fn read_back_block(
+        &self,
+        w: &Write,
+        evidence: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> bool {
+        let (area, start, count) = match w {
+            Write::Coils { start, values } => (w.area(), *start, values.len() as u16),
+            Write::Registers { start, values } => (w.area(), *start, values.len() as u16),
+        };
+        // Self-clearing outputs (a start coil) cannot be read back as written; a plant that
+        // wants readback declares registers that hold their value.
+        let Ok(Ok(data)) = self.dev.read(area, start, count).await else {
+            return false;
+        };
+        let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
+        let value = match &data {
+            closedloop_driver::Data::Bits(b) => json!(b),
+            closedloop_driver::Data::Words(ws) => json!(ws),
+        };
+        evidence.insert(
+            format!("{area}:{start}"),
+            json!({"value": value, "at": at, "source": format!("{area}:{start}")}),
+        );
+        plan::matches(&data, w)
+    }
+
+    /// Reads an OPC UA variable after the acknowledgement and compares it with the value
+    /// written (a Float node holds it to single precision).
+    async fn read_back_node(
+        &self,
+        node: &str,
+        value: Value,
+        evidence: &mut serde_json::Map<String, serde_json::Value>,
+    ) -> bool {
+        let Some(client) = self.dev.opcua() else {
+            return false;
+        };
+        let read = client.read(&[node.to_string()]).await;
+        let Some(u) = read.ok().and_then(|mut v| v.pop()) else {
+            return false;
+        };
+        let matched = u.good
+            && match (u.value, value) {
+                (Some(Value::Number(a)), Value::Number(b)) => {
+                    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+                }
+                (Some(a), b) => a == b,
+                (None, _) => false,
+            };
+        let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
+        evidence.insert(
+            node.to_string(),
+            json!({"value": u.value, "status": u.status, "at": at, "source": node}),
+        );
+        matched
+    }
+}
