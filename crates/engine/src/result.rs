@@ -113,6 +113,47 @@ impl CommandResult {
         }
     }
 
+    /// The result sized for a model (DESIGN §2): the timeline keeps its milestones and its first
+    /// and last readings; the readings between become one `omitted` entry counting them. A 5 s
+    /// move read every 20 ms would otherwise carry hundreds of readings (~40 KB) that a model
+    /// reads in full; the whole timeline stays in the journal (`Engine::timeline`).
+    pub fn for_model(&self) -> CommandResult {
+        let readings: Vec<usize> = self
+            .timeline
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.event == "signal")
+            .map(|(i, _)| i)
+            .collect();
+        let (Some(&first), Some(&last)) = (readings.first(), readings.last()) else {
+            return self.clone();
+        };
+        if readings.len() <= 2 {
+            return self.clone();
+        }
+        let mut timeline = Vec::with_capacity(self.timeline.len() - readings.len() + 3);
+        for (i, e) in self.timeline.iter().enumerate() {
+            let between = e.event == "signal" && i != first && i != last;
+            if i == last {
+                let mut data = serde_json::Map::new();
+                data.insert("omitted".into(), serde_json::json!(readings.len() - 2));
+                let at = self.timeline[readings[1]].at.clone();
+                timeline.push(TimelineEntry {
+                    at,
+                    event: "omitted".into(),
+                    data,
+                });
+            }
+            if !between {
+                timeline.push(e.clone());
+            }
+        }
+        CommandResult {
+            timeline,
+            ..self.clone()
+        }
+    }
+
     /// A short text for a model, saying what is known and what to do next.
     pub fn summary(&self) -> String {
         let what = format!("{} {}", self.device, self.action);

@@ -430,15 +430,24 @@ impl Server {
             .list(device.as_deref(), status.as_deref(), limit as u32)
             .await
             .map_err(engine_error)?;
-        let text = if list.is_empty() {
+        let (rows, omitted) = list_rows(&list);
+        let mut text = if list.is_empty() {
             "No commands.".to_string()
         } else {
             list.iter()
+                .take(rows.len())
                 .map(|r| format!("{} {}.{} {}", r.command_id, r.device, r.action, r.status))
                 .collect::<Vec<_>>()
                 .join("\n")
         };
-        Ok(structured(json!({"commands": list}), false, text))
+        let mut body = json!({"commands": rows});
+        if omitted > 0 {
+            body["omitted"] = json!(omitted);
+            text.push_str(&format!(
+                "\n({omitted} older commands left out to keep this answer short: filter by device or status, or lower limit.)"
+            ));
+        }
+        Ok(structured(body, false, text))
     }
 
     fn get_device_state(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
@@ -502,9 +511,36 @@ fn list_text(engine: &closedloop_engine::Engine) -> String {
 }
 
 /// A result object as a tool result.
+/// Bytes of `list_commands` rows at most: the answer stays under 4 KB for a model.
+const LIST_BYTES: usize = 3_500;
+
+/// One short row per command, newest first, while they fit in [`LIST_BYTES`]; and how many
+/// were left out. Details, evidence and timelines are one `get_command_status` away.
+fn list_rows(list: &[CommandResult]) -> (Vec<Value>, usize) {
+    let mut rows = Vec::new();
+    let mut bytes = 0;
+    for r in list {
+        let mut row = json!({
+            "command_id": r.command_id, "device": r.device, "action": r.action,
+            "params": r.params, "status": r.status, "verified": r.verified,
+            "accepted_at": r.accepted_at, "updated_at": r.updated_at,
+        });
+        if let Some(c) = &r.error_code {
+            row["error_code"] = json!(c.as_str());
+        }
+        bytes += row.to_string().len() + 1;
+        if bytes > LIST_BYTES {
+            break;
+        }
+        rows.push(row);
+    }
+    let omitted = list.len() - rows.len();
+    (rows, omitted)
+}
+
 pub(crate) fn command_result(r: &CommandResult) -> CallToolResult {
     structured(
-        serde_json::to_value(r).unwrap_or_default(),
+        serde_json::to_value(r.for_model()).unwrap_or_default(),
         r.status.is_error(),
         r.summary(),
     )

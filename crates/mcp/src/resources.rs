@@ -45,7 +45,13 @@ pub(crate) enum Uri {
     Config(String),
     /// `command://{id}`.
     Command(String),
+    /// `command://{id}/timeline` (page 0) or `command://{id}/timeline?page=N`.
+    Timeline(String, usize),
 }
+
+/// Timeline entries per page of `command://{id}/timeline`: a page stays well under what a
+/// client reads comfortably (an entry is ~100–300 bytes).
+pub(crate) const TIMELINE_PAGE: usize = 100;
 
 impl Uri {
     pub(crate) fn parse(uri: &str) -> Option<Uri> {
@@ -61,6 +67,16 @@ impl Uri {
             };
         }
         let id = uri.strip_prefix("command://")?;
+        if let Some((id, rest)) = id.split_once('/') {
+            let page = match rest.strip_prefix("timeline")? {
+                "" => 0,
+                q => q.strip_prefix("?page=")?.parse().ok()?,
+            };
+            return Uri::parse(&format!("command://{id}")).map(|u| match u {
+                Uri::Command(id) => Uri::Timeline(id, page),
+                other => other,
+            });
+        }
         let ok = !id.is_empty()
             && id.len() <= MAX_COMMAND_ID
             && id
@@ -68,6 +84,22 @@ impl Uri {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         ok.then(|| Uri::Command(id.to_string()))
     }
+}
+
+/// One page of a command's whole timeline.
+fn timeline_page(r: &closedloop_engine::CommandResult, page: usize) -> serde_json::Value {
+    let total = r.timeline.len();
+    let pages = total.div_ceil(TIMELINE_PAGE).max(1);
+    let entries: Vec<_> = r
+        .timeline
+        .iter()
+        .skip(page.saturating_mul(TIMELINE_PAGE))
+        .take(TIMELINE_PAGE)
+        .collect();
+    let next = (page + 1 < pages)
+        .then(|| format!("command://{}/timeline?page={}", r.command_id, page + 1));
+    json!({"command_id": r.command_id, "status": r.status, "page": page, "pages": pages,
+           "total": total, "entries": entries, "next": next})
 }
 
 fn is_device_id(id: &str) -> bool {
@@ -173,6 +205,14 @@ impl Server {
                      verification. Never contains secrets.",
                 )
                 .with_mime_type(JSON),
+            ResourceTemplate::new("command://{id}/timeline{?page}", "command_timeline")
+                .with_title("Command timeline")
+                .with_description(
+                    "Every journaled event of one command, every reading included, oldest first, \
+                     in pages of 100 entries (page 0 first; `next` names the following page). \
+                     The result object keeps only milestones and the first and last readings.",
+                )
+                .with_mime_type(JSON),
             ResourceTemplate::new("command://{id}", "command")
                 .with_title("Command result")
                 .with_description(
@@ -196,7 +236,14 @@ impl Server {
             Some(Uri::State(id)) => self.engine.device_state(&id).map(|s| json!(s)),
             Some(Uri::Config(id)) => self.engine.plant().device(&id).map(config::device),
             Some(Uri::Command(id)) => match self.engine.status(&id, Duration::ZERO).await {
-                Ok(r) => Some(json!(r)),
+                Ok(r) => Some(json!(r.for_model())),
+                Err(EngineError::UnknownCommand(_)) => {
+                    return Err(not_found(&uri, "no command has this id"));
+                }
+                Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+            },
+            Some(Uri::Timeline(id, page)) => match self.engine.status(&id, Duration::ZERO).await {
+                Ok(r) => Some(timeline_page(&r, page)),
                 Err(EngineError::UnknownCommand(_)) => {
                     return Err(not_found(&uri, "no command has this id"));
                 }
@@ -205,7 +252,7 @@ impl Server {
             None => {
                 return Err(not_found(
                     &uri,
-                    "resources are device://{id}/state, device://{id}/config and command://{id}",
+                    "resources are device://{id}/state, device://{id}/config, command://{id} and command://{id}/timeline",
                 ));
             }
         };
@@ -243,16 +290,18 @@ impl Server {
                 Some(_) => Ok(Source::fixed()),
                 None => Err(not_found(uri, &self.no_device_text())),
             },
-            Some(Uri::Command(id)) => match self.engine.status(&id, Duration::ZERO).await {
-                Ok(_) => Ok(Source::command(id, &self.engine)),
-                Err(EngineError::UnknownCommand(_)) => {
-                    Err(not_found(uri, "no command has this id"))
+            Some(Uri::Command(id) | Uri::Timeline(id, _)) => {
+                match self.engine.status(&id, Duration::ZERO).await {
+                    Ok(_) => Ok(Source::command(id, &self.engine)),
+                    Err(EngineError::UnknownCommand(_)) => {
+                        Err(not_found(uri, "no command has this id"))
+                    }
+                    Err(e) => Err(McpError::internal_error(e.to_string(), None)),
                 }
-                Err(e) => Err(McpError::internal_error(e.to_string(), None)),
-            },
+            }
             None => Err(not_found(
                 uri,
-                "resources are device://{id}/state, device://{id}/config and command://{id}",
+                "resources are device://{id}/state, device://{id}/config, command://{id} and command://{id}/timeline",
             )),
         }
     }
@@ -294,7 +343,7 @@ impl Server {
             .flatten()
             .filter(|uri| match Uri::parse(uri) {
                 Some(Uri::State(id) | Uri::Config(id)) => plant.device(&id).is_some(),
-                Some(Uri::Command(_)) => true,
+                Some(Uri::Command(_) | Uri::Timeline(..)) => true,
                 None => false,
             })
             .cloned()
@@ -359,6 +408,22 @@ mod tests {
             Uri::parse("command://0193f0c2-7c1e-7a51-9c1f-3f0f4c1b2a77"),
             Some(Uri::Command("0193f0c2-7c1e-7a51-9c1f-3f0f4c1b2a77".into()))
         );
+        assert_eq!(
+            Uri::parse("command://0193f0c2-7c1e/timeline"),
+            Some(Uri::Timeline("0193f0c2-7c1e".into(), 0))
+        );
+        assert_eq!(
+            Uri::parse("command://0193f0c2-7c1e/timeline?page=3"),
+            Some(Uri::Timeline("0193f0c2-7c1e".into(), 3))
+        );
+        for bad in [
+            "command://c1/timeline?page=x",
+            "command://c1/timelines",
+            "command://c1/timeline?pages=1",
+            "command:///timeline",
+        ] {
+            assert_eq!(Uri::parse(bad), None, "{bad}");
+        }
         for bad in [
             "device://lamp",
             "device://lamp/",

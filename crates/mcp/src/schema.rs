@@ -37,7 +37,10 @@ pub fn result_object() -> Value {
 pub fn command_list() -> Value {
     json!({
         "type": "object",
-        "properties": {"commands": {"type": "array", "items": result_object()}},
+        "properties": {
+            "commands": {"type": "array", "items": result_object()},
+            "omitted": {"type": "integer", "description": "Older commands left out to keep the answer under 4 KB."}
+        },
         "required": ["commands"]
     })
 }

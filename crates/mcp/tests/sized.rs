@@ -1,0 +1,144 @@
+//! Results sized for a model: a long command's result and `list_commands` stay under 4 KB,
+//! and the whole timeline is one paged resource away.
+
+mod common;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ReadResourceRequestParams, ResourceContents,
+};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+type Client = RunningService<RoleClient, ()>;
+
+const SLIDE: &str = r#"
+[server]
+name = "sized"
+journal = "sqlite::memory:"
+
+[[device]]
+id = "slide"
+description = "Linear slide"
+driver = { kind = "sim", model = "stepper", speed_mm_s = 60.0, travel_mm = [0.0, 300.0] }
+poll_ms = 10
+[device.signals]
+position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
+moving      = { discrete_input = 0 }
+fault       = { discrete_input = 1 }
+[[device.action]]
+name = "move_to"
+description = "Move the slide."
+params = { target_mm = { type = "number", min = 0.0, max = 300.0, unit = "mm" } }
+write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { coil = 0, value = "true" }]
+done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault"
+fail_when = { MOTOR_STALL = "fault" }
+expect_s = "abs(params.target_mm - position_mm) / 60.0 + 0.05"
+cancel = [{ coil = 1, value = "true" }]
+stopped_when = "!moving"
+"#;
+
+async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
+    let p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap());
+    c.call_tool(p)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+async fn read(c: &Client, uri: &str) -> Value {
+    let r = c
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap_or_else(|e| panic!("{uri}: {e}"));
+    match &r.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => serde_json::from_str(text).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_five_second_move_s_result_stays_under_4_kb_and_its_whole_timeline_is_paged() {
+    let (engine, _sims) = common::engine(SLIDE, std::path::Path::new(".")).await;
+    let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
+    let c = ().serve(io).await.unwrap();
+    let r = call(
+        &c,
+        "slide_move_to",
+        json!({"target_mm": 300.0, "wait_s": 0}),
+    )
+    .await;
+    let id = r.structured_content.as_ref().unwrap()["command_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut done = r;
+    for _ in 0..10 {
+        done = call(
+            &c,
+            "get_command_status",
+            json!({"command_id": id, "wait_s": 10}),
+        )
+        .await;
+        if done.structured_content.as_ref().unwrap()["status"] != "running" {
+            break;
+        }
+    }
+    let sc = done.structured_content.as_ref().unwrap();
+    assert_eq!(sc["status"], "completed", "{sc:#}");
+    let size = sc.to_string().len();
+    assert!(size < 4096, "{size} bytes: {sc:#}");
+    let timeline = sc["timeline"].as_array().unwrap();
+    let kinds: Vec<&str> = timeline
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    for milestone in [
+        "received",
+        "accepted",
+        "dispatched",
+        "device_ack",
+        "completed",
+    ] {
+        assert!(kinds.contains(&milestone), "{milestone} kept: {kinds:?}");
+    }
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "signal").count(),
+        2,
+        "{kinds:?}"
+    );
+    let omitted = timeline
+        .iter()
+        .find(|e| e["event"] == "omitted")
+        .expect("omitted entry");
+    let omitted = omitted["omitted"].as_u64().unwrap();
+    assert!(omitted > 50, "a 5 s move read every 10 ms: {omitted}");
+
+    // The resource has every reading, page after page.
+    let mut uri = format!("command://{id}/timeline");
+    let mut readings = 0;
+    for _ in 0..100 {
+        let page = read(&c, &uri).await;
+        readings += page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "signal")
+            .count();
+        match page["next"].as_str() {
+            Some(next) => uri = next.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(readings as u64, omitted + 2);
+
+    // Many commands: list_commands stays under 4 KB and says how many it left out.
+    for _ in 0..30 {
+        call(&c, "slide_move_to", json!({"target_mm": 1000.0})).await;
+    }
+    let list = call(&c, "list_commands", json!({"limit": 100})).await;
+    let body = list.structured_content.as_ref().unwrap();
+    assert!(body.to_string().len() < 4096, "{}", body.to_string().len());
+    assert!(body["omitted"].as_u64().unwrap() > 0, "{body:#}");
+}
