@@ -5,6 +5,10 @@ browsed and read through the bridge tools, its Running flag is kept fresh by a s
 Start is driven to `completed` on that flag, a speed write to `completed` on its read-back, and
 stopping the server mid-command gives `DEVICE_OFFLINE`, never `completed`.
 
+Issue 10: a mixer (opcua/mixer_server.py, see opcua_mixer.py) whose Start(rpm) sets Running
+inside the call while the server ramps Speed: Start and a write of Setpoint judged on Setpoint
+itself both complete, confirmed by reads issued after the acknowledgement.
+
 A missing prerequisite (asyncua) fails the test; nothing here skips.
 """
 
@@ -17,12 +21,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from opcua_mixer import Mixer, setpoint_write_completes, start_completes
 from support import Lines, act, call, outcome, require, serve, stop
 
 pytestmark = pytest.mark.anyio
 
 HERE = Path(__file__).resolve().parent
 PUMP = HERE / "opcua" / "pump_server.py"
+MIXER = HERE / "opcua" / "mixer_server.py"
 
 PLANT = """
 [server]
@@ -136,3 +142,25 @@ async def test_an_asyncua_pump_is_browsed_read_and_driven_to_completed(
                 sc = await call(session, "get_command_status", {"command_id": sc["command_id"], "wait_s": 3})
         assert sc["status"] != "completed", sc
         assert sc["error_code"] == "DEVICE_OFFLINE", sc
+
+
+@pytest.fixture
+def mixer_plant(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    require("asyncua")
+    mixer = Mixer([sys.executable, str(MIXER)], tmp_path / "mixer.log")
+    try:
+        yield mixer.plant(tmp_path, "asyncua")
+    finally:
+        mixer.stop(request, "mixer_server.py")
+
+
+async def test_an_asyncua_mixer_started_by_a_method_that_sets_running_completes(
+    closedloop_bin: Path, mixer_plant: Path, request: pytest.FixtureRequest
+) -> None:
+    await start_completes(closedloop_bin, mixer_plant, request)
+
+
+async def test_an_asyncua_setpoint_write_judged_on_its_own_node_completes(
+    closedloop_bin: Path, mixer_plant: Path, request: pytest.FixtureRequest
+) -> None:
+    await setpoint_write_completes(closedloop_bin, mixer_plant, request)

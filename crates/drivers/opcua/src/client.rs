@@ -243,7 +243,9 @@ impl OpcuaClient {
             .iter()
             .zip(values.iter())
             .enumerate()
-            .map(|(i, (node, dv))| Update::from_data_value(node.clone(), dv, first + i as u64))
+            .map(|(i, (node, dv))| {
+                Update::from_data_value(node.clone(), dv, first + i as u64, true)
+            })
             .collect())
     }
 }
@@ -284,8 +286,13 @@ async fn drive(
                 // async-opcua 0.19 moves the subscriptions to the new session during the
                 // connect, but its fresh publishing loop only starts publishing on a trigger
                 // that comes after it was created: without this nudge a re-connected
-                // subscription stays silent.
-                session.trigger_publish_now();
+                // subscription stays silent. Only with a subscription to publish for: a server
+                // answers a Publish on a session without one with a BadNoSubscription fault
+                // (the first session, before any monitor subscribed); creating a subscription
+                // triggers its own publish.
+                if session.subscription_state().lock().len() > 0 {
+                    session.trigger_publish_now();
+                }
                 link.send_replace(Link::Connected);
             }
             Ok(SessionPollResult::ConnectionLost(code)) => {

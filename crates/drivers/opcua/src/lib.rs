@@ -13,7 +13,10 @@
 //! before the write can arrive just after its acknowledgement and be numbered above the fence.
 //! A condition that could be satisfied by the old state (a command that changes nothing) needs
 //! more than the fence: `Update::source_ms` / `Update::server_ms` against `Ack::server_ms` (the
-//! same server's clock) tell when the value was sampled.
+//! same server's clock) tell when a subscription's sample was taken. Not a read's: a server may
+//! answer a read with the stored value's own timestamps (asyncua does), older than the
+//! acknowledgement of the write that set it, so a read (`Update::from_read`) issued after the
+//! acknowledgement is fresh by its number alone.
 //!
 //! [`classify`] maps every [`Error`] onto the contract's error codes (`REGISTER_INVALID`,
 //! `DEVICE_OFFLINE`, `BUS_NAK`); the OPC UA status name always stays in the text.

@@ -308,9 +308,12 @@ impl OnSubscriptionNotificationCore for Notifications {
                     continue;
                 };
                 let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
-                let _ = self
-                    .sink
-                    .send(Update::from_data_value(node.clone(), &item.value, seq));
+                let _ = self.sink.send(Update::from_data_value(
+                    node.clone(),
+                    &item.value,
+                    seq,
+                    false,
+                ));
             }
         }
     }

@@ -30,13 +30,26 @@ pub struct Update {
     /// are numbered when they are received, reads and polls when their request is issued, so a
     /// read already in flight when a write was acknowledged never counts as fresh.
     pub seq: u64,
+    /// Whether a Read request (a read, a poll, a resync) produced it, rather than a
+    /// subscription. A read issued after an acknowledgement returns the node's value at that
+    /// time, whatever its timestamps say: a value the write or call itself set keeps the
+    /// timestamp it was set with, before the acknowledgement, and a subscription never sends it
+    /// again (it reports changes only). A subscription sample carries no such promise: the server
+    /// may have taken it before the acknowledgement and queued it.
+    pub from_read: bool,
     /// When the client received it.
     pub received_at: Instant,
 }
 
 impl Update {
-    /// An update built from a data value received for `node`.
-    pub(crate) fn from_data_value(node: String, dv: &DataValue, seq: u64) -> Update {
+    /// An update built from a data value received for `node`, by a Read request (`from_read`) or
+    /// in a subscription's notification.
+    pub(crate) fn from_data_value(
+        node: String,
+        dv: &DataValue,
+        seq: u64,
+        from_read: bool,
+    ) -> Update {
         let status = dv.status();
         let (value, value_type) = match &dv.value {
             Some(v) => convert::decode(v),
@@ -51,6 +64,7 @@ impl Update {
             source_ms: dv.source_timestamp.as_ref().and_then(convert::unix_ms),
             server_ms: dv.server_timestamp.as_ref().and_then(convert::unix_ms),
             seq,
+            from_read,
             received_at: Instant::now(),
         }
     }
@@ -66,6 +80,7 @@ impl Update {
             source_ms: None,
             server_ms: None,
             seq,
+            from_read: false,
             received_at: Instant::now(),
         }
     }

@@ -13,8 +13,12 @@
 //! with the reason.
 //!
 //! A subscription update is numbered when it arrives, but the server may have sampled it before
-//! the write was acknowledged: an update whose own timestamp is not later than the
-//! acknowledgement's (the same server's clock) is numbered at the fence, never above it.
+//! the write was acknowledged: a sample whose own timestamp is not later than the
+//! acknowledgement's (the same server's clock) is numbered at the fence, never above it. A read
+//! is numbered when issued and answers with the node's value at that time, whatever its
+//! timestamps: a value the write or call itself set keeps the timestamp it was set with (before
+//! the acknowledgement) and is never sent again by the subscription, so a read issued after the
+//! acknowledgement is fresh by its number alone.
 
 use super::*;
 use closedloop_opcua::{Link, OpcuaClient, Update};
@@ -144,9 +148,12 @@ impl DeviceRt {
         bad.remove(&u.node);
         let at_ms = self.clock.wall_ms(u.received_at);
         let seq = match *self.opcua_ack.lock().unwrap_or_else(|p| p.into_inner()) {
-            // Sampled at or before the last acknowledgement: not fresh for that write.
+            // A subscription sample taken at or before the last acknowledgement: not fresh for
+            // that write. A read's number (at issue) already says when it was taken.
             Some((fence, ack_ms))
-                if u.seq > fence && u.server_ms.or(u.source_ms).is_some_and(|t| t <= ack_ms) =>
+                if !u.from_read
+                    && u.seq > fence
+                    && u.server_ms.or(u.source_ms).is_some_and(|t| t <= ack_ms) =>
             {
                 fence
             }
@@ -203,12 +210,13 @@ mod tests {
             source_ms: None,
             server_ms: None,
             seq,
+            from_read: false,
             received_at: Instant::now(),
         }
     }
 
-    #[tokio::test]
-    async fn only_good_values_enter_the_cache_and_a_late_resync_never_replaces_a_newer_one() {
+    /// A pump on an OPC UA endpoint that is never reached: updates are fed by hand.
+    fn pump() -> Arc<DeviceRt> {
         let plant = closedloop_plant::parse(
             r#"
 [[device]]
@@ -227,11 +235,16 @@ running = { node = "ns=2;s=Pump1.Running", type = "bool" }
             "opc.tcp://127.0.0.1:9/x",
         ))
         .expect("config");
-        let dev = DeviceRt::new(
+        DeviceRt::new(
             Arc::new(plant.devices[0].clone()),
             DeviceIo::Opcua(client),
             Clock::new(),
-        );
+        )
+    }
+
+    #[tokio::test]
+    async fn only_good_values_enter_the_cache_and_a_late_resync_never_replaces_a_newer_one() {
+        let dev = pump();
         let mut snap = dev.snapshot();
         let mut bad = BTreeSet::new();
         let speed = "ns=2;s=Pump1.Speed";
@@ -290,5 +303,54 @@ running = { node = "ns=2;s=Pump1.Running", type = "bool" }
             &update(running, Some(Value::Number(1.0)), "Good", 10),
         );
         assert_eq!(snap.values["running"].value, Value::Bool(true));
+    }
+
+    #[tokio::test]
+    async fn a_read_after_the_ack_is_fresh_whatever_its_timestamp_a_subscription_sample_is_not() {
+        let dev = pump();
+        let mut snap = dev.snapshot();
+        let mut bad = BTreeSet::new();
+        let running = "ns=2;s=Pump1.Running";
+        // The call set Running at 4_990 on the server's clock and was acknowledged at 5_000
+        // with fence 20.
+        *dev.opcua_ack.lock().unwrap() = Some((20, 5_000));
+        // The subscription's sample of that change (taken before the ack, received after it):
+        // numbered at the fence, never fresh.
+        let mut sample = update(running, Some(Value::Bool(true)), "Good", 21);
+        (sample.source_ms, sample.server_ms) = (Some(4_990), Some(4_990));
+        dev.take_update(&mut snap, &mut bad, &sample);
+        assert_eq!(snap.values["running"].value, Value::Bool(true));
+        assert_eq!((snap.values["running"].seq, snap.seq), (20, 20));
+        // A read issued after the ack answers the value the call set, with the timestamps it
+        // was set with: numbered at issue, fresh.
+        let mut read = update(running, Some(Value::Bool(true)), "Good", 22);
+        (read.source_ms, read.server_ms) = (Some(4_990), Some(4_990));
+        read.from_read = true;
+        dev.take_update(&mut snap, &mut bad, &read);
+        assert_eq!((snap.values["running"].seq, snap.seq), (22, 22));
+        // Only the server's source timestamp (node-opcua sends no server timestamp on a read):
+        // the same for either.
+        let mut sample = update(running, Some(Value::Bool(false)), "Good", 23);
+        sample.source_ms = Some(4_990);
+        dev.take_update(&mut snap, &mut bad, &sample);
+        assert_eq!(
+            snap.values["running"].value,
+            Value::Bool(true),
+            "seq 20 < 22"
+        );
+        assert_eq!(snap.values["running"].seq, 22);
+        let mut read = update(running, Some(Value::Bool(true)), "Good", 24);
+        read.source_ms = Some(4_990);
+        read.from_read = true;
+        dev.take_update(&mut snap, &mut bad, &read);
+        assert_eq!(snap.values["running"].seq, 24);
+        // A read issued before the ack (in flight when it came) is numbered at issue, below the
+        // fence: never fresh, whatever its timestamp.
+        let mut stale = update(running, Some(Value::Bool(false)), "Good", 19);
+        (stale.source_ms, stale.server_ms) = (Some(5_010), Some(5_010));
+        stale.from_read = true;
+        dev.take_update(&mut snap, &mut bad, &stale);
+        assert_eq!(snap.values["running"].value, Value::Bool(true));
+        assert_eq!(snap.values["running"].seq, 24);
     }
 }
