@@ -105,6 +105,8 @@ pub enum ErrorCode {
     Unauthorized,
     /// No command has this id.
     UnknownCommand,
+    /// No device has this id (tools that take a device).
+    UnknownDevice,
 }
 
 impl ErrorCode {
@@ -125,6 +127,7 @@ impl ErrorCode {
             ErrorCode::Cancelled => "CANCELLED",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::UnknownCommand => "UNKNOWN_COMMAND",
+            ErrorCode::UnknownDevice => "UNKNOWN_DEVICE",
         }
     }
 
@@ -144,6 +147,7 @@ impl ErrorCode {
             "CANCELLED" => ErrorCode::Cancelled,
             "UNAUTHORIZED" => ErrorCode::Unauthorized,
             "UNKNOWN_COMMAND" => ErrorCode::UnknownCommand,
+            "UNKNOWN_DEVICE" => ErrorCode::UnknownDevice,
             other => ErrorCode::Signal(other.to_string()),
         }
     }
@@ -155,7 +159,7 @@ impl ErrorCode {
                 "Fix the parameter as the detail says and call the tool again; nothing was written."
             }
             ErrorCode::Interlock => {
-                "A precondition does not hold. Do what the precondition names first, then try again."
+                "Do what the precondition in the detail names first (or ask a person to), then try again."
             }
             ErrorCode::DeviceOffline => {
                 "The device is not answering. Ask the user to check its power and network; do not retry blindly."
@@ -186,9 +190,8 @@ impl ErrorCode {
             }
             ErrorCode::Cancelled => "The command was cancelled on request.",
             ErrorCode::Unauthorized => "The caller lacks the scope for this device or action.",
-            ErrorCode::UnknownCommand => {
-                "No command has this id. Check the command_id, or list_commands."
-            }
+            ErrorCode::UnknownCommand => "Check the command_id, or call list_commands to find it.",
+            ErrorCode::UnknownDevice => "Call list_devices for the device ids this gateway serves.",
         }
     }
 }
@@ -226,6 +229,7 @@ mod tests {
             ErrorCode::Cancelled,
             ErrorCode::Unauthorized,
             ErrorCode::UnknownCommand,
+            ErrorCode::UnknownDevice,
         ] {
             assert_eq!(ErrorCode::parse(c.as_str()), c);
             assert!(!c.hint().is_empty());

@@ -160,6 +160,22 @@ impl Ctx {
             .cloned()
     }
 
+    /// When the commands holding or waiting for `group` are expected to be done: the moment a
+    /// command queued now may start (a queued command's estimate includes that wait).
+    pub fn group_free_at(&self, group: &str) -> Option<tokio::time::Instant> {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.values()
+            .filter(|c| {
+                let row = c.row();
+                self.plant
+                    .device(&row.device)
+                    .and_then(|d| d.action(&row.action))
+                    .is_some_and(|a| a.exclusive == group)
+            })
+            .filter_map(|c| c.expected_end())
+            .max()
+    }
+
     /// Drops a finished command from memory: from now on it is served from the journal.
     pub fn forget(&self, cmd: &LiveCommand) {
         let id = cmd.row().command_id;

@@ -53,7 +53,7 @@ pub fn render(
             format!("The feedback moved but `{done}` never held{within}. {ev}{asked}")
         }
         Reason::NoFreshRead => format!(
-            "No read of {} issued after the acknowledgement came back{within}, so nothing shows whether the feedback moved; the write may have taken effect. {ev}{asked}",
+            "No read of {} issued after the acknowledgement came back with every signal the criteria need{within}, so nothing shows whether the feedback moved; the write may have taken effect. {ev}{asked}",
             device.id
         ),
         Reason::StoppedShort => format!(
@@ -66,8 +66,11 @@ pub fn render(
             action.queue_timeout_s, device.id
         ),
         Reason::Driver(t) | Reason::Offline(t) | Reason::Rejected(t) => t.clone(),
+        Reason::Cancelled { stop_written: true, shutdown: false } if ev.is_empty() => {
+            "Cancelled on request; the cancel plan (stop) was written. Nothing read back shows the device stopped (the action has no stopped_when, or it did not hold in time).".into()
+        }
         Reason::Cancelled { stop_written: true, shutdown: false } => {
-            "Cancelled on request; the cancel plan (stop) was written.".into()
+            format!("Cancelled on request; the cancel plan (stop) was written and the device reads stopped. {ev}")
         }
         Reason::Cancelled { stop_written: true, shutdown: true } => {
             "The gateway shut down while the command ran; the cancel plan (stop) was written.".into()

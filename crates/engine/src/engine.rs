@@ -354,9 +354,14 @@ impl Engine {
             devices: &devices,
             extra_strings: &[],
         };
+        // A queued command starts when the commands ahead of it are done.
+        let start = self
+            .ctx
+            .group_free_at(&action.exclusive)
+            .map_or_else(Instant::now, |t| t.max(Instant::now()));
         if let Some(end) = crate::admit::expected_duration(action, &scope)
             .ok()
-            .and_then(|s| Instant::now().checked_add(Duration::from_secs_f64(s)))
+            .and_then(|s| start.checked_add(Duration::from_secs_f64(s)))
         {
             cmd.set_expected_end(end);
         }
@@ -476,16 +481,20 @@ impl Engine {
         self.ctx.live(command_id).map(|c| c.watch())
     }
 
-    /// Asks for a command to be cancelled and returns its state right after the request was
-    /// handled (waiting briefly for the cancel plan to be written).
-    pub async fn cancel(&self, command_id: &str) -> Result<CommandResult, EngineError> {
+    /// Asks for a command to be cancelled and returns its state once it ended — for an action
+    /// with a cancel plan and `stopped_when`, once the device reads stopped — or when `wait`
+    /// (capped at [`MAX_WAIT`]) ran out, whichever comes first.
+    pub async fn cancel(
+        &self,
+        command_id: &str,
+        wait: Duration,
+    ) -> Result<CommandResult, EngineError> {
         let Some(cmd) = self.ctx.live(command_id) else {
             // Terminal (or unknown): terminal states never change.
             return self.read_journal(command_id).await;
         };
         cmd.request_cancel();
-        cmd.wait_terminal(Instant::now() + Duration::from_secs(2))
-            .await;
+        cmd.wait_terminal(Instant::now() + wait.min(MAX_WAIT)).await;
         Ok(cmd.result())
     }
 

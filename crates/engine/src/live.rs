@@ -76,6 +76,11 @@ impl LiveCommand {
         self.lock().expected_end = Some(end);
     }
 
+    /// When the command is expected to end, if known.
+    pub fn expected_end(&self) -> Option<Instant> {
+        self.lock().expected_end
+    }
+
     /// Applies `change` to a copy of the row, journals it with `events`, then publishes it.
     ///
     /// A failing journal is retried quickly a few times, then every second for as long as it

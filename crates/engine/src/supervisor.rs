@@ -113,7 +113,7 @@ impl Supervisor {
             self.supervise().await;
         }
         if self.hold {
-            self.hold_until_stopped().await;
+            let _ = self.hold_until_stopped().await;
         }
         self.stop_cycling();
         self.ctx.forget(&self.cmd);
@@ -145,7 +145,7 @@ impl Supervisor {
             )
             .await;
         if self.hold {
-            self.hold_until_stopped().await;
+            let _ = self.hold_until_stopped().await;
         }
         self.ctx.forget(&self.cmd);
         drop(self.permit.take());
@@ -461,6 +461,17 @@ impl Supervisor {
                 Effect::PollNow => self.dev.poll_now(),
                 Effect::WriteCancel => {
                     let next = self.write_cancel().await;
+                    let stopping = *self.ctx.shutdown_rx().borrow();
+                    if next == Event::CancelWritten && !stopping {
+                        // A cancel ends once the device reads stopped (bounded), with where
+                        // it stopped as its evidence: the caller learns the outcome, not the
+                        // wish. Without such a read there is no evidence.
+                        let confirmed = match std::mem::take(&mut self.hold) {
+                            true => self.hold_until_stopped().await,
+                            false => None,
+                        };
+                        self.evidence = confirmed.unwrap_or_else(|| json!({}));
+                    }
                     pending.extend(self.machine.on(next));
                 }
                 Effect::SafeState { write_cancel } => {
@@ -610,11 +621,10 @@ impl Supervisor {
             .map(|d| (d - row.accepted_at_ms).max(0) as f64 / 1000.0)
     }
 
-    /// Keeps the device busy until `stopped_when` holds on a fresh read (bounded).
-    async fn hold_until_stopped(&mut self) {
-        let Some(stopped) = self.action.stopped_when.clone() else {
-            return;
-        };
+    /// Keeps the device busy until `stopped_when` holds on a fresh read (bounded); returns the
+    /// evidence of that read (where the device stopped), `None` when it never held in time.
+    async fn hold_until_stopped(&mut self) -> Option<serde_json::Value> {
+        let stopped = self.action.stopped_when.clone()?;
         let mut rx = self.dev.subscribe();
         let after = self.dev.issued_seq();
         self.dev.poll_now();
@@ -635,7 +645,7 @@ impl Supervisor {
                     extra_strings: &[],
                 };
                 if stopped.eval_bool(&scope).unwrap_or(false) {
-                    return;
+                    return Some(self.stopped_evidence(&snap));
                 }
             }
             match tokio::time::timeout_at(until, rx.changed()).await {
@@ -644,10 +654,34 @@ impl Supervisor {
                     let row = self.cmd.row();
                     tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, device = %self.dev.id(),
                                    "stopped_when did not hold within {SAFE_STATE_MAX:?}; releasing the device");
-                    return;
+                    return None;
                 }
             }
         }
+    }
+}
+
+impl Supervisor {
+    /// The criterion signals of a snapshot as evidence (value, time, source, unit).
+    fn stopped_evidence(&self, snap: &Snapshot) -> serde_json::Value {
+        let action = &self.action;
+        let names: std::collections::BTreeSet<&String> = action
+            .done_when
+            .iter()
+            .chain(action.stopped_when.iter())
+            .flat_map(|e| e.signals())
+            .collect();
+        let mut evidence = serde_json::Map::new();
+        for n in names {
+            if let Some(v) = snap.values.get(n) {
+                let mut e = json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
+                if let Some(u) = self.dev.spec.signal(n).and_then(|s| s.unit.clone()) {
+                    e["unit"] = json!(u);
+                }
+                evidence.insert(n.clone(), e);
+            }
+        }
+        serde_json::Value::Object(evidence)
     }
 }
 

@@ -476,3 +476,25 @@ async fn gateway_exceptions_0x0b_are_no_sign_of_the_unit_s_life() {
         r.detail
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_command_s_estimate_includes_the_wait_behind_the_commands_ahead() {
+    let rig = rig(&slide("")).await;
+    rig.online("slide").await;
+    // 200 mm at 100 mm/s: about 2 s of travel ahead.
+    let first = rig
+        .act("slide", "move_to", json!({"target_mm": 200.0}), 0.0)
+        .await;
+    let queued = rig
+        .act("slide", "move_to", json!({"target_mm": 190.0}), 0.0)
+        .await;
+    assert_eq!(queued.status, Status::Accepted);
+    let ahead = first.estimated_remaining_seconds.unwrap();
+    let mine = queued.estimated_remaining_seconds.unwrap();
+    assert!(ahead > 1.5, "{first:#?}");
+    assert!(
+        mine >= ahead,
+        "queued {mine} s must include the {ahead} s ahead of it"
+    );
+    rig.settle(&queued).await;
+}

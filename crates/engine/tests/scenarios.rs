@@ -388,7 +388,10 @@ async fn out_of_range_and_unrepresentable_params_are_rejected_with_nothing_writt
         )
         .await;
     assert_ne!(code(&r), "INVALID_PARAMS", "59990 fits a u16");
-    let _ = rig.engine.cancel(&r.command_id).await;
+    let _ = rig
+        .engine
+        .cancel(&r.command_id, Duration::from_secs(5))
+        .await;
     assert_eq!(rig.sim("slide").peek().target_mm, Some(0.0));
 }
 
@@ -503,20 +506,39 @@ async fn cancel_during_a_move_writes_the_stop_and_the_axis_stops() {
         .act("slide", "move_to", json!({"target_mm": 250.0}), 0.0)
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let c = rig.engine.cancel(&r.command_id).await.unwrap();
+    let c = rig
+        .engine
+        .cancel(&r.command_id, Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!(
         (c.status, code(&c).as_str()),
         (Status::Cancelled, "CANCELLED"),
         "{c:#?}"
     );
     assert!(events(&c).contains(&"cancel_sent".to_string()));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The answer comes once the axis reads stopped, and says where: no sleep needed.
     let p = rig.sim("slide").peek();
-    assert!(!p.moving.unwrap());
+    assert!(
+        !p.moving.unwrap(),
+        "cancel returned while the axis still moved"
+    );
     let pos = p.position_mm.unwrap();
     assert!(pos > 5.0 && pos < 200.0, "stopped part-way: {pos}");
+    assert_eq!(ev_value(&c, "moving"), json!(false), "{c:#?}");
+    let at = ev_value(&c, "position_mm").as_f64().unwrap();
+    assert!((at - pos).abs() < 0.5, "evidence {at} vs the axis at {pos}");
+    assert!(
+        c.detail.as_deref().unwrap().contains("reads stopped"),
+        "{:?}",
+        c.detail
+    );
     // Terminal states never change: a second cancel returns the same outcome.
-    let again = rig.engine.cancel(&r.command_id).await.unwrap();
+    let again = rig
+        .engine
+        .cancel(&r.command_id, Duration::from_secs(5))
+        .await
+        .unwrap();
     assert_eq!(again.status, Status::Cancelled);
 }
 

@@ -18,6 +18,8 @@ use tracing::Instrument;
 
 /// Default `wait_s` of `get_command_status`.
 const STATUS_WAIT_DEFAULT: f64 = 3.0;
+/// How long `cancel_command` waits, by default, for the device to read stopped.
+const CANCEL_WAIT_DEFAULT: f64 = 5.0;
 /// Largest `limit` of `list_commands`.
 const LIST_MAX: u64 = 200;
 
@@ -123,7 +125,12 @@ impl Server {
         caller: &crate::Caller,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let wait = take_wait(&mut args, "wait_s", 0.0)?;
+        // A Tasks client follows its task: its call returns at once unless it asks to wait.
+        let default = match crate::tasks::client_wants_tasks(cx) {
+            true => 0.0,
+            false => self.default_wait_s(),
+        };
+        let wait = take_wait(&mut args, "wait_s", default)?;
         let key = match args.remove("idempotency_key") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if !s.is_empty() && s.len() <= 200 => Some(s),
@@ -224,6 +231,7 @@ impl Server {
         };
         match self.engine.submit(sub).await {
             Ok(r) => Ok(command_result(&r)),
+            Err(EngineError::UnknownDevice(d)) => Ok(unknown_device(&self.engine, &d)),
             Err(e) => Err(engine_error(e)),
         }
     }
@@ -235,7 +243,7 @@ impl Server {
         request_id: String,
         caller: &crate::Caller,
     ) -> Result<CallToolResult, McpError> {
-        let wait = take_wait(&mut args, "wait_s", 0.0)?;
+        let wait = take_wait(&mut args, "wait_s", self.default_wait_s())?;
         let Some(Value::String(token)) = args.get("confirmation_token") else {
             return Err(McpError::invalid_params(
                 "confirmation_token (a string) is required",
@@ -261,6 +269,11 @@ impl Server {
         }
     }
 
+    /// The plant's `[server] default_wait_s`: how long an action call waits when it says not.
+    fn default_wait_s(&self) -> f64 {
+        self.engine.plant().server.default_wait_s
+    }
+
     fn generic(&self) -> bool {
         self.engine.plant().server.tools == closedloop_plant::ToolMode::Generic
     }
@@ -277,6 +290,9 @@ impl Server {
             .ok_or_else(|| McpError::invalid_params("device is required", None))?;
         let action = opt_str(&args, "action")?
             .ok_or_else(|| McpError::invalid_params("action is required", None))?;
+        if self.engine.plant().device(&device).is_none() {
+            return Ok(unknown_device(&self.engine, &device));
+        }
         if self
             .engine
             .plant()
@@ -307,9 +323,9 @@ impl Server {
     fn describe_device(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
         let id = opt_str(args, "device")?
             .ok_or_else(|| McpError::invalid_params("device is required", None))?;
-        let device = self.engine.plant().device(&id).ok_or_else(|| {
-            McpError::invalid_params(format!("no device {id:?}; list_devices names them"), None)
-        })?;
+        let Some(device) = self.engine.plant().device(&id) else {
+            return Ok(unknown_device(&self.engine, &id));
+        };
         let liveness = self.engine.device_state(&id).map(|s| s.liveness);
         let v = json!({
             "device": device.id,
@@ -395,7 +411,8 @@ impl Server {
             Err(EngineError::UnknownCommand(id)) => return Ok(unknown_command(&id)),
             _ => {}
         }
-        match self.engine.cancel(&id).await {
+        let wait = take_wait(&mut args.clone(), "wait_s", CANCEL_WAIT_DEFAULT)?;
+        match self.engine.cancel(&id, wait).await {
             Ok(r) => Ok(command_result(&r)),
             Err(EngineError::UnknownCommand(id)) => Ok(unknown_command(&id)),
             Err(e) => Err(engine_error(e)),
@@ -405,13 +422,20 @@ impl Server {
     async fn list_commands(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
         let device = opt_str(args, "device")?;
         let status = opt_str(args, "status")?;
+        if let Some(d) = &device
+            && self.engine.plant().device(d).is_none()
+        {
+            return Ok(unknown_device(&self.engine, d));
+        }
         if let Some(s) = &status
             && closedloop_engine::Status::parse(s).is_none()
         {
-            return Err(McpError::invalid_params(
-                format!("status {s:?} is not a command status"),
-                None,
-            ));
+            let code = ErrorCode::InvalidParams;
+            let detail = format!(
+                "status {s:?} is not a command status; use one of rejected, accepted, running, completed, failed, timeout, sent, cancelled."
+            );
+            let v = json!({"error_code": code.as_str(), "detail": detail, "hint": code.hint()});
+            return Ok(structured(v, true, format!("INVALID_PARAMS: {detail}")));
         }
         let limit = match args.get("limit") {
             None | Some(Value::Null) => 20,
@@ -453,12 +477,9 @@ impl Server {
     fn get_device_state(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
         let device = opt_str(args, "device")?
             .ok_or_else(|| McpError::invalid_params("device is required", None))?;
-        let state = self.engine.device_state(&device).ok_or_else(|| {
-            McpError::invalid_params(
-                format!("no device {device:?}; list_devices names them"),
-                None,
-            )
-        })?;
+        let Some(state) = self.engine.device_state(&device) else {
+            return Ok(unknown_device(&self.engine, &device));
+        };
         let values: Vec<String> = state
             .signals
             .iter()
@@ -610,6 +631,24 @@ fn unauthorized(caller: &crate::Caller, what: &str) -> CallToolResult {
     let detail = format!("{} may not {what}.", caller.name);
     let v = json!({"status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": code.hint()});
     structured(v, true, format!("Rejected (UNAUTHORIZED): {detail}"))
+}
+
+/// The answer for a device id the plant does not have: an error result a model can act on.
+pub(crate) fn unknown_device(engine: &closedloop_engine::Engine, id: &str) -> CallToolResult {
+    let code = ErrorCode::UnknownDevice;
+    let ids: Vec<&str> = engine
+        .plant()
+        .devices
+        .iter()
+        .map(|d| d.id.as_str())
+        .collect();
+    let detail = format!(
+        "No device has id {id:?}; the devices are {}.",
+        ids.join(", ")
+    );
+    let v =
+        json!({"device": id, "error_code": code.as_str(), "detail": detail, "hint": code.hint()});
+    structured(v, true, format!("UNKNOWN_DEVICE: {detail} {}", code.hint()))
 }
 
 fn unknown_command(id: &str) -> CallToolResult {

@@ -21,9 +21,21 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _req: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        // A token sees the action tools it may call, not every tool of the plant.
+        let caller = self.caller(&cx);
+        let plant = self.engine.plant();
+        let tools = self
+            .tools
+            .iter()
+            .filter(|t| match plant.tool(&t.name) {
+                Some((device, _)) => caller.may_actuate(&device.id),
+                None => true,
+            })
+            .cloned()
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -114,7 +114,11 @@ pub fn status_input() -> Value {
 pub fn cancel_input() -> Value {
     json!({
         "type": "object",
-        "properties": {"command_id": {"type": "string"}},
+        "properties": {
+            "command_id": {"type": "string"},
+            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 5,
+                       "description": "Wait up to this many seconds for the stop to be confirmed (the device reads stopped) before returning."}
+        },
         "required": ["command_id"],
         "additionalProperties": false
     })
@@ -154,7 +158,7 @@ pub fn confirm_input() -> Value {
         "type": "object",
         "properties": {
             "confirmation_token": {"type": "string", "description": "The token a needs_confirmation result returned."},
-            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 0}
+            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 2, "description": "Wait up to this many seconds for a final status (the plant's default_wait_s when absent)."}
         },
         "required": ["confirmation_token"],
         "additionalProperties": false
@@ -169,7 +173,7 @@ pub fn run_action_input(devices: &[String]) -> Value {
             "device": {"type": "string", "enum": devices, "description": "A device id (describe_device lists its actions)."},
             "action": {"type": "string", "description": "An action name of that device."},
             "params": {"type": "object", "description": "The action's parameters, as describe_device's input_schema says."},
-            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 0},
+            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 2, "description": "Wait up to this many seconds for a final status (the plant's default_wait_s when absent)."},
             "idempotency_key": {"type": "string"},
             "confirmation_token": {"type": "string"}
         },

@@ -189,7 +189,7 @@ impl Server {
             ));
         }
         self.engine
-            .cancel(&request.task_id)
+            .cancel(&request.task_id, Duration::from_secs(5))
             .await
             .map_err(task_error)?;
         Ok(())

@@ -30,6 +30,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
         ToolMode::PerAction => {
             for (device, action) in plant.actions() {
                 let mut schema = action.input_schema();
+                schema["properties"]["wait_s"]["default"] = json!(plant.server.default_wait_s);
                 if action.confirm
                     && let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
                 {

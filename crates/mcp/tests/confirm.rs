@@ -392,3 +392,20 @@ async fn a_keyed_call_keeps_its_key_through_the_confirmation_and_a_retry_finds_i
     );
     assert!((sims["slide"].peek().position_mm.unwrap() - 50.0).abs() < 0.5);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_action_completes_in_one_call_without_wait_s() {
+    let (c, _sims, _engine) = start("").await;
+    let r = call(&c, "lamp_switch", json!({"on": true})).await;
+    assert_eq!(sc(&r)["status"], "completed", "{:?}", r.structured_content);
+    // default_wait_s = 0: the call returns at once, accepted.
+    let (c, _sims, _engine) = start("default_wait_s = 0").await;
+    let r = call(&c, "lamp_switch", json!({"on": true})).await;
+    assert_eq!(sc(&r)["status"], "accepted", "{:?}", r.structured_content);
+    let tools = c.list_all_tools().await.unwrap();
+    let lamp = tools.iter().find(|t| t.name == "lamp_switch").unwrap();
+    assert_eq!(
+        lamp.input_schema["properties"]["wait_s"]["default"],
+        json!(0.0)
+    );
+}

@@ -552,3 +552,43 @@ impl Gateway {
         self.engine.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_shows_a_token_only_the_action_tools_it_may_call() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.iter().map(|t| t.name.to_string()).collect()
+    };
+    let viewer = session_client(&gw.url, Some(VIEWER)).await;
+    let seen = names(viewer.list_all_tools().await.unwrap());
+    assert!(
+        !seen
+            .iter()
+            .any(|n| n == "lamp_switch" || n == "slide_move_to"),
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|n| n == "get_device_state"), "{seen:?}");
+    let ops = session_client(&gw.url, Some(OPS)).await;
+    let seen = names(ops.list_all_tools().await.unwrap());
+    assert!(seen.iter().any(|n| n == "lamp_switch") && seen.iter().any(|n| n == "slide_move_to"));
+    // An unknown device is an error result a model can recover from, not a protocol error.
+    let r = call(&viewer, "get_device_state", json!({"device": "lamb"})).await;
+    assert_eq!(
+        (r.is_error, sc(&r)["error_code"].as_str()),
+        (Some(true), Some("UNKNOWN_DEVICE"))
+    );
+    assert!(
+        sc(&r)["detail"].as_str().unwrap().contains("lamp, slide"),
+        "{r:?}"
+    );
+    let r = call(&viewer, "list_commands", json!({"device": "lamb"})).await;
+    assert_eq!(sc(&r)["error_code"], "UNKNOWN_DEVICE");
+    let r = call(&viewer, "list_commands", json!({"status": "done"})).await;
+    assert_eq!(
+        (r.is_error, sc(&r)["error_code"].as_str()),
+        (Some(true), Some("INVALID_PARAMS"))
+    );
+    viewer.cancel().await.unwrap();
+    ops.cancel().await.unwrap();
+    gw.stop_and_caller_none().await;
+}

@@ -241,6 +241,7 @@ async fn resources_are_listed_read_and_templated() {
         [
             "device://{id}/state",
             "device://{id}/config",
+            "command://{id}/timeline{?page}",
             "command://{id}"
         ]
     );
@@ -325,8 +326,8 @@ async fn a_command_subscriber_hears_every_change_up_to_the_last() {
     let rig = start().await;
     let c = &rig.client;
     // The first move holds the slide; the second queues behind it, still "accepted".
-    let first = call(c, "slide_move_to", json!({"target_mm": 40.0})).await;
-    let second = call(c, "slide_move_to", json!({"target_mm": 10.0})).await;
+    let first = call(c, "slide_move_to", json!({"target_mm": 40.0, "wait_s": 0})).await;
+    let second = call(c, "slide_move_to", json!({"target_mm": 10.0, "wait_s": 0})).await;
     assert_eq!(second["status"], "accepted");
     let id = second["command_id"].as_str().unwrap();
     let uri = format!("command://{id}");

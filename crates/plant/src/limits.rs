@@ -125,6 +125,8 @@ pub const CYCLE_MS: Limit = Limit::new("cycle_ms", 1.0, 60_000.0, "ms");
 pub const PERIOD_MS: Limit = Limit::new("period_ms", 1.0, 60_000.0, "ms");
 /// `confirm_ttl_s` of the server: a confirmation token expires within a day.
 pub const CONFIRM_TTL_S: Limit = Limit::new("confirm_ttl_s", 1.0, 86_400.0, "s");
+/// `default_wait_s` of the server: the longest wait a tool call may ask for is 10 s.
+pub const DEFAULT_WAIT_S: Limit = Limit::new("default_wait_s", 0.0, 10.0, "s");
 
 #[cfg(test)]
 mod tests {

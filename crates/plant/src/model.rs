@@ -22,6 +22,7 @@ pub(crate) struct RawServer {
     pub token: Vec<RawToken>,
     pub tools: Option<ToolMode>,
     pub confirm_ttl_s: Option<f64>,
+    pub default_wait_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -52,6 +52,10 @@ pub struct Server {
     pub tools: ToolMode,
     /// How long a confirmation token of a `confirm = true` action stays valid. Default 120 s.
     pub confirm_ttl_s: f64,
+    /// How long an action tool waits for a final status when the call gives no `wait_s`:
+    /// a fast action completes in one call, a slow one still answers `accepted` quickly.
+    /// Default 2 s, at most 10.
+    pub default_wait_s: f64,
 }
 
 /// How actions become MCP tools.

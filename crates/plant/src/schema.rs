@@ -45,9 +45,10 @@ impl Action {
         props.insert(
             "wait_s".into(),
             json!({
-                "type": "number", "minimum": 0, "maximum": 10, "default": 0,
-                "description": "Wait up to this many seconds for a final status before returning \
-                                (0: return at once with status accepted)."
+                "type": "number", "minimum": 0, "maximum": 10, "default": 2,
+                "description": "Wait up to this many seconds for a final status before returning: \
+                                a fast action completes in one call, a slow one returns accepted \
+                                (0: return at once)."
             }),
         );
         props.insert(

@@ -210,6 +210,7 @@ pub(super) fn example(leaf: &str, kind: Kind) -> Option<&'static str> {
         ("queue_timeout_s", _) => "10",
         ("max_silence_s", _) => "2.0",
         ("confirm_ttl_s", _) => "120",
+        ("default_wait_s", _) => "2",
         ("heartbeat_s", _) => "1.0",
         ("coil" | "discrete_input" | "holding" | "input" | "bit", _) => "0",
         ("unit", Kind::Whole) => "1",

@@ -10,6 +10,8 @@ pub(crate) const DEFAULT_JOURNAL: &str = "sqlite://closedloop.db";
 
 /// How long a confirmation token stays valid when the file says nothing.
 pub(crate) const DEFAULT_CONFIRM_TTL_S: f64 = 120.0;
+/// How long an action tool waits for a final status when the call does not say (`wait_s`).
+pub(crate) const DEFAULT_WAIT_S: f64 = 2.0;
 
 pub(crate) fn server(
     raw: RawServer,
@@ -68,12 +70,21 @@ pub(crate) fn server(
     ) {
         sink.push(None, "server.confirm_ttl_s", m);
     }
+    let default_wait_s = raw.default_wait_s.unwrap_or(DEFAULT_WAIT_S);
+    if let Err(m) = crate::limits::DEFAULT_WAIT_S.check_f64(
+        default_wait_s,
+        "an action tool waits at most 10 s for a final status; write a number of seconds in that \
+         range, or remove default_wait_s for the default 2",
+    ) {
+        sink.push(None, "server.default_wait_s", m);
+    }
     Server {
         name,
         journal,
         tokens,
         tools: raw.tools.unwrap_or_default(),
         confirm_ttl_s,
+        default_wait_s,
     }
 }
 
