@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing_subscriber::Layer;
 
+mod check;
 mod demo;
 mod journal_cmds;
 mod serve;
@@ -101,7 +102,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Cmd::Check { plant } => Ok(check(&plant)),
+        Cmd::Check { plant } => Ok(check::run(&plant)),
         Cmd::Serve {
             plant,
             http,
@@ -189,22 +190,4 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Loads a plant file, turning its errors into one message per line.
 fn load(path: &std::path::Path) -> Result<closedloop_plant::Plant> {
     closedloop_plant::load(path).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-fn check(path: &std::path::Path) -> ExitCode {
-    match closedloop_plant::load(path) {
-        Ok(plant) => {
-            if let Err(e) = closedloop_engine::build_drivers(&plant) {
-                eprintln!("{}: {e}", path.display());
-                return ExitCode::from(1);
-            }
-            print!("{}", closedloop_plant::render_surface(&plant));
-            println!("{}: OK", path.display());
-            ExitCode::SUCCESS
-        }
-        Err(errors) => {
-            eprintln!("{errors}");
-            ExitCode::from(1)
-        }
-    }
 }

@@ -23,6 +23,13 @@ async fn start_engine_with(
     plant_path: &Path,
     plant: closedloop_plant::Plant,
 ) -> Result<Arc<Engine>> {
+    // An in-process simulated device answers exception 2 for every address its model lacks:
+    // refuse such a plant as `closedloop check` does, instead of serving signals that never read.
+    let refused = crate::check::sim_errors(&plant, &plant_path.display().to_string());
+    if !refused.is_empty() {
+        let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        anyhow::bail!("{}", lines.join("\n"));
+    }
     let journal = Journal::open(&plant.server.journal)
         .await
         .with_context(|| {

@@ -1,0 +1,51 @@
+//! `closedloop check PLANT`: the loader's validation, the drivers built as `serve` builds them,
+//! and the simulator's register maps; then the tool surface.
+//!
+//! Errors go to stderr and exit 1; warnings (`warning: ...`, such as an address that looks
+//! 1-based) go to stderr too but leave the exit code at 0.
+
+pub mod sim_map;
+
+use sim_map::{Finding, Severity};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Runs the check and prints its verdict.
+pub fn run(path: &Path) -> ExitCode {
+    let plant = match closedloop_plant::load(path) {
+        Ok(plant) => plant,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::from(1);
+        }
+    };
+    if let Err(e) = closedloop_engine::build_drivers(&plant) {
+        eprintln!("{}: {e}", path.display());
+        return ExitCode::from(1);
+    }
+    let findings = sim_map::lint(&plant, &path.display().to_string());
+    for f in &findings {
+        eprintln!("{f}");
+    }
+    if findings.iter().any(|f| f.severity == Severity::Error) {
+        return ExitCode::from(1);
+    }
+    print!("{}", closedloop_plant::render_surface(&plant));
+    println!("{}: OK", path.display());
+    ExitCode::SUCCESS
+}
+
+/// The errors (not the warnings) the simulator's maps find in `plant`, for `serve` to refuse
+/// an in-process simulated device it could never read or write.
+pub fn sim_errors(plant: &closedloop_plant::Plant, label: &str) -> Vec<Finding> {
+    sim_map::lint(plant, label)
+        .into_iter()
+        .filter(|f| {
+            f.severity == Severity::Error
+                && plant
+                    .devices
+                    .iter()
+                    .any(|d| Some(&d.id) == f.error.device.as_ref() && d.driver.kind() == "sim")
+        })
+        .collect()
+}
