@@ -33,15 +33,25 @@ enum Cmd {
         plant: PathBuf,
     },
     /// Serve the plant's tools over MCP on stdin/stdout (logs go to stderr), or over HTTP.
+    ///
+    /// An MCP client starts this command and speaks JSON-RPC on its stdin and stdout; to watch
+    /// the tools work from a terminal, run `closedloop demo`.
+    ///
+    /// Logs: stderr shows warnings and errors; CLOSEDLOOP_LOG sets the level (error, warn, info,
+    /// debug, trace, or a tracing filter such as closedloop_engine=debug) of stderr and of the
+    /// log file alike.
     Serve {
         /// The plant file (TOML).
         plant: PathBuf,
-        /// Also append logs to this file.
-        #[arg(long)]
+        /// Also append logs to this file, at info level unless CLOSEDLOOP_LOG says otherwise
+        /// (every command accepted and every change it goes through).
+        #[arg(long, value_name = "FILE")]
         log_file: Option<PathBuf>,
         /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio, e.g. 127.0.0.1:8080
-        /// (port 0 picks a free one; the address is printed on stderr). An address other than
-        /// loopback needs a [[server.token]] in the plant.
+        /// (port 0 picks a free one). The URLs clients can use are printed on stderr; for
+        /// 0.0.0.0 (every interface) that is 127.0.0.1 and this host's own addresses, which are
+        /// also accepted as Host. An address other than loopback needs a [[server.token]] in the
+        /// plant.
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
         /// Also accept this Host header (NAME or NAME:PORT), e.g. the gateway's DNS name.
@@ -145,18 +155,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// Logs go to stderr — stdout carries MCP — and, for `serve --log-file`, to a file as well.
-/// `CLOSEDLOOP_LOG` sets the filter (default `warn`).
+/// `CLOSEDLOOP_LOG` sets the filter of both; without it stderr shows `warn` and the file `info`
+/// (a log file asked for and left empty helps nobody).
 fn init_logging(file: Option<&std::path::Path>) -> Result<()> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let filter = || {
+    let filter = |default: &str| {
         tracing_subscriber::EnvFilter::try_from_env("CLOSEDLOOP_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
     };
     let stderr = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
-        .with_filter(filter());
+        .with_filter(filter("warn"));
     let file_layer = match file {
         Some(path) => {
             let f = std::fs::OpenOptions::new()
@@ -168,7 +179,7 @@ fn init_logging(file: Option<&std::path::Path>) -> Result<()> {
                 tracing_subscriber::fmt::layer()
                     .with_ansi(false)
                     .with_writer(std::sync::Mutex::new(f))
-                    .with_filter(filter()),
+                    .with_filter(filter("info")),
             )
         }
         None => None,

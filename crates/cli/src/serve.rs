@@ -49,6 +49,9 @@ async fn start_engine_with(
 pub async fn serve(plant_path: &Path) -> Result<()> {
     let engine = start_engine(plant_path).await?;
     tracing::info!(plant = %plant_path.display(), "closedloop serving MCP over stdio");
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        eprint!("{}", terminal_hint(plant_path, &engine.plant().server.name));
+    }
     let server = closedloop_mcp::Server::new(Arc::clone(&engine), "stdio");
     let running = server
         .serve(rmcp::transport::stdio())
@@ -62,6 +65,44 @@ pub async fn serve(plant_path: &Path) -> Result<()> {
     engine.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// What `serve` says when a person runs it at a terminal: stdin/stdout carry MCP's JSON-RPC,
+/// so typing at it does nothing useful. The server keeps serving all the same.
+pub fn terminal_hint(plant_path: &Path, name: &str) -> String {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "closedloop".into());
+    let plant = std::fs::canonicalize(plant_path)
+        .unwrap_or_else(|_| plant_path.to_path_buf())
+        .display()
+        .to_string();
+    let json = |s: &str| serde_json::Value::from(s).to_string();
+    format!(
+        "closedloop serve speaks MCP (JSON-RPC) on stdin and stdout: an MCP client starts it and \
+         talks to it; typing here does nothing useful.\n\
+         \x20 Claude Desktop (claude_desktop_config.json) or Cursor (.cursor/mcp.json):\n\
+         \x20   {{ \"mcpServers\": {{ {}: {{ \"command\": {}, \"args\": [\"serve\", {}] }} }} }}\n\
+         \x20 Over HTTP instead: closedloop serve {} --http 127.0.0.1:8080  (then the URL http://127.0.0.1:8080/mcp)\n\
+         \x20 To watch it work without a client: closedloop demo\n\
+         Serving on stdio until the client closes it or Ctrl-C.\n",
+        json(name),
+        json(&exe),
+        json(&plant),
+        shell_word(&plant),
+    )
+}
+
+/// `s` as one shell word: as it is when it needs no quoting, else in single quotes.
+pub fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%=".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// What `--http` was given.
@@ -91,6 +132,22 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
             IpAddr::V6(ip) => format!("[{ip}]"),
         });
     }
+    // Listening on every interface (0.0.0.0 or [::]): clients reach it by this host's addresses,
+    // which are literal IPs too, so they are accepted as Host and announced.
+    let mut others = Vec::new();
+    if args.addr.ip().is_unspecified() {
+        others = host_addresses(args.addr.ip());
+        // [::] takes IPv4 connections too unless the system says v6-only (Linux's default).
+        let dual =
+            std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").is_ok_and(|v| v.trim() == "0");
+        if args.addr.is_ipv6() && dual {
+            others.extend(host_addresses(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        }
+    }
+    opts.allowed_hosts.extend(others.iter().map(|ip| match ip {
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+    }));
     opts.allowed_hosts.extend(args.allow_hosts);
     opts.allowed_origins.extend(args.allow_origins);
     opts.validate()?;
@@ -101,15 +158,117 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
     let engine = start_engine_with(plant_path, plant).await?;
     let server = closedloop_mcp::Server::new(Arc::clone(&engine), "http");
     tracing::info!(plant = %plant_path.display(), %local, "closedloop serving MCP over HTTP");
-    // One line, for people and for tests that need the port.
-    eprintln!(
-        "closedloop: listening on http://{local}{}",
-        closedloop_mcp::http::PATH
-    );
+    // The first line is for people and for tests that need the port: always an address a client
+    // can connect to (never 0.0.0.0).
+    eprint!("{}", announcement(local, &others));
     let result = closedloop_mcp::http::serve(listener, server, opts, signalled()?).await;
     engine.shutdown().await;
     tracing::info!("shut down cleanly");
     result.context("serving HTTP")
+}
+
+/// The lines `serve --http` prints once it listens on `local`: the loopback URL first (the
+/// bound address itself unless it is 0.0.0.0 or [::]), then this host's `others`.
+pub fn announcement(local: SocketAddr, others: &[IpAddr]) -> String {
+    let path = closedloop_mcp::http::PATH;
+    let port = local.port();
+    if !local.ip().is_unspecified() {
+        return format!("closedloop: listening on http://{local}{path}\n");
+    }
+    let loopback: IpAddr = match local.ip() {
+        IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+        IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+    };
+    let mut out = format!(
+        "closedloop: listening on http://{}{path}\n",
+        SocketAddr::new(loopback, port)
+    );
+    for ip in others {
+        out.push_str(&format!(
+            "closedloop: also on http://{}{path}\n",
+            SocketAddr::new(*ip, port)
+        ));
+    }
+    out.push_str(&format!(
+        "closedloop: {} is every interface of this host: its other addresses answer on port {port} \
+         too; under a DNS name, add --allow-host NAME\n",
+        match local.ip() {
+            IpAddr::V4(ip) => ip.to_string(),
+            IpAddr::V6(ip) => format!("[{ip}]"),
+        }
+    ));
+    out
+}
+
+/// This host's own addresses of `family`'s IP version, loopback excluded, as the kernel lists
+/// them (Linux `/proc/net/fib_trie` and `/proc/net/if_inet6`); elsewhere, the address a UDP
+/// socket would send from toward a documentation address (nothing is sent).
+fn host_addresses(family: IpAddr) -> Vec<IpAddr> {
+    let mut found: Vec<IpAddr> = match family {
+        IpAddr::V4(_) => std::fs::read_to_string("/proc/net/fib_trie")
+            .map(|t| local_v4(&t).into_iter().map(IpAddr::V4).collect())
+            .unwrap_or_default(),
+        IpAddr::V6(_) => std::fs::read_to_string("/proc/net/if_inet6")
+            .map(|t| global_v6(&t).into_iter().map(IpAddr::V6).collect())
+            .unwrap_or_default(),
+    };
+    if found.is_empty() {
+        let (bind, probe): (SocketAddr, SocketAddr) = match family {
+            IpAddr::V4(_) => ("0.0.0.0:0".parse().unwrap(), "192.0.2.1:9".parse().unwrap()),
+            IpAddr::V6(_) => (
+                "[::]:0".parse().unwrap(),
+                "[2001:db8::1]:9".parse().unwrap(),
+            ),
+        };
+        if let Ok(s) = std::net::UdpSocket::bind(bind)
+            && s.connect(probe).is_ok()
+            && let Ok(a) = s.local_addr()
+            && !a.ip().is_unspecified()
+            && !a.ip().is_loopback()
+        {
+            found.push(a.ip());
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// The IPv4 addresses `/proc/net/fib_trie` marks `/32 host LOCAL`, without 127.0.0.0/8.
+fn local_v4(fib_trie: &str) -> Vec<std::net::Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut last = None;
+    for line in fib_trie.lines() {
+        let t = line.trim();
+        if let Some(ip) = t.strip_prefix("|-- ") {
+            last = ip.parse::<std::net::Ipv4Addr>().ok();
+        } else if t == "/32 host LOCAL"
+            && let Some(ip) = last
+            && !ip.is_loopback()
+            && !out.contains(&ip)
+        {
+            out.push(ip);
+        }
+    }
+    out
+}
+
+/// The global-scope IPv6 addresses of `/proc/net/if_inet6` (no loopback, no link-local, which
+/// would need a zone in a URL).
+fn global_v6(if_inet6: &str) -> Vec<std::net::Ipv6Addr> {
+    if_inet6
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (hex, scope) = (f.first()?, f.get(3)?);
+            if *scope != "00" || hex.len() != 32 {
+                return None;
+            }
+            let n = u128::from_str_radix(hex, 16).ok()?;
+            let ip = std::net::Ipv6Addr::from(n);
+            (!ip.is_loopback()).then_some(ip)
+        })
+        .collect()
 }
 
 /// Completes on SIGINT or SIGTERM.
@@ -121,4 +280,54 @@ fn signalled() -> Result<impl std::future::Future<Output = ()> + Send + 'static>
             _ = term.recv() => { tracing::info!("SIGTERM"); }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_v4_reads_the_hosts_own_addresses_from_fib_trie() {
+        let t = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 127.0.0.1\n        /32 host LOCAL\n     |-- 192.168.1.20\n        /24 link UNICAST\n     |-- 192.168.1.23\n        /32 host LOCAL\n     |-- 192.168.1.255\n        /32 link BROADCAST\nLocal:\n     |-- 192.168.1.23\n        /32 host LOCAL\n";
+        assert_eq!(
+            local_v4(t),
+            ["192.168.1.23".parse::<std::net::Ipv4Addr>().unwrap()]
+        );
+    }
+
+    #[test]
+    fn global_v6_skips_loopback_and_link_local() {
+        let t = "00000000000000000000000000000001 01 80 10 80       lo\nfd000000000000000000000000000002 04 40 00 82     eth0\nfe8000000000000000fc00fffe000001 04 40 20 80     eth0\n";
+        assert_eq!(
+            global_v6(t),
+            ["fd00::2".parse::<std::net::Ipv6Addr>().unwrap()]
+        );
+    }
+
+    #[test]
+    fn announcement_never_prints_the_unspecified_address_as_a_url() {
+        let a = announcement(
+            "0.0.0.0:41234".parse().unwrap(),
+            &["10.0.0.5".parse().unwrap()],
+        );
+        assert_eq!(
+            a,
+            "closedloop: listening on http://127.0.0.1:41234/mcp\n\
+             closedloop: also on http://10.0.0.5:41234/mcp\n\
+             closedloop: 0.0.0.0 is every interface of this host: its other addresses answer on port 41234 too; under a DNS name, add --allow-host NAME\n"
+        );
+        assert_eq!(
+            announcement("127.0.0.1:8080".parse().unwrap(), &[]),
+            "closedloop: listening on http://127.0.0.1:8080/mcp\n"
+        );
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("/tmp/a/plant.toml"), "/tmp/a/plant.toml");
+        assert_eq!(
+            shell_word("/tmp/my plant's.toml"),
+            "'/tmp/my plant'\\''s.toml'"
+        );
+    }
 }
