@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The bundled plant (also `examples/workshop.toml`).
@@ -21,11 +22,69 @@ struct Step {
     expect_code: Option<&'static str>,
 }
 
+/// Where the demo keeps its plant file and journal, so that `closedloop trace` and
+/// `closedloop commands` can read them after it ends: `$XDG_STATE_HOME/closedloop/demo`, else
+/// `~/.local/state/closedloop/demo`, else `closedloop-demo` in the system's temporary folder.
+pub fn dir() -> PathBuf {
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").and_then(absolute) {
+        return state.join("closedloop").join("demo");
+    }
+    if let Some(home) = std::env::var_os("HOME").and_then(absolute) {
+        return home.join(".local/state/closedloop/demo");
+    }
+    std::env::temp_dir().join("closedloop-demo")
+}
+
+/// Writes the bundled plant into `dir`, with an empty journal beside it (the last run's is
+/// replaced), and holds `demo.lock` there so that two demos never share one journal.
+fn prepare(dir: &Path) -> Result<(PathBuf, std::fs::File)> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the demo folder {}", dir.display()))?;
+    let lock = std::fs::File::create(dir.join("demo.lock"))
+        .with_context(|| format!("creating {}", dir.join("demo.lock").display()))?;
+    if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
+        eprintln!(
+            "closedloop demo: waiting for another demo using {} to finish",
+            dir.display()
+        );
+        lock.lock()?;
+    }
+    let plant_path = dir.join("workshop.toml");
+    std::fs::write(&plant_path, WORKSHOP)
+        .with_context(|| format!("writing {}", plant_path.display()))?;
+    for f in ["workshop.db", "workshop.db-wal", "workshop.db-shm"] {
+        match std::fs::remove_file(dir.join(f)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("removing the last demo's {f}"));
+            }
+            _ => {}
+        }
+    }
+    Ok((plant_path, lock))
+}
+
+/// How to run this very binary from a shell: `closedloop` when that is what `PATH` finds,
+/// else its full path (as after `cargo run`).
+fn program() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return "closedloop".into();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .any(|d| std::fs::canonicalize(d.join("closedloop")).is_ok_and(|found| found == me))
+    });
+    if on_path {
+        "closedloop".into()
+    } else {
+        crate::serve::shell_word(&me.display().to_string())
+    }
+}
+
 /// Runs the demo; returns an error when an outcome differs from the expected one.
 pub async fn run() -> Result<()> {
-    let dir = tempfile::tempdir().context("creating a temporary folder for the demo journal")?;
-    let plant_path = dir.path().join("workshop.toml");
-    std::fs::write(&plant_path, WORKSHOP)?;
+    let dir = dir();
+    let (plant_path, _lock) = prepare(&dir)?;
     let engine = crate::serve::start_engine(&plant_path).await?;
     let server = closedloop_mcp::Server::new(Arc::clone(&engine), "demo");
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
@@ -95,6 +154,7 @@ pub async fn run() -> Result<()> {
         },
     ];
     let mut wrong = Vec::new();
+    let mut ids = Vec::new();
     for step in &steps {
         println!("── {}", step.title);
         let mut result = call(&client, step.tool, step.args.clone()).await?;
@@ -112,6 +172,13 @@ pub async fn run() -> Result<()> {
                 json!({"command_id": id, "wait_s": 10}),
             )
             .await?;
+        }
+        if let Some(id) = result
+            .structured_content
+            .as_ref()
+            .and_then(|v| v["command_id"].as_str())
+        {
+            ids.push((step.tool, id.to_string()));
         }
         let status = status_of(&result);
         let code = result
@@ -137,9 +204,17 @@ pub async fn run() -> Result<()> {
             wrong.join("\n  ")
         );
     }
+    println!("All six outcomes are what the hardware showed.");
+    let me = program();
+    let plant = crate::serve::shell_word(&plant_path.display().to_string());
     println!(
-        "All six outcomes are what the hardware showed. `closedloop trace` prints any timeline again."
+        "\nThe journal of this run is kept in {} until the next demo. Print a timeline again:",
+        dir.join("workshop.db").display()
     );
+    if let Some((tool, id)) = ids.iter().find(|(tool, _)| *tool == "slide_move_to") {
+        println!("  {me} trace {plant} {id}     # {tool}: the stall");
+    }
+    println!("  {me} commands {plant}     # every command of this run, with its id");
     Ok(())
 }
 

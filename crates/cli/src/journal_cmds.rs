@@ -6,8 +6,32 @@ use closedloop_journal::{Journal, ListFilter};
 use closedloop_plant::Plant;
 use std::process::ExitCode;
 
+/// Opens the plant's journal to read it. These commands only read: a journal that does not
+/// exist yet is refused instead of created (`Journal::open` would create it), and so is an
+/// in-memory one, which only its serving process can see.
 async fn open(plant: &Plant) -> Result<Journal> {
-    Ok(Journal::open(&plant.server.journal).await?)
+    let url = &plant.server.journal;
+    if url.contains(":memory:") {
+        bail!(
+            "{}: the journal is {url}, which lives only inside the serving process: nothing to read here",
+            plant.file.display()
+        );
+    }
+    if let Some(path) = sqlite_path(url)
+        && !path.exists()
+    {
+        bail!("no journal at {} yet: nothing has run", path.display());
+    }
+    Ok(Journal::open(url).await?)
+}
+
+/// The file of a `sqlite://PATH` or `sqlite:PATH` URL (without `?options`).
+fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty()).then(|| std::path::PathBuf::from(path))
 }
 
 /// Prints one line per command, newest first.
@@ -100,4 +124,20 @@ pub async fn trace(plant: &Plant, command_id: &str) -> Result<ExitCode> {
         println!("hint   {hint}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sqlite_paths_are_read_from_the_url() {
+        assert_eq!(
+            super::sqlite_path("sqlite:///srv/a.db?mode=rwc"),
+            Some("/srv/a.db".into())
+        );
+        assert_eq!(
+            super::sqlite_path("sqlite:/srv/a.db"),
+            Some("/srv/a.db".into())
+        );
+        assert_eq!(super::sqlite_path("postgres://x"), None);
+    }
 }
