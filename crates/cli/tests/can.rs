@@ -143,6 +143,19 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
     // (the safe state); let that frame come before the node is cut off below, or the hold would
     // wait out its bound and the next command would expire in the queue.
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // The drive's fault is latched: a move is refused before anything is sent, naming it.
+    let (status, code, r) = act(&c, "slide_move_to", mv(280.0)).await;
+    assert_eq!(
+        (status.as_str(), code.as_str()),
+        ("rejected", "INTERLOCK"),
+        "{r}"
+    );
+    assert!(r["detail"].as_str().unwrap().contains("MOTOR_STALL"), "{r}");
+    // Power-cycling the node resets its drive.
+    sim_ctl(&control, &["fault", "slide", "power_off"]);
+    liveness(&c, "slide", "offline").await;
+    sim_ctl(&control, &["clear", "slide"]);
+    liveness(&c, "slide", "online").await;
 
     // The slide's node dies mid-move: DEVICE_OFFLINE, never `completed`.
     let r = call(

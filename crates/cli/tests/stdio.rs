@@ -274,7 +274,7 @@ async fn heater_readback_params_queue_and_errors() {
     assert_eq!(r.is_error, Some(true));
 
     // One after the other; the second's queue wait (0.3 s) runs out while the first moves.
-    let a = call(&c, "axis_move_to", json!({"target_mm": 100.0})).await;
+    let a = call(&c, "axis_move_to", json!({"target_mm": 100.0, "wait_s": 0})).await;
     let b = act(&c, "axis_move_to", json!({"target_mm": 5.0})).await;
     assert_eq!(
         (status(&b).as_str(), code(&b).as_str()),

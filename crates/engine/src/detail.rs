@@ -84,7 +84,12 @@ pub fn render(
         }
         Reason::Confirmed | Reason::Delivered => String::new(),
     };
-    Some(text.trim().to_string())
+    Some(tidy(&text))
+}
+
+/// One line of prose: no doubled or trailing spaces where an empty part was left out.
+fn tidy(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The `hint`: with an error code, with `sent`, and with readback completions.
