@@ -43,6 +43,23 @@ pub struct DeviceState {
     pub last_seen: Option<String>,
     /// Every signal read so far.
     pub signals: BTreeMap<String, SignalState>,
+    /// Declared signals the device refuses to read (wrong address or width), with why: a
+    /// signal that cannot be read is named here instead of silently missing from `signals`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unreadable: BTreeMap<String, UnreadableSignal>,
+    /// In words: which signals cannot be read, when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A declared signal whose reads the device refuses.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UnreadableSignal {
+    /// `REGISTER_INVALID` (exception 1–3) or `BUS_NAK`.
+    pub error_code: String,
+    /// The request and the device's answer, e.g. `discrete_input:9 answered exception 2
+    /// (Illegal Data Address)`.
+    pub detail: String,
 }
 
 /// One signal in [`DeviceState`].

@@ -80,6 +80,10 @@ pub struct Snapshot {
     /// Offline whatever the silence says: the device announced it (its last will on the status
     /// topic), or the connection to its broker is down. `last_error` says which.
     pub down: bool,
+    /// Signals whose last read the device refused (a Modbus exception: the address or the
+    /// width is wrong), by name, with the code and the answer; cleared when the signal reads
+    /// again. A signal that cannot be read must say so, not vanish.
+    pub unreadable: BTreeMap<String, (crate::ErrorCode, String)>,
 }
 
 impl Snapshot {
@@ -153,6 +157,7 @@ impl DeviceRt {
             crc_failing: false,
             last_valid: None,
             down: false,
+            unreadable: BTreeMap::new(),
         });
         Arc::new(DeviceRt {
             timeout: Duration::from_millis(spec.request_timeout_ms()),
@@ -469,6 +474,9 @@ impl DeviceRt {
                         *last_valid = Some(Instant::now());
                     }
                     let at_ms = self.clock.now_ms();
+                    for (name, _, _) in &block.signals {
+                        snap.unreadable.remove(name);
+                    }
                     for (name, offset, enc) in &block.signals {
                         if let Some(value) = decode(&data, *offset, enc) {
                             let source = format!("{}:{}", block.area, block.start + offset);
@@ -489,6 +497,17 @@ impl DeviceRt {
                     // unless a gateway sent it (0x0A/0x0B): then the unit itself is silent.
                     if heartbeat.is_none() && !is_gateway(exception) {
                         *last_valid = Some(Instant::now());
+                    }
+                    if !is_gateway(exception) {
+                        let code = match exception.0 {
+                            1..=3 => crate::ErrorCode::RegisterInvalid,
+                            _ => crate::ErrorCode::BusNak,
+                        };
+                        for (name, offset, _) in &block.signals {
+                            let at = format!("{}:{}", block.area, block.start + offset);
+                            let why = format!("{at} answered {exception}");
+                            snap.unreadable.insert(name.clone(), (code.clone(), why));
+                        }
                     }
                     error = Some(format!(
                         "{}:{} answered {exception}",

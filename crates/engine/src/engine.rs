@@ -1,7 +1,7 @@
 //! The engine's API for the next layer (MCP, CLI, tests): submit, status with a bounded wait,
 //! cancel, list, device state, and a stream of changes.
 
-pub use crate::api::{DeviceInfo, DeviceState, SignalState, Submission};
+pub use crate::api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
 use crate::clock::{Clock, rfc3339};
 use crate::code::{ErrorCode, Status};
 use crate::ctx::{Change, Ctx, QUEUE_CAPACITY};
@@ -254,6 +254,9 @@ impl Engine {
         }
         let dev = &self.ctx.devices[&sub.device];
         let snap = admit_online(dev).await?;
+        if let Some(refusal) = unreadable_criterion(action, &snap) {
+            return Err(refusal);
+        }
         let signals = snap.plain();
         let devices = self.ctx.devices_scope();
         let devices = crate::admit::required_values(action, &self.ctx.devices, devices)
@@ -564,6 +567,18 @@ impl Engine {
                     )
                 })
                 .collect(),
+            unreadable: snap
+                .unreadable
+                .iter()
+                .map(|(name, (code, why))| {
+                    let s = UnreadableSignal {
+                        error_code: code.as_str().to_string(),
+                        detail: why.clone(),
+                    };
+                    (name.clone(), s)
+                })
+                .collect(),
+            detail: unreadable_text(&snap),
         })
     }
 
@@ -652,6 +667,47 @@ async fn admit_online(dev: &DeviceRt) -> Result<crate::device::Snapshot, (ErrorC
         offline_detail(dev, &snap)
     };
     Err((code, detail))
+}
+
+/// "contact cannot be read (discrete_input:9 answered exception 2 (Illegal Data Address))."
+fn unreadable_text(snap: &crate::device::Snapshot) -> Option<String> {
+    if snap.unreadable.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = snap
+        .unreadable
+        .iter()
+        .map(|(name, (_, why))| format!("{name} cannot be read ({why})"))
+        .collect();
+    Some(format!(
+        "{}. Check those signals' addresses and types in the plant file.",
+        each.join("; ")
+    ))
+}
+
+/// A criterion signal the device refuses to read: the action could never be confirmed, so
+/// it is refused with that cause instead of failing later as if the wiring were at fault.
+fn unreadable_criterion(
+    action: &Action,
+    snap: &crate::device::Snapshot,
+) -> Option<(ErrorCode, String)> {
+    let criteria = action
+        .done_when
+        .iter()
+        .chain(action.fail_when.iter().map(|(_, e)| e))
+        .chain(action.started_when.iter())
+        .chain(action.stopped_when.iter());
+    let names: std::collections::BTreeSet<&String> = criteria.flat_map(|e| e.signals()).collect();
+    names.into_iter().find_map(|n| {
+        let (code, why) = snap.unreadable.get(n)?;
+        Some((
+            code.clone(),
+            format!(
+                "{n} cannot be read ({why}), and {} needs it to confirm the outcome; nothing was written. Fix the signal's address or type in the plant file.",
+                action.name
+            ),
+        ))
+    })
 }
 
 /// The text with its first letter in capitals.

@@ -30,7 +30,7 @@ mod supervisor;
 pub use code::{ErrorCode, Status};
 pub use ctx::Change;
 pub use device::{DeviceIo, Liveness};
-pub use engine::{DeviceInfo, DeviceState, Engine, SignalState, Submission};
+pub use engine::{DeviceInfo, DeviceState, Engine, SignalState, Submission, UnreadableSignal};
 pub use result::CommandResult;
 
 use closedloop_driver::Driver;

@@ -495,15 +495,14 @@ impl Server {
                 )
             })
             .collect();
-        let text = format!(
-            "{} is {}. {}",
-            device,
-            serde_json::to_value(state.liveness)
-                .unwrap_or_default()
-                .as_str()
-                .unwrap_or(""),
-            values.join(", ")
-        );
+        let liveness = serde_json::to_value(state.liveness).unwrap_or_default();
+        let mut text = format!("{device} is {}.", liveness.as_str().unwrap_or(""));
+        if !values.is_empty() {
+            text.push_str(&format!(" {}.", values.join(", ")));
+        }
+        if let Some(d) = &state.detail {
+            text.push_str(&format!(" {d}"));
+        }
         Ok(structured(
             serde_json::to_value(&state).unwrap_or_default(),
             false,

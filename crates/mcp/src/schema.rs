@@ -66,7 +66,17 @@ pub fn device_state() -> Value {
                     },
                     "required": ["value", "at", "age_ms", "source"]
                 }
-            }
+            },
+            "unreadable": {
+                "type": "object",
+                "description": "Declared signals the device refuses to read, with why.",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"error_code": {"type": "string"}, "detail": {"type": "string"}},
+                    "required": ["error_code", "detail"]
+                }
+            },
+            "detail": {"type": "string"}
         },
         "required": ["device", "liveness", "signals"]
     })

@@ -66,6 +66,7 @@ mod tests {
             crc_failing: false,
             last_valid: None,
             down: false,
+            unreadable: BTreeMap::new(),
         }
     }
 

@@ -399,6 +399,7 @@ mod tests {
             crc_failing: false,
             last_valid: None,
             down: false,
+            unreadable: Default::default(),
         }
     }
 
