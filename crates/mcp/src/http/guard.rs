@@ -38,7 +38,7 @@ impl Guard {
     }
 
     /// `Err` is the reason for a 403 (or 400 for a request without any host).
-    fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+    fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
         let host = match headers.get(header::HOST) {
             Some(v) => v.to_str().ok().and_then(|s| Authority::parse(s).ok()),
             None => uri
@@ -46,12 +46,18 @@ impl Guard {
                 .and_then(|a| Authority::parse(a.as_str()).ok()),
         };
         let Some(host) = host else {
-            return Err((StatusCode::BAD_REQUEST, "missing or malformed Host header"));
+            return Err((
+                StatusCode::BAD_REQUEST,
+                "missing or malformed Host header".into(),
+            ));
         };
         if !self.hosts.iter().any(|r| r.matches(&host)) {
+            let name = shown(&host.host);
             return Err((
                 StatusCode::FORBIDDEN,
-                "Host not allowed (start the server with --allow-host NAME to serve under another name)",
+                format!(
+                    "Host {name:?} is not allowed. If that is this gateway's name, restart it with --allow-host {name}"
+                ),
             ));
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
@@ -61,9 +67,12 @@ impl Guard {
                 .and_then(Origin::parse)
                 .is_some_and(|o| self.origins.iter().any(|r| r.matches(&o)));
             if !ok {
+                let o = shown(origin.to_str().unwrap_or("?"));
                 return Err((
                     StatusCode::FORBIDDEN,
-                    "Origin not allowed (start the server with --allow-origin SCHEME://HOST:PORT to serve that web page)",
+                    format!(
+                        "Origin {o:?} is not allowed. To serve that web page, restart the gateway with --allow-origin {o}"
+                    ),
                 ));
             }
         }
@@ -84,6 +93,14 @@ pub(super) async fn layer(State(guard): State<Arc<Guard>>, req: Request, next: N
             (status, format!("{why}\n")).into_response()
         }
     }
+}
+
+/// A header value as it may be echoed in an answer: printable ASCII, at most 100 characters.
+fn shown(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(100)
+        .collect()
 }
 
 /// A host and an optional port, host lower-case without IPv6 brackets.
@@ -265,6 +282,26 @@ mod tests {
         ] {
             assert_eq!(check(&g, Some(h), None), None, "{h}");
         }
+    }
+
+    #[test]
+    fn a_refusal_names_what_it_got_and_the_flag_that_allows_it() {
+        let g = guard();
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, "gw.lan:8080".parse().unwrap());
+        let (status, why) = g.check(&Uri::from_static("/mcp"), &h).unwrap_err();
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            why,
+            "Host \"gw.lan\" is not allowed. If that is this gateway's name, restart it with --allow-host gw.lan"
+        );
+        h.insert(header::HOST, "127.0.0.1:8080".parse().unwrap());
+        h.insert(header::ORIGIN, "https://evil.example".parse().unwrap());
+        let (_, why) = g.check(&Uri::from_static("/mcp"), &h).unwrap_err();
+        assert_eq!(
+            why,
+            "Origin \"https://evil.example\" is not allowed. To serve that web page, restart the gateway with --allow-origin https://evil.example"
+        );
     }
 
     #[test]
