@@ -20,6 +20,7 @@ pytestmark = pytest.mark.anyio
 ACTION_TOOLS = {
     "lamp_switch": True,  # tool name -> idempotentHint the plant file declares
     "slide_move_to": False,
+    "slide_reset": True,
     "gripper_close": True,
     "fan_switch": True,
     "buzzer_switch": True,
