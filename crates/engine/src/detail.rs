@@ -87,9 +87,14 @@ pub fn render(
     Some(tidy(&text))
 }
 
-/// One line of prose: no doubled or trailing spaces where an empty part was left out.
-fn tidy(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// One line of prose: no doubled or trailing spaces where an empty part was left out, and a
+/// full stop at the end. (The first letter stays as it is: it may be a signal's name.)
+pub(crate) fn tidy(text: &str) -> String {
+    let mut s = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !s.is_empty() && !s.ends_with(['.', '!', '?']) {
+        s.push('.');
+    }
+    s
 }
 
 /// The `hint`: with an error code, with `sent`, and with readback completions.
@@ -101,6 +106,19 @@ pub fn hint(o: &Outcome) -> Option<String> {
         ),
         (Status::Completed, _) if o.readback_matched == Some(true) => Some(
             "The register holds the written value; the physical effect itself was not sensed.".into(),
+        ),
+        // Codes whose usual hint would mislead for this reason.
+        (_, Some(_)) if o.reason == Reason::QueueExpired => Some(
+            "Other commands held the device the whole time; nothing was sent. Check them (list_commands) before trying again."
+                .into(),
+        ),
+        (_, Some(_)) if o.reason == Reason::NoFreshRead => Some(
+            "The device did not answer in time after the write; it may have taken effect. Query the device state (get_device_state) before retrying."
+                .into(),
+        ),
+        (_, Some(_)) if o.reason == Reason::ReadbackMismatch => Some(
+            "The registers do not hold what was written. Query the device state (get_device_state) before retrying."
+                .into(),
         ),
         (_, Some(code)) => Some(code.hint().into()),
         _ => None,

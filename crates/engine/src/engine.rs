@@ -417,6 +417,7 @@ impl Engine {
         row.params = params;
         row.error_code = Some(code.as_str().into());
         row.hint = Some(code.hint().into());
+        let detail = crate::detail::tidy(&detail);
         row.detail = Some(detail.clone());
         if !keep_key {
             row.idempotency_key = None;

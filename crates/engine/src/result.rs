@@ -157,35 +157,70 @@ impl CommandResult {
     /// A short text for a model, saying what is known and what to do next.
     pub fn summary(&self) -> String {
         let what = format!("{} {}", self.device, self.action);
-        let detail = self.detail.as_deref().unwrap_or("");
-        let hint = self.hint.as_deref().unwrap_or("");
+        let detail = sentence(self.detail.as_deref().unwrap_or(""));
+        let hint = sentence(self.hint.as_deref().unwrap_or(""));
         let code = self.error_code.as_ref().map(|c| c.as_str()).unwrap_or("");
-        match self.status {
+        let text = match self.status {
             Status::Accepted | Status::Running => {
                 let left = self
                     .estimated_remaining_seconds
-                    .map(|s| if s < 0.1 { " (less than 0.1 s left)".to_string() } else { format!(" (about {s:.1} s left)") })
+                    .map(|s| {
+                        if s < 0.1 {
+                            " (less than 0.1 s left)".to_string()
+                        } else {
+                            format!(" (about {s:.1} s left)")
+                        }
+                    })
                     .unwrap_or_default();
                 format!(
                     "{}, not yet done: {what} is {}{left}. Call get_command_status with command_id {} to learn whether the device confirmed it.",
-                    if self.status == Status::Accepted { "Accepted" } else { "Running" },
-                    if self.status == Status::Accepted { "queued or being written" } else { "in progress" },
+                    if self.status == Status::Accepted {
+                        "Accepted"
+                    } else {
+                        "Running"
+                    },
+                    if self.status == Status::Accepted {
+                        "queued or being written"
+                    } else {
+                        "in progress"
+                    },
                     self.command_id
                 )
             }
             Status::Completed if self.verified => {
-                format!("Completed and confirmed by the device's feedback: {what}. {}", evidence_text(&self.evidence))
+                format!(
+                    "Completed and confirmed by the device's feedback: {what}. {}",
+                    evidence_text(&self.evidence)
+                )
             }
             Status::Completed => format!("Completed by readback only: {what}. {hint}"),
             Status::Sent => format!("Sent, not confirmed: {what}. {hint}"),
-            Status::Cancelled => format!("Cancelled ({code}): {what}. {detail}"),
-            Status::Rejected => format!("Rejected ({code}), nothing was sent: {what}. {detail} {hint}"),
-            Status::Failed | Status::Timeout => {
-                format!("{} ({code}): {what}. {detail} {hint}", if self.status == Status::Failed { "Failed" } else { "Timed out" })
+            Status::Cancelled => format!("Cancelled: {what}. {detail}"),
+            Status::Rejected => {
+                format!("Rejected ({code}), nothing was sent: {what}. {detail} {hint}")
             }
-        }
-        .trim_end()
-        .to_string()
+            Status::Failed | Status::Timeout => {
+                format!(
+                    "{} ({code}): {what}. {detail} {hint}",
+                    if self.status == Status::Failed {
+                        "Failed"
+                    } else {
+                        "Timed out"
+                    }
+                )
+            }
+        };
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// The text as a sentence: trimmed, ending with a full stop (or its own ? or !), or empty.
+fn sentence(s: &str) -> String {
+    let s = s.trim();
+    match s.chars().last() {
+        None => String::new(),
+        Some('.' | '!' | '?') => s.to_string(),
+        Some(_) => format!("{s}."),
     }
 }
 

@@ -156,11 +156,14 @@ async fn zombie_is_device_offline() {
 async fn nak_is_bus_nak_with_the_exception_named() {
     let rig = rig(&relay(r#"{ kind = "nak" }"#)).await;
     let r = rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
+    // Its reads are refused too: the contact cannot be read, so nothing is written that could
+    // never be confirmed.
     assert_eq!(
         (r.status, code(&r).as_str()),
-        (Status::Failed, "BUS_NAK"),
+        (Status::Rejected, "BUS_NAK"),
         "{r:#?}"
     );
+    assert!(!rig.sim("lamp").peek().coils[0]);
     assert!(
         r.detail
             .as_deref()
