@@ -3,17 +3,14 @@
 
 pub use crate::api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
 use crate::clock::{Clock, rfc3339};
-use crate::code::{ErrorCode, Status};
-use crate::ctx::{Change, Ctx, QUEUE_CAPACITY};
-use crate::device::{DeviceIo, DeviceRt, Liveness};
-use crate::live::LiveCommand;
-use crate::machine::{Check, Event, Machine, Profile};
+use crate::ctx::{Change, Ctx};
+use crate::device::{DeviceIo, DeviceRt};
+use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
-use crate::supervisor::{Supervisor, offline_detail};
+use crate::supervisor::Supervisor;
 use crate::{Connection, EngineError, plan};
-use closedloop_journal::{CommandRow, EventRow, Journal, ListFilter};
-use closedloop_plant::{Action, Params, Plant, Scope, Verification};
-use serde_json::json;
+use closedloop_journal::{Journal, ListFilter};
+use closedloop_plant::{Action, Plant, Verification};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +30,8 @@ pub struct Engine {
     pollers: std::sync::Mutex<Vec<JoinHandle<()>>>,
     /// One lock per idempotency key in use: the lookup and the insert of a keyed submission happen
     /// under it, so two concurrent calls with one key can never create two commands.
-    keys: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    pub(crate) keys:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -137,314 +135,6 @@ impl Engine {
     /// The plant this engine serves.
     pub fn plant(&self) -> &Plant {
         &self.ctx.plant
-    }
-
-    /// Submits a command. Returns the result object: `rejected` (journaled, nothing sent), or
-    /// `accepted` — durably journaled before this returns — possibly advanced further if
-    /// `wait` allowed. Errors are only for requests that name no action, or a broken journal.
-    pub async fn submit(&self, sub: Submission) -> Result<CommandResult, EngineError> {
-        let Some(key) = sub.idempotency_key.clone() else {
-            return self.submit_once(sub).await;
-        };
-        let lock = {
-            let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-            Arc::clone(keys.entry(key.clone()).or_default())
-        };
-        let result = {
-            let _held = lock.lock().await;
-            self.submit_once(sub).await
-        };
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if keys.get(&key).is_some_and(|l| Arc::strong_count(l) <= 2) {
-            keys.remove(&key);
-        }
-        result
-    }
-
-    async fn submit_once(&self, sub: Submission) -> Result<CommandResult, EngineError> {
-        let device = self
-            .ctx
-            .plant
-            .device(&sub.device)
-            .ok_or_else(|| EngineError::UnknownDevice(sub.device.clone()))?;
-        let action = device
-            .action(&sub.action)
-            .ok_or_else(|| EngineError::UnknownAction(sub.device.clone(), sub.action.clone()))?;
-        let wait = sub.wait.min(MAX_WAIT);
-        let request_id = sub
-            .request_id
-            .clone()
-            .unwrap_or_else(|| format!("req_{}", uuid::Uuid::now_v7()));
-        if let Some(why) = &sub.denied {
-            let (code, why) = (ErrorCode::Unauthorized, why.clone());
-            return self
-                .reject(&sub, &request_id, action, code, why, false)
-                .await;
-        }
-        if let Some(key) = &sub.idempotency_key
-            && let Some(prev) = self.ctx.journal.by_idempotency_key(key).await?
-        {
-            return self.replay(&sub, &request_id, action, prev, wait).await;
-        }
-        let params = match action.check_params(&sub.args) {
-            Ok(p) => p,
-            Err(e) => {
-                let code = ErrorCode::InvalidParams;
-                return self
-                    .reject(&sub, &request_id, action, code, e.to_string(), true)
-                    .await;
-            }
-        };
-        if let Err((code, detail)) = self.admit(&sub, action, &params).await {
-            return self
-                .reject(&sub, &request_id, action, code, detail, true)
-                .await;
-        }
-        self.accept(sub, request_id, action, params, wait).await
-    }
-
-    /// A keyed call whose key is taken: the same call (same device, action and arguments, as
-    /// given or once normalised) gets the command — or the rejection — it had; anything else
-    /// is refused `INVALID_PARAMS` and the key stays with its command.
-    async fn replay(
-        &self,
-        sub: &Submission,
-        request_id: &str,
-        action: &Action,
-        prev: CommandRow,
-        wait: Duration,
-    ) -> Result<CommandResult, EngineError> {
-        let normalised = action
-            .check_params(&sub.args)
-            .ok()
-            .and_then(|p| serde_json::to_value(p).ok());
-        let raw = serde_json::Value::Object(sub.args.clone());
-        if prev.device == sub.device
-            && prev.action == sub.action
-            && (Some(&prev.params) == normalised.as_ref() || prev.params == raw)
-        {
-            return self.status(&prev.command_id, wait).await;
-        }
-        let detail = format!(
-            "idempotency_key {:?} was already used for command {} with other arguments; use a new key for a new command.",
-            prev.idempotency_key.as_deref().unwrap_or_default(),
-            prev.command_id
-        );
-        let code = ErrorCode::InvalidParams;
-        self.reject(sub, request_id, action, code, detail, false)
-            .await
-    }
-
-    /// The checks between valid parameters and acceptance, in order; the first that fails says
-    /// why nothing will be written. On success the command holds a place in its group's queue.
-    async fn admit(
-        &self,
-        sub: &Submission,
-        action: &Action,
-        params: &Params,
-    ) -> Result<(), (ErrorCode, String)> {
-        if action.confirm && !sub.confirmed {
-            return Err((
-                ErrorCode::Interlock,
-                format!(
-                    "{} {} is declared confirm = true: nothing moves until a person confirms it, and this caller did not.",
-                    sub.device, action.name
-                ),
-            ));
-        }
-        let dev = &self.ctx.devices[&sub.device];
-        let snap = admit_online(dev).await?;
-        if let Some(refusal) = unreadable_criterion(action, &snap) {
-            return Err(refusal);
-        }
-        let signals = snap.plain();
-        let devices = self.ctx.devices_scope();
-        let devices = crate::admit::required_values(action, &self.ctx.devices, devices)
-            .await
-            .map_err(|why| (ErrorCode::Interlock, why))?;
-        // The command has no id yet; any id renders the same way, so a placeholder checks the
-        // plan (an MQTT payload's `${command_id}`) as the dispatch will evaluate it.
-        let scope = Scope {
-            signals: &signals,
-            params,
-            devices: &devices,
-            extra_strings: &[("command_id", "cmd_pending")],
-        };
-        if let Err(e) = plan::evaluate(&action.write, &scope, dev.dbc()) {
-            return Err((
-                ErrorCode::InvalidParams,
-                format!("{e}; nothing was written."),
-            ));
-        }
-        crate::admit::expected_duration(action, &scope)
-            .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
-        if let Some(req) = &action.requires {
-            let holds = req.eval_bool(&scope);
-            if !matches!(holds, Ok(true)) {
-                let why = match holds {
-                    Ok(_) => format!("The precondition `{}` does not hold", req.source()),
-                    Err(e) => format!(
-                        "The precondition `{}` cannot be checked ({e})",
-                        req.source()
-                    ),
-                };
-                let values = crate::admit::values_read(req, &scope);
-                return Err((
-                    ErrorCode::Interlock,
-                    format!("{why}{values}; nothing was written."),
-                ));
-            }
-        }
-        if let Some(why) = crate::admit::failure_already_on(action, &scope) {
-            return Err((ErrorCode::Interlock, format!("{}.", capitalised(&why))));
-        }
-        let group = self.ctx.group(&action.exclusive);
-        group.reserve(action.queue).map_err(|full| {
-            let detail = match full {
-                crate::ctx::Full::Busy => format!(
-                    "{} is busy with another command and {} does not queue.",
-                    action.exclusive, action.name
-                ),
-                crate::ctx::Full::Queue => format!(
-                    "{} already has {QUEUE_CAPACITY} commands waiting.",
-                    action.exclusive
-                ),
-            };
-            (ErrorCode::DeviceBusy, detail)
-        })
-    }
-
-    /// Journals the command as accepted (durable before the caller hears of it) and starts its
-    /// supervisor. The command already holds its place in the group's queue.
-    async fn accept(
-        &self,
-        sub: Submission,
-        request_id: String,
-        action: &Action,
-        params: Params,
-        wait: Duration,
-    ) -> Result<CommandResult, EngineError> {
-        let mut machine = Machine::new(profile(action));
-        machine.on(Event::Accept);
-        let now = self.ctx.clock.now_ms();
-        let row = new_row(&sub, &request_id, action, &params, Status::Accepted, now);
-        let events = vec![
-            EventRow {
-                at_ms: now,
-                event: "received".into(),
-                data: json!({"request_id": request_id}),
-            },
-            EventRow {
-                at_ms: now,
-                event: "accepted".into(),
-                data: serde_json::Value::Null,
-            },
-        ];
-        if let Err(e) = self.ctx.journal.insert(&row, &events).await {
-            self.ctx.dequeued(&action.exclusive);
-            return Err(e.into());
-        }
-        tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
-                       action = %row.action, params = %row.params, "command accepted");
-        let cmd = Arc::new(LiveCommand::new(row, events));
-        let dev = Arc::clone(&self.ctx.devices[&sub.device]);
-        // Until dispatch re-evaluates it, the estimate is the expected duration from now.
-        let signals = dev.snapshot().plain();
-        let devices = self.ctx.devices_scope();
-        let scope = Scope {
-            signals: &signals,
-            params: &params,
-            devices: &devices,
-            extra_strings: &[],
-        };
-        // A queued command starts when the commands ahead of it are done.
-        let start = self
-            .ctx
-            .group_free_at(&action.exclusive)
-            .map_or_else(Instant::now, |t| t.max(Instant::now()));
-        if let Some(end) = crate::admit::expected_duration(action, &scope)
-            .ok()
-            .and_then(|s| start.checked_add(Duration::from_secs_f64(s)))
-        {
-            cmd.set_expected_end(end);
-        }
-        self.ctx.remember(Arc::clone(&cmd));
-        let _ = self.ctx.changes.send(Change::Command {
-            command_id: cmd.row().command_id,
-            device: sub.device.clone(),
-            status: "accepted".into(),
-        });
-        let action = Arc::new(action.clone());
-        let sup = Supervisor::new(
-            Arc::clone(&self.ctx),
-            Arc::clone(&cmd),
-            dev,
-            action,
-            params,
-            machine,
-        );
-        self.spawn(sup);
-        if !wait.is_zero() {
-            cmd.wait_terminal(Instant::now() + wait).await;
-        }
-        Ok(cmd.result())
-    }
-
-    async fn reject(
-        &self,
-        sub: &Submission,
-        request_id: &str,
-        action: &Action,
-        code: ErrorCode,
-        detail: String,
-        keep_key: bool,
-    ) -> Result<CommandResult, EngineError> {
-        let now = self.ctx.clock.now_ms();
-        // Normalised when they validate (a replay compares like with like), else as given.
-        let params = action
-            .check_params(&sub.args)
-            .ok()
-            .and_then(|p| serde_json::to_value(p).ok())
-            .unwrap_or_else(|| serde_json::Value::Object(sub.args.clone()));
-        let mut row = new_row(
-            sub,
-            request_id,
-            action,
-            &Params::new(),
-            Status::Rejected,
-            now,
-        );
-        row.params = params;
-        row.error_code = Some(code.as_str().into());
-        row.hint = Some(code.hint().into());
-        let detail = crate::detail::tidy(&detail);
-        row.detail = Some(detail.clone());
-        if !keep_key {
-            row.idempotency_key = None;
-        }
-        let events = vec![
-            EventRow {
-                at_ms: now,
-                event: "received".into(),
-                data: json!({"request_id": request_id}),
-            },
-            EventRow {
-                at_ms: now,
-                event: "rejected".into(),
-                data: json!({"code": code.as_str(), "detail": detail}),
-            },
-        ];
-        self.ctx.journal.insert(&row, &events).await?;
-        tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
-                       action = %row.action, code = %code, detail = %detail, "command rejected");
-        Ok(CommandResult::from_rows(&row, &events, None))
-    }
-
-    /// Whether a command (or a rejection) already carries this idempotency key: the MCP layer
-    /// asks before a confirmation, so a retried keyed call is answered with its command instead
-    /// of a second confirmation.
-    pub async fn knows_key(&self, key: &str) -> Result<bool, EngineError> {
-        Ok(self.ctx.journal.by_idempotency_key(key).await?.is_some())
     }
 
     /// The result object of a command, waiting up to `wait` (capped at [`MAX_WAIT`]) for a
@@ -629,47 +319,6 @@ async fn futures_join(tasks: Vec<JoinHandle<()>>) {
     }
 }
 
-async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
-    let mut rx = dev.subscribe();
-    let until = Instant::now() + Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
-    loop {
-        rx.borrow_and_update();
-        let snap = dev.current();
-        if snap.liveness != Liveness::Unknown {
-            return snap;
-        }
-        if !matches!(
-            tokio::time::timeout_at(until, rx.changed()).await,
-            Ok(Ok(()))
-        ) {
-            return dev.current();
-        }
-    }
-}
-
-/// The device's snapshot if it is online (waiting, bounded, for a first answer), or why not.
-async fn admit_online(dev: &DeviceRt) -> Result<crate::device::Snapshot, (ErrorCode, String)> {
-    let snap = wait_for_first_answer(dev).await;
-    if snap.liveness == Liveness::Online {
-        return Ok(snap);
-    }
-    let code = if snap.crc_failing {
-        ErrorCode::CrcMismatch
-    } else {
-        ErrorCode::DeviceOffline
-    };
-    let detail = if snap.liveness == Liveness::Unknown {
-        format!(
-            "{} has not answered since the gateway started ({} s waited).",
-            dev.id(),
-            dev.spec.liveness.max_silence_s
-        )
-    } else {
-        offline_detail(dev, &snap)
-    };
-    Err((code, detail))
-}
-
 /// "contact cannot be read (discrete_input:9 answered exception 2 (Illegal Data Address))."
 fn unreadable_text(snap: &crate::device::Snapshot) -> Option<String> {
     if snap.unreadable.is_empty() {
@@ -686,40 +335,6 @@ fn unreadable_text(snap: &crate::device::Snapshot) -> Option<String> {
     ))
 }
 
-/// A criterion signal the device refuses to read: the action could never be confirmed, so
-/// it is refused with that cause instead of failing later as if the wiring were at fault.
-fn unreadable_criterion(
-    action: &Action,
-    snap: &crate::device::Snapshot,
-) -> Option<(ErrorCode, String)> {
-    let criteria = action
-        .done_when
-        .iter()
-        .chain(action.fail_when.iter().map(|(_, e)| e))
-        .chain(action.started_when.iter())
-        .chain(action.stopped_when.iter());
-    let names: std::collections::BTreeSet<&String> = criteria.flat_map(|e| e.signals()).collect();
-    names.into_iter().find_map(|n| {
-        let (code, why) = snap.unreadable.get(n)?;
-        Some((
-            code.clone(),
-            format!(
-                "{n} cannot be read ({why}), and {} needs it to confirm the outcome; nothing was written. Fix the signal's address or type in the plant file.",
-                action.name
-            ),
-        ))
-    })
-}
-
-/// The text with its first letter in capitals.
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
-}
-
 pub(crate) fn profile(action: &Action) -> Profile {
     Profile {
         check: action.verification.as_check(),
@@ -728,40 +343,6 @@ pub(crate) fn profile(action: &Action) -> Profile {
         has_started_when: action.started_when.is_some(),
         hold_ms: action.hold_ms,
         max_attempts: if action.idempotent { MAX_ATTEMPTS } else { 1 },
-    }
-}
-
-fn new_row(
-    sub: &Submission,
-    request_id: &str,
-    action: &Action,
-    params: &Params,
-    status: Status,
-    now: i64,
-) -> CommandRow {
-    CommandRow {
-        command_id: sub
-            .command_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-        request_id: request_id.to_string(),
-        device: sub.device.clone(),
-        action: sub.action.clone(),
-        params: serde_json::to_value(params).unwrap_or(serde_json::Value::Null),
-        status: status.as_str().into(),
-        verified: false,
-        verification: action.verification.as_str().into(),
-        error_code: None,
-        detail: None,
-        hint: None,
-        evidence: json!({}),
-        readback_matched: None,
-        accepted_at_ms: now,
-        updated_at_ms: now,
-        deadline_ms: None,
-        dispatched: false,
-        caller: sub.caller.clone(),
-        idempotency_key: sub.idempotency_key.clone(),
     }
 }
 

@@ -17,6 +17,7 @@ pub mod code;
 pub mod ctx;
 pub mod detail;
 pub mod device;
+mod dispatch;
 pub mod engine;
 mod judge;
 pub mod live;
@@ -25,6 +26,7 @@ pub mod plan;
 pub mod raw;
 mod recovery;
 pub mod result;
+mod submit;
 mod supervisor;
 
 pub use code::{ErrorCode, Status};

@@ -3,7 +3,7 @@
 
 use crate::code::{ErrorCode, Status};
 use crate::ctx::Ctx;
-use crate::device::{DeviceRt, Liveness, Snapshot};
+use crate::device::{DeviceRt, Snapshot};
 use crate::engine::AsCheck;
 use crate::live::LiveCommand;
 use crate::machine::{Check, Effect, Event, Machine, Outcome};
@@ -174,196 +174,6 @@ impl Supervisor {
         dispatch
     }
 
-    /// Checks the device and the precondition again, evaluates the plan, and writes it.
-    async fn dispatch(&mut self) {
-        if *self.ctx.shutdown_rx().borrow() {
-            // Nothing was sent yet, and nothing is sent while the gateway stops.
-            self.feed(Event::Shutdown).await;
-            let never_sent = Event::WriteFailed {
-                code: ErrorCode::Interrupted,
-                detail: "not sent: the gateway is shutting down".into(),
-                transient: false,
-                maybe_applied: false,
-            };
-            self.feed(never_sent).await;
-            return;
-        }
-        // Judge "already so", `requires` and the plan on values read now, not on a cache that
-        // may predate a fault that struck while the command waited.
-        let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
-        let snap = self.dev.fresh(within).await;
-        if snap.liveness == Liveness::Offline {
-            let detail = format!("{} Nothing was written.", offline_detail(&self.dev, &snap));
-            self.refuse(ErrorCode::DeviceOffline, detail).await;
-            return;
-        }
-        let devices = self.ctx.devices_scope();
-        let devices =
-            match crate::admit::required_values(&self.action, &self.ctx.devices, devices).await {
-                Ok(d) => d,
-                Err(detail) => {
-                    self.refuse(ErrorCode::Interlock, detail).await;
-                    return;
-                }
-            };
-        let signals = snap.plain();
-        let command_id = self.cmd.row().command_id;
-        let extra = [("command_id", command_id.as_str())];
-        let scope = Scope {
-            signals: &signals,
-            params: &self.params,
-            devices: &devices,
-            extra_strings: &extra,
-        };
-        if let Some(req) = &self.action.requires
-            && !req.eval_bool(&scope).unwrap_or(false)
-        {
-            let detail = format!(
-                "The precondition `{}` no longer held when the device became free; nothing was written.",
-                req.source()
-            );
-            self.refuse(ErrorCode::Interlock, detail).await;
-            return;
-        }
-        if let Some(why) = crate::admit::failure_already_on(&self.action, &scope) {
-            let detail = format!("On a fresh read of {}, {why}.", self.dev.id());
-            self.refuse(ErrorCode::Interlock, detail).await;
-            return;
-        }
-        let writes = match plan::evaluate(&self.action.write, &scope, self.dev.dbc()) {
-            Ok(w) => w,
-            Err(e) => {
-                self.refuse(ErrorCode::InvalidParams, e.to_string()).await;
-                return;
-            }
-        };
-        self.writes = writes.clone();
-        let expect_s = match crate::admit::expected_duration(&self.action, &scope) {
-            Ok(s) => s,
-            Err(detail) => {
-                self.refuse(ErrorCode::InvalidParams, detail).await;
-                return;
-            }
-        };
-        (self.baseline, self.baseline_done) = crate::judge::baseline_of(&self.action, &scope);
-        let now = Instant::now();
-        let mut budget = expect_s * self.action.timeout_factor
-            + self.action.timeout_floor_ms as f64 / 1000.0
-            + self.dev.spec.poll_ms as f64 / 1000.0;
-        if self.baseline_done && !self.dev.is_register_based() {
-            // "Already so" on a device that reports when it likes: only a report sent after
-            // expect_s can confirm, and a live device sends one within max_silence_s — give it
-            // that long rather than fail a correct device whose next report is due later.
-            budget = budget.max(
-                expect_s
-                    + self.dev.spec.liveness.max_silence_s
-                    + self.action.timeout_floor_ms as f64 / 1000.0,
-            );
-        }
-        let deadline = now + Duration::from_secs_f64(budget);
-        self.deadline = Some(deadline);
-        self.cmd
-            .set_expected_end(now + Duration::from_secs_f64(expect_s));
-        self.expect_s = expect_s;
-        let deadline_ms = self.ctx.clock.wall_ms(deadline);
-        let data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": expect_s,
-                          "writes": writes.iter().map(|w| w.to_string()).collect::<Vec<_>>()});
-        let committed = self
-            .ctx
-            .record(
-                &self.cmd,
-                |r| {
-                    r.dispatched = true;
-                    r.deadline_ms = Some(deadline_ms);
-                },
-                vec![("dispatched", data)],
-            )
-            .await;
-        if !committed {
-            // Never send a write whose `dispatched` the journal does not hold: a restart would
-            // take it for never sent.
-            let detail = "not sent: the journal did not take the dispatch record".to_string();
-            self.refuse(ErrorCode::Interrupted, detail).await;
-            return;
-        }
-
-        let mut attempt = 1;
-        loop {
-            let expiry = deadline.saturating_duration_since(Instant::now());
-            match self.write_all(&writes, expiry).await {
-                Ok(fence) => {
-                    self.ack_seq = fence;
-                    self.fence_others();
-                    self.start_cycling(&writes);
-                    self.settle_until_ms =
-                        self.ctx.clock.now_ms() + (self.expect_s * 1000.0).round() as i64;
-                    self.feed(Event::WriteAcked).await;
-                    return;
-                }
-                Err(e) => {
-                    let ev = Event::WriteFailed {
-                        code: e.code.clone(),
-                        detail: e.detail.clone(),
-                        transient: e.transient && Instant::now() < deadline,
-                        maybe_applied: e.maybe_applied,
-                    };
-                    let again = ev.clone();
-                    let fx = self.feed(ev).await;
-                    let retry = fx.iter().any(|f| matches!(f, Effect::Write { .. }));
-                    if !retry {
-                        return;
-                    }
-                    attempt += 1;
-                    self.ctx
-                        .record(
-                            &self.cmd,
-                            |_| {},
-                            vec![("retry", json!({"attempt": attempt, "after": e.detail}))],
-                        )
-                        .await;
-                    let pause = Duration::from_millis(self.dev.spec.poll_ms.clamp(10, 500));
-                    let mut shutdown = self.ctx.shutdown_rx();
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = sleep_until(deadline) => { self.feed(Event::Deadline).await; return; }
-                        _ = self.cmd.cancelled() => {
-                            // The machine ends the command on the next failure report instead of
-                            // retrying: feed the cancel, then the failure that is pending.
-                            self.feed(Event::CancelRequested).await;
-                            self.feed(again.clone()).await;
-                            return;
-                        }
-                        _ = shutdown_signal(&mut shutdown) => {
-                            self.feed(Event::Shutdown).await;
-                            self.feed(again.clone()).await;
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Ends the command before anything was written: no stop, nothing to undo.
-    async fn refuse(&mut self, code: ErrorCode, detail: String) {
-        let ev = Event::WriteFailed {
-            code,
-            detail,
-            transient: false,
-            maybe_applied: false,
-        };
-        self.feed(ev).await;
-    }
-
-    /// Sends every request in order; returns the fence of the last acknowledgement.
-    async fn write_all(&self, writes: &[Request], expiry: Duration) -> Result<u64, WriteError> {
-        let mut fence = self.dev.issued_seq();
-        for w in writes {
-            fence = self.dev.send(w, expiry).await?;
-        }
-        Ok(fence)
-    }
-
     /// Judges fresh reads until the machine reaches a terminal status.
     async fn supervise(&mut self) {
         // Every sample, not only the latest: a short fail_when pulse between two snapshots a
@@ -438,7 +248,7 @@ impl Supervisor {
     }
 
     /// Feeds the machine and carries out its effects, in order. Returns the effects.
-    async fn feed(&mut self, event: Event) -> Vec<Effect> {
+    pub(crate) async fn feed(&mut self, event: Event) -> Vec<Effect> {
         let mut pending = std::collections::VecDeque::from(self.machine.on(event));
         let mut all = Vec::new();
         while let Some(effect) = pending.pop_front() {
@@ -542,7 +352,7 @@ impl Supervisor {
 
     /// Starts re-sending the plan's cyclic frames (`cycle_ms`) until the command ends or its
     /// cancel plan is written. A failed re-send is logged; the criterion judges the effect.
-    fn start_cycling(&mut self, writes: &[Request]) {
+    pub(crate) fn start_cycling(&mut self, writes: &[Request]) {
         let cyclic: Vec<(plan::CanWrite, u64)> = writes
             .iter()
             .filter_map(|w| match w {
@@ -722,7 +532,7 @@ enum Wake {
 }
 
 /// Resolves once the gateway is shutting down (never holds the watch guard across an await).
-async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 

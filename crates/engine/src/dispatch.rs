@@ -1,0 +1,212 @@
+//! Dispatch, in steps: nothing is sent while the gateway stops; the device, `requires`, a
+//! failure already on, the plan and the expected duration are judged on a fresh read
+//! ([`Supervisor::prepare`]); the deadline and the `dispatched` record are committed before
+//! anything goes out ([`Supervisor::commit_dispatch`]); then the plan is written, re-sent only
+//! as the machine allows ([`Supervisor::write_plan`]).
+
+use crate::code::ErrorCode;
+use crate::device::Liveness;
+use crate::machine::{Effect, Event};
+use crate::plan::{self, Request, WriteError};
+use crate::supervisor::{Supervisor, offline_detail, shutdown_signal};
+use closedloop_plant::Scope;
+use serde_json::json;
+use std::time::Duration;
+use tokio::time::{Instant, sleep_until};
+
+/// What a fresh read at dispatch decided: the requests to send and the expected duration.
+pub(crate) struct Prepared {
+    writes: Vec<Request>,
+    expect_s: f64,
+}
+
+impl Supervisor {
+    /// Checks the device and the precondition again, evaluates the plan, and writes it.
+    pub(crate) async fn dispatch(&mut self) {
+        if *self.ctx.shutdown_rx().borrow() {
+            // Nothing was sent yet, and nothing is sent while the gateway stops.
+            self.feed(Event::Shutdown).await;
+            let detail = "not sent: the gateway is shutting down".to_string();
+            self.refuse(ErrorCode::Interrupted, detail).await;
+            return;
+        }
+        let prepared = match self.prepare().await {
+            Ok(p) => p,
+            Err((code, detail)) => return self.refuse(code, detail).await,
+        };
+        let Some(deadline) = self.commit_dispatch(&prepared).await else {
+            // Never send a write whose `dispatched` the journal does not hold: a restart would
+            // take it for never sent.
+            let detail = "not sent: the journal did not take the dispatch record".to_string();
+            return self.refuse(ErrorCode::Interrupted, detail).await;
+        };
+        self.write_plan(&prepared.writes, deadline).await;
+    }
+
+    /// Judges "already so", `requires`, a failure already on and the plan on values read now,
+    /// not on a cache that may predate a fault that struck while the command waited. `Err`:
+    /// why nothing will be written.
+    async fn prepare(&mut self) -> Result<Prepared, (ErrorCode, String)> {
+        let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
+        let snap = self.dev.fresh(within).await;
+        if snap.liveness == Liveness::Offline {
+            let detail = format!("{} Nothing was written.", offline_detail(&self.dev, &snap));
+            return Err((ErrorCode::DeviceOffline, detail));
+        }
+        let devices = self.ctx.devices_scope();
+        let devices = crate::admit::required_values(&self.action, &self.ctx.devices, devices)
+            .await
+            .map_err(|why| (ErrorCode::Interlock, why))?;
+        let signals = snap.plain();
+        let command_id = self.cmd.row().command_id;
+        let extra = [("command_id", command_id.as_str())];
+        let scope = Scope {
+            signals: &signals,
+            params: &self.params,
+            devices: &devices,
+            extra_strings: &extra,
+        };
+        if let Some(req) = &self.action.requires
+            && !req.eval_bool(&scope).unwrap_or(false)
+        {
+            let detail = format!(
+                "The precondition `{}` no longer held when the device became free{}; nothing was written.",
+                req.source(),
+                crate::admit::values_read(req, &scope)
+            );
+            return Err((ErrorCode::Interlock, detail));
+        }
+        if let Some(why) = crate::admit::failure_already_on(&self.action, &scope) {
+            let detail = format!("On a fresh read of {}, {why}.", self.dev.id());
+            return Err((ErrorCode::Interlock, detail));
+        }
+        let writes = plan::evaluate(&self.action.write, &scope, self.dev.dbc())
+            .map_err(|e| (ErrorCode::InvalidParams, e.to_string()))?;
+        let expect_s = crate::admit::expected_duration(&self.action, &scope)
+            .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
+        (self.baseline, self.baseline_done) = crate::judge::baseline_of(&self.action, &scope);
+        self.writes = writes.clone();
+        self.expect_s = expect_s;
+        Ok(Prepared { writes, expect_s })
+    }
+
+    /// The deadline from now: `expect_s × timeout_factor + timeout_floor_ms + poll_ms`, or for
+    /// "already so" on a device that reports when it likes, at least `expect_s +
+    /// max_silence_s + timeout_floor_ms` (only a report sent after expect_s can confirm, and a
+    /// live device sends one within max_silence_s).
+    fn budget_s(&self, expect_s: f64) -> f64 {
+        let floor_s = self.action.timeout_floor_ms as f64 / 1000.0;
+        let budget =
+            expect_s * self.action.timeout_factor + floor_s + self.dev.spec.poll_ms as f64 / 1000.0;
+        if self.baseline_done && !self.dev.is_register_based() {
+            budget.max(expect_s + self.dev.spec.liveness.max_silence_s + floor_s)
+        } else {
+            budget
+        }
+    }
+
+    /// Sets the deadline and journals `dispatched`; `None` when the journal did not take it.
+    async fn commit_dispatch(&mut self, p: &Prepared) -> Option<Instant> {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs_f64(self.budget_s(p.expect_s));
+        self.deadline = Some(deadline);
+        self.cmd
+            .set_expected_end(now + Duration::from_secs_f64(p.expect_s));
+        let deadline_ms = self.ctx.clock.wall_ms(deadline);
+        let writes: Vec<String> = p.writes.iter().map(|w| w.to_string()).collect();
+        let data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": p.expect_s,
+                          "writes": writes});
+        let change = |r: &mut closedloop_journal::CommandRow| {
+            r.dispatched = true;
+            r.deadline_ms = Some(deadline_ms);
+        };
+        let committed = self
+            .ctx
+            .record(&self.cmd, change, vec![("dispatched", data)])
+            .await;
+        committed.then_some(deadline)
+    }
+
+    /// Writes the plan until it is acknowledged, re-sending only when the machine says so
+    /// (idempotent actions after a transport error or a busy answer, within the deadline).
+    async fn write_plan(&mut self, writes: &[Request], deadline: Instant) {
+        let mut attempt = 1;
+        loop {
+            let expiry = deadline.saturating_duration_since(Instant::now());
+            let e = match self.write_all(writes, expiry).await {
+                Ok(fence) => return self.acked(writes, fence).await,
+                Err(e) => e,
+            };
+            let ev = Event::WriteFailed {
+                code: e.code.clone(),
+                detail: e.detail.clone(),
+                transient: e.transient && Instant::now() < deadline,
+                maybe_applied: e.maybe_applied,
+            };
+            let fx = self.feed(ev.clone()).await;
+            if !fx.iter().any(|f| matches!(f, Effect::Write { .. })) {
+                return;
+            }
+            attempt += 1;
+            let retry = json!({"attempt": attempt, "after": e.detail});
+            self.ctx
+                .record(&self.cmd, |_| {}, vec![("retry", retry)])
+                .await;
+            if !self.pause_before_retry(deadline, ev).await {
+                return;
+            }
+        }
+    }
+
+    /// The plan was acknowledged: take the fences, start cyclic frames, tell the machine.
+    async fn acked(&mut self, writes: &[Request], fence: u64) {
+        self.ack_seq = fence;
+        self.fence_others();
+        self.start_cycling(writes);
+        self.settle_until_ms = self.ctx.clock.now_ms() + (self.expect_s * 1000.0).round() as i64;
+        self.feed(Event::WriteAcked).await;
+    }
+
+    /// Waits before a re-send; false when the command ended meanwhile (deadline, cancel,
+    /// shutdown: the machine then ends it on the failure that is pending instead of retrying).
+    async fn pause_before_retry(&mut self, deadline: Instant, pending: Event) -> bool {
+        let pause = Duration::from_millis(self.dev.spec.poll_ms.clamp(10, 500));
+        let mut shutdown = self.ctx.shutdown_rx();
+        let first = tokio::select! {
+            _ = tokio::time::sleep(pause) => return true,
+            _ = sleep_until(deadline) => Event::Deadline,
+            _ = self.cmd.cancelled() => Event::CancelRequested,
+            _ = shutdown_signal(&mut shutdown) => Event::Shutdown,
+        };
+        let deadline_passed = first == Event::Deadline;
+        self.feed(first).await;
+        if !deadline_passed {
+            self.feed(pending).await;
+        }
+        false
+    }
+
+    /// Ends the command before anything was written: no stop, nothing to undo.
+    pub(crate) async fn refuse(&mut self, code: ErrorCode, detail: String) {
+        let ev = Event::WriteFailed {
+            code,
+            detail,
+            transient: false,
+            maybe_applied: false,
+        };
+        self.feed(ev).await;
+    }
+
+    /// Sends every request in order; returns the fence of the last acknowledgement.
+    pub(crate) async fn write_all(
+        &self,
+        writes: &[Request],
+        expiry: Duration,
+    ) -> Result<u64, WriteError> {
+        let mut fence = self.dev.issued_seq();
+        for w in writes {
+            fence = self.dev.send(w, expiry).await?;
+        }
+        Ok(fence)
+    }
+}
