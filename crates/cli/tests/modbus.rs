@@ -8,10 +8,11 @@ mod common;
 
 use common::*;
 use rmcp::ServiceExt;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// Starts `closedloop sim` on free ports and writes the plant `serve` should use (the same file,
 /// with the announced port as every device's address). Returns the sim and its control address.
@@ -95,8 +96,22 @@ async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
     sim_ctl(&control, &["clear", "lamp"]);
 
     sim_ctl(&control, &["fault", "gripper", "nak"]);
+    // Once a poll was refused, the state names the unreadable contact...
+    let mut state = Value::Null;
+    for _ in 0..200 {
+        state = sc(&call(&c, "get_device_state", json!({"device": "gripper"})).await).clone();
+        if state["unreadable"]["contact"]["error_code"] == "BUS_NAK" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        state["unreadable"]["contact"]["error_code"], "BUS_NAK",
+        "{state}"
+    );
+    // ...and the close is refused before anything is written: it could never be confirmed.
     let r = settle(&c, call(&c, "gripper_close", json!({"wait_s": 3})).await).await;
-    assert_eq!(outcome(&r), ("failed".into(), "BUS_NAK".into()));
+    assert_eq!(outcome(&r), ("rejected".into(), "BUS_NAK".into()));
     assert!(
         sc(&r)["detail"]
             .as_str()

@@ -165,10 +165,11 @@ async fn confirmed_unconfirmable_and_refused_relays() {
     );
     let r = act(&c, "zombie_switch", json!({"on": true, "wait_s": 3})).await;
     assert_eq!(code(&r), "DEVICE_OFFLINE");
+    // Its reads are refused as well: the contact cannot be read, so nothing is written.
     let r = act(&c, "nak_switch", json!({"on": true, "wait_s": 3})).await;
     assert_eq!(
         (status(&r).as_str(), code(&r).as_str()),
-        ("failed", "BUS_NAK")
+        ("rejected", "BUS_NAK")
     );
     let r = act(&c, "noisy_switch", json!({"on": true, "wait_s": 3})).await;
     assert_eq!(code(&r), "CRC_MISMATCH");
