@@ -6,9 +6,9 @@ use closedloop_journal::{Journal, ListFilter};
 use closedloop_plant::Plant;
 use std::process::ExitCode;
 
-/// Opens the plant's journal to read it. These commands only read: a journal that does not
-/// exist yet is refused instead of created (`Journal::open` would create it), and so is an
-/// in-memory one, which only its serving process can see.
+/// Opens the plant's journal to read it. These commands only read: the journal is opened
+/// read-only (nothing created or migrated), a journal that does not exist yet is refused, and so
+/// is an in-memory one, which only its serving process can see.
 async fn open(plant: &Plant) -> Result<Journal> {
     let url = &plant.server.journal;
     if url.contains(":memory:") {
@@ -22,7 +22,7 @@ async fn open(plant: &Plant) -> Result<Journal> {
     {
         bail!("no journal at {} yet: nothing has run", path.display());
     }
-    Ok(Journal::open(url).await?)
+    Ok(Journal::open_read_only(url).await?)
 }
 
 /// The file of a `sqlite://PATH` or `sqlite:PATH` URL (without `?options`).

@@ -38,6 +38,23 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
+/// Refuses URLs the journal cannot open, with the reason.
+fn check_url(url: &str) -> Result<(), JournalError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Err(JournalError::Unsupported {
+            url: url.to_string(),
+            reason: "PostgreSQL journals arrive with scale-out; use sqlite://PATH for now".into(),
+        });
+    }
+    if !url.starts_with("sqlite:") {
+        return Err(JournalError::Unsupported {
+            url: url.to_string(),
+            reason: "the journal must be sqlite://PATH (or sqlite::memory: for tests)".into(),
+        });
+    }
+    Ok(())
+}
+
 impl Journal {
     /// Test builds (`testing` feature): makes every write fail until called with `false`, so
     /// tests can show what the engine does while its journal is unavailable.
@@ -66,19 +83,7 @@ impl Journal {
     /// `postgres://` is refused with an explanation: a shared PostgreSQL journal comes with
     /// scale-out (DESIGN §6), and accepting the URL before then would promise more than exists.
     pub async fn open(url: &str) -> Result<Journal, JournalError> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            return Err(JournalError::Unsupported {
-                url: url.to_string(),
-                reason: "PostgreSQL journals arrive with scale-out; use sqlite://PATH for now"
-                    .into(),
-            });
-        }
-        if !url.starts_with("sqlite:") {
-            return Err(JournalError::Unsupported {
-                url: url.to_string(),
-                reason: "the journal must be sqlite://PATH (or sqlite::memory: for tests)".into(),
-            });
-        }
+        check_url(url)?;
         let memory = url.contains(":memory:");
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -109,6 +114,27 @@ impl Journal {
         };
         Ok(Journal {
             writer,
+            reader,
+            #[cfg(feature = "testing")]
+            fail_writes: Default::default(),
+        })
+    }
+
+    /// Opens an existing journal to read it only (`closedloop commands`, `trace`): nothing is
+    /// created, no migration runs, and every write fails, so a person reading a plant's history
+    /// never changes it. A missing file is an error.
+    pub async fn open_read_only(url: &str) -> Result<Journal, JournalError> {
+        check_url(url)?;
+        let options = SqliteConnectOptions::from_str(url)?
+            .read_only(true)
+            .create_if_missing(false)
+            .busy_timeout(Duration::from_secs(10));
+        let reader = SqlitePoolOptions::new()
+            .max_connections(2)
+            .connect_with(options)
+            .await?;
+        Ok(Journal {
+            writer: reader.clone(),
             reader,
             #[cfg(feature = "testing")]
             fail_writes: Default::default(),
@@ -371,6 +397,29 @@ mod tests {
             event: event.into(),
             data: serde_json::Value::Null,
         }
+    }
+
+    #[tokio::test]
+    async fn a_read_only_journal_reads_creates_nothing_and_takes_no_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = format!("sqlite://{}", dir.path().join("none.db").display());
+        assert!(Journal::open_read_only(&missing).await.is_err());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing created"
+        );
+        let url = format!("sqlite://{}", dir.path().join("j.db").display());
+        let j = Journal::open(&url).await.unwrap();
+        j.insert(&row("c1", "lamp", "completed", 10), &[ev(10, "accepted")])
+            .await
+            .unwrap();
+        j.close().await;
+        let r = Journal::open_read_only(&url).await.unwrap();
+        assert_eq!(r.get("c1").await.unwrap().unwrap().status, "completed");
+        let refused = r.insert(&row("c2", "lamp", "accepted", 20), &[]).await;
+        assert!(refused.is_err(), "a read-only journal took a write");
+        assert!(r.get("c2").await.unwrap().is_none());
     }
 
     #[tokio::test]
