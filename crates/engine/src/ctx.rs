@@ -142,6 +142,22 @@ impl Ctx {
             .collect()
     }
 
+    /// The latest values of the devices an action reads (`Action::devices_read`): a command's
+    /// scope costs what its expressions read, not the size of the plant.
+    pub fn scope_for(
+        &self,
+        action: &closedloop_plant::Action,
+    ) -> BTreeMap<String, BTreeMap<String, Value>> {
+        action
+            .devices_read()
+            .into_iter()
+            .filter_map(|id| {
+                let d = self.devices.get(&id)?;
+                Some((id, d.snapshot().plain()))
+            })
+            .collect()
+    }
+
     /// Registers a live command.
     pub fn remember(&self, cmd: Arc<LiveCommand>) {
         let id = cmd.row().command_id;

@@ -53,7 +53,7 @@ impl Supervisor {
             let detail = format!("{} Nothing was written.", offline_detail(&self.dev, &snap));
             return Err((ErrorCode::DeviceOffline, detail));
         }
-        let devices = self.ctx.devices_scope();
+        let devices = self.ctx.scope_for(&self.action);
         let devices = crate::admit::required_values(&self.action, &self.ctx.devices, devices)
             .await
             .map_err(|why| (ErrorCode::Interlock, why))?;

@@ -133,7 +133,7 @@ impl Supervisor {
         if snap.seq <= self.ack_seq {
             return None;
         }
-        let mut devices = self.ctx.devices_scope();
+        let mut devices = self.ctx.scope_for(&self.action);
         devices.insert(self.dev.id().to_string(), snap.plain());
         let own = self.dev.id();
         for (d, s) in self.criterion_refs() {
@@ -304,7 +304,7 @@ impl Supervisor {
 
     /// The plan evaluated on this snapshot (for a recovered command's readback).
     fn planned_writes(&self, snap: &Snapshot) -> Option<Vec<Request>> {
-        let devices = self.ctx.devices_scope();
+        let devices = self.ctx.scope_for(&self.action);
         let signals = snap.plain();
         let command_id = self.cmd.row().command_id;
         let extra = [("command_id", command_id.as_str())];

@@ -138,7 +138,7 @@ impl Engine {
             return Err(refusal);
         }
         let signals = snap.plain();
-        let devices = self.ctx.devices_scope();
+        let devices = self.ctx.scope_for(action);
         let devices = crate::admit::required_values(action, &self.ctx.devices, devices)
             .await
             .map_err(|why| (ErrorCode::Interlock, why))?;
@@ -230,7 +230,7 @@ impl Engine {
         let dev = Arc::clone(&self.ctx.devices[&sub.device]);
         // Until dispatch re-evaluates it, the estimate is the expected duration from now.
         let signals = dev.snapshot().plain();
-        let devices = self.ctx.devices_scope();
+        let devices = self.ctx.scope_for(action);
         let scope = Scope {
             signals: &signals,
             params: &params,

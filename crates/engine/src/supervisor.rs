@@ -300,7 +300,7 @@ impl Supervisor {
     async fn write_cancel(&mut self) -> Event {
         // A cyclic start frame must not keep going out beside the stop.
         self.stop_cycling();
-        let devices = self.ctx.devices_scope();
+        let devices = self.ctx.scope_for(&self.action);
         let signals = self.dev.snapshot().plain();
         let command_id = self.cmd.row().command_id;
         let extra = [("command_id", command_id.as_str())];
@@ -447,7 +447,7 @@ impl Supervisor {
                 .all(|n| snap.values.get(n).is_some_and(|v| v.seq > after));
             if snap.seq > after && fresh {
                 let signals = snap.plain();
-                let devices = self.ctx.devices_scope();
+                let devices = self.ctx.scope_for(&self.action);
                 let scope = Scope {
                     signals: &signals,
                     params: &self.params,

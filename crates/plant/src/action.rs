@@ -77,6 +77,25 @@ impl Action {
             .chain([&self.expect_s]);
         exprs.flat_map(|e| e.signals().iter().cloned()).collect()
     }
+
+    /// Every other device one of its expressions reads (`devices.<id>.<signal>`), in its
+    /// criteria, its expected duration or its write and cancel plans: the engine builds each
+    /// command's scope from these alone, so its cost does not grow with the plant.
+    pub fn devices_read(&self) -> std::collections::BTreeSet<String> {
+        let criteria = self
+            .requires
+            .iter()
+            .chain(self.done_when.iter())
+            .chain(self.fail_when.iter().map(|(_, e)| e))
+            .chain(self.stopped_when.iter())
+            .chain(self.started_when.iter())
+            .chain([&self.expect_s]);
+        let plans = self.write.iter().chain(self.cancel.iter());
+        criteria
+            .chain(plans.flat_map(WriteEntry::exprs))
+            .flat_map(|e| e.devices().iter().map(|(d, _)| d.clone()))
+            .collect()
+    }
 }
 
 /// How the outcome of an action can be confirmed (DESIGN §1).
@@ -155,6 +174,18 @@ pub enum WriteEntry {
 }
 
 impl WriteEntry {
+    /// The expressions this entry evaluates.
+    pub fn exprs(&self) -> Box<dyn Iterator<Item = &Expr> + '_> {
+        match self {
+            WriteEntry::Register { value, .. } | WriteEntry::OpcuaNode { value, .. } => {
+                Box::new(std::iter::once(value))
+            }
+            WriteEntry::Mqtt { payload, .. } => Box::new(payload.exprs()),
+            WriteEntry::OpcuaMethod { args, .. } => Box::new(args.iter()),
+            WriteEntry::Can { signals, .. } => Box::new(signals.iter().map(|(_, e)| e)),
+        }
+    }
+
     /// Short form for logs and timelines: `holding:0`, `mqtt lab/lamp/set`, ...
     pub fn describe(&self) -> String {
         match self {

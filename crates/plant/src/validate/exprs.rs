@@ -192,7 +192,7 @@ fn check_compiled(ctx: &ExprCtx, expr: &Expr, want: Want, extras: bool) -> Resul
     }
     equality_types(ctx, expr)?;
     for sample in [false, true] {
-        let (signals, params, devices) = samples(ctx, sample);
+        let (signals, params, devices) = samples(ctx, expr, sample);
         let extra = [("command_id", "0193f0c2-7c1e-7a51-9c1f-3f0f4c1b2a77")];
         let scope = Scope {
             signals: &signals,
@@ -333,7 +333,10 @@ type Samples = (
     BTreeMap<String, BTreeMap<String, Value>>,
 );
 
-fn samples(ctx: &ExprCtx, b: bool) -> Samples {
+/// Sample values of the right types for a dry run of `expr`: its own device's signals, the
+/// parameters, and the signals of the devices it reads — only those, so that checking every
+/// expression of a plant stays linear in the number of devices.
+fn samples(ctx: &ExprCtx, expr: &Expr, b: bool) -> Samples {
     let sample = |is_bool: &Option<bool>| {
         if *is_bool == Some(true) {
             Value::Bool(b)
@@ -346,10 +349,10 @@ fn samples(ctx: &ExprCtx, b: bool) -> Samples {
         .iter()
         .map(|(n, k)| (n.clone(), sample(k)))
         .collect();
-    let devices = ctx
-        .catalog
-        .devices
+    let devices = expr
+        .devices()
         .iter()
+        .filter_map(|(d, _)| ctx.catalog.devices.get_key_value(d))
         .map(|(d, m)| {
             (
                 d.clone(),
