@@ -107,7 +107,8 @@ pub enum SimConfigError {
     /// A valid model that has no in-process register map.
     #[error(
         "the sim model `{model}` has no in-process register map: it runs only in `closedloop sim` \
-         over MQTT (not available yet); use `model = \"relay\"` for an in-process relay"
+         as an MQTT client of its broker (`[device.sim] model = \"mqtt-relay\"` with a `broker`); \
+         use `model = \"relay\"` for an in-process relay"
     )]
     NotInProcess {
         /// The model.

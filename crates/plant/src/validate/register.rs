@@ -205,7 +205,8 @@ impl RegKeys {
                 return err(
                     "bit",
                     format!(
-                        "bit takes one bit of a single u16/i16 register, not of a {ty}; remove type or bit"
+                        "bit takes one bit of a single u16/i16 register, not of {} {ty}; remove type or bit",
+                        article(&ty.to_string())
                     ),
                 );
             }
@@ -230,7 +231,10 @@ impl RegKeys {
         if u32::from(address) + u32::from(words) - 1 > u32::from(u16::MAX) {
             return err(
                 area.key(),
-                format!("a {ty} at {address} runs past register 65535"),
+                format!(
+                    "{} {ty} at {address} runs past register 65535",
+                    article(&ty.to_string())
+                ),
             );
         }
         let encoding = Encoding {
@@ -242,5 +246,13 @@ impl RegKeys {
             offset,
         };
         Ok((area, address, encoding))
+    }
+}
+
+/// "a" or "an" before a type name as it is spoken (an i32, an f64, a u16).
+fn article(word: &str) -> &'static str {
+    match word.chars().next() {
+        Some('a' | 'e' | 'i' | 'o' | 'f') => "an",
+        _ => "a",
     }
 }
