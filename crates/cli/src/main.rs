@@ -1,5 +1,11 @@
 //! The `closedloop` command line: a thin shell over the library crates.
 //!
+//! One module per subcommand: `check` (the plant loaded and its drivers built as `serve` would,
+//! then the tool surface), `serve` (MCP over stdio or Streamable HTTP), `demo` (the bundled
+//! workshop through a real MCP client session), `journal_cmds` (`commands` and `trace`, reading
+//! the journal read-only) and `sim` (the simulated devices over Modbus TCP, MQTT, CAN and OPC UA,
+//! and their run-time faults).
+//!
 //! Exit codes: 0 success; 1 the command ran and found a problem (an invalid plant file, an unknown
 //! command id); 2 bad usage (clap's own code).
 
@@ -79,8 +85,9 @@ enum Cmd {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
-    /// Run the plant's [device.sim] devices as Modbus TCP units until SIGINT/SIGTERM; or, with
-    /// `fault`/`clear`, change a running simulator's faults.
+    /// Run the plant's [device.sim] devices as Modbus TCP units, MQTT relays, CAN nodes (slcan on
+    /// a pty) and OPC UA servers until SIGINT/SIGTERM; or, with `fault`/`clear`, change a running
+    /// simulator's faults.
     Sim(sim::SimArgs),
     /// Print one command's timeline with the milliseconds between steps.
     Trace {

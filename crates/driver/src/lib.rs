@@ -1,9 +1,20 @@
-//! The seam between closedloop's engine and the devices it drives.
+//! The register-level seam between closedloop's engine and the devices it polls.
 //!
-//! Every protocol (the in-process simulator today; Modbus, MQTT, OPC UA and CAN later) implements
-//! [`Driver`]. The engine knows nothing else about a device: it reads blocks of bits or registers,
-//! writes them, and judges the answers. Keeping the seam this narrow is what lets the simulator
-//! stand in for real hardware in every engine test.
+//! Register devices implement [`Driver`]: the in-process simulator (`closedloop_sim::SimDevice`)
+//! and Modbus TCP and RTU units (`closedloop_modbus::ModbusDevice`). For them the engine knows
+//! nothing else about a device: it reads blocks of bits or registers, writes them, and judges the
+//! answers. Keeping the seam this narrow is what lets the simulator stand in for real hardware in
+//! every engine test.
+//!
+//! MQTT, OPC UA and CAN devices push their values rather than answer polls, and do not implement
+//! [`Driver`]: the engine reaches them through its own `DeviceIo` variants (`Mqtt`, `Opcua`,
+//! `Can` in `closedloop_engine::device`), over `closedloop_mqtt::MqttBroker`,
+//! `closedloop_opcua::OpcuaClient` and a bus port around `closedloop_can::CanBus`. A single
+//! device-link seam for every protocol is planned; until then this trait covers register devices
+//! only.
+//!
+//! [`codec`] is the pure register codec (types, word order, byte swap, bit, scale, offset; refuses,
+//! never saturates) that the plant loader, the engine and `closedloop check` share.
 //!
 //! Answers have two layers, as in tokio-modbus: the outer `Result` says whether the device could
 //! be reached at all ([`TransportError`]); the inner one whether the device accepted the request
@@ -27,7 +38,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// The two-layer answer of a device: reached or not, then accepted or refused.
 pub type Answer<T> = Result<Result<T, Exception>, TransportError>;
 
-/// One device as the engine sees it: something that answers register-level reads and writes.
+/// One register device as the engine sees it (sim, Modbus): something that answers
+/// register-level reads and writes. MQTT, OPC UA and CAN devices are not `Driver`s (see the
+/// crate doc).
 ///
 /// Implementations do not apply request timeouts of their own unless their protocol demands it:
 /// the engine wraps every call in the device's `timeout_ms`, so a device that never answers

@@ -1,5 +1,18 @@
-//! closedloop's MCP surface (DESIGN §4): one tool per plant action, plus `get_command_status`,
-//! `cancel_command`, `list_commands`, `list_devices` and `get_device_state`.
+//! closedloop's MCP surface (DESIGN §4), served over stdio or Streamable HTTP ([`http`]).
+//!
+//! - Tools, in `tools/list` order: one per plant action (or `run_action` and `describe_device`
+//!   with `[server] tools = "generic"`); `modbus_read` / `modbus_write` and the read-only bridge
+//!   tools (`can_signals`, `can_decode`, `opcua_browse`, `opcua_read`) when a device allows raw
+//!   access; then the six [`FIXED_TOOLS`]: `get_command_status`, `cancel_command`,
+//!   `list_commands`, `list_devices`, `get_device_state` and `confirm_command`.
+//! - `tools/call` is answered in `call.rs`; [`confirm`] (a token) and `elicit.rs` (a form) ask a
+//!   person before a `confirm = true` action moves; `tasks.rs` serves the Tasks extension from
+//!   the engine, and so from the journal after a restart.
+//! - Resources `device://{id}/state`, `device://{id}/config`, `command://{id}` and
+//!   `command://{id}/timeline` (paged), with change notifications; prompts `diagnose_device` and
+//!   `act_and_confirm`.
+//! - [`Caller`]: who calls and with which scopes (a bearer token's over HTTP, every scope over
+//!   stdio).
 //!
 //! This crate turns the engine's results into MCP content and nothing more: every decision about a
 //! command is the engine's. Nothing depends on this crate except the binary.
