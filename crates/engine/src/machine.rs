@@ -1,6 +1,6 @@
 //! The command lifecycle as a pure state machine: `on(event) -> effects`.
 //!
-//! No I/O, no clock reads, no async: the shell ([`crate::supervisor`]) reads the clock, evaluates
+//! No I/O, no clock reads, no async: the shell (the `supervisor` module) reads the clock, evaluates
 //! the plant's expressions against fresh reads, and feeds the verdicts in as events; the machine
 //! decides what they mean and answers with effects for the shell to carry out (write, journal,
 //! release). That split is what makes every transition of DESIGN §2 testable in microseconds.
