@@ -1,0 +1,304 @@
+//! Property-based ground truth: random plants and random command scripts through the engine,
+//! every outcome checked against what the simulated devices physically did.
+//!
+//! A case is 1–3 simulated relays, steppers and heaters (random speeds, travel, pull-in, poll
+//! periods, liveness windows, expect_s consistent or deliberately wrong, plant faults with
+//! random `after_ms`, shared exclusive groups, `requires` and `done_when` on other devices)
+//! and a script of up to 7 steps at random (virtual) times: submits, cancels, run-time fault
+//! injections and clears, and engine restarts on the same journal. `ground_truth/rig.rs` runs
+//! it on a paused clock (`ground_truth/fence.rs` keeps the clock still while the journal
+//! writes), recording every request the engine makes with the device's physical state;
+//! `ground_truth/check.rs` holds the properties, `ground_truth/expect.rs` the exact outcomes.
+//!
+//! `PROPTEST_CASES` sets the number of cases (default 2000). Failures shrink and their seeds
+//! are kept in `ground_truth.proptest-regressions` beside this file, replayed first on every
+//! run.
+
+#[path = "ground_truth/check.rs"]
+mod check;
+#[path = "ground_truth/expect.rs"]
+mod expect;
+#[path = "ground_truth/fence.rs"]
+mod fence;
+#[path = "ground_truth/rig.rs"]
+mod rig;
+#[path = "ground_truth/spec.rs"]
+mod spec;
+#[path = "ground_truth/strategy.rs"]
+mod strategy;
+
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Cases per run when `PROPTEST_CASES` is not set.
+const DEFAULT_CASES: u32 = 2000;
+
+fn config() -> Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_CASES);
+    Config {
+        cases,
+        max_shrink_iters: 4000,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/ground_truth.proptest-regressions"
+        )))),
+        source_file: Some(file!()),
+        ..Config::default()
+    }
+}
+
+/// What the cases covered, and the findings that do not fail the run.
+#[derive(Default)]
+struct Tally {
+    limited: AtomicUsize,
+    known: AtomicUsize,
+    exact: AtomicUsize,
+    recovered: AtomicUsize,
+    restarts: AtomicUsize,
+    outcomes: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
+}
+
+impl Tally {
+    fn summary(&self) -> String {
+        let outcomes = self.outcomes.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = outcomes.values().sum();
+        let list: Vec<String> = outcomes.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        format!(
+            "{total} commands ({}); {} with an exact expected outcome; {} cases with a restart, {} commands recovered across one; {} cases with a known limitation, {} with a known engine bug",
+            list.join(", "),
+            self.exact.load(Ordering::Relaxed),
+            self.restarts.load(Ordering::Relaxed),
+            self.recovered.load(Ordering::Relaxed),
+            self.limited.load(Ordering::Relaxed),
+            self.known.load(Ordering::Relaxed)
+        )
+    }
+}
+
+/// Runs one case and checks it. With `GROUND_TRUTH_SURVEY` set, violations are printed and the
+/// run goes on (to see every kind of failure at once) instead of failing and shrinking; with
+/// `GROUND_TRUTH_VERBOSE`, limitations and known bugs are printed too.
+fn run_case(case: &spec::Case, tally: &Tally) -> Result<(), TestCaseError> {
+    let out = fence::runtime().block_on(rig::run(case));
+    let found = check::check(case, &out);
+    for (list, count) in [
+        (&found.limitations, &tally.limited),
+        (&found.known, &tally.known),
+    ] {
+        if !list.is_empty() {
+            count.fetch_add(1, Ordering::Relaxed);
+            if std::env::var_os("GROUND_TRUTH_VERBOSE").is_some() {
+                eprintln!("{}", list.join("\n"));
+            }
+        }
+    }
+    tally.exact.fetch_add(found.exact, Ordering::Relaxed);
+    tally
+        .recovered
+        .fetch_add(found.recovered, Ordering::Relaxed);
+    if !out.at_restart.is_empty() {
+        tally.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+    {
+        let mut outcomes = tally.outcomes.lock().unwrap_or_else(|p| p.into_inner());
+        for o in &found.outcomes {
+            *outcomes.entry(o.clone()).or_default() += 1;
+        }
+    }
+    if found.violations.is_empty() {
+        return Ok(());
+    }
+    if std::env::var_os("GROUND_TRUTH_SURVEY").is_some() {
+        eprintln!(
+            "VIOLATION {}\n{}",
+            found.violations.join("\n"),
+            check::report(case, &out)
+        );
+        return Ok(());
+    }
+    Err(TestCaseError::fail(format!(
+        "{}\n{}",
+        found.violations.join("\n"),
+        check::report(case, &out)
+    )))
+}
+
+/// Processes sharing the cases: a case spends much of its real time waiting for SQLite on
+/// another thread, so two run side by side on two cores. Separate processes, not threads: the
+/// journal fence watches every sqlx thread of its process, and would wait for the other
+/// runner's journal too.
+const RUNNERS: u32 = 2;
+
+/// Set in a child process: which share of the cases it runs (`i/n`).
+const SHARE: &str = "GROUND_TRUTH_SHARE";
+
+#[test]
+fn outcomes_match_the_physical_record() {
+    let started = std::time::Instant::now();
+    let cases = config().cases;
+    let (me, of) = match std::env::var(SHARE) {
+        Ok(s) => {
+            let (i, n) = s.split_once('/').expect("GROUND_TRUTH_SHARE is i/n");
+            (i.parse().expect("i"), n.parse().expect("n"))
+        }
+        Err(_) => (0, RUNNERS),
+    };
+    // The parent starts the other shares as children running this same test.
+    let children: Vec<_> = (1..of)
+        .filter(|_| me == 0 && std::env::var_os(SHARE).is_none())
+        .map(|i| {
+            std::process::Command::new(std::env::current_exe().expect("the test binary"))
+                .args([
+                    "--exact",
+                    "outcomes_match_the_physical_record",
+                    "--nocapture",
+                ])
+                .args(["--test-threads", "1"])
+                .env(SHARE, format!("{i}/{of}"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("a runner process")
+        })
+        .collect();
+    let tally = Tally::default();
+    let mut config = config();
+    // Every share replays the persisted failures first, then runs its part of the cases.
+    config.cases = cases / of + u32::from(me < cases % of);
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&strategy::case(), |case| run_case(&case, &tally));
+    let mut failures: Vec<String> = result.err().map(|e| e.to_string()).into_iter().collect();
+    for child in children {
+        let out = child.wait_with_output().expect("a runner process ends");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        let all = std::env::var_os("GROUND_TRUTH_SURVEY").is_some()
+            || std::env::var_os("GROUND_TRUTH_VERBOSE").is_some();
+        for line in text
+            .lines()
+            .filter(|l| all || l.starts_with("ground truth"))
+        {
+            eprintln!("{line}");
+        }
+        if !out.status.success() {
+            failures.push(text);
+        }
+    }
+    eprintln!(
+        "ground truth share {me}/{of}: {} cases in {:.1} s: {}",
+        runner.config().cases,
+        started.elapsed().as_secs_f64(),
+        tally.summary()
+    );
+    if let Some(f) = failures.first() {
+        panic!("{f}");
+    }
+}
+
+/// A one-device case for the regression tests below.
+fn one_device(model: spec::Model, faults: Vec<closedloop_sim::FaultSpec>) -> spec::DeviceSpec {
+    spec::DeviceSpec {
+        model,
+        poll_ms: 20,
+        max_silence_s: 2.0,
+        timeout_ms: 100,
+        seed: 0,
+        faults,
+        expect: spec::Expect::Consistent { margin_ms: 20 },
+        floor_ms: 100,
+        queue: true,
+        queue_timeout_s: 1.0,
+        group: None,
+        requires: None,
+        idempotent: true,
+        follow: None,
+    }
+}
+
+/// Runs a hand-written case and returns what the checks found, every finding as a line.
+fn findings(case: &spec::Case) -> Vec<String> {
+    let out = fence::runtime().block_on(rig::run(case));
+    let found = check::check(case, &out);
+    if !(found.violations.is_empty() && found.known.is_empty())
+        || std::env::var_os("GROUND_TRUTH_VERBOSE").is_some()
+    {
+        eprintln!("{}", check::report(case, &out));
+    }
+    found.violations.into_iter().chain(found.known).collect()
+}
+
+/// A relay acknowledges "on", then goes silent (zombie: it keeps running, answers nothing)
+/// 50 ms later; its contact closes at 100 ms. Its liveness window is 2 s, its deadline 0.48 s
+/// (expect_s 0.12 = pull-in + 20 ms). The only fresh reads of the contact are at 0, 20 and 40 ms,
+/// all before the pull-in; at the deadline the engine ends the command `failed
+/// FEEDBACK_MISMATCH` ("the feedback never moved ... within its 0.48 s deadline"), telling the
+/// caller the relay did not respond, while the contact has been physically closed since 100 ms.
+/// Honest would be an outcome that says the feedback was not read after 40 ms.
+#[test]
+#[ignore = "engine bug: FEEDBACK_MISMATCH is concluded from fresh reads that stopped long before the deadline (device silent within its liveness window); the relay had in fact switched"]
+fn feedback_mismatch_needs_reads_up_to_the_deadline() {
+    let zombie = closedloop_sim::FaultSpec::after(closedloop_sim::Fault::Zombie, 50);
+    let relay = one_device(spec::Model::Relay { pull_in_ms: 100 }, vec![zombie]);
+    let case = spec::Case {
+        devices: vec![relay],
+        steps: vec![spec::Step {
+            delay_ms: 0,
+            op: spec::Op::Submit {
+                device: 0,
+                follow: false,
+                arg: spec::Arg::On(true),
+                wait_ms: 0,
+            },
+        }],
+    };
+    let found = findings(&case);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// A stepper (answers delayed 20 ms) moving 200 mm at 100 mm/s is cancelled at 300 ms; it
+/// acknowledges the stop at 320 ms and is silent from 321 ms (zombie), so no read after the
+/// stop ever comes back and it goes offline at 0.5 s of silence. The engine keeps the command
+/// open (status `running`, `cancel_sent` journaled) until `stopped_when` holds on a fresh read
+/// or its 30 s safe-state limit runs out: the command turns `cancelled` 30 s after the stop,
+/// 24 s past its deadline (6.3 s) and long after the device was known to be offline.
+#[test]
+#[ignore = "engine bug: a cancelled command whose device gives no fresh read after the stop stays non-terminal for the 30 s safe-state limit, far past its deadline and liveness window"]
+fn a_cancel_ends_within_the_deadline_when_the_device_goes_silent() {
+    let axis = spec::Model::Stepper {
+        speed_mm_s: 100.0,
+        travel: [0.0, 300.0],
+        param: [0.0, 300.0],
+    };
+    let latency = closedloop_sim::FaultSpec::now(closedloop_sim::Fault::LatencyMs { ms: 20 });
+    let mut stepper = one_device(axis, vec![latency]);
+    stepper.max_silence_s = 0.5;
+    let step = |delay_ms, op| spec::Step { delay_ms, op };
+    let zombie = closedloop_sim::FaultSpec::after(closedloop_sim::Fault::Zombie, 21);
+    let case = spec::Case {
+        devices: vec![stepper],
+        steps: vec![
+            step(
+                0,
+                spec::Op::Submit {
+                    device: 0,
+                    follow: false,
+                    arg: spec::Arg::Number(200.0),
+                    wait_ms: 0,
+                },
+            ),
+            step(
+                300,
+                spec::Op::Inject {
+                    device: 0,
+                    fault: zombie,
+                },
+            ),
+            step(0, spec::Op::Cancel { nth: 0 }),
+        ],
+    };
+    let found = findings(&case);
+    assert!(found.is_empty(), "{found:#?}");
+}
