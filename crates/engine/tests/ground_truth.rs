@@ -2,17 +2,41 @@
 //! every outcome checked against what the simulated devices physically did.
 //!
 //! A case is 1–3 simulated relays, steppers and heaters (random speeds, travel, pull-in, poll
-//! periods, liveness windows, expect_s consistent or deliberately wrong, plant faults with
-//! random `after_ms`, shared exclusive groups, `requires` and `done_when` on other devices)
-//! and a script of up to 7 steps at random (virtual) times: submits, cancels, run-time fault
-//! injections and clears, and engine restarts on the same journal. `ground_truth/rig.rs` runs
-//! it on a paused clock (`ground_truth/fence.rs` keeps the clock still while the journal
-//! writes), recording every request the engine makes with the device's physical state;
-//! `ground_truth/check.rs` holds the properties, `ground_truth/expect.rs` the exact outcomes.
+//! periods 10–100 ms, liveness windows, request timeouts, expect_s consistent or deliberately
+//! wrong, plant faults with random `after_ms`, shared exclusive groups, `requires` and
+//! `done_when` on other devices) and a script of up to 7 steps at random (virtual) times:
+//! submits (concurrent, some waiting), cancels, run-time fault injections and clears, and engine
+//! restarts on the same journal, with the devices kept running or power-cycled too
+//! (`ground_truth/spec.rs`, `strategy.rs`). `rig.rs` runs it on a paused clock — `fence.rs`
+//! keeps the clock still while SQLite works, so a case replays the same way — and wraps every
+//! simulated device in a driver that logs each request with the device's physical state.
 //!
-//! `PROPTEST_CASES` sets the number of cases (default 2000). Failures shrink and their seeds
-//! are kept in `ground_truth.proptest-regressions` beside this file, replayed first on every
-//! run.
+//! The properties (`check.rs`, `physical.rs`), against that physical record:
+//! - `completed` + verified: `done_when` held physically on a fresh read after the ack;
+//! - `FEEDBACK_MISMATCH`: the feedback never physically moved between the ack and the deadline;
+//! - `TIMEOUT` (relays, heaters): no fresh, truthful read the engine had to judge found it done;
+//! - `MOTOR_STALL`: the fault output was physically on (after the ack, or when refused);
+//! - `device_ack`: the device acknowledged the plan's last write at that very instant;
+//! - every command terminal by its deadline + 2 s + its liveness window + a request timeout
+//!   (+ the clock skew a restart adds, see `check::Cmd::recovered_skew`), and out of its queue
+//!   by `queue_timeout_s` + the same slack;
+//! - every write the devices received was a plan write of a command between its `dispatched`
+//!   and its terminal event, or a cancel plan after a dispatch;
+//! - no two commands of one exclusive group between dispatch and terminal at once;
+//! - nothing lost, nothing invented: every submitted command in the journal, terminal, and a
+//!   terminal state seen (by a waiting submit, or in the journal at a restart) never changes;
+//! - exact outcomes where the plant alone decides them (`expect.rs`).
+//!
+//! Findings that do not fail the run, counted in its summary line:
+//! - limitations: a relay whose contact reads inverted (`swapped_contacts`) can fool any
+//!   feedback rule (expect_s shorter than its pull-in, an inversion that starts mid-command, a
+//!   brownout it hides); a change that comes and goes between two polls;
+//! - two engine bugs, each pinned by an ignored regression test below.
+//!
+//! `PROPTEST_CASES` sets the number of cases (default 2000, shared by two processes). Failures
+//! shrink and their seeds are kept in `ground_truth.proptest-regressions` beside this file,
+//! replayed first on every run. `GROUND_TRUTH_SURVEY=1` prints violations instead of failing
+//! (to see every kind at once), `GROUND_TRUTH_VERBOSE=1` prints limitations and known bugs too.
 
 #[path = "ground_truth/check.rs"]
 mod check;
@@ -20,6 +44,10 @@ mod check;
 mod expect;
 #[path = "ground_truth/fence.rs"]
 mod fence;
+#[path = "ground_truth/physical.rs"]
+mod physical;
+#[path = "ground_truth/report.rs"]
+mod report;
 #[path = "ground_truth/rig.rs"]
 mod rig;
 #[path = "ground_truth/spec.rs"]
@@ -115,14 +143,14 @@ fn run_case(case: &spec::Case, tally: &Tally) -> Result<(), TestCaseError> {
         eprintln!(
             "VIOLATION {}\n{}",
             found.violations.join("\n"),
-            check::report(case, &out)
+            report::report(case, &out)
         );
         return Ok(());
     }
     Err(TestCaseError::fail(format!(
         "{}\n{}",
         found.violations.join("\n"),
-        check::report(case, &out)
+        report::report(case, &out)
     )))
 }
 
@@ -225,7 +253,7 @@ fn findings(case: &spec::Case) -> Vec<String> {
     if !(found.violations.is_empty() && found.known.is_empty())
         || std::env::var_os("GROUND_TRUTH_VERBOSE").is_some()
     {
-        eprintln!("{}", check::report(case, &out));
+        eprintln!("{}", report::report(case, &out));
     }
     found.violations.into_iter().chain(found.known).collect()
 }

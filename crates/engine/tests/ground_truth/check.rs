@@ -1,11 +1,11 @@
 //! The properties: what the journal says against what the simulator physically did.
 
 use super::expect::expected;
+use super::physical::*;
+use super::report::brief;
 use super::rig::{Epoch, Journaled, Obs, ObsKind, Outcome};
 use super::spec::*;
-use closedloop_sim::SimState;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// A command as the checks see it: its journal row and timeline, times in case milliseconds.
 #[derive(Debug)]
@@ -21,6 +21,8 @@ pub struct Cmd<'a> {
     pub dispatched: Option<(i64, usize)>,
     /// The plan as written at dispatch (`Write`'s display).
     pub writes: Vec<String>,
+    /// expect_s as evaluated at dispatch.
+    pub expect_s: Option<f64>,
     pub deadline: Option<i64>,
     pub ack: Option<(i64, usize)>,
     pub terminal: Option<(i64, usize)>,
@@ -96,6 +98,9 @@ pub fn commands<'a>(case: &Case, out: &'a Outcome) -> Vec<Cmd<'a>> {
                         .collect()
                 })
                 .unwrap_or_default();
+            let expect_s = dispatched_ev
+                .and_then(|(_, e)| e.data.get("expect_s"))
+                .and_then(|v| v.as_f64());
             let dispatched = at("dispatched");
             let deadline = match (j.row.deadline_ms, dispatched) {
                 (Some(d), Some((_, ep))) => Some(to_case(ep, d)),
@@ -125,6 +130,7 @@ pub fn commands<'a>(case: &Case, out: &'a Outcome) -> Vec<Cmd<'a>> {
                 accepted: at("accepted").map(|(t, _)| t),
                 dispatched,
                 writes,
+                expect_s,
                 deadline,
                 ack: at("device_ack"),
                 terminal,
@@ -135,158 +141,6 @@ pub fn commands<'a>(case: &Case, out: &'a Outcome) -> Vec<Cmd<'a>> {
         .collect()
 }
 
-/// The device whose state `done_when` reads: the command's own, or the one `follow` watches.
-pub fn done_device(case: &Case, c: &Cmd) -> usize {
-    match (c.action, case.devices[c.dev].follow) {
-        ("follow", Some(k)) => k,
-        _ => c.dev,
-    }
-}
-
-fn param(c: &Cmd, name: &str) -> Option<serde_json::Value> {
-    c.j.row.params.get(name).cloned()
-}
-
-/// Whether the physical state satisfies the command's `done_when`.
-pub fn physically_done(case: &Case, c: &Cmd, s: &SimState) -> bool {
-    match &case.devices[done_device(case, c)].model {
-        Model::Relay { .. } => {
-            let on = param(c, "on").and_then(|v| v.as_bool());
-            on.is_some() && s.contact == on
-        }
-        Model::Stepper { .. } => {
-            let target = param(c, "target_mm")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(f64::NAN);
-            s.position_mm
-                .is_some_and(|p| (p - target).abs() <= 0.2 + 0.005 + 1e-9)
-                && s.moving == Some(false)
-                && s.fault == Some(false)
-        }
-        Model::Heater { .. } => {
-            let to = param(c, "to_c")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(f64::NAN);
-            // The register holds tenths, rounded: it reads to_c - 0.5 from to_c - 0.55 on.
-            s.temperature_c.is_some_and(|t| t >= to - 0.55 - 1e-9)
-        }
-    }
-}
-
-/// The physical quantities `done_when` reads, as the registers would hold them (a relay's
-/// contact, an axis' position in 0.01 mm with moving and fault, a temperature in tenths).
-fn feedback(model: &Model, s: &SimState) -> (i64, bool, bool) {
-    match model {
-        Model::Relay { .. } => (i64::from(s.contact == Some(true)), false, false),
-        Model::Stepper { .. } => (
-            (s.position_mm.unwrap_or(0.0) * 100.0).round() as i64,
-            s.moving == Some(true),
-            s.fault == Some(true),
-        ),
-        Model::Heater { .. } => (
-            (s.temperature_c.unwrap_or(0.0) * 10.0).round() as i64,
-            false,
-            false,
-        ),
-    }
-}
-
-/// The log index of the acknowledgement of `c`'s plan: the last acknowledged write of its last
-/// plan entry on its device at the journaled `device_ack` instant.
-fn ack_index(out: &Outcome, c: &Cmd) -> Option<usize> {
-    let (t, epoch) = c.ack?;
-    let last = c.writes.last()?;
-    out.obs
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| o.dev == c.dev && o.epoch == epoch && o.t_ms() == t)
-        .filter(|(_, o)| match &o.kind {
-            ObsKind::WriteDone { sent, ok: true } => {
-                matches!(&out.obs[*sent].kind, ObsKind::Write { what } if what == last)
-            }
-            _ => false,
-        })
-        .map(|(i, _)| i)
-        .next_back()
-}
-
-/// Reads of `dev` the engine issued after log index `after` and up to case time `until`, that
-/// came back with data.
-fn answered_reads(
-    out: &Outcome,
-    dev: usize,
-    after: usize,
-    until: i64,
-) -> impl Iterator<Item = &Obs> {
-    out.obs
-        .iter()
-        .enumerate()
-        .filter(move |(i, o)| *i > after && o.dev == dev && o.seen_by(until))
-        .map(|(_, o)| o)
-}
-
-/// Whether `o` is a read that came back with the block holding the feedback `done_when` reads.
-fn reads_feedback(model: &Model, o: &Obs) -> bool {
-    use closedloop_driver::Area;
-    let ObsKind::Read {
-        block: (area, start, count),
-        answered: true,
-        ..
-    } = o.kind
-    else {
-        return false;
-    };
-    let covers = |a: Area, addr: u16| area == a && start <= addr && addr < start + count;
-    match model {
-        Model::Relay { .. } => covers(Area::DiscreteInput, 0),
-        Model::Stepper { .. } => covers(Area::Holding, 2) || covers(Area::DiscreteInput, 0),
-        Model::Heater { .. } => covers(Area::Input, 0),
-    }
-}
-
-/// Whether the answered feedback read `r` shows the feedback changed from `base` in a sample
-/// the engine judges: the value it carries differs, and (a stepper's position and motion come
-/// in two blocks) the other block of its poll cycle came back too.
-fn shows_change(
-    model: &Model,
-    base: (i64, bool, bool),
-    r: &Obs,
-    window: &[&Obs],
-    until: i64,
-    timeout_ms: i64,
-) -> bool {
-    use closedloop_driver::Area;
-    let now = feedback(model, &r.state);
-    let ObsKind::Read {
-        block: (area, ..), ..
-    } = r.kind
-    else {
-        return false;
-    };
-    match model {
-        Model::Stepper { .. } => {
-            let (pos, motion) = (now.0 != base.0, (now.1, now.2) != (base.1, base.2));
-            // The other block of the same poll cycle: read right before or after this one
-            // (a request apart at most), back by the deadline too.
-            let partner = |want: Area| {
-                window.iter().any(|o| {
-                    (o.t_ms() - r.t_ms()).abs() <= timeout_ms
-                        && o.seen_by(until)
-                        && matches!(o.kind, ObsKind::Read { block: (a, ..), .. } if a == want)
-                })
-            };
-            (area == Area::Holding && pos && partner(Area::DiscreteInput))
-                || (area == Area::DiscreteInput && motion && partner(Area::Holding))
-        }
-        _ => now != base,
-    }
-}
-
-/// Whether a relay read reported its contact inverted (a swapped_contacts fault in force).
-fn lied(o: &Obs) -> bool {
-    matches!(o.kind, ObsKind::Read { lied: true, .. })
-}
-
 /// Slack on top of a deadline: 2 s, the device's liveness window and one request timeout.
 fn deadline_slack(d: &DeviceSpec) -> i64 {
     2000 + (d.max_silence_s * 1000.0) as i64 + d.timeout_ms as i64
@@ -294,6 +148,7 @@ fn deadline_slack(d: &DeviceSpec) -> i64 {
 
 pub fn check(case: &Case, out: &Outcome) -> Findings {
     let cmds = commands(case, out);
+    let cycles = cycle_starts(&out.obs);
     let mut violations = Vec::new();
     let mut limitations = Vec::new();
     let mut known = Vec::new();
@@ -426,7 +281,7 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
         // completed + verified: done_when held physically on a read after the ack.
         if c.status == "completed" && c.verified {
             let reads: Vec<&Obs> = ack
-                .map(|a| answered_reads(out, dd, a, end.0).collect())
+                .map(|a| answered_reads(out, &cycles, dd, a, end.0).collect())
                 .unwrap_or_default();
             if !reads.iter().any(|o| physically_done(case, c, &o.state)) {
                 let msg = format!(
@@ -460,16 +315,14 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
                 .iter()
                 .filter(|o| o.dev == dd && o.t_ms() <= until)
                 .collect();
+            let fresh: Vec<&Obs> = answered_reads(out, &cycles, dd, a, until).collect();
             if let (Some(base), Some(o)) = (
                 base,
                 window
                     .iter()
                     .find(|o| Some(feedback(model, &o.state)) != base),
             ) {
-                let seen: Vec<&&Obs> = window
-                    .iter()
-                    .filter(|o| reads_feedback(model, o) && o.seen_by(until))
-                    .collect();
+                let seen: Vec<&&Obs> = fresh.iter().filter(|o| reads_feedback(model, o)).collect();
                 let last_seen = seen.iter().map(|o| o.t_ms()).max().unwrap_or(t_ack);
                 let msg = format!(
                     "{label}: FEEDBACK_MISMATCH, but the feedback physically moved after the ack: {base:?} at dispatch, {:?} at {} ms; deadline {:?}, last answered read of the feedback at {last_seen} ms",
@@ -483,7 +336,7 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
                     limitations.push(format!("inverted contact: {msg}"));
                 } else if seen
                     .iter()
-                    .any(|r| shows_change(model, base, r, &window, until, poll + timeout))
+                    .any(|r| shows_change(model, base, r, &fresh, until, poll + timeout))
                 {
                     // The engine read the change and still said the feedback never moved.
                     v.push(msg);
@@ -500,10 +353,35 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
             }
         }
 
+        // TIMEOUT says done_when never held: no read the engine had to judge (its own relay's
+        // contact or heater's temperature, answered before the deadline and, for "already so",
+        // taken expect_s after the ack) found it physically done through a truthful sensor.
+        if c.code == Some("TIMEOUT")
+            && c.action != "follow"
+            && c.event("recovered").is_none()
+            && !matches!(d.model, Model::Stepper { .. })
+            && let (Some(a), Some((t_ack, _)), Some(dl), Some(e)) =
+                (ack, c.ack, c.deadline, c.expect_s)
+        {
+            let settle = t_ack + (e * 1000.0).round() as i64;
+            let done = answered_reads(out, &cycles, c.dev, a, dl - 1).find(|o| {
+                reads_feedback(&d.model, o)
+                    && matches!(o.kind, ObsKind::Read { done_ms, lied: false, .. } if done_ms >= settle)
+                    && physically_done(case, c, &o.state)
+            });
+            if let Some(o) = done {
+                v.push(format!(
+                    "{label}: timeout TIMEOUT (done_when never held), but a read at {} ms found it physically done ({}); ack {t_ack} ms, expect_s {e}, deadline {dl} ms",
+                    o.t_ms(),
+                    brief(&o.state)
+                ));
+            }
+        }
+
         // A fail_when code: the fault was physically on.
         if c.code == Some("MOTOR_STALL") && c.status != "rejected" {
             let on = ack.is_some_and(|a| {
-                answered_reads(out, c.dev, a, end.0).any(|o| o.state.fault == Some(true))
+                answered_reads(out, &cycles, c.dev, a, end.0).any(|o| o.state.fault == Some(true))
             });
             if !on {
                 v.push(format!(
@@ -621,88 +499,4 @@ fn check_groups(case: &Case, cmds: &[Cmd], v: &mut Vec<String>) {
             }
         }
     }
-}
-
-pub fn brief(s: &SimState) -> String {
-    let mut out = String::new();
-    if s.silent {
-        out.push_str("silent ");
-    }
-    if let Some(c) = s.contact {
-        let _ = write!(
-            out,
-            "coil={} contact={c}",
-            s.coils.first().copied().unwrap_or(false)
-        );
-    }
-    if let Some(p) = s.position_mm {
-        let _ = write!(
-            out,
-            "pos={p:.2} target={:.2} moving={} fault={}",
-            s.target_mm.unwrap_or(f64::NAN),
-            s.moving.unwrap_or(false),
-            s.fault.unwrap_or(false)
-        );
-    }
-    if let Some(t) = s.temperature_c {
-        let _ = write!(
-            out,
-            "temp={t:.2} sp={:.1} enabled={}",
-            s.setpoint_c.unwrap_or(f64::NAN),
-            s.coils.first().copied().unwrap_or(false)
-        );
-    }
-    out
-}
-
-/// A readable account of a case for a failure message.
-pub fn report(case: &Case, out: &Outcome) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "--- plant ---{}", plant_toml(&case.devices));
-    let _ = writeln!(s, "--- steps ---");
-    let mut t = 0;
-    for (i, st) in case.steps.iter().enumerate() {
-        t += st.delay_ms;
-        let _ = writeln!(s, "#{i} at {t} ms: {:?}", st.op);
-    }
-    let _ = writeln!(s, "--- epochs --- {:?}", out.epochs);
-    let _ = writeln!(s, "--- commands ---");
-    for c in commands(case, out) {
-        let evs: Vec<String> =
-            c.j.events
-                .iter()
-                .filter(|(_, e)| e.event != "signal")
-                .map(|(ep, e)| {
-                    let ep_ = &out.epochs[(*ep).min(out.epochs.len() - 1)];
-                    format!("{}@{}", e.event, ep_.start_ms + e.at_ms - ep_.wall_ms)
-                })
-                .collect();
-        let _ = writeln!(
-            s,
-            "{} {} {} {} -> {} {:?} verified={} deadline={:?} | {}\n    detail: {}",
-            c.id,
-            device_id(&case.devices, c.dev),
-            c.action,
-            c.j.row.params,
-            c.status,
-            c.code,
-            c.verified,
-            c.deadline,
-            evs.join(" "),
-            c.j.row.detail.as_deref().unwrap_or("")
-        );
-    }
-    let _ = writeln!(s, "--- device log (first 200) ---");
-    for o in out.obs.iter().take(200) {
-        let _ = writeln!(
-            s,
-            "{:>6} e{} {} {:?} {}",
-            o.t_ms(),
-            o.epoch,
-            device_id(&case.devices, o.dev),
-            o.kind,
-            brief(&o.state)
-        );
-    }
-    s
 }

@@ -34,7 +34,7 @@ pub enum ObsKind {
         block: (Area, u16, u16),
         answered: bool,
         lied: bool,
-        /// Case time (ms) the answer came back (with latency, after `t_us`).
+        /// Case time (ms) the answer (or error) came back; the issue time while none did.
         done_ms: i64,
     },
     /// A write the engine sent (`Write`'s display).
@@ -77,19 +77,29 @@ impl Log {
         obs.len() - 1
     }
 
-    fn answered(&self, i: usize, data: &Data, area: Area, start: u16) {
+    /// Records the answer to the read logged at `i`: data (`Some`), or an exception or a
+    /// transport error (`None`).
+    fn answered(&self, i: usize, data: Option<&Data>) {
+        let done_ms = self.now_ms();
         let mut obs = self.obs.lock().unwrap_or_else(|p| p.into_inner());
-        let lied = match (data, obs[i].state.contact) {
-            (Data::Bits(bits), Some(contact)) if area == Area::DiscreteInput && start == 0 => {
+        let contact = obs[i].state.contact;
+        let ObsKind::Read { block, .. } = &mut obs[i].kind else {
+            return;
+        };
+        let (area, start, _) = *block;
+        let lied = match (data, contact) {
+            (Some(Data::Bits(bits)), Some(contact))
+                if area == Area::DiscreteInput && start == 0 =>
+            {
                 bits.first().is_some_and(|b| *b != contact)
             }
             _ => false,
         };
         obs[i].kind = ObsKind::Read {
-            block: (area, start, data_len(data)),
-            answered: true,
+            block: (area, start, data.map_or(0, data_len)),
+            answered: data.is_some(),
             lied,
-            done_ms: self.now_ms(),
+            done_ms,
         };
     }
 
@@ -124,8 +134,9 @@ impl Driver for Recorder {
             };
             let i = self.log.push(self.epoch, self.dev, kind, self.sim.peek());
             let answer = self.sim.read(area, start, count).await;
-            if let Ok(Ok(data)) = &answer {
-                self.log.answered(i, data, area, start);
+            match &answer {
+                Ok(Ok(data)) => self.log.answered(i, Some(data)),
+                _ => self.log.answered(i, None),
             }
             answer
         })
