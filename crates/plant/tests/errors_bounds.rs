@@ -230,7 +230,7 @@ fn keys_that_verification_none_never_checks_are_refused() {
         e.message,
         "started_when is never checked with verification = \"none\": nothing is read back after \
          the write, so the action ends as sent without looking at it; remove started_when, or \
-         set verification = \"feedback\" (with done_when) or \"readback\" so it is checked"
+         set verification = \"feedback\" (with done_when) so it is checked"
     );
     expect_one(
         &unverified("hold_ms = 200"),
@@ -292,5 +292,34 @@ fn can_frame_periods_out_of_range() {
             .message
             .starts_with("period_ms = 86400000 is outside the allowed range 1 to 60000 ms"),
         "{e:#?}"
+    );
+}
+
+#[test]
+fn keys_that_readback_never_checks_are_refused() {
+    let readback = |extra: &str| {
+        edit(
+            "done_when = \"contact == params.on\"\nexpect_s = 0.02",
+            &format!("verification = \"readback\"\nexpect_s = 0.02\n{extra}"),
+        )
+    };
+    parse_with_env(&readback(""), "workshop.toml", Path::new("/srv"), &env).unwrap();
+    let e = expect_one(
+        &readback("done_when = \"contact == params.on\""),
+        Some("lamp"),
+        "action.switch.done_when",
+        "",
+    );
+    assert_eq!(
+        e.message,
+        "done_when is never checked with verification = \"readback\": the written registers or \
+         nodes are read back and compared instead; remove done_when, or set verification = \
+         \"feedback\" so it is checked"
+    );
+    expect_one(
+        &readback("started_when = \"commanded\""),
+        Some("lamp"),
+        "action.switch.started_when",
+        "started_when is never checked with verification = \"readback\"",
     );
 }

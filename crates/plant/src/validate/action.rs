@@ -217,6 +217,21 @@ impl ActionCheck<'_> {
             ),
             _ => {}
         }
+        if verification == Verification::Readback {
+            // Readback compares the written values; done_when and started_when would be
+            // accepted and then never looked at.
+            for (key, given) in [
+                ("done_when", raw.done_when.is_some()),
+                ("started_when", raw.started_when.is_some()),
+            ] {
+                if given {
+                    self.err(key, format!(
+                        "{key} is never checked with verification = \"readback\": the written registers or nodes are read back and compared instead; remove {key}, or set verification = \"feedback\" so it is checked"
+                    ));
+                }
+            }
+            return;
+        }
         if verification != Verification::None {
             return;
         }
@@ -228,9 +243,14 @@ impl ActionCheck<'_> {
             ("fail_when", !raw.fail_when.is_empty()),
         ];
         for (key, given) in ignored {
+            // Readback checks fail_when and hold_ms but never started_when.
+            let modes = match key {
+                "started_when" => "verification = \"feedback\" (with done_when)",
+                _ => "verification = \"feedback\" (with done_when) or \"readback\"",
+            };
             if given {
                 self.err(key, format!(
-                    "{key} is never checked with verification = \"none\": nothing is read back after the write, so the action ends as sent without looking at it; remove {key}, or set verification = \"feedback\" (with done_when) or \"readback\" so it is checked"
+                    "{key} is never checked with verification = \"none\": nothing is read back after the write, so the action ends as sent without looking at it; remove {key}, or set {modes} so it is checked"
                 ));
             }
         }
