@@ -164,6 +164,10 @@ const RUNNERS: u32 = 2;
 const SHARE: &str = "GROUND_TRUTH_SHARE";
 
 #[test]
+#[cfg_attr(
+    not(target_os = "linux"),
+    ignore = "the journal fence reads /proc: without it the paused clock races during journal writes"
+)]
 fn outcomes_match_the_physical_record() {
     let started = std::time::Instant::now();
     let cases = config().cases;
