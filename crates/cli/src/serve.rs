@@ -122,6 +122,7 @@ pub struct HttpArgs {
 pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
     let plant = crate::load(plant_path)?;
     closedloop_mcp::http::check_listen(args.addr, &plant)
+        .and_then(|()| closedloop_mcp::http::check_allowed_hosts(&args.allow_hosts, &plant))
         .map_err(|e| anyhow::anyhow!("{}: {e}", plant_path.display()))?;
     let mut opts = closedloop_mcp::http::HttpOptions::default();
     // A literal IP in `Host` cannot come from DNS rebinding, so the address listened on is safe

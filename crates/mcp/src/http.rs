@@ -105,6 +105,12 @@ pub enum HttpError {
         "{0} is reachable from other machines and the plant declares no [[server.token]], so anyone who can reach it could move the hardware; add a [[server.token]] (name, sha256 of the secret, scopes) to the plant file, or listen on 127.0.0.1"
     )]
     NoTokens(SocketAddr),
+    /// `--allow-host` of a name that is not loopback, with no token: the set-up of a reverse
+    /// proxy, which connects from 127.0.0.1 on behalf of everyone behind it.
+    #[error(
+        "--allow-host {0} admits requests under a name other than loopback (a reverse proxy's), and the plant declares no [[server.token]]: everyone behind that proxy would act as the local user; add a [[server.token]] to the plant file, or drop --allow-host {0}"
+    )]
+    ProxyWithoutTokens(String),
     /// An `allowed_hosts` entry that is not a host.
     #[error("allowed host {0:?}: {1}")]
     BadHost(String, String),
@@ -125,6 +131,18 @@ pub fn check_listen(addr: SocketAddr, plant: &Plant) -> Result<(), HttpError> {
         return Err(HttpError::NoTokens(addr));
     }
     Ok(())
+}
+
+/// Refuses `--allow-host` names other than loopback when the plant declares no token: such a
+/// name is a reverse proxy's, and without tokens everyone behind it would be the local user.
+pub fn check_allowed_hosts(allow_hosts: &[String], plant: &Plant) -> Result<(), HttpError> {
+    if !plant.server.tokens.is_empty() {
+        return Ok(());
+    }
+    match allow_hosts.iter().find(|h| !auth::is_loopback_name(h)) {
+        Some(h) => Err(HttpError::ProxyWithoutTokens(h.clone())),
+        None => Ok(()),
+    }
 }
 
 /// The MCP endpoint at [`PATH`] with its guard, limit and auth layers.

@@ -592,3 +592,47 @@ async fn tools_list_shows_a_token_only_the_action_tools_it_may_call() {
     ops.cancel().await.unwrap();
     gw.stop_and_caller_none().await;
 }
+
+/// The README's reverse-proxy set-up without tokens: the proxy connects from 127.0.0.1, but the
+/// people behind it are not the local user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_through_a_reverse_proxy_is_not_the_local_user() {
+    let opts = HttpOptions {
+        allowed_hosts: vec!["127.0.0.1".into(), "localhost".into(), "gw.example".into()],
+        ..HttpOptions::default()
+    };
+    let gw = Gateway::start("", opts).await;
+    let proxied = [("host", "gw.example"), ("x-forwarded-for", "203.0.113.9")];
+    for (i, header) in [
+        proxied.to_vec(),
+        vec![proxied[1]],
+        vec![("forwarded", "for=203.0.113.9")],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut req = raw_tool(&gw.url, None, "lamp_switch", json!({"on": true}));
+        for (k, v) in header {
+            req = req.header(k, v);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "case {i}");
+    }
+    assert!(
+        !gw.engine.device_state("lamp").unwrap().signals["contact"]
+            .value
+            .as_bool()
+            .unwrap_or(false)
+    );
+    // And serve refuses such a set-up before it starts.
+    let plant = closedloop_plant::parse(
+        &PLANT.replace("{TOKENS}", ""),
+        "plant.toml",
+        std::path::Path::new("."),
+    )
+    .unwrap();
+    let e = http::check_allowed_hosts(&["gw.example".into()], &plant).unwrap_err();
+    assert!(e.to_string().contains("--allow-host gw.example"), "{e}");
+    assert!(http::check_allowed_hosts(&["localhost:8080".into()], &plant).is_ok());
+    gw.stop_and_caller_none().await;
+}

@@ -6,8 +6,10 @@
 //! how close a guess came.
 //!
 //! # Invariants
-//! - A request without a token is served only when the plant declares no token at all *and*
-//!   the connection arrived on a loopback address; it then acts as the local user.
+//! - A request without a token is served only when the plant declares no token at all, the
+//!   connection arrived on a loopback address, its `Host` is a loopback name and it carries no
+//!   `Forwarded` / `X-Forwarded-*` header; it then acts as the local user. A reverse proxy on
+//!   the same host connects from loopback too, but it is not the local user.
 //! - Every request that reaches rmcp carries exactly one `Caller` in its extensions.
 
 use super::Endpoint;
@@ -80,14 +82,41 @@ impl Auth {
     }
 }
 
+/// Whether a request names this host by a loopback name and was not forwarded by a proxy.
+fn locally_addressed(headers: &axum::http::HeaderMap) -> bool {
+    let forwarded = headers.contains_key(header::FORWARDED)
+        || headers
+            .keys()
+            .any(|k| k.as_str().starts_with("x-forwarded-") || k.as_str() == "x-real-ip");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(is_loopback_name);
+    host && !forwarded
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+pub(super) fn is_loopback_name(host: &str) -> bool {
+    let host = host.trim();
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None if host.matches(':').count() > 1 => host,
+        None => host.split(':').next().unwrap_or(""),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The axum middleware: attaches the `Caller` or answers 401 with `WWW-Authenticate: Bearer`.
 pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
     let endpoint = req
         .extensions()
         .get::<ConnectInfo<Endpoint>>()
         .map(|ConnectInfo(e)| *e);
-    let loopback = endpoint.is_some_and(|e| e.is_loopback());
-    match auth.authenticate(req.headers().get(header::AUTHORIZATION), loopback) {
+    let local = endpoint.is_some_and(|e| e.is_loopback()) && locally_addressed(req.headers());
+    match auth.authenticate(req.headers().get(header::AUTHORIZATION), local) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await
@@ -149,6 +178,47 @@ mod tests {
 
     fn bearer(s: &str) -> HeaderValue {
         HeaderValue::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn a_forwarded_request_or_another_host_name_is_not_the_local_user() {
+        let headers = |pairs: &[(&str, &str)]| {
+            let mut h = axum::http::HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(
+                    axum::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    v.parse().unwrap(),
+                );
+            }
+            h
+        };
+        for host in [
+            "127.0.0.1:8080",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:80",
+            "127.1.2.3",
+        ] {
+            assert!(locally_addressed(&headers(&[("host", host)])), "{host}");
+        }
+        for host in [
+            "gw.example",
+            "gw.example:443",
+            "10.0.0.5:80",
+            "[fe80::1]:80",
+        ] {
+            assert!(!locally_addressed(&headers(&[("host", host)])), "{host}");
+        }
+        for proxy in [
+            ("x-forwarded-for", "203.0.113.9"),
+            ("x-forwarded-host", "gw.example"),
+            ("forwarded", "for=203.0.113.9"),
+            ("x-real-ip", "203.0.113.9"),
+        ] {
+            let h = headers(&[("host", "127.0.0.1:8080"), proxy]);
+            assert!(!locally_addressed(&h), "{proxy:?}");
+        }
+        assert!(!locally_addressed(&headers(&[])), "no Host");
     }
 
     #[test]
