@@ -30,6 +30,7 @@ fn machine_step(c: &mut Criterion) {
         moved: true,
         early: false,
         stopped: false,
+        settled: true,
     });
     c.bench_function("machine/reading_step", |b| {
         let mut m = Machine::new(profile());
@@ -52,6 +53,7 @@ fn machine_step(c: &mut Criterion) {
                 moved: true,
                 early: false,
                 stopped: false,
+                settled: true,
             }));
             black_box(m.status())
         })

@@ -53,7 +53,7 @@ pub fn render(
             format!("The feedback moved but `{done}` never held{within}. {ev}{asked}")
         }
         Reason::NoFreshRead => format!(
-            "No read of {} issued after the acknowledgement came back with every signal the criteria need{within}, so nothing shows whether the feedback moved; the write may have taken effect. {ev}{asked}",
+            "No read of {} taken after the action's expected duration came back with every signal the criteria need{within}, and none before showed the feedback moving, so nothing shows whether it moved; the write may have taken effect. {ev}{asked}",
             device.id
         ),
         Reason::StoppedShort => format!(

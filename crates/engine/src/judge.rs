@@ -211,7 +211,8 @@ impl Supervisor {
                 .await;
             self.last_logged = Some(values);
         }
-        let early = self.baseline_done && view.oldest_ms < self.settle_until_ms;
+        let settled = view.oldest_ms >= self.settle_until_ms;
+        let early = self.baseline_done && !settled;
         let at_ms = self.ctx.clock.mono_ms(Instant::now());
         Some(Event::Reading(Reading {
             at_ms,
@@ -221,6 +222,7 @@ impl Supervisor {
             moved,
             early,
             stopped,
+            settled,
         }))
     }
 
@@ -267,6 +269,7 @@ impl Supervisor {
                 moved: false,
                 early: false,
                 stopped: false,
+                settled: true,
             }));
         }
         let writes = match self.writes.is_empty() {
@@ -299,6 +302,7 @@ impl Supervisor {
             moved: false,
             early,
             stopped: false,
+            settled: true,
         }))
     }
 

@@ -62,6 +62,9 @@ pub struct Reading {
     /// recovered command that reads this short of `done_when` is over — its device stopped
     /// during the restart — and ends at once instead of waiting out its journaled deadline.
     pub stopped: bool,
+    /// Every value of the read was taken at least `expect_s` after the acknowledgement: the
+    /// feedback has had its expected time to move. Only such a read can show it "never moved".
+    pub settled: bool,
 }
 
 /// Something that happened to the command.
@@ -115,8 +118,9 @@ pub enum Reason {
     NeverMoved,
     /// The feedback changed but never satisfied `done_when`.
     NotReached,
-    /// No read issued after the acknowledgement arrived before the deadline: nothing shows
-    /// whether the feedback moved.
+    /// No read taken after the expected duration (and issued after the acknowledgement)
+    /// arrived before the deadline, and none showed movement: nothing shows whether the
+    /// feedback moved.
     NoFreshRead,
     /// The readback never matched what was written.
     ReadbackMismatch,
@@ -192,8 +196,9 @@ pub struct Machine {
     started_seen: bool,
     hold_since: Option<u64>,
     moved: bool,
-    /// At least one fresh read was judged: without one, nothing is known about the feedback.
-    read_seen: bool,
+    /// A fresh read taken after the expected duration was judged: without one, "the feedback
+    /// never moved" would rest on reads from before it could have moved.
+    settled_seen: bool,
     cancel_requested: bool,
     cancel_for_shutdown: bool,
     recovered: bool,
@@ -211,7 +216,7 @@ impl Machine {
             started_seen: false,
             hold_since: None,
             moved: false,
-            read_seen: false,
+            settled_seen: false,
             cancel_requested: false,
             cancel_for_shutdown: false,
             recovered: false,
@@ -472,7 +477,7 @@ impl Machine {
             return with_stop(fx, self.profile.has_cancel);
         }
         self.moved |= r.moved;
-        self.read_seen = true;
+        self.settled_seen |= r.settled;
         if self.recovered && r.stopped && !r.done {
             let fx = self.finish(
                 Status::Failed,
@@ -527,19 +532,19 @@ impl Machine {
                 false,
                 Some(false),
             )
-        } else if !self.read_seen {
-            self.finish(
-                Status::Failed,
-                Some(ErrorCode::DeviceOffline),
-                Reason::NoFreshRead,
-                false,
-                None,
-            )
         } else if self.moved {
             self.finish(
                 Status::Timeout,
                 Some(ErrorCode::Timeout),
                 Reason::NotReached,
+                false,
+                None,
+            )
+        } else if !self.settled_seen {
+            self.finish(
+                Status::Failed,
+                Some(ErrorCode::DeviceOffline),
+                Reason::NoFreshRead,
                 false,
                 None,
             )

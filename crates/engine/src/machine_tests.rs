@@ -22,6 +22,7 @@ fn reading(at_ms: u64, done: bool, moved: bool) -> Event {
         moved,
         early: false,
         stopped: false,
+        settled: true,
     })
 }
 
@@ -379,6 +380,7 @@ fn supervising_fail_when_fails_verified_and_enters_safe_state() {
         moved: true,
         early: false,
         stopped: false,
+        settled: true,
     }));
     assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
     let o = finish(&fx);
@@ -400,6 +402,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         moved: false,
         early: false,
         stopped: false,
+        settled: true,
     });
     assert_eq!(
         m.on(done_not_started),
@@ -414,6 +417,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         moved: true,
         early: false,
         stopped: false,
+        settled: true,
     });
     assert_eq!(m.on(started), vec![]);
     assert_eq!(
@@ -433,6 +437,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         moved: false,
         early: true,
         stopped: false,
+        settled: true,
     });
     assert_eq!(m.on(early), vec![], "the relay has not had time to pull in");
     let failing = Event::Reading(Reading {
@@ -443,6 +448,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         moved: false,
         early: true,
         stopped: false,
+        settled: true,
     });
     assert_eq!(
         finish(&m.on(failing)).status,
@@ -508,6 +514,50 @@ fn supervising_deadline_without_a_single_fresh_read_is_device_offline_not_feedba
         )
     );
     assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
+}
+
+#[test]
+fn supervising_deadline_with_only_reads_from_before_the_expected_duration_is_device_offline() {
+    // The relay answered at 0, 20 and 40 ms, then fell silent; its pull-in takes 100 ms. Reads
+    // from before the feedback could move cannot show that it never moved.
+    let mut m = supervising(profile());
+    for at in [0, 20, 40] {
+        m.on(Event::Reading(Reading {
+            at_ms: at,
+            done: false,
+            failed: None,
+            started: true,
+            moved: false,
+            early: false,
+            stopped: false,
+            settled: false,
+        }));
+    }
+    let o = finish(&m.on(Event::Deadline)).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Failed,
+            Some(ErrorCode::DeviceOffline),
+            Reason::NoFreshRead
+        )
+    );
+    // An early read that already shows movement is movement: TIMEOUT.
+    let mut m = supervising(profile());
+    m.on(Event::Reading(Reading {
+        at_ms: 10,
+        done: false,
+        failed: None,
+        started: true,
+        moved: true,
+        early: false,
+        stopped: false,
+        settled: false,
+    }));
+    assert_eq!(
+        finish(&m.on(Event::Deadline)).code,
+        Some(ErrorCode::Timeout)
+    );
 }
 
 #[test]
@@ -668,6 +718,7 @@ fn recovered_command_that_reads_stopped_short_ends_interrupted_at_once() {
             moved: false,
             early: false,
             stopped: true,
+            settled: true,
         })
     };
     let mut m = Machine::recovered(Profile {

@@ -458,12 +458,15 @@ impl Supervisor {
                     return Some(self.stopped_evidence(&snap));
                 }
             }
+            // A device that stopped answering will not confirm the stop: release it now
+            // (its commands are refused while it is offline) instead of waiting out the bound.
+            let gone = self.dev.current().liveness == crate::device::Liveness::Offline;
             match tokio::time::timeout_at(until, rx.changed()).await {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) if !gone => {}
                 _ => {
                     let row = self.cmd.row();
                     tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, device = %self.dev.id(),
-                                   "stopped_when did not hold within {SAFE_STATE_MAX:?}; releasing the device");
+                                   offline = gone, "stopped_when did not hold within {SAFE_STATE_MAX:?}, or the device went offline; releasing it");
                     return None;
                 }
             }
