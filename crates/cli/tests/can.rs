@@ -182,8 +182,13 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
         &control,
         &["fault", "lamp", "reboot", "down_ms=1000", "after_ms=0"],
     );
-    let (status, _, r) = act(&c, "lamp_switch", on.clone()).await;
-    assert_ne!(status, "completed", "{r}");
+    let (status, code, r) = act(&c, "lamp_switch", on.clone()).await;
+    // Silent for 1 s from the frame on: no fresh state frame before the deadline.
+    assert_eq!(
+        (status.as_str(), code.as_str()),
+        ("failed", "DEVICE_OFFLINE"),
+        "{r}"
+    );
 
     // Faults with no CAN meaning are refused by the control endpoint, by name.
     let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))

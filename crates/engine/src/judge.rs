@@ -211,7 +211,10 @@ impl Supervisor {
                 .await;
             self.last_logged = Some(values);
         }
-        let settled = view.oldest_ms >= self.settle_until_ms;
+        // A device that reports on change (MQTT, which cannot be asked for a read) would have
+        // reported a change: any fresh report of it stands until the next. A polled device's
+        // read counts as "settled" only once taken expect_s after the acknowledgement.
+        let settled = !self.dev.can_be_asked() || view.oldest_ms >= self.settle_until_ms;
         let early = self.baseline_done && !settled;
         let at_ms = self.ctx.clock.mono_ms(Instant::now());
         Some(Event::Reading(Reading {

@@ -157,6 +157,79 @@ pub struct Outcome {
     pub readback_matched: Option<bool>,
 }
 
+impl Outcome {
+    fn new(status: Status, code: Option<ErrorCode>, reason: Reason) -> Outcome {
+        Outcome {
+            status,
+            code,
+            reason,
+            verified: false,
+            readback_matched: None,
+        }
+    }
+
+    /// `done_when` held on fresh feedback: completed, verified.
+    pub fn confirmed() -> Outcome {
+        Outcome {
+            verified: true,
+            ..Outcome::new(Status::Completed, None, Reason::Confirmed)
+        }
+    }
+
+    /// The written values read back: completed, not verified (the effect was not sensed).
+    pub fn read_back() -> Outcome {
+        Outcome {
+            readback_matched: Some(true),
+            ..Outcome::new(Status::Completed, None, Reason::Confirmed)
+        }
+    }
+
+    /// Delivered to a device that cannot report back.
+    pub fn sent() -> Outcome {
+        Outcome::new(Status::Sent, None, Reason::Delivered)
+    }
+
+    /// Refused before reaching the device.
+    pub fn rejected(code: ErrorCode, reason: Reason) -> Outcome {
+        Outcome::new(Status::Rejected, Some(code), reason)
+    }
+
+    /// Cancelled on request (or at shutdown), with or without a stop.
+    pub fn cancelled(reason: Reason) -> Outcome {
+        Outcome::new(Status::Cancelled, Some(ErrorCode::Cancelled), reason)
+    }
+
+    /// The deadline (or the queue wait) ran out.
+    pub fn timeout(reason: Reason) -> Outcome {
+        Outcome::new(Status::Timeout, Some(ErrorCode::Timeout), reason)
+    }
+
+    /// A `fail_when` held; verified when decided by feedback.
+    pub fn fail_signal(code: ErrorCode, verified: bool) -> Outcome {
+        Outcome {
+            verified,
+            ..Outcome::new(Status::Failed, Some(code), Reason::FailSignal)
+        }
+    }
+
+    /// The registers never read back what was written.
+    pub fn readback_mismatch() -> Outcome {
+        Outcome {
+            readback_matched: Some(false),
+            ..Outcome::new(
+                Status::Failed,
+                Some(ErrorCode::FeedbackMismatch),
+                Reason::ReadbackMismatch,
+            )
+        }
+    }
+
+    /// Failed with this code, not verified.
+    pub fn failed(code: ErrorCode, reason: Reason) -> Outcome {
+        Outcome::new(Status::Failed, Some(code), reason)
+    }
+}
+
 /// What the shell must do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
@@ -265,13 +338,9 @@ impl Machine {
                 self.phase = Queued;
                 vec![Effect::Journal(Status::Accepted)]
             }
-            (Received, Event::Reject { code, detail }) => self.finish(
-                Status::Rejected,
-                Some(code),
-                Reason::Rejected(detail),
-                false,
-                None,
-            ),
+            (Received, Event::Reject { code, detail }) => {
+                self.finish(Outcome::rejected(code, Reason::Rejected(detail)))
+            }
             (Received, _) => vec![],
 
             (Queued, Event::Dispatch) => {
@@ -279,37 +348,20 @@ impl Machine {
                 self.attempt = 1;
                 vec![Effect::Write { attempt: 1 }]
             }
-            (Queued, Event::QueueExpired) => self.finish(
-                Status::Timeout,
-                Some(ErrorCode::Timeout),
-                Reason::QueueExpired,
-                false,
-                None,
-            ),
-            (Queued, Event::CancelRequested) => self.finish(
-                Status::Cancelled,
-                Some(ErrorCode::Cancelled),
-                Reason::Cancelled {
+            (Queued, Event::QueueExpired) => self.finish(Outcome::timeout(Reason::QueueExpired)),
+            (Queued, Event::CancelRequested) => {
+                self.finish(Outcome::cancelled(Reason::Cancelled {
                     stop_written: false,
                     shutdown: false,
-                },
-                false,
-                None,
-            ),
-            (Queued, Event::Offline { detail }) => self.finish(
-                Status::Failed,
-                Some(ErrorCode::DeviceOffline),
+                }))
+            }
+            (Queued, Event::Offline { detail }) => self.finish(Outcome::failed(
+                ErrorCode::DeviceOffline,
                 Reason::Offline(detail),
-                false,
-                None,
-            ),
-            (Queued, Event::Shutdown) => self.finish(
-                Status::Failed,
-                Some(ErrorCode::Interrupted),
-                Reason::Interrupted,
-                false,
-                None,
-            ),
+            )),
+            (Queued, Event::Shutdown) => {
+                self.finish(Outcome::failed(ErrorCode::Interrupted, Reason::Interrupted))
+            }
             (Queued, _) => vec![],
 
             (Writing, Event::WriteAcked) => self.acked(),
@@ -326,24 +378,12 @@ impl Machine {
                 if self.cancel_requested {
                     let stop = maybe_applied && self.profile.has_cancel;
                     let fx = if self.cancel_for_shutdown {
-                        self.finish(
-                            Status::Failed,
-                            Some(ErrorCode::Interrupted),
-                            Reason::Interrupted,
-                            false,
-                            None,
-                        )
+                        self.finish(Outcome::failed(ErrorCode::Interrupted, Reason::Interrupted))
                     } else {
-                        self.finish(
-                            Status::Cancelled,
-                            Some(ErrorCode::Cancelled),
-                            Reason::Cancelled {
-                                stop_written: stop,
-                                shutdown: false,
-                            },
-                            false,
-                            None,
-                        )
+                        self.finish(Outcome::cancelled(Reason::Cancelled {
+                            stop_written: stop,
+                            shutdown: false,
+                        }))
                     };
                     return with_stop(fx, stop);
                 }
@@ -355,13 +395,7 @@ impl Machine {
                         attempt: self.attempt,
                     }];
                 }
-                let fx = self.finish(
-                    Status::Failed,
-                    Some(code),
-                    Reason::Driver(detail),
-                    false,
-                    None,
-                );
+                let fx = self.finish(Outcome::failed(code, Reason::Driver(detail)));
                 with_stop(fx, maybe_applied && self.profile.has_cancel)
             }
             (Writing, Event::Deadline) => {
@@ -369,23 +403,14 @@ impl Machine {
                     ErrorCode::Timeout,
                     "the write was never acknowledged".into(),
                 ));
-                let fx = self.finish(
-                    Status::Failed,
-                    Some(code),
-                    Reason::Driver(detail),
-                    false,
-                    None,
-                );
+                let fx = self.finish(Outcome::failed(code, Reason::Driver(detail)));
                 with_stop(fx, self.profile.has_cancel)
             }
             (Writing, Event::Offline { detail }) => {
-                let fx = self.finish(
-                    Status::Failed,
-                    Some(ErrorCode::DeviceOffline),
+                let fx = self.finish(Outcome::failed(
+                    ErrorCode::DeviceOffline,
                     Reason::Offline(detail),
-                    false,
-                    None,
-                );
+                ));
                 with_stop(fx, self.profile.has_cancel)
             }
             (Writing, Event::CancelRequested) => {
@@ -403,13 +428,10 @@ impl Machine {
             (Supervising, Event::Reading(r)) => self.reading(r),
             (Supervising, Event::Deadline) => self.deadline(),
             (Supervising, Event::Offline { detail }) => {
-                let fx = self.finish(
-                    Status::Failed,
-                    Some(ErrorCode::DeviceOffline),
+                let fx = self.finish(Outcome::failed(
+                    ErrorCode::DeviceOffline,
                     Reason::Offline(detail),
-                    false,
-                    None,
-                );
+                ));
                 with_stop(fx, self.profile.has_cancel)
             }
             (Supervising, Event::CancelRequested) => self.cancel(false),
@@ -426,24 +448,14 @@ impl Machine {
 
             (Cancelling, Event::CancelWritten) => {
                 let shutdown = self.cancel_for_shutdown;
-                self.finish(
-                    Status::Cancelled,
-                    Some(ErrorCode::Cancelled),
-                    Reason::Cancelled {
-                        stop_written: true,
-                        shutdown,
-                    },
-                    false,
-                    None,
-                )
+                self.finish(Outcome::cancelled(Reason::Cancelled {
+                    stop_written: true,
+                    shutdown,
+                }))
             }
-            (Cancelling, Event::CancelFailed { code, detail }) => self.finish(
-                Status::Failed,
-                Some(code),
-                Reason::CancelFailed(detail),
-                false,
-                None,
-            ),
+            (Cancelling, Event::CancelFailed { code, detail }) => {
+                self.finish(Outcome::failed(code, Reason::CancelFailed(detail)))
+            }
             (Cancelling, _) => vec![],
         }
     }
@@ -453,7 +465,7 @@ impl Machine {
         // journal and the next start supervises it. Any other pending cancel is honoured now.
         let stop = self.cancel_requested && (self.profile.has_cancel || !self.cancel_for_shutdown);
         if self.profile.check == Check::None && !stop {
-            return self.finish(Status::Sent, None, Reason::Delivered, false, None);
+            return self.finish(Outcome::sent());
         }
         self.phase = Phase::Supervising;
         self.status = Status::Running;
@@ -467,25 +479,16 @@ impl Machine {
     fn reading(&mut self, r: Reading) -> Vec<Effect> {
         let feedback = self.profile.check == Check::Feedback;
         if let Some(code) = r.failed {
-            let fx = self.finish(
-                Status::Failed,
-                Some(ErrorCode::Signal(code)),
-                Reason::FailSignal,
-                feedback,
-                None,
-            );
+            let fx = self.finish(Outcome::fail_signal(ErrorCode::Signal(code), feedback));
             return with_stop(fx, self.profile.has_cancel);
         }
         self.moved |= r.moved;
         self.settled_seen |= r.settled;
         if self.recovered && r.stopped && !r.done {
-            let fx = self.finish(
-                Status::Failed,
-                Some(ErrorCode::Interrupted),
+            let fx = self.finish(Outcome::failed(
+                ErrorCode::Interrupted,
                 Reason::StoppedShort,
-                false,
-                None,
-            );
+            ));
             return with_stop(fx, self.profile.has_cancel);
         }
         if self.profile.has_started_when && !self.started_seen {
@@ -503,59 +506,29 @@ impl Machine {
             return vec![];
         }
         match self.profile.check {
-            Check::Readback => self.finish(
-                Status::Completed,
-                None,
-                Reason::Confirmed,
-                false,
-                Some(true),
-            ),
-            _ => self.finish(Status::Completed, None, Reason::Confirmed, true, None),
+            Check::Readback => self.finish(Outcome::read_back()),
+            _ => self.finish(Outcome::confirmed()),
         }
     }
 
     fn deadline(&mut self) -> Vec<Effect> {
         let readback = self.profile.check == Check::Readback;
         let fx = if self.recovered {
-            self.finish(
-                Status::Failed,
-                Some(ErrorCode::Interrupted),
-                Reason::Interrupted,
-                false,
-                None,
-            )
+            self.finish(Outcome::failed(ErrorCode::Interrupted, Reason::Interrupted))
         } else if readback {
-            self.finish(
-                Status::Failed,
-                Some(ErrorCode::FeedbackMismatch),
-                Reason::ReadbackMismatch,
-                false,
-                Some(false),
-            )
+            self.finish(Outcome::readback_mismatch())
         } else if self.moved {
-            self.finish(
-                Status::Timeout,
-                Some(ErrorCode::Timeout),
-                Reason::NotReached,
-                false,
-                None,
-            )
+            self.finish(Outcome::timeout(Reason::NotReached))
         } else if !self.settled_seen {
-            self.finish(
-                Status::Failed,
-                Some(ErrorCode::DeviceOffline),
+            self.finish(Outcome::failed(
+                ErrorCode::DeviceOffline,
                 Reason::NoFreshRead,
-                false,
-                None,
-            )
+            ))
         } else {
-            self.finish(
-                Status::Failed,
-                Some(ErrorCode::FeedbackMismatch),
+            self.finish(Outcome::failed(
+                ErrorCode::FeedbackMismatch,
                 Reason::NeverMoved,
-                false,
-                None,
-            )
+            ))
         };
         with_stop(fx, self.profile.has_cancel)
     }
@@ -566,36 +539,17 @@ impl Machine {
             self.cancel_for_shutdown = shutdown;
             vec![Effect::WriteCancel]
         } else {
-            self.finish(
-                Status::Cancelled,
-                Some(ErrorCode::Cancelled),
-                Reason::Cancelled {
-                    stop_written: false,
-                    shutdown,
-                },
-                false,
-                None,
-            )
+            self.finish(Outcome::cancelled(Reason::Cancelled {
+                stop_written: false,
+                shutdown,
+            }))
         }
     }
 
-    fn finish(
-        &mut self,
-        status: Status,
-        code: Option<ErrorCode>,
-        reason: Reason,
-        verified: bool,
-        readback_matched: Option<bool>,
-    ) -> Vec<Effect> {
+    fn finish(&mut self, outcome: Outcome) -> Vec<Effect> {
         self.phase = Phase::Done;
-        self.status = status;
-        vec![Effect::Finish(Outcome {
-            status,
-            code,
-            reason,
-            verified,
-            readback_matched,
-        })]
+        self.status = outcome.status;
+        vec![Effect::Finish(outcome)]
     }
 }
 

@@ -279,6 +279,18 @@ impl Engine {
         detail: String,
         keep_key: bool,
     ) -> Result<CommandResult, EngineError> {
+        // The machine decides what a rejection is (status, code, no verification), as it does
+        // for every other outcome; this only journals it.
+        let detail = crate::detail::tidy(&detail);
+        let mut machine = Machine::new(profile(action));
+        let reject = Event::Reject {
+            code,
+            detail: detail.clone(),
+        };
+        let Some(crate::machine::Effect::Finish(o)) = machine.on(reject).pop() else {
+            unreachable!("a received command always ends on Reject");
+        };
+        let code = o.code.clone().unwrap_or(ErrorCode::InvalidParams);
         let now = self.ctx.clock.now_ms();
         // Normalised when they validate (a replay compares like with like), else as given.
         let params = action
@@ -286,18 +298,11 @@ impl Engine {
             .ok()
             .and_then(|p| serde_json::to_value(p).ok())
             .unwrap_or_else(|| serde_json::Value::Object(sub.args.clone()));
-        let mut row = new_row(
-            sub,
-            request_id,
-            action,
-            &Params::new(),
-            Status::Rejected,
-            now,
-        );
+        let mut row = new_row(sub, request_id, action, &Params::new(), o.status, now);
         row.params = params;
+        row.verified = o.verified;
         row.error_code = Some(code.as_str().into());
-        row.hint = Some(code.hint().into());
-        let detail = crate::detail::tidy(&detail);
+        row.hint = crate::detail::hint(&o);
         row.detail = Some(detail.clone());
         if !keep_key {
             row.idempotency_key = None;
