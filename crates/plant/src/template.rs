@@ -3,6 +3,10 @@
 //! Each `${...}` is compiled once at load like any other expression; rendering evaluates them
 //! and splices the results in (strings as they are, numbers and bools as JSON writes them).
 //! `$${` writes a literal `${`.
+//!
+//! A JSON payload (one that starts with `{` or `[`) is rendered as JSON: every interpolated
+//! value is escaped as the content of a JSON string, and the result must parse as JSON — a
+//! parameter holding `", "admin": true, "x": "` cannot add keys to a device's command.
 
 use crate::expr::{EvalError, Expr, Scope};
 
@@ -11,6 +15,8 @@ use crate::expr::{EvalError, Expr, Scope};
 pub struct Template {
     source: String,
     parts: Vec<Part>,
+    /// The payload is JSON: interpolations are escaped and the result must parse.
+    json: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +63,7 @@ impl Template {
             parts.push(Part::Text(text));
         }
         Ok(Template {
+            json: src.trim_start().starts_with(['{', '[']),
             source: src.to_string(),
             parts,
         })
@@ -81,10 +88,34 @@ impl Template {
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.push_str(t),
+                Part::Expr(e) if self.json => escape_json(&e.eval_text(scope)?, &mut out),
                 Part::Expr(e) => out.push_str(&e.eval_text(scope)?),
             }
         }
+        if self.json
+            && let Err(e) = serde_json::from_str::<serde_json::Value>(&out)
+        {
+            return Err(EvalError::Failed {
+                expr: self.source.clone(),
+                message: format!(
+                    "the payload is not JSON once its values are filled in ({e}); put string values inside quotes, like \"${{params.name}}\""
+                ),
+            });
+        }
         Ok(out)
+    }
+}
+
+/// Appends `text` escaped as the content of a JSON string (quotes, backslashes, control
+/// characters): a number or a bool passes unchanged.
+fn escape_json(text: &str, out: &mut String) {
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
     }
 }
 
@@ -145,6 +176,32 @@ mod tests {
             t.render(&scope).unwrap(),
             r#"{"on": true, "level": 3, "id": "abc"}"#
         );
+    }
+
+    #[test]
+    fn a_string_parameter_cannot_inject_keys_into_a_json_payload() {
+        let t = Template::compile(r#"{"mode": "${params.mode}", "on": true}"#).unwrap();
+        let mut params = Params::new();
+        let evil = r#"eco", "admin": true, "x": "\n"#;
+        params.insert("mode".into(), ParamValue::String(evil.into()));
+        let none = BTreeMap::new();
+        let scope = Scope {
+            signals: &none,
+            params: &params,
+            devices: &BTreeMap::new(),
+            extra_strings: &[],
+        };
+        let out = t.render(&scope).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["mode"], serde_json::json!(evil), "{out}");
+        assert_eq!(v.as_object().unwrap().len(), 2, "no key added: {out}");
+        // Unquoted, a string cannot close the document either: the payload is refused.
+        let t = Template::compile(r#"{"mode": ${params.mode}}"#).unwrap();
+        let e = t.render(&scope).unwrap_err().to_string();
+        assert!(e.contains("not JSON once its values are filled in"), "{e}");
+        // A plain payload is not JSON: values go in as they are.
+        let t = Template::compile("${params.mode}").unwrap();
+        assert_eq!(t.render(&scope).unwrap(), evil);
     }
 
     #[test]
