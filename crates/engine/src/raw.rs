@@ -145,8 +145,22 @@ impl Engine {
     }
 
     /// Writes one block to a `raw_access` device that no command holds. Returns when the device
-    /// acknowledged the write — which says nothing about its effect.
-    pub async fn raw_write(&self, device: &str, write: Write) -> Result<(), RawError> {
+    /// acknowledged the write — which says nothing about its effect. Every raw write that
+    /// reaches the device is journaled with its caller (`caller`), as a command of action
+    /// `raw_write` that ends `sent` or `failed`, so `closedloop commands` and the audit show it.
+    pub async fn raw_write(
+        &self,
+        device: &str,
+        write: Write,
+        caller: Option<String>,
+    ) -> Result<(), RawError> {
+        let result = self.raw_write_unjournaled(device, write.clone()).await;
+        self.journal_raw_write(device, &write, caller, &result)
+            .await;
+        result
+    }
+
+    async fn raw_write_unjournaled(&self, device: &str, write: Write) -> Result<(), RawError> {
         let dev = self.raw_device(device)?;
         // Every exclusive group an action of this device uses (its own id among them), taken
         // in name order: a raw write must never cut into a command holding any of them.
@@ -173,6 +187,62 @@ impl Engine {
         }
         let answer = dev.write(write.clone()).await;
         plan::interpret(answer, &write).map_err(|e| refuse(e.code, e.detail))
+    }
+}
+
+impl Engine {
+    /// The journal entry of a raw write: params are the block written, the status `sent` (the
+    /// device acknowledged; nothing confirms the effect) or `failed` with the refusal's code.
+    async fn journal_raw_write(
+        &self,
+        device: &str,
+        write: &Write,
+        caller: Option<String>,
+        result: &Result<(), RawError>,
+    ) {
+        let now = self.ctx.clock.now_ms();
+        let (area, start, values) = match write {
+            Write::Coils { start, values } => (write.area(), *start, serde_json::json!(values)),
+            Write::Registers { start, values } => (write.area(), *start, serde_json::json!(values)),
+        };
+        let (status, code, detail) = match result {
+            Ok(()) => ("sent", None, None),
+            Err(e) => (
+                "failed",
+                Some(e.code.as_str().to_string()),
+                Some(e.detail.clone()),
+            ),
+        };
+        let id = uuid::Uuid::now_v7().to_string();
+        let row = closedloop_journal::CommandRow {
+            command_id: id.clone(),
+            request_id: format!("raw_{id}"),
+            device: device.to_string(),
+            action: "raw_write".into(),
+            params: serde_json::json!({"area": area.to_string(), "address": start, "values": values}),
+            status: status.into(),
+            verified: false,
+            verification: "none".into(),
+            error_code: code.clone(),
+            detail: detail.clone(),
+            hint: None,
+            evidence: serde_json::json!({}),
+            readback_matched: None,
+            accepted_at_ms: now,
+            updated_at_ms: now,
+            deadline_ms: None,
+            dispatched: result.is_ok(),
+            caller,
+            idempotency_key: None,
+        };
+        let events = [closedloop_journal::EventRow {
+            at_ms: now,
+            event: status.into(),
+            data: serde_json::json!({"code": code, "detail": detail}),
+        }];
+        if let Err(e) = self.ctx.journal.insert(&row, &events).await {
+            tracing::error!(device, error = %e, "raw write not journaled");
+        }
     }
 }
 

@@ -313,7 +313,10 @@ async fn a_raw_write_respects_every_exclusive_group_its_device_s_actions_use() {
         start: 0,
         values: vec![true],
     };
-    let r = rig.engine.raw_write("gripper", w).await;
+    let r = rig
+        .engine
+        .raw_write("gripper", w, Some("test".into()))
+        .await;
     let err = r.expect_err("the bench group is held");
     assert_eq!(err.code.as_str(), "DEVICE_BUSY", "{err:?}");
     assert!(!rig.sim("gripper").peek().coils[0], "nothing written");

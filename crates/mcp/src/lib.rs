@@ -69,6 +69,11 @@ impl Caller {
         !self.scopes.is_empty()
     }
 
+    /// Whether the caller holds `admin` (raw register writes).
+    pub fn is_admin(&self) -> bool {
+        self.scopes.contains(&TokenScope::Admin)
+    }
+
     /// Whether the caller may run actions on `device` (and cancel its commands).
     pub fn may_actuate(&self, device: &str) -> bool {
         self.scopes.iter().any(|s| s.allows_actuate(device))

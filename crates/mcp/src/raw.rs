@@ -1,5 +1,5 @@
 //! `modbus_read` and `modbus_write`: raw register tools for devices declared `raw_access = true`
-//! (commissioning, diagnosis). Gated by `admin` or `actuate:<device>`. A raw write is not a
+//! (commissioning, diagnosis). Reads need `admin` or `actuate:<device>`, writes `admin`; every write is journaled with its caller. A raw write is not a
 //! command: nothing confirms its effect, and the result says so.
 
 use crate::Server;
@@ -120,12 +120,20 @@ impl Server {
             .and_then(Value::as_str)
             .ok_or_else(|| McpError::invalid_params("device is required", None))?
             .to_string();
-        if !caller.may_actuate(&device) {
+        // A raw write skips requires, confirmation and supervision: only an administrator's
+        // token may send one. Reads need the device's actuate scope (or admin).
+        let allowed = match name {
+            "modbus_write" => caller.is_admin(),
+            _ => caller.may_actuate(&device),
+        };
+        if !allowed {
             let code = closedloop_engine::ErrorCode::Unauthorized;
-            let detail = format!(
-                "{} needs admin or actuate:{device} for raw register access",
-                caller.name
-            );
+            let need = if name == "modbus_write" {
+                "admin".to_string()
+            } else {
+                format!("admin or actuate:{device}")
+            };
+            let detail = format!("{} needs {need} for {name}", caller.name);
             return Ok(refused(&device, RawError { code, detail }));
         }
         let area = area_of(args)?;
@@ -186,17 +194,23 @@ impl Server {
                 ));
             }
         };
-        Ok(match self.engine.raw_write(&device, write.clone()).await {
-            Ok(()) => {
-                let v = json!({"device": device, "written": write.to_string(), "acknowledged": true, "verified": false,
+        Ok(
+            match self
+                .engine
+                .raw_write(&device, write.clone(), Some(caller.name.clone()))
+                .await
+            {
+                Ok(()) => {
+                    let v = json!({"device": device, "written": write.to_string(), "acknowledged": true, "verified": false,
                                "hint": "The device acknowledged the write; nothing confirms its effect. Read it back or use an action tool."});
-                let mut out = CallToolResult::structured(v);
-                out.content = vec![ContentBlock::text(format!(
-                    "Acknowledged, not verified: {device} {write}. Nothing confirms the effect."
-                ))];
-                out
-            }
-            Err(e) => refused(&device, e),
-        })
+                    let mut out = CallToolResult::structured(v);
+                    out.content = vec![ContentBlock::text(format!(
+                        "Acknowledged, not verified: {device} {write}. Nothing confirms the effect."
+                    ))];
+                    out
+                }
+                Err(e) => refused(&device, e),
+            },
+        )
     }
 }

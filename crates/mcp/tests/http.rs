@@ -93,9 +93,13 @@ struct Gateway {
 
 impl Gateway {
     async fn start(tokens: &str, opts: HttpOptions) -> Gateway {
+        Gateway::start_plant(&PLANT.replace("{TOKENS}", tokens), opts).await
+    }
+
+    async fn start_plant(plant: &str, opts: HttpOptions) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("plant.toml");
-        std::fs::write(&path, PLANT.replace("{TOKENS}", tokens)).unwrap();
+        std::fs::write(&path, plant).unwrap();
         let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let journal_url = plant.server.journal.clone();
         let journal = Journal::open(&journal_url).await.unwrap();
@@ -635,4 +639,43 @@ async fn a_request_through_a_reverse_proxy_is_not_the_local_user() {
     assert!(e.to_string().contains("--allow-host gw.example"), "{e}");
     assert!(http::check_allowed_hosts(&["localhost:8080".into()], &plant).is_ok());
     gw.stop_and_caller_none().await;
+}
+
+/// A raw register write skips `requires`, confirmation and supervision: a token that may
+/// switch the lamp may not write its registers raw; an admin may, and the journal names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_writes_need_admin_and_are_journaled_with_their_caller() {
+    const ADMIN: &str = "admin-secret-55aa";
+    let tokens = format!(
+        "{}[[server.token]]\nname = \"root\"\nsha256 = \"{}\"\nscopes = [\"admin\"]\n",
+        tokens(),
+        sha256_hex(ADMIN)
+    );
+    let plant = PLANT
+        .replace("{TOKENS}", &tokens)
+        .replace("id = \"lamp\"", "id = \"lamp\"\nraw_access = true");
+    let gw = Gateway::start_plant(&plant, HttpOptions::default()).await;
+    let write = json!({"device": "lamp", "area": "coil", "address": 0, "values": [true]});
+    let ops = session_client(&gw.url, Some(OPS)).await;
+    let r = call(&ops, "modbus_write", write.clone()).await;
+    assert_eq!(
+        (r.is_error, sc(&r)["error_code"].as_str()),
+        (Some(true), Some("UNAUTHORIZED")),
+        "{r:?}"
+    );
+    let root = session_client(&gw.url, Some(ADMIN)).await;
+    let r = call(&root, "modbus_write", write).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let listed = gw.engine.list(Some("lamp"), None, 10).await.unwrap();
+    let raw = listed
+        .iter()
+        .find(|c| c.action == "raw_write")
+        .expect("journaled");
+    assert_eq!(raw.status.as_str(), "sent");
+    ops.cancel().await.unwrap();
+    root.cancel().await.unwrap();
+    assert_eq!(
+        gw.stop_and_caller(&raw.command_id).await.as_deref(),
+        Some("root")
+    );
 }
