@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 /// At most this many tokens wait at once; the oldest is dropped beyond it.
 const CAPACITY: usize = 1024;
+/// At most this many tokens wait per caller; beyond it the caller's own oldest is dropped, so
+/// one caller asking again and again can never evict another caller's pending confirmation.
+const PER_CALLER: usize = 32;
 
 /// A confirmation waiting for its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,13 +90,21 @@ impl Confirmations {
         key: Option<&str>,
     ) -> (String, Duration, String) {
         let command_id = uuid::Uuid::now_v7().to_string();
-        let token = format!("cfm_{}", uuid::Uuid::now_v7().simple());
+        // 244 random bits from the operating system's generator: nothing of the clock in it.
+        let token = format!(
+            "cfm_{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
         let now = Instant::now();
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         p.retain(|_, v| v.expires > now);
-        if p.len() >= CAPACITY
+        let mine = p.values().filter(|v| v.caller == caller).count();
+        let full = p.len() >= CAPACITY;
+        if (mine >= PER_CALLER || full)
             && let Some(oldest) = p
                 .iter()
+                .filter(|(_, v)| v.caller == caller || (full && mine == 0))
                 .min_by_key(|(_, v)| v.issued)
                 .map(|(k, _)| k.clone())
         {
@@ -187,6 +198,26 @@ mod tests {
 
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn one_caller_asking_again_and_again_never_evicts_another_caller_s_token() {
+        let c = Confirmations::new(Duration::from_secs(60));
+        let (theirs, _, _) = c.issue("slide", "move_to", &Map::new(), "operator", None);
+        let mut mine = Vec::new();
+        for _ in 0..(PER_CALLER * 3) {
+            mine.push(c.issue("slide", "move_to", &Map::new(), "agent", None).0);
+        }
+        assert!(
+            c.redeem(&theirs, "operator", None).is_ok(),
+            "the operator's token survived"
+        );
+        // The agent keeps its newest PER_CALLER tokens; its oldest went.
+        assert_eq!(c.redeem(&mine[0], "agent", None), Err(Refusal::Unknown));
+        assert!(c.redeem(mine.last().unwrap(), "agent", None).is_ok());
+        // Tokens are long and random, not a clock reading.
+        assert_eq!(mine[1].len(), 4 + 64);
+        assert_ne!(mine[1][4..20], mine[2][4..20]);
     }
 
     #[test]
