@@ -299,10 +299,11 @@ impl Engine {
             .and_then(|p| serde_json::to_value(p).ok())
             .unwrap_or_else(|| serde_json::Value::Object(sub.args.clone()));
         let mut row = new_row(sub, request_id, action, &Params::new(), o.status, now);
-        row.params = params;
+        row.params = bounded(params);
         row.verified = o.verified;
         row.error_code = Some(code.as_str().into());
         row.hint = crate::detail::hint(&o);
+        let detail = clipped(&detail, MAX_DETAIL);
         row.detail = Some(detail.clone());
         if !keep_key {
             row.idempotency_key = None;
@@ -440,4 +441,37 @@ fn new_row(
         caller: sub.caller.clone(),
         idempotency_key: sub.idempotency_key.clone(),
     }
+}
+
+/// Arguments of a rejected call kept in full up to this size; beyond it, a digest.
+const MAX_ARGS: usize = 2048;
+/// Longest `detail` journaled for a rejection (it may quote what the caller sent).
+const MAX_DETAIL: usize = 1024;
+
+/// The arguments as journaled: in full when small, else their size, SHA-256 and first 2 KB —
+/// a caller sending megabytes of garbage cannot grow the journal with it.
+fn bounded(args: serde_json::Value) -> serde_json::Value {
+    let text = args.to_string();
+    if text.len() <= MAX_ARGS {
+        return args;
+    }
+    use sha2::Digest;
+    let sha: String = sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    json!({"omitted": "arguments over 2 KB", "bytes": text.len(), "sha256": sha,
+           "head": clipped(&text, MAX_ARGS)})
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
+fn clipped(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }

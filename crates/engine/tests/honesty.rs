@@ -501,3 +501,23 @@ async fn a_queued_command_s_estimate_includes_the_wait_behind_the_commands_ahead
     );
     rig.settle(&queued).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_call_with_huge_arguments_journals_a_bounded_digest() {
+    let rig = rig(&relay("")).await;
+    let garbage = "x".repeat(400_000);
+    let r = rig
+        .act("lamp", "switch", json!({"on": garbage.clone()}), 0.0)
+        .await;
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Rejected, "INVALID_PARAMS"),
+        "{:?}",
+        r.detail
+    );
+    let stored = serde_json::to_string(&r.params).unwrap();
+    assert!(stored.len() < 3_000, "{} bytes journaled", stored.len());
+    // {"on":"…"} around the string: 9 more bytes.
+    assert_eq!(r.params["bytes"], json!(garbage.len() + 9), "{stored:.200}");
+    assert!(r.detail.as_deref().unwrap().len() <= 1_100);
+}
