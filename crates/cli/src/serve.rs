@@ -30,6 +30,13 @@ async fn start_engine_with(
         let lines: Vec<String> = refused.iter().map(ToString::to_string).collect();
         anyhow::bail!("{}", lines.join("\n"));
     }
+    if plant.server.journal.contains(":memory:") {
+        anyhow::bail!(
+            "{}: journal = {:?} keeps nothing: every accepted command would be lost with the process, and a restart could not stop or confirm what was running; write journal = \"sqlite://closedloop.db\" (a file next to the plant file)",
+            plant_path.display(),
+            plant.server.journal
+        );
+    }
     let journal = Journal::open(&plant.server.journal)
         .await
         .with_context(|| {

@@ -417,6 +417,38 @@ fn serve_refuses_an_in_process_sim_address_the_model_does_not_have() {
     );
 }
 
+#[test]
+fn serve_refuses_an_in_memory_journal_that_would_lose_accepted_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plant.toml");
+    let plant = std::fs::read_to_string(repo("examples/workshop.toml")).unwrap();
+    let plant = match plant.find("journal = ") {
+        Some(_) => plant
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with("journal = ") {
+                    "journal = \"sqlite::memory:\"".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        None => plant.replacen("[server]", "[server]\njournal = \"sqlite::memory:\"", 1),
+    };
+    std::fs::write(&path, plant).unwrap();
+    let out = closedloop()
+        .arg("serve")
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("keeps nothing"), "{err}");
+    assert!(err.contains("sqlite://closedloop.db"), "{err}");
+}
+
 /// Kills a child when the test ends, however it ends.
 struct Killed(std::process::Child);
 
