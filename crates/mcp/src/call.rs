@@ -193,42 +193,33 @@ impl Server {
                 },
             }
         }
-        self.submit(
-            device, action, args, key, wait, request_id, caller, confirmed, None,
-        )
-        .await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn submit(
-        &self,
-        device: &str,
-        action: &str,
-        args: JsonObject,
-        key: Option<String>,
-        wait: Duration,
-        request_id: String,
-        caller: &crate::Caller,
-        confirmed: bool,
-        command_id: Option<String>,
-    ) -> Result<CallToolResult, McpError> {
         let sub = Submission {
-            command_id,
             device: device.into(),
             action: action.into(),
             args,
-            request_id: Some(request_id),
             idempotency_key: key,
-            caller: Some(caller.name.clone()),
             wait,
+            request_id: Some(request_id),
             confirmed,
-            denied: (!caller.may_actuate(device)).then(|| {
-                format!(
-                    "{} has no actuate:{device} (or actuate:*, admin) scope; nothing was sent.",
-                    caller.name
-                )
-            }),
+            ..Submission::default()
         };
+        self.submit(sub, caller).await
+    }
+
+    /// Submits for `caller`: named in the journal, and refused `UNAUTHORIZED` (journaled too)
+    /// without the device's actuate scope.
+    pub(crate) async fn submit(
+        &self,
+        mut sub: Submission,
+        caller: &crate::Caller,
+    ) -> Result<CallToolResult, McpError> {
+        sub.caller = Some(caller.name.clone());
+        sub.denied = (!caller.may_actuate(&sub.device)).then(|| {
+            format!(
+                "{} has no actuate:{} (or actuate:*, admin) scope; nothing was sent.",
+                caller.name, sub.device
+            )
+        });
         match self.engine.submit(sub).await {
             Ok(r) => Ok(command_result(&r)),
             Err(EngineError::UnknownDevice(d)) => Ok(unknown_device(&self.engine, &d)),
@@ -252,18 +243,18 @@ impl Server {
         };
         match self.confirmations.redeem(token, &caller.name, None) {
             Ok(p) => {
-                self.submit(
-                    &p.device,
-                    &p.action,
-                    p.args,
-                    p.key,
+                let sub = Submission {
+                    command_id: Some(p.command_id),
+                    device: p.device,
+                    action: p.action,
+                    args: p.args,
+                    idempotency_key: p.key,
                     wait,
-                    request_id,
-                    caller,
-                    true,
-                    Some(p.command_id),
-                )
-                .await
+                    request_id: Some(request_id),
+                    confirmed: true,
+                    ..Submission::default()
+                };
+                self.submit(sub, caller).await
             }
             Err(refusal) => Ok(confirmation_refused(&refusal)),
         }

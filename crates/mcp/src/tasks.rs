@@ -235,18 +235,17 @@ impl Server {
             .redeem(&token, &caller.name, None)
             .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
         let request_id = format!("req_{}", uuid::Uuid::now_v7());
-        self.submit(
-            &p.device,
-            &p.action,
-            p.args,
-            p.key,
-            Duration::ZERO,
-            request_id,
-            &caller,
-            yes,
-            Some(p.command_id),
-        )
-        .await?;
+        let sub = closedloop_engine::Submission {
+            command_id: Some(p.command_id),
+            device: p.device,
+            action: p.action,
+            args: p.args,
+            idempotency_key: p.key,
+            request_id: Some(request_id),
+            confirmed: yes,
+            ..closedloop_engine::Submission::default()
+        };
+        self.submit(sub, &caller).await?;
         Ok(())
     }
 }
