@@ -4,7 +4,8 @@
 //! A request passes, outermost first:
 //! 1. `guard` — `Host` and `Origin` checks against DNS rebinding and cross-site requests
 //!    (403);
-//! 2. `limit` — at most [`HttpOptions::max_in_flight`] requests at once (503 beyond);
+//! 2. `limit` — at most [`HttpOptions::max_in_flight`] requests at once (503 beyond), a
+//!    quarter of them kept for tool calls that act or cancel;
 //! 3. `auth` — the bearer token, turned into the [`Caller`] the tools see (401 without one);
 //! 4. rmcp — the body bounded by [`HttpOptions::max_body_bytes`] (413 beyond), then MCP.
 //!
@@ -179,7 +180,7 @@ where
         &opts.allowed_hosts,
         &opts.allowed_origins,
     ));
-    let limit = Arc::new(tokio::sync::Semaphore::new(opts.max_in_flight));
+    let limit = Arc::new(limit::Limits::new(opts.max_in_flight, opts.max_body_bytes));
     // Host and Origin are checked by `guard`, in front of auth, so that rmcp's own copy of the
     // check is switched off here rather than kept with possibly different rules.
     let config = StreamableHttpServerConfig::default()

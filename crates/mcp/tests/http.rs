@@ -679,3 +679,88 @@ async fn raw_writes_need_admin_and_are_journaled_with_their_caller() {
         Some("root")
     );
 }
+
+/// Readers holding every general permit (long waits here; event streams alike) never keep an
+/// agent from acting or from stopping an axis: a quarter of the permits is kept for that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
+    let opts = HttpOptions {
+        max_in_flight: 4,
+        ..HttpOptions::default()
+    };
+    let gw = Gateway::start(&tokens(), opts).await;
+    let moving = result(
+        raw_tool(
+            &gw.url,
+            Some(OPS),
+            "slide_move_to",
+            json!({"target_mm": 300.0, "wait_s": 0}),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    let id = moving["structuredContent"]["command_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Three readers wait on the 6 s move: the three general permits are taken.
+    let mut waiting = Vec::new();
+    for _ in 0..3 {
+        let req = raw_tool(
+            &gw.url,
+            Some(VIEWER),
+            "get_command_status",
+            json!({"command_id": id, "wait_s": 10}),
+        );
+        waiting.push(tokio::spawn(req.send()));
+    }
+    let mut refused = false;
+    for _ in 0..100 {
+        let r = raw(&gw.url, Some(VIEWER), "tools/list", json!({}))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::SERVICE_UNAVAILABLE {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(refused, "the readers never filled the general permits");
+    // Acting and cancelling still get through, on the reserve.
+    let lamp = result(
+        raw_tool(
+            &gw.url,
+            Some(OPS),
+            "lamp_switch",
+            json!({"on": true, "wait_s": 2}),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(lamp["structuredContent"]["status"], "completed", "{lamp}");
+    let cancel = result(
+        raw_tool(
+            &gw.url,
+            Some(OPS),
+            "cancel_command",
+            json!({"command_id": id}),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        cancel["structuredContent"]["status"], "cancelled",
+        "{cancel}"
+    );
+    for w in waiting {
+        let _ = w.await;
+    }
+    gw.stop_and_caller_none().await;
+}

@@ -1,14 +1,16 @@
-//! A bound on requests in flight.
+//! A bound on requests in flight, with capacity kept for the calls that move or stop hardware.
 //!
 //! A request holds a permit from the moment it is accepted until its response body has been
 //! sent or dropped — an SSE stream holds one for as long as it is open, since that is when the
-//! work behind it happens. When every permit is taken, the next request is answered at once
-//! with 503 and `Retry-After: 1`: nothing queues, so an overload never turns into unbounded
-//! memory or into answers that arrive after the client stopped waiting.
+//! work behind it happens. A quarter of the permits is reserved: only a `tools/call` of a tool
+//! that acts or cancels may take one, so readers holding event streams or slow bodies can never
+//! keep an agent from stopping an axis. When no permit it may use is free, the request is
+//! answered at once with 503 and `Retry-After: 1`: nothing queues, so an overload never turns
+//! into unbounded memory or into answers that arrive after the client stopped waiting.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -18,20 +20,50 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// Tools that only read: they never take a reserved permit.
+const READ_ONLY_TOOLS: &[&str] = &[
+    "get_command_status",
+    "list_commands",
+    "list_devices",
+    "get_device_state",
+    "describe_device",
+    "can_signals",
+    "can_decode",
+    "opcua_browse",
+    "opcua_read",
+    "modbus_read",
+];
+
+/// The permits of one HTTP endpoint.
+pub(super) struct Limits {
+    /// For every request.
+    general: Arc<Semaphore>,
+    /// Only for calls that act or cancel, once `general` is spent.
+    reserved: Arc<Semaphore>,
+    /// The largest body read to find out which tool a call names.
+    max_body: usize,
+}
+
+impl Limits {
+    /// `total` permits, a quarter of them reserved (none when `total` < 4).
+    pub(super) fn new(total: usize, max_body: usize) -> Limits {
+        let reserved = total / 4;
+        Limits {
+            general: Arc::new(Semaphore::new(total - reserved)),
+            reserved: Arc::new(Semaphore::new(reserved)),
+            max_body,
+        }
+    }
+}
+
 /// The axum middleware.
-pub(super) async fn layer(
-    State(permits): State<Arc<Semaphore>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let Ok(permit) = permits.try_acquire_owned() else {
-        tracing::warn!("HTTP request refused: too many requests in flight");
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, "1")],
-            "too many requests in flight; retry in a second\n",
-        )
-            .into_response();
+pub(super) async fn layer(State(limits): State<Arc<Limits>>, req: Request, next: Next) -> Response {
+    let (permit, req) = match Arc::clone(&limits.general).try_acquire_owned() {
+        Ok(p) => (p, req),
+        Err(_) => match reserved_permit(&limits, req).await {
+            Ok(granted) => granted,
+            Err(refusal) => return refusal,
+        },
     };
     next.run(req).await.map(|inner| {
         Body::new(Held {
@@ -39,6 +71,48 @@ pub(super) async fn layer(
             _permit: permit,
         })
     })
+}
+
+/// A reserved permit for a call that acts or cancels; 503 for anything else (or when the
+/// reserve is spent too). The body is read to see the tool, then handed on unchanged.
+async fn reserved_permit(
+    limits: &Limits,
+    req: Request,
+) -> Result<(OwnedSemaphorePermit, Request), Response> {
+    let busy = || {
+        tracing::warn!("HTTP request refused: too many requests in flight");
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            "too many requests in flight; retry in a second\n",
+        )
+            .into_response()
+    };
+    if req.method() != Method::POST || limits.reserved.available_permits() == 0 {
+        return Err(busy());
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, limits.max_body).await else {
+        return Err((StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response());
+    };
+    if !acts(&bytes) {
+        return Err(busy());
+    }
+    let permit = Arc::clone(&limits.reserved)
+        .try_acquire_owned()
+        .map_err(|_| busy())?;
+    Ok((permit, Request::from_parts(parts, Body::from(bytes))))
+}
+
+/// Whether a JSON-RPC body is a `tools/call` of a tool that is not read-only.
+fn acts(body: &[u8]) -> bool {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return false;
+    };
+    v["method"] == "tools/call"
+        && v["params"]["name"]
+            .as_str()
+            .is_some_and(|n| !READ_ONLY_TOOLS.contains(&n))
 }
 
 /// A response body that returns its permit when it is finished or dropped.
@@ -64,5 +138,49 @@ impl http_body::Body for Held {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_calls_that_act_or_cancel_may_use_the_reserve() {
+        let call = |name: &str| {
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                               "params": {"name": name, "arguments": {}}})
+            .to_string()
+        };
+        for name in [
+            "slide_move_to",
+            "cancel_command",
+            "run_action",
+            "confirm_command",
+            "modbus_write",
+        ] {
+            assert!(acts(call(name).as_bytes()), "{name}");
+        }
+        for name in ["get_command_status", "list_devices", "modbus_read"] {
+            assert!(!acts(call(name).as_bytes()), "{name}");
+        }
+        assert!(!acts(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+        assert!(!acts(b"not json"));
+        let l = Limits::new(64, 1 << 20);
+        assert_eq!(
+            (
+                l.general.available_permits(),
+                l.reserved.available_permits()
+            ),
+            (48, 16)
+        );
+        let l = Limits::new(1, 1 << 20);
+        assert_eq!(
+            (
+                l.general.available_permits(),
+                l.reserved.available_permits()
+            ),
+            (1, 0)
+        );
     }
 }
