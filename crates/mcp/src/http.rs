@@ -23,6 +23,7 @@
 mod auth;
 mod guard;
 mod limit;
+mod throttle;
 
 use crate::{Caller, Server};
 use axum::extract::connect_info::Connected;

@@ -132,7 +132,9 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
                     "the bearer token matches no [[server.token]] of the plant",
                 ),
             };
-            tracing::warn!(remote = ?endpoint.map(|e| e.remote), "HTTP request refused: {why}");
+            if let Some(left_out) = super::throttle::unauthorized().allow() {
+                tracing::warn!(remote = ?endpoint.map(|e| e.remote), left_out, "HTTP request refused: {why}");
+            }
             (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, challenge)],

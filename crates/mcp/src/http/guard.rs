@@ -85,11 +85,14 @@ pub(super) async fn layer(State(guard): State<Arc<Guard>>, req: Request, next: N
     match guard.check(req.uri(), req.headers()) {
         Ok(()) => next.run(req).await,
         Err((status, why)) => {
-            tracing::warn!(
-                host = ?req.headers().get(header::HOST),
-                origin = ?req.headers().get(header::ORIGIN),
-                "HTTP request refused: {why}"
-            );
+            if let Some(left_out) = super::throttle::forbidden().allow() {
+                tracing::warn!(
+                    left_out,
+                    host = ?req.headers().get(header::HOST),
+                    origin = ?req.headers().get(header::ORIGIN),
+                    "HTTP request refused: {why}"
+                );
+            }
             (status, format!("{why}\n")).into_response()
         }
     }

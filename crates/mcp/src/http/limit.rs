@@ -80,7 +80,12 @@ async fn reserved_permit(
     req: Request,
 ) -> Result<(OwnedSemaphorePermit, Request), Response> {
     let busy = || {
-        tracing::warn!("HTTP request refused: too many requests in flight");
+        if let Some(left_out) = super::throttle::busy().allow() {
+            tracing::warn!(
+                left_out,
+                "HTTP request refused: too many requests in flight"
+            );
+        }
         (
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "1")],
