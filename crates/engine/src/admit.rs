@@ -137,3 +137,45 @@ pub(crate) fn failure_already_on(action: &Action, scope: &Scope) -> Option<Strin
         values_read(expr, scope)
     ))
 }
+
+/// How long to wait before this action may run again when an operation-rate limit — its own
+/// or its device's — is spent (`None`: it may run now), with the detail naming the limit.
+/// Counted from the journal, so a restart does not reset the budget.
+pub(crate) async fn rate_wait(
+    ctx: &crate::ctx::Ctx,
+    device: &closedloop_plant::Device,
+    action: &Action,
+) -> Result<Option<(f64, String)>, crate::EngineError> {
+    let now_ms = ctx.clock.now_ms();
+    let limits = [
+        (
+            action.max_rate.as_ref(),
+            Some(action.name.as_str()),
+            "the action",
+        ),
+        (device.max_rate.as_ref(), None, "the device"),
+    ];
+    let mut longest: Option<(f64, String)> = None;
+    for (limit, only, whose) in limits {
+        let Some(limit) = limit else { continue };
+        let since = now_ms - (limit.horizon_s() * 1000.0).ceil() as i64;
+        let done: Vec<f64> = ctx
+            .journal
+            .accepted_since(&device.id, only, since)
+            .await?
+            .into_iter()
+            .map(|ms| (ms - since) as f64 / 1000.0)
+            .collect();
+        let now = (now_ms - since) as f64 / 1000.0;
+        if let Some(wait) = limit.wait_s(&done, now)
+            && longest.as_ref().is_none_or(|(w, _)| wait > *w)
+        {
+            let detail = format!(
+                "{whose}'s max_rate = \"{}\" (max_burst {}) is spent for {} {}; it may run again in {:.1} s; nothing was written",
+                limit.text, limit.burst, device.id, action.name, wait
+            );
+            longest = Some((wait, detail));
+        }
+    }
+    Ok(longest)
+}

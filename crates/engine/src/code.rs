@@ -107,6 +107,8 @@ pub enum ErrorCode {
     UnknownCommand,
     /// No device has this id (tools that take a device).
     UnknownDevice,
+    /// An operation-rate limit (`max_rate`) is spent; the result says when to retry.
+    RateLimited,
 }
 
 impl ErrorCode {
@@ -128,6 +130,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::UnknownCommand => "UNKNOWN_COMMAND",
             ErrorCode::UnknownDevice => "UNKNOWN_DEVICE",
+            ErrorCode::RateLimited => "RATE_LIMITED",
         }
     }
 
@@ -148,6 +151,7 @@ impl ErrorCode {
             "UNAUTHORIZED" => ErrorCode::Unauthorized,
             "UNKNOWN_COMMAND" => ErrorCode::UnknownCommand,
             "UNKNOWN_DEVICE" => ErrorCode::UnknownDevice,
+            "RATE_LIMITED" => ErrorCode::RateLimited,
             other => ErrorCode::Signal(other.to_string()),
         }
     }
@@ -192,6 +196,9 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "The caller lacks the scope for this device or action.",
             ErrorCode::UnknownCommand => "Check the command_id, or call list_commands to find it.",
             ErrorCode::UnknownDevice => "Call list_devices for the device ids this gateway serves.",
+            ErrorCode::RateLimited => {
+                "Wait retry_after_s seconds before trying again; do not loop. The limit protects contacts and motors rated for so many operations."
+            }
         }
     }
 }
@@ -230,6 +237,7 @@ mod tests {
             ErrorCode::Unauthorized,
             ErrorCode::UnknownCommand,
             ErrorCode::UnknownDevice,
+            ErrorCode::RateLimited,
         ] {
             assert_eq!(ErrorCode::parse(c.as_str()), c);
             assert!(!c.hint().is_empty());

@@ -56,6 +56,9 @@ pub struct CommandResult {
     pub evidence: serde_json::Value,
     /// A number while `accepted`/`running`, else null.
     pub estimated_remaining_seconds: Option<f64>,
+    /// With `RATE_LIMITED`: how many seconds until the call may succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<f64>,
     /// When the command was accepted (null for a rejected command).
     pub accepted_at: Option<String>,
     /// The last change.
@@ -92,6 +95,12 @@ impl CommandResult {
             } else {
                 remaining_s.map(round_s)
             },
+            retry_after_s: events
+                .iter()
+                .find(|e| e.event == "rejected")
+                .and_then(|e| e.data.get("retry_after_s"))
+                .and_then(|v| v.as_f64())
+                .map(round_s),
             accepted_at: accepted.then(|| rfc3339(row.accepted_at_ms)),
             updated_at: rfc3339(row.updated_at_ms),
             timeline: events

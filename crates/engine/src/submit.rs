@@ -23,20 +23,38 @@ impl Engine {
     /// `accepted` — durably journaled before this returns — possibly advanced further if
     /// `wait` allowed. Errors are only for requests that name no action, or a broken journal.
     pub async fn submit(&self, sub: Submission) -> Result<CommandResult, EngineError> {
-        let Some(key) = sub.idempotency_key.clone() else {
-            return self.submit_once(sub).await;
-        };
-        let lock = {
+        // One lock per idempotency key (lookup to insert), and one per device with an
+        // operation-rate limit (count to insert): concurrent calls can neither make two
+        // commands of one key nor both spend the last allowed operation.
+        let rated = self.ctx.plant.device(&sub.device).is_some_and(|d| {
+            d.max_rate.is_some() || d.action(&sub.action).is_some_and(|a| a.max_rate.is_some())
+        });
+        let names: Vec<String> = sub
+            .idempotency_key
+            .iter()
+            .cloned()
+            .chain(rated.then(|| format!("\u{0}rate:{}", sub.device)))
+            .collect();
+        let locks: Vec<_> = {
             let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-            Arc::clone(keys.entry(key.clone()).or_default())
+            names
+                .iter()
+                .map(|k| Arc::clone(keys.entry(k.clone()).or_default()))
+                .collect()
         };
         let result = {
-            let _held = lock.lock().await;
+            let mut held = Vec::with_capacity(locks.len());
+            for l in &locks {
+                held.push(l.lock().await);
+            }
             self.submit_once(sub).await
         };
+        drop(locks);
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if keys.get(&key).is_some_and(|l| Arc::strong_count(l) <= 2) {
-            keys.remove(&key);
+        for k in names {
+            if keys.get(&k).is_some_and(|l| Arc::strong_count(l) <= 1) {
+                keys.remove(&k);
+            }
         }
         result
     }
@@ -58,7 +76,7 @@ impl Engine {
         if let Some(why) = &sub.denied {
             let (code, why) = (ErrorCode::Unauthorized, why.clone());
             return self
-                .reject(&sub, &request_id, action, code, why, false)
+                .reject(&sub, &request_id, action, code, why, false, None)
                 .await;
         }
         if let Some(key) = &sub.idempotency_key
@@ -71,13 +89,20 @@ impl Engine {
             Err(e) => {
                 let code = ErrorCode::InvalidParams;
                 return self
-                    .reject(&sub, &request_id, action, code, e.to_string(), true)
+                    .reject(&sub, &request_id, action, code, e.to_string(), true, None)
                     .await;
             }
         };
+        if let Some((wait_s, detail)) = crate::admit::rate_wait(&self.ctx, device, action).await? {
+            // A transient refusal: the key stays free, so the same call can be made again later.
+            let code = ErrorCode::RateLimited;
+            return self
+                .reject(&sub, &request_id, action, code, detail, false, Some(wait_s))
+                .await;
+        }
         if let Err((code, detail)) = self.admit(&sub, action, &params).await {
             return self
-                .reject(&sub, &request_id, action, code, detail, true)
+                .reject(&sub, &request_id, action, code, detail, true, None)
                 .await;
         }
         self.accept(sub, request_id, action, params, wait).await
@@ -111,7 +136,7 @@ impl Engine {
             prev.command_id
         );
         let code = ErrorCode::InvalidParams;
-        self.reject(sub, request_id, action, code, detail, false)
+        self.reject(sub, request_id, action, code, detail, false, None)
             .await
     }
 
@@ -278,6 +303,7 @@ impl Engine {
         code: ErrorCode,
         detail: String,
         keep_key: bool,
+        retry_after_s: Option<f64>,
     ) -> Result<CommandResult, EngineError> {
         // The machine decides what a rejection is (status, code, no verification), as it does
         // for every other outcome; this only journals it.
@@ -317,7 +343,10 @@ impl Engine {
             EventRow {
                 at_ms: now,
                 event: "rejected".into(),
-                data: json!({"code": code.as_str(), "detail": detail}),
+                data: match retry_after_s {
+                    Some(s) => json!({"code": code.as_str(), "detail": detail, "retry_after_s": s}),
+                    None => json!({"code": code.as_str(), "detail": detail}),
+                },
             },
         ];
         self.ctx.journal.insert(&row, &events).await?;

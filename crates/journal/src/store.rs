@@ -262,6 +262,28 @@ impl Journal {
         rows.iter().map(command_from_row).collect()
     }
 
+    /// When the commands of `device` (of `action`, if given) that reached the device side —
+    /// every status but `rejected`, raw writes left out — were accepted, since `since_ms`,
+    /// oldest first: what an operation-rate limit counts, so a restart does not reset it.
+    pub async fn accepted_since(
+        &self,
+        device: &str,
+        action: Option<&str>,
+        since_ms: i64,
+    ) -> Result<Vec<i64>, JournalError> {
+        let rows: Vec<(i64,)> = sqlx::query_as(
+            "SELECT accepted_at_ms FROM commands WHERE device = ?1 AND (?2 IS NULL OR action = ?2)
+             AND status != 'rejected' AND action != 'raw_write' AND accepted_at_ms >= ?3
+             ORDER BY accepted_at_ms",
+        )
+        .bind(device)
+        .bind(action)
+        .bind(since_ms)
+        .fetch_all(&self.writer)
+        .await?;
+        Ok(rows.into_iter().map(|(t,)| t).collect())
+    }
+
     /// Commands that were not terminal when the journal was last written: what start-up recovery
     /// must finish. Oldest first.
     pub async fn unfinished(&self) -> Result<Vec<CommandRow>, JournalError> {

@@ -26,6 +26,7 @@ pub fn result_object() -> Value {
             "readback_matched": {"type": "boolean"},
             "evidence": {"type": "object", "description": "Signal values that decided the outcome: {name: {value, at, source}}."},
             "estimated_remaining_seconds": {"type": ["number", "null"]},
+            "retry_after_s": {"type": "number", "description": "With RATE_LIMITED: seconds until the call may succeed."},
             "accepted_at": {"type": ["string", "null"]},
             "updated_at": {"type": "string"},
             "timeline": {"type": "array", "items": {"type": "object"}}

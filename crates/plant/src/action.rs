@@ -52,6 +52,9 @@ pub struct Action {
     pub destructive: bool,
     /// The MCP tool name, `{device}_{action}`.
     pub tool_name: String,
+    /// `max_rate` (+ `max_burst`): at most so many commands of this action per period; beyond
+    /// it a call is rejected `RATE_LIMITED` with how long to wait.
+    pub max_rate: Option<crate::RateLimit>,
 }
 
 impl Action {

@@ -37,6 +37,7 @@ mod literal;
 mod model;
 mod params;
 mod plant;
+mod rate;
 mod schema;
 mod serde_msg;
 mod suggest;
@@ -53,6 +54,7 @@ pub use plant::{
     DEFAULT_TIMEOUT_MS, Device, DeviceSim, DriverConfig, Liveness, MqttTls, Parity, Plant, Secret,
     Server, Signal, SimCan, Source, Token, TokenScope, ToolMode,
 };
+pub use rate::RateLimit;
 pub use schema::{MAX_TOOL_NAME, render_surface};
 pub use template::Template;
 

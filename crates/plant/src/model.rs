@@ -45,6 +45,8 @@ pub(crate) struct RawDeviceHead {
     pub liveness: Option<RawLiveness>,
     #[serde(default)]
     pub raw_access: bool,
+    pub max_rate: Option<String>,
+    pub max_burst: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -175,6 +177,8 @@ pub(crate) struct RawAction {
     pub queue_timeout_s: Option<f64>,
     pub exclusive: Option<String>,
     pub destructive: Option<bool>,
+    pub max_rate: Option<String>,
+    pub max_burst: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

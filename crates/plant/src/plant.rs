@@ -138,6 +138,8 @@ pub struct Device {
     pub liveness: Liveness,
     /// Whether raw register tools may touch it.
     pub raw_access: bool,
+    /// `max_rate` (+ `max_burst`) of the device: every actuating command of it counts.
+    pub max_rate: Option<crate::RateLimit>,
     /// The simulated counterpart that `closedloop sim` serves, if any.
     pub sim: Option<DeviceSim>,
     /// Its signals, sorted by name.

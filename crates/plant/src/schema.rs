@@ -155,6 +155,16 @@ pub fn render_surface(plant: &Plant) -> String {
                     "not destructive"
                 },
             );
+            let rates: Vec<String> = [("action", &action.max_rate), ("device", &device.max_rate)]
+                .iter()
+                .filter_map(|(whose, r)| {
+                    r.as_ref()
+                        .map(|r| format!("{whose} max_rate {} (burst {})", r.text, r.burst))
+                })
+                .collect();
+            if !rates.is_empty() {
+                let _ = writeln!(out, "    envelope: {}", rates.join(", "));
+            }
             let _ = writeln!(out, "    {}", action.tool_description(device));
             let schema = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
             for line in schema.lines() {

@@ -286,13 +286,11 @@ async fn drive(
                 // async-opcua 0.19 moves the subscriptions to the new session during the
                 // connect, but its fresh publishing loop only starts publishing on a trigger
                 // that comes after it was created: without this nudge a re-connected
-                // subscription stays silent. Only with a subscription to publish for: a server
-                // answers a Publish on a session without one with a BadNoSubscription fault
-                // (the first session, before any monitor subscribed); creating a subscription
-                // triggers its own publish.
-                if session.subscription_state().lock().len() > 0 {
-                    session.trigger_publish_now();
-                }
+                // subscription stays silent. Nudged on every activation, subscriptions or not:
+                // on a first session a server answers the Publish with BadNoSubscription (logged
+                // by async-opcua, harmless), while skipping the nudge there left a monitor
+                // created right after the activation silent under load (seen in CI).
+                session.trigger_publish_now();
                 link.send_replace(Link::Connected);
             }
             Ok(SessionPollResult::ConnectionLost(code)) => {

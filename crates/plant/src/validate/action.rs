@@ -136,6 +136,19 @@ impl ActionCheck<'_> {
             );
         }
         let exclusive = raw.exclusive.unwrap_or_else(|| device.to_string());
+        let max_rate = match raw.max_rate.as_deref() {
+            Some(text) => crate::RateLimit::parse(text, raw.max_burst)
+                .map_err(|m| self.err("max_rate", m))
+                .ok(),
+            None if raw.max_burst.is_some() => {
+                self.err(
+                    "max_burst",
+                    "max_burst needs a max_rate (like max_rate = \"6/min\")",
+                );
+                None
+            }
+            None => None,
+        };
         if self.sink.count() > before {
             return None;
         }
@@ -162,6 +175,7 @@ impl ActionCheck<'_> {
             exclusive,
             destructive: raw.destructive.unwrap_or(true),
             tool_name,
+            max_rate,
         })
     }
 

@@ -28,6 +28,7 @@ pub(crate) struct Pending {
     pub poll_ms: u64,
     pub liveness: Liveness,
     pub raw_access: bool,
+    pub max_rate: Option<crate::RateLimit>,
     pub sim: Option<DeviceSim>,
     pub signals: Vec<crate::plant::Signal>,
     pub actions: Vec<toml::Value>,
@@ -57,6 +58,8 @@ const DEVICE_KEYS: &[&str] = &[
     "poll_ms",
     "liveness",
     "raw_access",
+    "max_rate",
+    "max_burst",
     "sim",
     "signals",
     "action",
@@ -167,6 +170,22 @@ pub(crate) fn device(
             Vec::new()
         }
     };
+    let max_rate = head.as_ref().and_then(|h| {
+        let text = h.max_rate.as_deref()?;
+        crate::RateLimit::parse(text, h.max_burst)
+            .map_err(|m| dev.err(sink, "max_rate", m))
+            .ok()
+    });
+    if head
+        .as_ref()
+        .is_some_and(|h| h.max_burst.is_some() && h.max_rate.is_none())
+    {
+        dev.err(
+            sink,
+            "max_burst",
+            "max_burst needs a max_rate (like max_rate = \"6/min\")",
+        );
+    }
     let (description, raw_access) = head
         .map(|h| (h.description, h.raw_access))
         .unwrap_or_default();
@@ -180,6 +199,7 @@ pub(crate) fn device(
         poll_ms,
         liveness,
         raw_access,
+        max_rate,
         sim,
         signals,
         actions,

@@ -182,6 +182,7 @@ pub(crate) fn run(
                 poll_ms: p.poll_ms,
                 liveness: p.liveness,
                 raw_access: p.raw_access,
+                max_rate: p.max_rate,
                 sim: p.sim,
                 signals: p.signals,
                 actions,
