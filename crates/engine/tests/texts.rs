@@ -158,6 +158,7 @@ fn every_code_has_a_hint_that_does_not_repeat_its_detail() {
         ErrorCode::Unauthorized,
         ErrorCode::UnknownCommand,
         ErrorCode::UnknownDevice,
+        ErrorCode::RateLimited,
     ] {
         let h = code.hint();
         lint(h);
