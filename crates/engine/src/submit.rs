@@ -76,7 +76,17 @@ impl Engine {
         if let Some(why) = &sub.denied {
             let (code, why) = (ErrorCode::Unauthorized, why.clone());
             return self
-                .reject(&sub, &request_id, action, code, why, false, None)
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    Refusal {
+                        code,
+                        detail: why,
+                        keep_key: false,
+                        retry_after_s: None,
+                    },
+                )
                 .await;
         }
         if let Some(key) = &sub.idempotency_key
@@ -89,7 +99,17 @@ impl Engine {
             Err(e) => {
                 let code = ErrorCode::InvalidParams;
                 return self
-                    .reject(&sub, &request_id, action, code, e.to_string(), true, None)
+                    .reject(
+                        &sub,
+                        &request_id,
+                        action,
+                        Refusal {
+                            code,
+                            detail: e.to_string(),
+                            keep_key: true,
+                            retry_after_s: None,
+                        },
+                    )
                     .await;
             }
         };
@@ -97,12 +117,32 @@ impl Engine {
             // A transient refusal: the key stays free, so the same call can be made again later.
             let code = ErrorCode::RateLimited;
             return self
-                .reject(&sub, &request_id, action, code, detail, false, Some(wait_s))
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    Refusal {
+                        code,
+                        detail,
+                        keep_key: false,
+                        retry_after_s: Some(wait_s),
+                    },
+                )
                 .await;
         }
         if let Err((code, detail)) = self.admit(&sub, action, &params).await {
             return self
-                .reject(&sub, &request_id, action, code, detail, true, None)
+                .reject(
+                    &sub,
+                    &request_id,
+                    action,
+                    Refusal {
+                        code,
+                        detail,
+                        keep_key: true,
+                        retry_after_s: None,
+                    },
+                )
                 .await;
         }
         self.accept(sub, request_id, action, params, wait).await
@@ -136,8 +176,18 @@ impl Engine {
             prev.command_id
         );
         let code = ErrorCode::InvalidParams;
-        self.reject(sub, request_id, action, code, detail, false, None)
-            .await
+        self.reject(
+            sub,
+            request_id,
+            action,
+            Refusal {
+                code,
+                detail,
+                keep_key: false,
+                retry_after_s: None,
+            },
+        )
+        .await
     }
 
     /// The checks between valid parameters and acceptance, in order; the first that fails says
@@ -300,11 +350,14 @@ impl Engine {
         sub: &Submission,
         request_id: &str,
         action: &Action,
-        code: ErrorCode,
-        detail: String,
-        keep_key: bool,
-        retry_after_s: Option<f64>,
+        refusal: Refusal,
     ) -> Result<CommandResult, EngineError> {
+        let Refusal {
+            code,
+            detail,
+            keep_key,
+            retry_after_s,
+        } = refusal;
         // The machine decides what a rejection is (status, code, no verification), as it does
         // for every other outcome; this only journals it.
         let detail = crate::detail::tidy(&detail);
@@ -470,6 +523,16 @@ fn new_row(
         caller: sub.caller.clone(),
         idempotency_key: sub.idempotency_key.clone(),
     }
+}
+
+/// Why a call is refused before anything is written, and how its journal row treats the key.
+struct Refusal {
+    code: ErrorCode,
+    detail: String,
+    /// Whether the idempotency key stays with the rejection (a replay returns it) or stays free.
+    keep_key: bool,
+    /// With `RATE_LIMITED`: seconds until the call may succeed.
+    retry_after_s: Option<f64>,
 }
 
 /// Arguments of a rejected call kept in full up to this size; beyond it, a digest.
