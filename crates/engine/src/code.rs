@@ -109,6 +109,8 @@ pub enum ErrorCode {
     UnknownDevice,
     /// An operation-rate limit (`max_rate`) is spent; the result says when to retry.
     RateLimited,
+    /// A `keepalive_s` action was not renewed in time; its cancel plan was written.
+    Deadman,
 }
 
 impl ErrorCode {
@@ -131,6 +133,7 @@ impl ErrorCode {
             ErrorCode::UnknownCommand => "UNKNOWN_COMMAND",
             ErrorCode::UnknownDevice => "UNKNOWN_DEVICE",
             ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::Deadman => "DEADMAN",
         }
     }
 
@@ -152,6 +155,7 @@ impl ErrorCode {
             "UNKNOWN_COMMAND" => ErrorCode::UnknownCommand,
             "UNKNOWN_DEVICE" => ErrorCode::UnknownDevice,
             "RATE_LIMITED" => ErrorCode::RateLimited,
+            "DEADMAN" => ErrorCode::Deadman,
             other => ErrorCode::Signal(other.to_string()),
         }
     }
@@ -196,6 +200,9 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "The caller lacks the scope for this device or action.",
             ErrorCode::UnknownCommand => "Check the command_id, or call list_commands to find it.",
             ErrorCode::UnknownDevice => "Call list_devices for the device ids this gateway serves.",
+            ErrorCode::Deadman => {
+                "It was stopped because nobody kept asking about it. Start it again only if it is still wanted, and call get_command_status at least every keepalive_s while it runs."
+            }
             ErrorCode::RateLimited => {
                 "Wait retry_after_s seconds before trying again; do not loop. The limit protects contacts and motors rated for so many operations."
             }
@@ -238,6 +245,7 @@ mod tests {
             ErrorCode::UnknownCommand,
             ErrorCode::UnknownDevice,
             ErrorCode::RateLimited,
+            ErrorCode::Deadman,
         ] {
             assert_eq!(ErrorCode::parse(c.as_str()), c);
             assert!(!c.hint().is_empty());

@@ -145,6 +145,8 @@ impl Engine {
         wait: Duration,
     ) -> Result<CommandResult, EngineError> {
         if let Some(cmd) = self.ctx.live(command_id) {
+            // Asking about a command keeps a dead-man action (`keepalive_s`) running.
+            cmd.renew();
             if !wait.is_zero() {
                 cmd.wait_terminal(Instant::now() + wait.min(MAX_WAIT)).await;
             }

@@ -29,6 +29,8 @@ struct LiveState {
     row: CommandRow,
     events: Vec<EventRow>,
     expected_end: Option<Instant>,
+    /// The last time a caller asked about the command (a dead-man action's renewal).
+    renewed: Instant,
 }
 
 impl LiveCommand {
@@ -39,6 +41,7 @@ impl LiveCommand {
                 row,
                 events,
                 expected_end: None,
+                renewed: Instant::now(),
             }),
             version: watch::channel(0).0,
             cancel: Notify::new(),
@@ -74,6 +77,16 @@ impl LiveCommand {
     /// Sets when the action is expected to be done (dispatch + expect_s).
     pub fn set_expected_end(&self, end: Instant) {
         self.lock().expected_end = Some(end);
+    }
+
+    /// A caller asked about the command: a dead-man action keeps running.
+    pub fn renew(&self) {
+        self.lock().renewed = Instant::now();
+    }
+
+    /// When a caller last asked about the command.
+    pub fn renewed_at(&self) -> Instant {
+        self.lock().renewed
     }
 
     /// When the command is expected to end, if known.

@@ -103,6 +103,8 @@ pub enum Event {
     CancelFailed { code: ErrorCode, detail: String },
     /// The gateway is shutting down.
     Shutdown,
+    /// A dead-man action's caller stopped renewing it within `keepalive_s`.
+    KeepaliveLapsed,
 }
 
 /// Why a command ended as it did; the shell renders it into `detail` with the evidence.
@@ -140,6 +142,8 @@ pub enum Reason {
     Interrupted,
     /// After a restart, fresh reads showed the device standing still short of `done_when`.
     StoppedShort,
+    /// A dead-man action was not renewed in time; whether its stop was written.
+    Deadman { stop_written: bool },
 }
 
 /// A terminal outcome.
@@ -224,6 +228,15 @@ impl Outcome {
         }
     }
 
+    /// A dead-man action ended for want of renewal.
+    pub fn deadman(stop_written: bool) -> Outcome {
+        Outcome::new(
+            Status::Cancelled,
+            Some(ErrorCode::Deadman),
+            Reason::Deadman { stop_written },
+        )
+    }
+
     /// Failed with this code, not verified.
     pub fn failed(code: ErrorCode, reason: Reason) -> Outcome {
         Outcome::new(Status::Failed, Some(code), reason)
@@ -274,6 +287,8 @@ pub struct Machine {
     settled_seen: bool,
     cancel_requested: bool,
     cancel_for_shutdown: bool,
+    /// The cancel was the dead-man's: the command ends `DEADMAN`, not `CANCELLED`.
+    cancel_for_deadman: bool,
     recovered: bool,
     last_write_error: Option<(ErrorCode, String)>,
 }
@@ -292,6 +307,7 @@ impl Machine {
             settled_seen: false,
             cancel_requested: false,
             cancel_for_shutdown: false,
+            cancel_for_deadman: false,
             recovered: false,
             last_write_error: None,
         }
@@ -435,6 +451,15 @@ impl Machine {
                 with_stop(fx, self.profile.has_cancel)
             }
             (Supervising, Event::CancelRequested) => self.cancel(false),
+            (Supervising, Event::KeepaliveLapsed) => {
+                self.cancel_for_deadman = true;
+                if self.profile.has_cancel {
+                    self.phase = Phase::Cancelling;
+                    vec![Effect::WriteCancel]
+                } else {
+                    self.finish(Outcome::deadman(false))
+                }
+            }
             (Supervising, Event::Shutdown) => {
                 if self.profile.has_cancel {
                     self.cancel(true)
@@ -446,6 +471,9 @@ impl Machine {
             }
             (Supervising, _) => vec![],
 
+            (Cancelling, Event::CancelWritten) if self.cancel_for_deadman => {
+                self.finish(Outcome::deadman(true))
+            }
             (Cancelling, Event::CancelWritten) => {
                 let shutdown = self.cancel_for_shutdown;
                 self.finish(Outcome::cancelled(Reason::Cancelled {

@@ -744,6 +744,31 @@ fn recovered_command_that_reads_stopped_short_ends_interrupted_at_once() {
     assert_eq!(m.on(stopped(false)), vec![]);
 }
 
+#[test]
+fn a_lapsed_keepalive_writes_the_stop_and_ends_deadman() {
+    let mut m = supervising(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    assert_eq!(m.on(Event::KeepaliveLapsed), vec![Effect::WriteCancel]);
+    let o = finish(&m.on(Event::CancelWritten)).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Cancelled,
+            Some(ErrorCode::Deadman),
+            Reason::Deadman { stop_written: true }
+        )
+    );
+    // Without a cancel plan (the loader refuses it, but the machine stays total).
+    let mut m = supervising(profile());
+    let o = finish(&m.on(Event::KeepaliveLapsed)).clone();
+    assert_eq!(o.code, Some(ErrorCode::Deadman));
+    // Only a supervised command can lapse.
+    let mut m = queued(profile());
+    assert_eq!(m.on(Event::KeepaliveLapsed), vec![]);
+}
+
 // --- terminal ---
 
 #[test]

@@ -192,6 +192,7 @@ impl Supervisor {
         // "Already so" confirms only on a read taken expect_s after the ack: ask for one then,
         // as a device that reports changes only (OPC UA) would never send the unchanged value.
         let settle_ms = self.settle_until_ms - self.ctx.clock.now_ms();
+        let keepalive = self.action.keepalive_s.map(Duration::from_secs_f64);
         let mut settle_poll = (self.baseline_done && settle_ms >= 0)
             .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1));
         while self.machine.is_supervising() {
@@ -221,6 +222,14 @@ impl Supervisor {
                     continue;
                 }
                 _ = sleep_until(deadline) => Wake::Event(Event::Deadline),
+                // A dead-man action: due when its caller last asked plus keepalive_s.
+                _ = sleep_until(self.cmd.renewed_at() + keepalive.unwrap_or(Duration::ZERO)), if keepalive.is_some() => {
+                    let lapsed = keepalive.is_some_and(|k| self.cmd.renewed_at() + k <= Instant::now());
+                    if !lapsed {
+                        continue;
+                    }
+                    Wake::Event(Event::KeepaliveLapsed)
+                }
                 _ = self.cmd.cancelled() => Wake::Event(Event::CancelRequested),
                 _ = shutdown_signal(&mut shutdown), if !self.shutdown_seen => {
                     self.shutdown_seen = true;

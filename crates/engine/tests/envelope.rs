@@ -1,5 +1,6 @@
 //! The safety envelope an agent cannot talk its way around: operation-rate limits, counted from
-//! the journal so a restart does not reset them.
+//! the journal so a restart does not reset them, and dead-man motion that stops when its caller
+//! stops asking.
 
 mod common;
 
@@ -86,4 +87,63 @@ async fn a_device_limit_counts_every_action_of_the_device() {
     // 2/h: one every 30 minutes.
     let wait = c.retry_after_s.unwrap();
     assert!(wait > 1700.0 && wait <= 1800.0, "{wait}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jog_whose_caller_stops_asking_is_stopped_deadman_within_its_keepalive() {
+    // A 3 s move that runs only while someone asks about it every 0.5 s.
+    let rig = rig(&slide("").replace(
+        "idempotent = false",
+        "idempotent = false\nkeepalive_s = 0.5",
+    ))
+    .await;
+    rig.online("slide").await;
+    let r = rig
+        .act("slide", "move_to", json!({"target_mm": 300.0}), 0.0)
+        .await;
+    // Asked every 0.2 s for a second: it keeps moving.
+    for _ in 0..5 {
+        let s = rig
+            .engine
+            .status(&r.command_id, std::time::Duration::from_millis(200))
+            .await
+            .unwrap();
+        assert!(!s.status.is_terminal(), "{s:#?}");
+    }
+    assert!(rig.sim("slide").peek().moving.unwrap());
+    let asked_last = std::time::Instant::now();
+    // Then nobody asks: stopped within keepalive_s + a poll or two, the stop written.
+    let mut ended = None;
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if let Some(row) = rig
+            .engine
+            .list(Some("slide"), None, 1)
+            .await
+            .unwrap()
+            .first()
+            && row.status.is_terminal()
+        {
+            ended = Some(asked_last.elapsed());
+            break;
+        }
+    }
+    let after = ended.expect("the jog never ended");
+    assert!(after < std::time::Duration::from_millis(2000), "{after:?}");
+    let done = rig
+        .engine
+        .status(&r.command_id, std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.status, code(&done).as_str()),
+        (Status::Cancelled, "DEADMAN"),
+        "{done:#?}"
+    );
+    assert!(events(&done).contains(&"cancel_sent".to_string()));
+    assert!(
+        !rig.sim("slide").peek().moving.unwrap(),
+        "the axis was stopped"
+    );
+    assert!(rig.sim("slide").peek().position_mm.unwrap() < 250.0);
 }

@@ -41,6 +41,7 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
         ("cancelled_no_stop", o(S::Cancelled, Some(C::Cancelled), Reason::Cancelled { stop_written: false, shutdown: false }, false, None)),
         ("cancel_failed", o(S::Failed, Some(C::DeviceOffline), Reason::CancelFailed("no answer within 500 ms".into()), false, None)),
         ("interrupted", o(S::Failed, Some(C::Interrupted), Reason::Interrupted, false, None)),
+        ("deadman", o(S::Cancelled, Some(C::Deadman), Reason::Deadman { stop_written: true }, false, None)),
         ("stopped_short", o(S::Failed, Some(C::Interrupted), Reason::StoppedShort, false, None)),
         ("rejected_params", o(S::Rejected, Some(C::InvalidParams), Reason::Rejected("target_mm must be from 0 to 300 mm, got 1000".into()), false, None)),
         ("rejected_interlock", o(S::Rejected, Some(C::Interlock), Reason::Rejected("The precondition `!devices.slide.moving` does not hold with devices.slide.moving = true; nothing was written.".into()), false, None)),
@@ -159,6 +160,7 @@ fn every_code_has_a_hint_that_does_not_repeat_its_detail() {
         ErrorCode::UnknownCommand,
         ErrorCode::UnknownDevice,
         ErrorCode::RateLimited,
+        ErrorCode::Deadman,
     ] {
         let h = code.hint();
         lint(h);

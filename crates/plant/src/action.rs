@@ -55,6 +55,9 @@ pub struct Action {
     /// `max_rate` (+ `max_burst`): at most so many commands of this action per period; beyond
     /// it a call is rejected `RATE_LIMITED` with how long to wait.
     pub max_rate: Option<crate::RateLimit>,
+    /// `keepalive_s`: a dead-man action runs only while its caller keeps asking about it (any
+    /// status call renews it); a lapse writes the cancel plan and ends it `DEADMAN`.
+    pub keepalive_s: Option<f64>,
 }
 
 impl Action {

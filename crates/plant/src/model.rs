@@ -179,6 +179,7 @@ pub(crate) struct RawAction {
     pub destructive: Option<bool>,
     pub max_rate: Option<String>,
     pub max_burst: Option<u32>,
+    pub keepalive_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

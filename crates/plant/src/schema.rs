@@ -96,6 +96,13 @@ impl Action {
                 " Nothing can confirm this action: its result is \"sent\", never verified.",
             ),
         }
+        if let Some(k) = self.keepalive_s {
+            let _ = write!(
+                d,
+                " It keeps running only while you call get_command_status with its command_id at \
+                 least every {k} s; when you stop asking, it is stopped (DEADMAN)."
+            );
+        }
         if self.confirm {
             d.push_str(" Nothing moves until the command is confirmed.");
         }

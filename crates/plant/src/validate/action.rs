@@ -149,6 +149,16 @@ impl ActionCheck<'_> {
             }
             None => None,
         };
+        let keepalive_s = raw.keepalive_s;
+        if let Some(k) = keepalive_s {
+            if !(k.is_finite() && (0.1..=3600.0).contains(&k)) {
+                self.err("keepalive_s", format!(
+                    "keepalive_s = {k} is outside 0.1 to 3600 s; write how long the action may run without its caller asking about it"
+                ));
+            } else if raw.cancel.is_empty() {
+                self.err("keepalive_s", "keepalive_s needs a cancel plan: when the caller stops renewing, the stop in cancel is what ends the motion; add cancel (and stopped_when)");
+            }
+        }
         if self.sink.count() > before {
             return None;
         }
@@ -176,6 +186,7 @@ impl ActionCheck<'_> {
             destructive: raw.destructive.unwrap_or(true),
             tool_name,
             max_rate,
+            keepalive_s,
         })
     }
 
