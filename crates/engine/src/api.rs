@@ -47,6 +47,9 @@ pub struct DeviceState {
     /// signal that cannot be read is named here instead of silently missing from `signals`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub unreadable: BTreeMap<String, UnreadableSignal>,
+    /// The standing alarms that block the device now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<String>,
     /// In words: which signals cannot be read, when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,

@@ -103,6 +103,8 @@ pub struct Ctx {
     /// Change notifications (bounded: a slow subscriber misses changes, never blocks the engine).
     pub changes: broadcast::Sender<Change>,
     shutdown: watch::Sender<bool>,
+    /// The standing alarms' states.
+    pub alarms: crate::alarms::AlarmBoard,
 }
 
 impl Ctx {
@@ -114,6 +116,7 @@ impl Ctx {
         devices: BTreeMap<String, Arc<DeviceRt>>,
     ) -> Ctx {
         Ctx {
+            alarms: crate::alarms::AlarmBoard::new(&plant.alarms),
             plant,
             journal,
             clock,

@@ -56,6 +56,7 @@ pub fn render(
             "No read of {} taken after the action's expected duration came back with every signal the criteria need{within}, and none before showed the feedback moving, so nothing shows whether it moved; the write may have taken effect. {ev}{asked}",
             device.id
         ),
+        Reason::Alarm(t) => format!("{t}. {ev}"),
         Reason::Deadman { stop_written } => format!(
             "Nobody asked about this command within its keepalive_s = {} s, so it was stopped{}. {ev}",
             action.keepalive_s.unwrap_or_default(),

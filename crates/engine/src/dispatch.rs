@@ -47,6 +47,12 @@ impl Supervisor {
     /// not on a cache that may predate a fault that struck while the command waited. `Err`:
     /// why nothing will be written.
     async fn prepare(&mut self) -> Result<Prepared, (ErrorCode, String)> {
+        if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, self.dev.id()) {
+            return Err((
+                ErrorCode::Interlock,
+                format!("{detail}; nothing was written"),
+            ));
+        }
         let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
         let snap = self.dev.fresh(within).await;
         if snap.liveness == Liveness::Offline {

@@ -104,11 +104,12 @@ impl Engine {
         }
         let ctx = Arc::new(Ctx::new(plant, journal, clock, devices));
         let stop_pollers = Arc::new(Notify::new());
-        let pollers = ctx
+        let mut pollers = ctx
             .devices
             .values()
             .map(|d| d.spawn_poller(Arc::clone(&stop_pollers)))
             .collect::<Vec<_>>();
+        pollers.extend(crate::alarms::spawn_watchers(&ctx, &stop_pollers));
         let engine = Engine {
             ctx,
             stop_pollers,
@@ -272,6 +273,9 @@ impl Engine {
                 })
                 .collect(),
             detail: unreadable_text(&snap),
+            alarms: crate::alarms::blocking(&self.ctx, device)
+                .map(|(name, _)| vec![name])
+                .unwrap_or_default(),
         })
     }
 

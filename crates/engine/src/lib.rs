@@ -53,6 +53,7 @@
 //!   `opcua_browse`, `opcua_read`).
 
 mod admit;
+pub mod alarms;
 pub mod api;
 pub mod bridge;
 pub mod clock;

@@ -105,6 +105,8 @@ pub enum Event {
     Shutdown,
     /// A dead-man action's caller stopped renewing it within `keepalive_s`.
     KeepaliveLapsed,
+    /// A standing alarm that blocks the device became active.
+    AlarmRaised { name: String, detail: String },
 }
 
 /// Why a command ended as it did; the shell renders it into `detail` with the evidence.
@@ -144,6 +146,8 @@ pub enum Reason {
     StoppedShort,
     /// A dead-man action was not renewed in time; whether its stop was written.
     Deadman { stop_written: bool },
+    /// A standing alarm blocking the device became active; the text says which and why.
+    Alarm(String),
 }
 
 /// A terminal outcome.
@@ -451,6 +455,13 @@ impl Machine {
                 with_stop(fx, self.profile.has_cancel)
             }
             (Supervising, Event::CancelRequested) => self.cancel(false),
+            (Supervising, Event::AlarmRaised { name, detail }) => {
+                let fx = self.finish(Outcome::failed(
+                    ErrorCode::Signal(name),
+                    Reason::Alarm(detail),
+                ));
+                with_stop(fx, self.profile.has_cancel)
+            }
             (Supervising, Event::KeepaliveLapsed) => {
                 self.cancel_for_deadman = true;
                 if self.profile.has_cancel {

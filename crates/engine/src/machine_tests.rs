@@ -769,6 +769,28 @@ fn a_lapsed_keepalive_writes_the_stop_and_ends_deadman() {
     assert_eq!(m.on(Event::KeepaliveLapsed), vec![]);
 }
 
+#[test]
+fn a_standing_alarm_raised_while_supervising_stops_and_fails_with_its_name() {
+    let mut m = supervising(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    let fx = m.on(Event::AlarmRaised {
+        name: "GUARD_DOOR_OPEN".into(),
+        detail: "the guard door is open".into(),
+    });
+    assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
+    let o = finish(&fx).clone();
+    assert_eq!(
+        (o.status, o.code, o.verified),
+        (
+            Status::Failed,
+            Some(ErrorCode::Signal("GUARD_DOOR_OPEN".into())),
+            false
+        )
+    );
+}
+
 // --- terminal ---
 
 #[test]

@@ -207,6 +207,12 @@ impl Engine {
                 ),
             ));
         }
+        if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, &sub.device) {
+            return Err((
+                ErrorCode::Interlock,
+                format!("{detail}; nothing was written"),
+            ));
+        }
         let dev = &self.ctx.devices[&sub.device];
         let snap = admit_online(dev).await?;
         if let Some(refusal) = unreadable_criterion(action, &snap) {

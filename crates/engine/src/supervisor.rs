@@ -193,6 +193,15 @@ impl Supervisor {
         // as a device that reports changes only (OPC UA) would never send the unchanged value.
         let settle_ms = self.settle_until_ms - self.ctx.clock.now_ms();
         let keepalive = self.action.keepalive_s.map(Duration::from_secs_f64);
+        let mut alarms = self.ctx.alarms.watch();
+        // An alarm raised between dispatch's check and now is seen on the first turn.
+        alarms.mark_changed();
+        let watched = self
+            .ctx
+            .plant
+            .alarms
+            .iter()
+            .any(|a| a.blocks.iter().any(|d| d == self.dev.id()));
         let mut settle_poll = (self.baseline_done && settle_ms >= 0)
             .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1));
         while self.machine.is_supervising() {
@@ -222,6 +231,16 @@ impl Supervisor {
                     continue;
                 }
                 _ = sleep_until(deadline) => Wake::Event(Event::Deadline),
+                // A standing alarm that blocks this device: stop, whatever the command's state.
+                changed = alarms.changed(), if watched => {
+                    if changed.is_err() {
+                        continue;
+                    }
+                    match crate::alarms::blocking(&self.ctx, self.dev.id()) {
+                        Some((name, detail)) => Wake::Event(Event::AlarmRaised { name, detail }),
+                        None => continue,
+                    }
+                }
                 // A dead-man action: due when its caller last asked plus keepalive_s.
                 _ = sleep_until(self.cmd.renewed_at() + keepalive.unwrap_or(Duration::ZERO)), if keepalive.is_some() => {
                     let lapsed = keepalive.is_some_and(|k| self.cmd.renewed_at() + k <= Instant::now());

@@ -147,3 +147,116 @@ async fn a_jog_whose_caller_stops_asking_is_stopped_deadman_within_its_keepalive
     );
     assert!(rig.sim("slide").peek().position_mm.unwrap() < 250.0);
 }
+
+/// A guard door (a relay's contact) and a slide it blocks while open.
+fn guarded() -> String {
+    let door = relay("")
+        .replace("id = \"lamp\"", "id = \"door\"")
+        .replace("max_silence_s = 0.5", "max_silence_s = 1.0");
+    let alarm = r#"
+[[alarm]]
+name = "GUARD_DOOR_OPEN"
+when = "devices.door.contact"
+severity = "critical"
+blocks = ["slide"]
+description = "The guard door is open; close it before the slide may move."
+"#;
+    format!("{}{door}{alarm}", slide(""))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_door_closes() {
+    let rig = rig(&guarded()).await;
+    rig.online("slide").await;
+    rig.online("door").await;
+    let r = rig
+        .act("slide", "move_to", json!({"target_mm": 300.0}), 0.0)
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // The door opens mid-move: the move is stopped with the alarm's name as its code.
+    let open = rig.act("door", "switch", json!({"on": true}), 2.0).await;
+    assert_eq!(open.status, Status::Completed, "{open:#?}");
+    let r = rig.settle(&r).await;
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Failed, "GUARD_DOOR_OPEN"),
+        "{r:#?}"
+    );
+    assert!(
+        events(&r).contains(&"cancel_sent".to_string()),
+        "{:?}",
+        events(&r)
+    );
+    assert!(
+        !rig.sim("slide").peek().moving.unwrap(),
+        "the slide was stopped"
+    );
+    // While it lasts, the slide takes no command, and its state says why.
+    let refused = rig
+        .act("slide", "move_to", json!({"target_mm": 10.0}), 0.0)
+        .await;
+    assert_eq!(
+        (refused.status, code(&refused).as_str()),
+        (Status::Rejected, "INTERLOCK"),
+        "{refused:#?}"
+    );
+    assert!(
+        refused
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("GUARD_DOOR_OPEN")
+    );
+    assert_eq!(
+        rig.engine.device_state("slide").unwrap().alarms,
+        ["GUARD_DOOR_OPEN"]
+    );
+    // The door closes: the alarm clears and the slide moves again.
+    let closed = rig.act("door", "switch", json!({"on": false}), 2.0).await;
+    assert_eq!(closed.status, Status::Completed);
+    let mut again = None;
+    for _ in 0..50 {
+        let r = rig
+            .act("slide", "move_to", json!({"target_mm": 10.0}), 0.0)
+            .await;
+        if r.status != Status::Rejected {
+            again = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let again = rig.settle(&again.expect("the alarm never cleared")).await;
+    assert_eq!(again.status, Status::Completed, "{again:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_whose_device_goes_silent_blocks_fail_safe() {
+    let rig = rig(&guarded()).await;
+    rig.online("slide").await;
+    rig.online("door").await;
+    rig.sim("door").inject(closedloop_sim::FaultSpec::now(
+        closedloop_sim::Fault::PowerOff,
+    ));
+    let mut refused = None;
+    for _ in 0..100 {
+        let r = rig
+            .act("slide", "move_to", json!({"target_mm": 10.0}), 0.0)
+            .await;
+        if r.status == Status::Rejected {
+            refused = Some(r);
+            break;
+        }
+        rig.settle(&r).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let r = refused.expect("a silent door never blocked the slide");
+    assert_eq!(code(&r), "INTERLOCK", "{r:#?}");
+    assert!(
+        r.detail
+            .as_deref()
+            .unwrap()
+            .contains("door is not answering"),
+        "{:?}",
+        r.detail
+    );
+}

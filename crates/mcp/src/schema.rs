@@ -77,7 +77,8 @@ pub fn device_state() -> Value {
                     "required": ["error_code", "detail"]
                 }
             },
-            "detail": {"type": "string"}
+            "detail": {"type": "string"},
+            "alarms": {"type": "array", "items": {"type": "string"}, "description": "Standing alarms that block the device now."}
         },
         "required": ["device", "liveness", "signals"]
     })

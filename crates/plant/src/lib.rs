@@ -51,8 +51,8 @@ pub use expr::{EvalError, Expr, Scope};
 pub use limits::Limit;
 pub use params::{ParamError, ParamProblem, ParamSpec, ParamType, ParamValue, Params};
 pub use plant::{
-    DEFAULT_TIMEOUT_MS, Device, DeviceSim, DriverConfig, Liveness, MqttTls, Parity, Plant, Secret,
-    Server, Signal, SimCan, Source, Token, TokenScope, ToolMode,
+    Alarm, DEFAULT_TIMEOUT_MS, Device, DeviceSim, DriverConfig, Liveness, MqttTls, Parity, Plant,
+    Secret, Server, Signal, SimCan, Source, Token, TokenScope, ToolMode, WhenOffline,
 };
 pub use rate::RateLimit;
 pub use schema::{MAX_TOOL_NAME, render_surface};

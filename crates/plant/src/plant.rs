@@ -18,6 +18,37 @@ pub struct Plant {
     pub server: Server,
     /// The devices, in file order.
     pub devices: Vec<Device>,
+    /// Standing alarms (`[[alarm]]`), in file order.
+    pub alarms: Vec<Alarm>,
+}
+
+/// A standing condition that blocks devices while it holds (`[[alarm]]`): a guard door open,
+/// an over-temperature — an area's interlock rather than one action's `requires`.
+#[derive(Debug, Clone)]
+pub struct Alarm {
+    /// Its name, in capitals: the code a command it stops gets.
+    pub name: String,
+    /// The condition, over `devices.<id>.<signal>` only.
+    pub when: crate::Expr,
+    /// How long `when` must hold on fresh values before the alarm is raised (ignores glitches).
+    pub for_ms: u64,
+    /// `warning`, `critical`, ... as written (for people and models).
+    pub severity: String,
+    /// The devices it blocks.
+    pub blocks: Vec<String>,
+    /// Written for a model: what it means and what to do.
+    pub description: String,
+    /// Whether a device it reads going offline counts as the alarm (fail safe) or not.
+    pub when_offline: WhenOffline,
+}
+
+/// What an alarm does when a device its condition reads is offline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenOffline {
+    /// The alarm counts as active: nothing is known, so the devices stay blocked.
+    Block,
+    /// The alarm keeps its last state.
+    Ignore,
 }
 
 impl Plant {

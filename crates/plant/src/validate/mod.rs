@@ -20,6 +20,7 @@ use crate::model::typed;
 use crate::plant::{Device, Plant};
 use crate::syntax;
 use device::Pending;
+mod alarm;
 use exprs::Catalog;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -84,15 +85,18 @@ pub(crate) fn run(
         .and_then(|s| s.to_str())
         .unwrap_or("closedloop");
 
-    for k in doc.keys().filter(|k| *k != "server" && *k != "device") {
-        let hint = crate::suggest::did_you_mean(k, ["server", "device"])
+    for k in doc
+        .keys()
+        .filter(|k| !["server", "device", "alarm"].contains(&k.as_str()))
+    {
+        let hint = crate::suggest::did_you_mean(k, ["server", "device", "alarm"])
             .map(|b| format!(" (did you mean \"{b}\"?)"))
             .unwrap_or_default();
         sink.push(
             None,
             k,
             format!(
-                "unknown top-level key \"{k}\"{hint}; a plant file has [server] and [[device]] tables"
+                "unknown top-level key \"{k}\"{hint}; a plant file has [server], [[device]] and [[alarm]] tables"
             ),
         );
     }
@@ -158,6 +162,7 @@ pub(crate) fn run(
                 .or_insert_with(|| p.signal_kinds());
         }
     }
+    let alarms = alarm::alarms(doc.remove("alarm"), &catalog, &mut sink);
     let mut devices = Vec::new();
     let mut tool_names: BTreeMap<String, String> = BTreeMap::new();
     for mut p in pending {
@@ -193,6 +198,7 @@ pub(crate) fn run(
         file,
         server,
         devices,
+        alarms,
     })
 }
 

@@ -1,0 +1,184 @@
+//! Standing alarms (`[[alarm]]`): each is judged every poll period on the latest values of the
+//! devices its condition reads; while one is active, the devices it blocks take no command, and
+//! a command running on one of them is stopped (its cancel plan written) with the alarm's name
+//! as its code.
+
+use crate::clock::rfc3339;
+use crate::ctx::Ctx;
+use crate::device::Liveness;
+use closedloop_plant::{Alarm, Params, Scope, WhenOffline};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+/// One alarm's state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlarmState {
+    /// Whether it is raised.
+    pub active: bool,
+    /// When it was raised (RFC 3339), while active.
+    pub since: Option<String>,
+    /// Why, in words: the values that made it hold, or the device that went silent.
+    pub why: Option<String>,
+}
+
+/// The alarms' states, with a version that moves on every raise and clear.
+pub struct AlarmBoard {
+    states: Mutex<BTreeMap<String, AlarmState>>,
+    version: watch::Sender<u64>,
+}
+
+impl AlarmBoard {
+    /// A board with every alarm of the plant cleared.
+    pub fn new(alarms: &[Alarm]) -> AlarmBoard {
+        AlarmBoard {
+            states: Mutex::new(
+                alarms
+                    .iter()
+                    .map(|a| (a.name.clone(), AlarmState::default()))
+                    .collect(),
+            ),
+            version: watch::channel(0).0,
+        }
+    }
+
+    /// A receiver woken on every raise and clear.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Every alarm's state, by name.
+    pub fn states(&self) -> BTreeMap<String, AlarmState> {
+        self.states
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set(&self, name: &str, state: AlarmState) -> bool {
+        let mut s = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        let changed = s.get(name).is_none_or(|old| old.active != state.active);
+        s.insert(name.to_string(), state);
+        drop(s);
+        if changed {
+            self.version.send_modify(|v| *v += 1);
+        }
+        changed
+    }
+}
+
+/// The active alarm blocking `device`, with its detail for a refusal, if any.
+pub(crate) fn blocking(ctx: &Ctx, device: &str) -> Option<(String, String)> {
+    let states = ctx.alarms.states();
+    ctx.plant.alarms.iter().find_map(|a| {
+        let st = states.get(&a.name).filter(|s| s.active)?;
+        a.blocks.iter().any(|d| d == device).then(|| {
+            let why = st.why.as_deref().unwrap_or("its condition holds");
+            (
+                a.name.clone(),
+                format!(
+                    "The {} alarm {} is active ({why}) and blocks {device}: {}",
+                    a.severity,
+                    a.name,
+                    a.description.trim_end_matches('.')
+                ),
+            )
+        })
+    })
+}
+
+/// Starts one watcher per alarm; they end when `stop` is notified.
+pub(crate) fn spawn_watchers(
+    ctx: &Arc<Ctx>,
+    stop: &Arc<Notify>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..ctx.plant.alarms.len())
+        .map(|i| tokio::spawn(watch_alarm(Arc::clone(ctx), i, Arc::clone(stop))))
+        .collect()
+}
+
+async fn watch_alarm(ctx: Arc<Ctx>, index: usize, stop: Arc<Notify>) {
+    let alarm = &ctx.plant.alarms[index];
+    let ids: Vec<String> = {
+        let mut v: Vec<String> = alarm
+            .when
+            .devices()
+            .iter()
+            .map(|(d, _)| d.clone())
+            .collect();
+        v.dedup();
+        v
+    };
+    let period = ids
+        .iter()
+        .filter_map(|d| ctx.devices.get(d))
+        .map(|d| d.spec.poll_ms)
+        .min()
+        .unwrap_or(100)
+        .max(5);
+    let mut tick = tokio::time::interval(Duration::from_millis(period));
+    let mut holding_since: Option<Instant> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.notified() => return,
+        }
+        let (holds, why) = judge(&ctx, alarm, &ids);
+        let since = match holds {
+            true => *holding_since.get_or_insert_with(Instant::now),
+            false => {
+                holding_since = None;
+                Instant::now()
+            }
+        };
+        let active = holds && since.elapsed() >= Duration::from_millis(alarm.for_ms);
+        let was = ctx
+            .alarms
+            .states()
+            .get(&alarm.name)
+            .cloned()
+            .unwrap_or_default();
+        if active == was.active {
+            continue;
+        }
+        let state = AlarmState {
+            active,
+            since: active.then(|| rfc3339(ctx.clock.now_ms())),
+            why: active.then_some(why),
+        };
+        if ctx.alarms.set(&alarm.name, state) {
+            tracing::warn!(alarm = %alarm.name, active, "alarm {}", if active { "raised" } else { "cleared" });
+        }
+    }
+}
+
+/// Whether the alarm's condition holds now, and why in words.
+fn judge(ctx: &Ctx, alarm: &Alarm, ids: &[String]) -> (bool, String) {
+    let mut devices = BTreeMap::new();
+    for id in ids {
+        let Some(dev) = ctx.devices.get(id) else {
+            continue;
+        };
+        let snap = dev.current();
+        if snap.liveness != Liveness::Online && alarm.when_offline == WhenOffline::Block {
+            return (
+                true,
+                format!("{id} is not answering, so nothing shows it is safe"),
+            );
+        }
+        devices.insert(id.clone(), snap.plain());
+    }
+    let signals = BTreeMap::new();
+    let params = Params::new();
+    let scope = Scope {
+        signals: &signals,
+        params: &params,
+        devices: &devices,
+        extra_strings: &[],
+    };
+    let holds = alarm.when.eval_bool(&scope).unwrap_or(false);
+    let values = crate::admit::values_read(&alarm.when, &scope);
+    (holds, format!("`{}`{values}", alarm.when.source()))
+}

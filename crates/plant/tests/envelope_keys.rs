@@ -1,0 +1,78 @@
+//! The safety envelope's plant keys: `max_rate`/`max_burst`, `keepalive_s` and `[[alarm]]`,
+//! each refused with file, key and fix when it cannot work.
+
+mod common;
+
+use closedloop_plant::parse_with_env;
+use common::{BASE, edit, env, expect_one};
+use std::path::Path;
+
+fn load(src: &str) -> closedloop_plant::Plant {
+    parse_with_env(src, "workshop.toml", Path::new("/srv"), &env).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn rate_limits_parse_and_bad_ones_say_what_to_write() {
+    let p = load(&edit(
+        "expect_s = 0.02",
+        "expect_s = 0.02\nmax_rate = \"6/min\"\nmax_burst = 2",
+    ));
+    let r = p
+        .device("lamp")
+        .unwrap()
+        .action("switch")
+        .unwrap()
+        .max_rate
+        .clone()
+        .unwrap();
+    assert_eq!((r.count, r.period_s, r.burst), (6, 60.0, 2));
+    expect_one(
+        &edit("expect_s = 0.02", "expect_s = 0.02\nmax_rate = \"6/day\""),
+        Some("lamp"),
+        "action.switch.max_rate",
+        "is not a rate; write operations per period, like \"6/min\"",
+    );
+    expect_one(
+        &edit("expect_s = 0.02", "expect_s = 0.02\nmax_burst = 2"),
+        Some("lamp"),
+        "action.switch.max_burst",
+        "max_burst needs a max_rate",
+    );
+}
+
+#[test]
+fn a_dead_man_action_needs_a_cancel_plan() {
+    expect_one(
+        &edit("expect_s = 0.02", "expect_s = 0.02\nkeepalive_s = 2"),
+        Some("lamp"),
+        "action.switch.keepalive_s",
+        "keepalive_s needs a cancel plan",
+    );
+}
+
+#[test]
+fn alarms_read_other_devices_and_block_known_ones() {
+    let alarm = |body: &str| format!("{BASE}\n[[alarm]]\n{body}\n");
+    let p = load(&alarm(
+        "name = \"LAMP_ON\"\nwhen = \"devices.lamp.contact\"\nblocks = [\"lamp\"]\ndescription = \"x\"",
+    ));
+    assert_eq!(p.alarms[0].name, "LAMP_ON");
+    expect_one(
+        &alarm("name = \"lamp on\"\nwhen = \"devices.lamp.contact\"\nblocks = [\"lamp\"]"),
+        None,
+        "alarm[0].name",
+        "in capitals",
+    );
+    expect_one(
+        &alarm("name = \"X\"\nwhen = \"devices.lamp.contact\"\nblocks = [\"lamb\"]"),
+        None,
+        "alarm[0].blocks",
+        "unknown device \"lamb\"",
+    );
+    expect_one(
+        &alarm("name = \"X\"\nwhen = \"devices.lamp.nope\"\nblocks = [\"lamp\"]"),
+        None,
+        "alarm[0].when",
+        "nope",
+    );
+}
