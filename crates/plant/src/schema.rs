@@ -162,13 +162,26 @@ pub fn render_surface(plant: &Plant) -> String {
                     "not destructive"
                 },
             );
-            let rates: Vec<String> = [("action", &action.max_rate), ("device", &device.max_rate)]
+            let mut rates: Vec<String> =
+                [("action", &action.max_rate), ("device", &device.max_rate)]
+                    .iter()
+                    .filter_map(|(whose, r)| {
+                        r.as_ref()
+                            .map(|r| format!("{whose} max_rate {} (burst {})", r.text, r.burst))
+                    })
+                    .collect();
+            if let Some(k) = action.keepalive_s {
+                rates.push(format!("keepalive {k} s (dead-man)"));
+            }
+            let blocked_by: Vec<&str> = plant
+                .alarms
                 .iter()
-                .filter_map(|(whose, r)| {
-                    r.as_ref()
-                        .map(|r| format!("{whose} max_rate {} (burst {})", r.text, r.burst))
-                })
+                .filter(|a| a.blocks.contains(&device.id))
+                .map(|a| a.name.as_str())
                 .collect();
+            if !blocked_by.is_empty() {
+                rates.push(format!("blocked by alarm {}", blocked_by.join(", ")));
+            }
             if !rates.is_empty() {
                 let _ = writeln!(out, "    envelope: {}", rates.join(", "));
             }
@@ -178,6 +191,21 @@ pub fn render_surface(plant: &Plant) -> String {
                 let _ = writeln!(out, "    {line}");
             }
         }
+    }
+    for a in &plant.alarms {
+        let _ = writeln!(
+            out,
+            "\nalarm {} ({}) blocks {} while `{}`{}",
+            a.name,
+            a.severity,
+            a.blocks.join(", "),
+            a.when.source(),
+            if a.for_ms > 0 {
+                format!(" for {} ms", a.for_ms)
+            } else {
+                String::new()
+            }
+        );
     }
     out
 }

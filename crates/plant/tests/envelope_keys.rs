@@ -76,3 +76,26 @@ fn alarms_read_other_devices_and_block_known_ones() {
         "nope",
     );
 }
+
+#[test]
+fn check_shows_each_tool_s_envelope_and_the_alarms() {
+    let src = format!(
+        "{}\n[[alarm]]\nname = \"LAMP_ON\"\nwhen = \"devices.lamp.contact\"\nfor_ms = 200\nblocks = [\"slide\"]\n",
+        edit("expect_s = 0.02", "expect_s = 0.02\nmax_rate = \"6/min\"")
+    );
+    let text = closedloop_plant::render_surface(&load(&src));
+    assert!(
+        text.contains("envelope: action max_rate 6/min (burst 6)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("envelope: blocked by alarm LAMP_ON"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "alarm LAMP_ON (warning) blocks slide while `devices.lamp.contact` for 200 ms"
+        ),
+        "{text}"
+    );
+}
