@@ -69,6 +69,48 @@ impl AlarmBoard {
     }
 }
 
+/// One alarm as `list_alarms` shows it.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct AlarmInfo {
+    /// Its name (the code of a command it stops).
+    pub name: String,
+    /// As the plant file says.
+    pub severity: String,
+    /// Whether it is raised now.
+    pub active: bool,
+    /// When it was raised, while active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Why, while active: the values that made it hold, or the device that went silent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The devices it blocks.
+    pub blocks: Vec<String>,
+    /// Written for a model.
+    pub description: String,
+}
+
+/// Every alarm of the plant with its state.
+pub(crate) fn list(ctx: &Ctx) -> Vec<AlarmInfo> {
+    let states = ctx.alarms.states();
+    ctx.plant
+        .alarms
+        .iter()
+        .map(|a| {
+            let st = states.get(&a.name).cloned().unwrap_or_default();
+            AlarmInfo {
+                name: a.name.clone(),
+                severity: a.severity.clone(),
+                active: st.active,
+                since: st.since,
+                why: st.why,
+                blocks: a.blocks.clone(),
+                description: a.description.clone(),
+            }
+        })
+        .collect()
+}
+
 /// The active alarm blocking `device`, with its detail for a refusal, if any.
 pub(crate) fn blocking(ctx: &Ctx, device: &str) -> Option<(String, String)> {
     let states = ctx.alarms.states();

@@ -236,6 +236,11 @@ impl Engine {
             .collect()
     }
 
+    /// Every standing alarm with its state (`[[alarm]]`).
+    pub fn alarms(&self) -> Vec<crate::alarms::AlarmInfo> {
+        crate::alarms::list(&self.ctx)
+    }
+
     /// The cached signals of a device with their ages and sources.
     pub fn device_state(&self, device: &str) -> Option<DeviceState> {
         let dev = self.ctx.devices.get(device)?;

@@ -53,6 +53,19 @@ impl Server {
                     list_text(&self.engine),
                 )),
                 "get_device_state" => self.get_device_state(&args),
+                "list_alarms" if !self.engine.plant().alarms.is_empty() => {
+                    let alarms = self.engine.alarms();
+                    let active: Vec<&str> = alarms
+                        .iter()
+                        .filter(|a| a.active)
+                        .map(|a| a.name.as_str())
+                        .collect();
+                    let text = match active.is_empty() {
+                        true => format!("No alarm is active ({} declared).", alarms.len()),
+                        false => format!("Active: {}.", active.join(", ")),
+                    };
+                    Ok(structured(json!({"alarms": alarms}), false, text))
+                }
                 "modbus_read" | "modbus_write"
                     if self.engine.plant().devices.iter().any(|d| d.raw_access) =>
                 {

@@ -90,6 +90,23 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
     }
     tools.extend(crate::raw::tools(plant));
     tools.extend(crate::bridge::tools(plant));
+    if !plant.alarms.is_empty() {
+        let mut t = Tool::new(
+            "list_alarms",
+            "The plant's standing alarms (a guard door, an over-temperature): which are active, since \
+             when and why, and which devices each blocks. While an alarm is active its devices take no \
+             command; do what its description says (or ask a person) before trying again.",
+            object(schema::empty_input()),
+        );
+        t.annotations = Some(ToolAnnotations::from_raw(
+            None,
+            Some(true),
+            Some(false),
+            Some(true),
+            Some(false),
+        ));
+        tools.push(t);
+    }
     let read_only = || {
         Some(ToolAnnotations::from_raw(
             None,

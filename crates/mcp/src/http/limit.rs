@@ -32,6 +32,7 @@ const READ_ONLY_TOOLS: &[&str] = &[
     "opcua_browse",
     "opcua_read",
     "modbus_read",
+    "list_alarms",
 ];
 
 /// The permits of one HTTP endpoint.

@@ -1,0 +1,168 @@
+//! The safety envelope through a real MCP client (rmcp over an in-process pipe): a retry loop
+//! hits RATE_LIMITED, a standing alarm shows in list_alarms and blocks its device, a dead-man
+//! jog whose caller stops asking is stopped.
+
+mod common;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+type Client = RunningService<RoleClient, ()>;
+
+const PLANT: &str = r#"
+[server]
+name = "envelope"
+journal = "sqlite::memory:"
+
+[[device]]
+id = "door"
+description = "Guard door switch"
+driver = { kind = "sim", model = "relay" }
+poll_ms = 20
+[device.signals]
+contact = { discrete_input = 0 }
+[[device.action]]
+name = "switch"
+description = "Open (true) or close (false) the guard door."
+params = { on = { type = "bool" } }
+write = [{ coil = 0, value = "params.on" }]
+done_when = "contact == params.on"
+expect_s = 0.02
+idempotent = true
+max_rate = "3/min"
+
+[[device]]
+id = "conveyor"
+description = "Conveyor belt"
+driver = { kind = "sim", model = "stepper", speed_mm_s = 50.0, travel_mm = [0.0, 1000.0] }
+poll_ms = 20
+[device.signals]
+position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
+moving      = { discrete_input = 0 }
+fault       = { discrete_input = 1 }
+[[device.action]]
+name = "jog"
+description = "Run the belt forward while you keep asking about it."
+params = {}
+write = [{ holding = 0, type = "i32", value = "100000.0" }, { coil = 0, value = "true" }]
+done_when = "abs(position_mm - 1000.0) <= 0.2 && !moving"
+expect_s = 20.0
+cancel = [{ coil = 1, value = "true" }]
+stopped_when = "!moving"
+keepalive_s = 0.6
+
+[[alarm]]
+name = "GUARD_DOOR_OPEN"
+when = "devices.door.contact"
+severity = "critical"
+blocks = ["conveyor"]
+description = "The guard door is open: close it before the belt may run."
+"#;
+
+async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
+    let p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap());
+    c.call_tool(p)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+fn sc(r: &CallToolResult) -> &Value {
+    r.structured_content.as_ref().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_envelope_holds_through_a_real_mcp_client() {
+    let (engine, sims) = common::engine(PLANT, std::path::Path::new(".")).await;
+    let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
+    let c = ().serve(io).await.unwrap();
+    let tools: Vec<String> = c
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(tools.contains(&"list_alarms".to_string()), "{tools:?}");
+    let jog = c
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.name == "conveyor_jog")
+        .unwrap();
+    assert!(jog.description.unwrap().contains("at least every 0.6 s"));
+
+    // Dead-man: asked about for a while, then not — stopped DEADMAN.
+    let r = call(&c, "conveyor_jog", json!({"wait_s": 0})).await;
+    let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    for _ in 0..4 {
+        let s = call(
+            &c,
+            "get_command_status",
+            json!({"command_id": id, "wait_s": 0.3}),
+        )
+        .await;
+        assert_eq!(sc(&s)["status"], "running", "{:?}", s.structured_content);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let done = call(
+        &c,
+        "get_command_status",
+        json!({"command_id": id, "wait_s": 3}),
+    )
+    .await;
+    assert_eq!(
+        (
+            sc(&done)["status"].as_str(),
+            sc(&done)["error_code"].as_str()
+        ),
+        (Some("cancelled"), Some("DEADMAN")),
+        "{:?}",
+        done.structured_content
+    );
+    assert!(!sims["conveyor"].peek().moving.unwrap());
+
+    // The door opens: the alarm is listed as active and the belt refuses to run.
+    let open = call(&c, "door_switch", json!({"on": true})).await;
+    assert_eq!(sc(&open)["status"], "completed");
+    let mut listed = Value::Null;
+    for _ in 0..100 {
+        listed = sc(&call(&c, "list_alarms", json!({})).await).clone();
+        if listed["alarms"][0]["active"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(listed["alarms"][0]["active"], true, "{listed}");
+    assert_eq!(listed["alarms"][0]["blocks"], json!(["conveyor"]));
+    let refused = call(&c, "conveyor_jog", json!({})).await;
+    assert_eq!(
+        (refused.is_error, sc(&refused)["error_code"].as_str()),
+        (Some(true), Some("INTERLOCK"))
+    );
+    assert!(
+        sc(&refused)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("GUARD_DOOR_OPEN")
+    );
+
+    // A retry loop on the door (3/min): the second and third switches go, the fourth does not.
+    for on in [false, true] {
+        let r = call(&c, "door_switch", json!({"on": on})).await;
+        assert_eq!(sc(&r)["status"], "completed", "{:?}", r.structured_content);
+    }
+    let fourth = call(&c, "door_switch", json!({"on": false})).await;
+    assert_eq!(
+        (fourth.is_error, sc(&fourth)["error_code"].as_str()),
+        (Some(true), Some("RATE_LIMITED"))
+    );
+    let wait = sc(&fourth)["retry_after_s"].as_f64().unwrap();
+    assert!(wait > 10.0 && wait <= 20.0, "{wait}");
+    c.cancel().await.unwrap();
+}
