@@ -76,17 +76,7 @@ impl Engine {
         if let Some(why) = &sub.denied {
             let (code, why) = (ErrorCode::Unauthorized, why.clone());
             return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    Refusal {
-                        code,
-                        detail: why,
-                        keep_key: false,
-                        retry_after_s: None,
-                    },
-                )
+                .reject(&sub, &request_id, action, Refusal::freed(code, why))
                 .await;
         }
         if let Some(key) = &sub.idempotency_key
@@ -103,46 +93,25 @@ impl Engine {
                         &sub,
                         &request_id,
                         action,
-                        Refusal {
-                            code,
-                            detail: e.to_string(),
-                            keep_key: true,
-                            retry_after_s: None,
-                        },
+                        Refusal::kept(code, e.to_string()),
                     )
                     .await;
             }
         };
         if let Some((wait_s, detail)) = crate::admit::rate_wait(&self.ctx, device, action).await? {
             // A transient refusal: the key stays free, so the same call can be made again later.
-            let code = ErrorCode::RateLimited;
             return self
                 .reject(
                     &sub,
                     &request_id,
                     action,
-                    Refusal {
-                        code,
-                        detail,
-                        keep_key: false,
-                        retry_after_s: Some(wait_s),
-                    },
+                    Refusal::rate_limited(detail, wait_s),
                 )
                 .await;
         }
         if let Err((code, detail)) = self.admit(&sub, action, &params).await {
             return self
-                .reject(
-                    &sub,
-                    &request_id,
-                    action,
-                    Refusal {
-                        code,
-                        detail,
-                        keep_key: true,
-                        retry_after_s: None,
-                    },
-                )
+                .reject(&sub, &request_id, action, Refusal::kept(code, detail))
                 .await;
         }
         self.accept(sub, request_id, action, params, wait).await
@@ -176,18 +145,8 @@ impl Engine {
             prev.command_id
         );
         let code = ErrorCode::InvalidParams;
-        self.reject(
-            sub,
-            request_id,
-            action,
-            Refusal {
-                code,
-                detail,
-                keep_key: false,
-                retry_after_s: None,
-            },
-        )
-        .await
+        self.reject(sub, request_id, action, Refusal::freed(code, detail))
+            .await
     }
 
     /// The checks between valid parameters and acceptance, in order; the first that fails says
@@ -539,6 +498,34 @@ struct Refusal {
     keep_key: bool,
     /// With `RATE_LIMITED`: seconds until the call may succeed.
     retry_after_s: Option<f64>,
+}
+
+impl Refusal {
+    /// A refusal that keeps the idempotency key: a replay of the call returns it.
+    fn kept(code: ErrorCode, detail: String) -> Refusal {
+        Refusal {
+            code,
+            detail,
+            keep_key: true,
+            retry_after_s: None,
+        }
+    }
+
+    /// A refusal that leaves the key free (a caller's scope, a key used with other arguments).
+    fn freed(code: ErrorCode, detail: String) -> Refusal {
+        Refusal {
+            keep_key: false,
+            ..Refusal::kept(code, detail)
+        }
+    }
+
+    /// A spent operation-rate limit: transient, so the key stays free for the retry.
+    fn rate_limited(detail: String, wait_s: f64) -> Refusal {
+        Refusal {
+            retry_after_s: Some(wait_s),
+            ..Refusal::freed(ErrorCode::RateLimited, detail)
+        }
+    }
 }
 
 /// Arguments of a rejected call kept in full up to this size; beyond it, a digest.
