@@ -4,14 +4,11 @@
 
 mod common;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
+use common::{call, sc};
+use rmcp::ServiceExt;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
-
-type Client = RunningService<RoleClient, ()>;
 
 const PLANT: &str = r#"
 [server]
@@ -62,18 +59,6 @@ severity = "critical"
 blocks = ["conveyor"]
 description = "The guard door is open: close it before the belt may run."
 "#;
-
-async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
-    let p = CallToolRequestParams::new(tool.to_string())
-        .with_arguments(args.as_object().cloned().unwrap());
-    c.call_tool(p)
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-fn sc(r: &CallToolResult) -> &Value {
-    r.structured_content.as_ref().unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_envelope_holds_through_a_real_mcp_client() {

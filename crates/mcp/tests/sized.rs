@@ -3,15 +3,11 @@
 
 mod common;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ReadResourceRequestParams, ResourceContents,
-};
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
+use common::{Client, call};
+use rmcp::ServiceExt;
+use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-type Client = RunningService<RoleClient, ()>;
 
 const SLIDE: &str = r#"
 [server]
@@ -38,14 +34,6 @@ expect_s = "abs(params.target_mm - position_mm) / 60.0 + 0.05"
 cancel = [{ coil = 1, value = "true" }]
 stopped_when = "!moving"
 "#;
-
-async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
-    let p = CallToolRequestParams::new(tool.to_string())
-        .with_arguments(args.as_object().cloned().unwrap());
-    c.call_tool(p)
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
 
 async fn read(c: &Client, uri: &str) -> Value {
     let r = c

@@ -33,3 +33,20 @@ pub fn pipe(server: Server) -> tokio::io::DuplexStream {
     });
     client_io
 }
+
+/// An MCP client of a served `Server`.
+pub type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+/// Calls `tool` with `args`; a protocol error fails the test.
+pub async fn call(c: &Client, tool: &str, args: serde_json::Value) -> rmcp::model::CallToolResult {
+    let p = rmcp::model::CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    c.call_tool(p)
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+/// The structured content of a tool result.
+pub fn sc(r: &rmcp::model::CallToolResult) -> &serde_json::Value {
+    r.structured_content.as_ref().expect("structured content")
+}
