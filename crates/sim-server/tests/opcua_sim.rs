@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Long enough for any answer on a loaded machine; only awaited in full when nothing comes.
-const WAIT: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(30);
 
 /// A plant with a relay `lamp` and a stepper `slide` served over OPC UA on `127.0.0.1:0`; `lamp`
 /// takes the extra `[device.sim]` lines `lamp_sim`.
@@ -201,6 +201,8 @@ async fn two_devices_share_one_server_and_are_read_monitored_written_and_called(
         .expect("a target inside travel");
     let position = node("slide", "PositionMm");
     let mut monitor = client.monitor(std::slice::from_ref(&position), 20);
+    // The monitor reports the standing axis first: subscribed before it moves.
+    next_where(&mut monitor, &position, |u| u.value.is_some()).await;
     client
         .call("ns=2;s=slide", &node("slide", "Start"), vec![])
         .await

@@ -258,6 +258,11 @@ async fn subscribe(
                     let _ = tx.send(Update::status_only(node.clone(), status, client.next_seq()));
                 }
             }
+            // A subscription created while the session's publishing loop had wound down (the
+            // previous monitor's subscription just deleted) may never be published for without
+            // a trigger: async-opcua 0.19 starts publishing on a trigger that comes after the
+            // loop was created (seen: a second monitor on one session stayed silent).
+            session.trigger_publish_now();
             Subscribed::Yes
         }
         Err(e) => {

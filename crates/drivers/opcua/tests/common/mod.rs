@@ -10,7 +10,7 @@ use closedloop_opcua::{Link, Monitor, OpcuaClient, OpcuaConfig, Update};
 use closedloop_sim::{SimConfig, SimDevice};
 
 /// Longest any single wait in these tests may take.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub const WAIT: Duration = Duration::from_secs(30);
 
 /// A simulated device of `model` with the options of `cfg` (its `model` is overwritten).
 pub fn device(model: &str, cfg: SimConfig) -> SimDevice {
