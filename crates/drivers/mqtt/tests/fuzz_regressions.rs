@@ -1,0 +1,38 @@
+//! What fuzzing the MQTT payload decoder found (`fuzz/fuzz_targets/mqtt_payload.rs`). Ignored
+//! until fixed; `cargo test -p closedloop-mqtt --test fuzz_regressions -- --ignored` runs it. The
+//! fuzz target tolerates the known issue (a few units in the last place, `None` next to
+//! f64::MAX): tighten it there together with removing the `#[ignore]`.
+
+use closedloop_driver::{Value, ValueType};
+use closedloop_mqtt::decode;
+
+/// A number a device sends must read as that number, whether the payload is plain text or JSON.
+/// Plain text goes through `str::parse::<f64>` (exact); JSON through serde_json, which without
+/// its `float_roundtrip` feature computes significand × 10^exponent in two roundings: 17-digit
+/// numbers (what `repr`/`json.dumps` of a double writes) can come back one unit in the last
+/// place off, and numbers next to f64::MAX overflow, so the whole payload is dropped.
+///
+/// Fix: `serde_json = { workspace = true, features = ["float_roundtrip"] }` in
+/// crates/drivers/mqtt/Cargo.toml (or in the workspace's `serde_json` entry).
+#[test]
+#[ignore = "fuzz crash: JSON numbers are parsed without serde_json's float_roundtrip, off by an ulp or refused"]
+fn json_numbers_decode_exactly() {
+    for text in [
+        "451.70520289303045",
+        "123456789012345.67",
+        "1.7976931348623157e308",
+    ] {
+        let v: f64 = text.parse().expect("a double");
+        assert_eq!(
+            decode(text.as_bytes(), None, &[], ValueType::F64),
+            Some(Value::Number(v)),
+            "plain text {text}"
+        );
+        let doc = format!(r#"{{"value": {text}}}"#);
+        assert_eq!(
+            decode(doc.as_bytes(), Some("/value"), &[], ValueType::F64),
+            Some(Value::Number(v)),
+            "{doc}"
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! MQTT payloads as closedloop turns them into signal values (`closedloop_mqtt::decode`, with and
+//! without a JSON pointer), and topic filters (`closedloop_mqtt::topic_matches`).
+//!
+//! Input: `flags, pointer, 0x00, true values (comma-separated), 0x00, payload...`; `flags & 15`
+//! picks the signal's type (mod 9), `flags & 16` decodes with the JSON pointer, else as text.
+//!
+//! Properties: no panic; a value is a bool exactly for `type = "bool"`, and a number is always
+//! finite (NaN or infinity must never reach the cache); the text decoder ignores surrounding
+//! whitespace; a finite number written as text decodes to itself exactly, and inside a JSON
+//! document (through a pointer) to itself within 3 units in the last place (see the known issue
+//! below); a filter without wildcards
+//! matches itself, `#` matches every topic that does not start with `$`.
+
+#![no_main]
+
+use closedloop_driver::{Value, ValueType};
+use closedloop_mqtt::{decode, topic_matches};
+use libfuzzer_sys::fuzz_target;
+
+const TYPES: [ValueType; 9] = [
+    ValueType::Bool,
+    ValueType::U16,
+    ValueType::I16,
+    ValueType::U32,
+    ValueType::I32,
+    ValueType::U64,
+    ValueType::I64,
+    ValueType::F32,
+    ValueType::F64,
+];
+
+fn well_typed(v: Option<Value>, ty: ValueType, what: &str) {
+    match v {
+        None => {}
+        Some(Value::Bool(_)) => assert_eq!(ty, ValueType::Bool, "{what}"),
+        Some(Value::Number(n)) => {
+            assert_ne!(ty, ValueType::Bool, "{what}");
+            assert!(n.is_finite(), "{what}: {n}");
+        }
+    }
+}
+
+/// How many doubles lie between `a` and `b` (`u64::MAX` across zero).
+fn ulps(a: f64, b: f64) -> u64 {
+    if a == b {
+        0
+    } else if a.is_sign_negative() != b.is_sign_negative() {
+        u64::MAX
+    } else {
+        a.to_bits().abs_diff(b.to_bits())
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let ty = TYPES[usize::from(flags & 15) % TYPES.len()];
+    let json = flags & 16 != 0;
+    let mut parts = rest.splitn(3, |&b| b == 0);
+    let pointer = String::from_utf8_lossy(parts.next().unwrap_or(&[])).into_owned();
+    let true_values: Vec<String> = match parts.next() {
+        Some(t) if !t.is_empty() => String::from_utf8_lossy(t)
+            .split(',')
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let payload = parts.next().unwrap_or(&[]);
+
+    let got = decode(payload, json.then_some(pointer.as_str()), &true_values, ty);
+    well_typed(got, ty, "decode");
+    if !json {
+        let mut padded = b" \t\n".to_vec();
+        padded.extend_from_slice(payload);
+        padded.extend_from_slice(b"\r\n ");
+        assert_eq!(
+            decode(&padded, None, &true_values, ty),
+            got,
+            "surrounding whitespace changed the value"
+        );
+    }
+
+    // A number the device sends, as text and inside JSON.
+    if payload.len() >= 8 {
+        let v = f64::from_le_bytes(payload[..8].try_into().unwrap());
+        if v.is_finite() {
+            for text in [format!("{v}"), format!("{v:?}"), format!("{v:e}")] {
+                let ty = if ty == ValueType::Bool {
+                    ValueType::F64
+                } else {
+                    ty
+                };
+                assert_eq!(
+                    decode(text.as_bytes(), None, &[], ty),
+                    Some(Value::Number(v)),
+                    "{text}"
+                );
+                let doc = format!(r#"{{"a": {{"b/c": [true, {text}]}}}}"#);
+                match decode(doc.as_bytes(), Some("/a/b~1c/1"), &[], ty) {
+                    // Known issue, `json_numbers_decode_exactly` in
+                    // crates/drivers/mqtt/tests/fuzz_regressions.rs: serde_json without its
+                    // `float_roundtrip` feature may miss by a few units in the last place, and
+                    // refuses the whole document for numbers next to f64::MAX. Exact once fixed;
+                    // until then, anything further off is a new bug.
+                    Some(Value::Number(n)) => assert!(ulps(n, v) <= 3, "{doc}: {n} is not {v}"),
+                    None if v.abs() > 1.79e308 => {}
+                    other => panic!("{doc}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    // Topic filters, from the pointer and the payload as text.
+    let topic = String::from_utf8_lossy(payload);
+    if !pointer.contains(['+', '#']) {
+        assert!(topic_matches(&pointer, &pointer), "{pointer:?}");
+    }
+    assert_eq!(
+        topic_matches("#", &topic),
+        !topic.starts_with('$'),
+        "{topic:?}"
+    );
+    let _ = topic_matches(&pointer, &topic);
+});

@@ -1,0 +1,257 @@
+//! The register codec (`closedloop_driver::Encoding`): registers a device sends, decoded into
+//! engineering values, and values an agent asks for, encoded into registers.
+//!
+//! Input: `ty, flags, bit, scale (8), offset (8), value (8), words...`. `ty % 9` is the raw type;
+//! `flags` bit 0 little word order, bit 1 byte swap, bit 2 `bit = Some(bit % 16)`, bit 3 a scale
+//! from the input's 8 bytes instead of `SCALES[scale[0] % len]`, bit 4 the same for the offset.
+//!
+//! Properties:
+//! - decoding any slice (short, long, any bits) never panics and gives a bool exactly for `bool`
+//!   and `bit` encodings;
+//! - encoding follows the contract: `bit` → `BitWrite`; NaN/∞ → `NotFinite`; scale 0 →
+//!   `ZeroScale`; otherwise either registers (exactly `words()` of them) that decode back to the
+//!   value within half a scale step (float types: within their precision) — never a saturated or
+//!   non-finite stand-in — or `OutOfRange`;
+//! - encode→decode is the identity on values the encoding can hold: for the plant file's usual
+//!   scales and offsets, a value decoded from registers encodes back to the same registers
+//!   (integer types, and unscaled floats other than NaN), or for scaled floats to registers that
+//!   decode to it within the float's precision.
+
+#![no_main]
+
+use closedloop_driver::{EncodeError, Encoding, Value, ValueType, WordOrder};
+use libfuzzer_sys::fuzz_target;
+
+const TYPES: [ValueType; 9] = [
+    ValueType::Bool,
+    ValueType::U16,
+    ValueType::I16,
+    ValueType::U32,
+    ValueType::I32,
+    ValueType::U64,
+    ValueType::I64,
+    ValueType::F32,
+    ValueType::F64,
+];
+
+/// Scales and offsets as plant files write them (docs/plant-file.md, the examples).
+const SCALES: [f64; 12] = [
+    1.0, 0.1, 0.01, 0.001, 0.5, 0.25, 10.0, 100.0, -1.0, 2.0, 0.05, -0.1,
+];
+const OFFSETS: [f64; 8] = [0.0, -40.0, 273.15, -273.15, 100.0, 0.5, -1000.0, 32.0];
+
+fn f64_at(data: &[u8], at: usize) -> f64 {
+    let mut b = [0u8; 8];
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = data.get(at + i).copied().unwrap_or(0);
+    }
+    f64::from_le_bytes(b)
+}
+
+fn is_float(ty: ValueType) -> bool {
+    matches!(ty, ValueType::F32 | ValueType::F64)
+}
+
+/// How far `back` may lie from `v` after an encode→decode of an encoding that accepted `v`.
+fn tolerance(e: &Encoding, v: f64) -> f64 {
+    let mag = v.abs() + e.offset.abs();
+    match e.ty {
+        // The nearest f32, plus f64 arithmetic both ways.
+        ValueType::F32 => {
+            mag * 2f64.powi(-23)
+                + e.scale.abs() * f64::from(f32::MIN_POSITIVE)
+                + known_issue_float_rounding(e)
+        }
+        ValueType::F64 => mag * 2f64.powi(-50) + known_issue_float_rounding(e),
+        // The nearest raw step, plus f64 arithmetic both ways.
+        _ => e.scale.abs() * 0.5 * (1.0 + 1e-9) + mag * 2f64.powi(-50) + known_issue_decimals(e),
+    }
+}
+
+/// Known issue, `f64_values_the_register_cannot_hold_are_refused` in
+/// crates/driver/tests/fuzz_regressions.rs: for an f64 register, `Encoding::encode` writes
+/// (value − offset) / scale without checking that it is finite, so a value that overflows
+/// (tiny scale, or value and offset of opposite signs near f64::MAX) is written as ±∞ or NaN
+/// instead of being refused with `OutOfRange`. Skipped here, only for such values.
+fn known_issue_f64_overflow(e: &Encoding, v: f64) -> bool {
+    e.ty == ValueType::F64 && !((v - e.offset) / e.scale).is_finite()
+}
+
+/// The codec's private `decimals`: how many decimals `x` needs (at most 12).
+fn decimals(x: f64) -> i32 {
+    (0..=12)
+        .find(|d| {
+            let m = x * 10f64.powi(*d);
+            (m - m.round()).abs() < 1e-9 * m.abs().max(1.0)
+        })
+        .unwrap_or(12)
+}
+
+/// Known issue, `tiny_scales_do_not_round_values_away` and `large_offsets_keep_their_decimals`
+/// in crates/driver/tests/fuzz_regressions.rs: `decimals` misjudges how many decimals a scale or
+/// offset carries when it is below 1e-9 (its tolerance is absolute there) or has a fraction
+/// beyond the ninth significant digit (its tolerance is relative), and `decode` then rounds the
+/// value to too few decimals: a u32 with scale 1e-10 holding 3e9 reads 0, not 0.3. Allowed here
+/// (half a unit of the decimal it rounds to), only for such scales and offsets.
+fn known_issue_decimals(e: &Encoding) -> f64 {
+    let d = decimals(e.scale).max(decimals(e.offset));
+    let f = 10f64.powi(d);
+    let misjudged = |x: f64| {
+        let m = x * f;
+        (x != 0.0 && m.round() == 0.0) || (m - m.round()).abs() > 1e-6
+    };
+    if misjudged(e.scale) || misjudged(e.offset) {
+        0.5 / f
+    } else {
+        0.0
+    }
+}
+
+/// Known issue, `float_registers_keep_their_precision_under_scale_and_offset` in
+/// crates/driver/tests/fuzz_regressions.rs: `Encoding::decode` rounds f32/f64 registers to the
+/// decimals of the scale and offset (meant for integer registers), e.g. f64 with scale 0.001
+/// reads -0.2578125 as -0.258. Allowed here, as half a unit of that last decimal, until fixed.
+fn known_issue_float_rounding(e: &Encoding) -> f64 {
+    if e.scale == 1.0 && e.offset == 0.0 {
+        return 0.0;
+    }
+    0.5 * 10f64.powi(-decimals(e.scale).max(decimals(e.offset)))
+}
+
+fn check_encode(e: &Encoding, v: f64) {
+    let got = e.encode(Value::Number(v));
+    if e.bit.is_some() {
+        assert_eq!(got, Err(EncodeError::BitWrite), "{e:?} {v}");
+        return;
+    }
+    if e.ty == ValueType::Bool {
+        let regs = got.unwrap_or_else(|err| panic!("{e:?} {v}: a bool always encodes: {err}"));
+        assert_eq!(regs.len(), 1);
+        assert_eq!(e.decode(&regs), Value::Bool(v != 0.0), "{e:?} {v}");
+        return;
+    }
+    if !v.is_finite() {
+        assert!(
+            matches!(got, Err(EncodeError::NotFinite(_))),
+            "{e:?} {v}: {got:?}"
+        );
+        return;
+    }
+    if e.scale == 0.0 {
+        assert_eq!(got, Err(EncodeError::ZeroScale), "{e:?} {v}");
+        return;
+    }
+    if known_issue_f64_overflow(e, v) {
+        return;
+    }
+    // Out of any plant's reach: with scales or offsets beyond 1e100 (or values beyond 1e300),
+    // raw × scale + offset can overflow f64 on the way back although the value it stands for is
+    // finite, so decoding cannot give values back whatever encode does. Only "no panic" holds.
+    if e.scale.abs() > 1e100 || e.offset.abs() > 1e100 || v.abs() > 1e300 {
+        return;
+    }
+    match got {
+        Ok(regs) => {
+            assert_eq!(regs.len(), usize::from(e.words()), "{e:?} {v}");
+            let Value::Number(back) = e.decode(&regs) else {
+                panic!("{e:?} {v}: a number decodes as a bool");
+            };
+            let tol = tolerance(e, v);
+            assert!(
+                (back - v).abs() <= tol,
+                "{e:?}: {v} was written as {regs:04x?}, which reads {back} (allowed: ±{tol})"
+            );
+        }
+        Err(EncodeError::OutOfRange { .. }) => {}
+        Err(err) => panic!("{e:?} {v}: {err}"),
+    }
+}
+
+/// encode(decode(words)) for the usual scales and offsets.
+fn check_identity(e: &Encoding, words: &[u16], usual: bool) {
+    if e.bit.is_some() || e.ty == ValueType::Bool {
+        return;
+    }
+    let Value::Number(v) = e.decode(words) else {
+        panic!("{e:?} {words:04x?}: a number decodes as a bool");
+    };
+    let n = usize::from(e.words());
+    let raw_words: Vec<u16> = (0..n).map(|i| words.get(i).copied().unwrap_or(0)).collect();
+    if !v.is_finite() || !usual {
+        return;
+    }
+    // A scaled float register: (raw × scale + offset − offset) / scale is raw only up to
+    // rounding, so the value comes back within the float's precision, not bit for bit.
+    if is_float(e.ty) && (e.scale != 1.0 || e.offset != 0.0) {
+        check_encode(e, v);
+        return;
+    }
+    // Integers above 2^50 (as raw × scale) have no exact double; they are the 64-bit tests' job.
+    if !is_float(e.ty) && ((v - e.offset) / e.scale).abs() >= 2f64.powi(50) {
+        return;
+    }
+    let again = e.encode(Value::Number(v)).unwrap_or_else(|err| {
+        panic!("{e:?}: {v}, read from {raw_words:04x?}, does not encode: {err}")
+    });
+    let back = e.decode(&again);
+    assert_eq!(
+        back,
+        Value::Number(v),
+        "{e:?}: {raw_words:04x?} reads {v}, written back as {again:04x?}"
+    );
+    if !is_float(e.ty) {
+        assert_eq!(again, raw_words, "{e:?}: {v}");
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 3 {
+        return;
+    }
+    let (ty, flags, bit) = (data[0], data[1], data[2]);
+    let scale_in = f64_at(data, 3);
+    let offset_in = f64_at(data, 11);
+    let value = f64_at(data, 19);
+    let words: Vec<u16> = data
+        .get(27..)
+        .unwrap_or(&[])
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]))
+        .collect();
+    let e = Encoding {
+        ty: TYPES[usize::from(ty) % TYPES.len()],
+        word_order: if flags & 1 != 0 {
+            WordOrder::Little
+        } else {
+            WordOrder::Big
+        },
+        byte_swap: flags & 2 != 0,
+        bit: (flags & 4 != 0).then_some(bit % 16),
+        scale: if flags & 8 != 0 {
+            scale_in
+        } else {
+            SCALES[usize::from(data.get(3).copied().unwrap_or(0)) % SCALES.len()]
+        },
+        offset: if flags & 16 != 0 {
+            offset_in
+        } else {
+            OFFSETS[usize::from(data.get(11).copied().unwrap_or(0)) % OFFSETS.len()]
+        },
+    };
+    // The plant loader refuses scales that are not finite and non-zero, and non-finite offsets;
+    // the codec must still not panic on them.
+    let loadable = e.scale.is_finite() && e.scale != 0.0 && e.offset.is_finite();
+    let usual = flags & 24 == 0;
+
+    let decoded = e.decode(&words);
+    let is_bool = matches!(decoded, Value::Bool(_));
+    assert_eq!(is_bool, e.bit.is_some() || e.ty == ValueType::Bool, "{e:?}");
+    e.decode(&[]);
+
+    if loadable {
+        check_encode(&e, value);
+        check_identity(&e, &words, usual);
+    } else {
+        let _ = e.encode(Value::Number(value));
+    }
+});
