@@ -31,6 +31,7 @@ fn machine_step(c: &mut Criterion) {
         early: false,
         stopped: false,
         settled: true,
+        baseline_known: true,
     });
     c.bench_function("machine/reading_step", |b| {
         let mut m = Machine::new(profile());
@@ -54,6 +55,7 @@ fn machine_step(c: &mut Criterion) {
                 early: false,
                 stopped: false,
                 settled: true,
+                baseline_known: true,
             }));
             black_box(m.status())
         })

@@ -52,6 +52,10 @@ pub fn render(
         Reason::NotReached => {
             format!("The feedback moved but `{done}` never held{within}. {ev}{asked}")
         }
+        Reason::NoBaseline => format!(
+            "`{done}` never held{within}. Its signals had not been read from {} before the write, so whether the feedback moved cannot be told. {ev}{asked}",
+            device.id
+        ),
         Reason::NoFreshRead => format!(
             "No read of {} taken after the action's expected duration came back with every signal the criteria need{within}, and none before showed the feedback moving, so nothing shows whether it moved; the write may have taken effect. {ev}{asked}",
             device.id
@@ -120,6 +124,10 @@ pub fn hint(o: &Outcome) -> Option<String> {
         ),
         (_, Some(_)) if o.reason == Reason::NoFreshRead => Some(
             "The device did not answer in time after the write; it may have taken effect. Query the device state (get_device_state) before retrying."
+                .into(),
+        ),
+        (_, Some(_)) if o.reason == Reason::NoBaseline => Some(
+            "The write was acknowledged but the device never confirmed; it may have taken effect. Query the device state (get_device_state) before acting on it."
                 .into(),
         ),
         (_, Some(_)) if o.reason == Reason::ReadbackMismatch => Some(

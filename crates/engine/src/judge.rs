@@ -130,9 +130,6 @@ impl Supervisor {
             let v = snap.values.get(&n).filter(|v| v.seq > self.ack_seq)?;
             note(n.clone(), v, unit_of(&self.dev, &n));
         }
-        if snap.seq <= self.ack_seq {
-            return None;
-        }
         let mut devices = self.ctx.scope_for(&self.action);
         devices.insert(self.dev.id().to_string(), snap.plain());
         let own = self.dev.id();
@@ -162,6 +159,18 @@ impl Supervisor {
             oldest_ms: if oldest_ms == i64::MAX { 0 } else { oldest_ms },
             evidence,
         })
+    }
+
+    /// Whether every signal `done_when` reads had a value at dispatch (see `baseline_of`).
+    fn baseline_known(&self) -> bool {
+        let Some(done) = &self.action.done_when else {
+            return true;
+        };
+        let own = done.signals().iter().all(|s| self.baseline.contains_key(s));
+        own && done
+            .devices()
+            .iter()
+            .all(|(d, s)| self.baseline.contains_key(&format!("devices.{d}.{s}")))
     }
 
     /// Turns a sample into an event, if it says something new about this command.
@@ -226,6 +235,7 @@ impl Supervisor {
             early,
             stopped,
             settled,
+            baseline_known: self.baseline_known(),
         }))
     }
 
@@ -273,6 +283,7 @@ impl Supervisor {
                 early: false,
                 stopped: false,
                 settled: true,
+                baseline_known: true,
             }));
         }
         let writes = match self.writes.is_empty() {
@@ -306,6 +317,7 @@ impl Supervisor {
             early,
             stopped: false,
             settled: true,
+            baseline_known: true,
         }))
     }
 

@@ -38,6 +38,7 @@
 //!   listeners, `device::samples` the channel that lets a supervisor see every sample.
 //! - `judge`: which values may count (the fence of every device an expression reads) and what a
 //!   fresh sample says (done, failed, started, stopped, moved, early); readback.
+//! - `others`: wakes a supervisor when another device its criteria read delivers a sample.
 //! - [`machine`]: the lifecycle as a pure state machine (event in, effects out); no I/O, no
 //!   clock, so every transition is unit-tested.
 //! - [`detail`]: the `detail` and `hint` of a result, in words, from the machine's reason and
@@ -66,6 +67,7 @@ pub mod engine;
 mod judge;
 pub mod live;
 pub mod machine;
+mod others;
 pub mod plan;
 pub mod raw;
 mod recovery;

@@ -65,6 +65,10 @@ pub struct Reading {
     /// Every value of the read was taken at least `expect_s` after the acknowledgement: the
     /// feedback has had its expected time to move. Only such a read can show it "never moved".
     pub settled: bool,
+    /// Every signal `done_when` reads had a value at dispatch. Without one (a feedback register
+    /// that never answered before the write), an unchanged-looking read proves nothing: the
+    /// command cannot be said to have "never moved".
+    pub baseline_known: bool,
 }
 
 /// Something that happened to the command.
@@ -122,6 +126,9 @@ pub enum Reason {
     NeverMoved,
     /// The feedback changed but never satisfied `done_when`.
     NotReached,
+    /// `done_when` never held, and its signals had no value at dispatch to compare with: whether
+    /// the feedback moved cannot be told.
+    NoBaseline,
     /// No read taken after the expected duration (and issued after the acknowledgement)
     /// arrived before the deadline, and none showed movement: nothing shows whether the
     /// feedback moved.
@@ -289,6 +296,8 @@ pub struct Machine {
     /// A fresh read taken after the expected duration was judged: without one, "the feedback
     /// never moved" would rest on reads from before it could have moved.
     settled_seen: bool,
+    /// A judged read said `done_when`'s signals had no value at dispatch.
+    baseline_unknown: bool,
     cancel_requested: bool,
     cancel_for_shutdown: bool,
     /// The cancel was the dead-man's: the command ends `DEADMAN`, not `CANCELLED`.
@@ -309,6 +318,7 @@ impl Machine {
             hold_since: None,
             moved: false,
             settled_seen: false,
+            baseline_unknown: false,
             cancel_requested: false,
             cancel_for_shutdown: false,
             cancel_for_deadman: false,
@@ -523,6 +533,7 @@ impl Machine {
         }
         self.moved |= r.moved;
         self.settled_seen |= r.settled;
+        self.baseline_unknown |= !r.baseline_known;
         if self.recovered && r.stopped && !r.done {
             let fx = self.finish(Outcome::failed(
                 ErrorCode::Interrupted,
@@ -563,6 +574,8 @@ impl Machine {
                 ErrorCode::DeviceOffline,
                 Reason::NoFreshRead,
             ))
+        } else if self.baseline_unknown {
+            self.finish(Outcome::timeout(Reason::NoBaseline))
         } else {
             self.finish(Outcome::failed(
                 ErrorCode::FeedbackMismatch,

@@ -23,6 +23,7 @@ fn reading(at_ms: u64, done: bool, moved: bool) -> Event {
         early: false,
         stopped: false,
         settled: true,
+        baseline_known: true,
     })
 }
 
@@ -381,6 +382,7 @@ fn supervising_fail_when_fails_verified_and_enters_safe_state() {
         early: false,
         stopped: false,
         settled: true,
+        baseline_known: true,
     }));
     assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
     let o = finish(&fx);
@@ -403,6 +405,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         early: false,
         stopped: false,
         settled: true,
+        baseline_known: true,
     });
     assert_eq!(
         m.on(done_not_started),
@@ -418,6 +421,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         early: false,
         stopped: false,
         settled: true,
+        baseline_known: true,
     });
     assert_eq!(m.on(started), vec![]);
     assert_eq!(
@@ -438,6 +442,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         early: true,
         stopped: false,
         settled: true,
+        baseline_known: true,
     });
     assert_eq!(m.on(early), vec![], "the relay has not had time to pull in");
     let failing = Event::Reading(Reading {
@@ -449,6 +454,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         early: true,
         stopped: false,
         settled: true,
+        baseline_known: true,
     });
     assert_eq!(
         finish(&m.on(failing)).status,
@@ -517,6 +523,29 @@ fn supervising_deadline_without_a_single_fresh_read_is_device_offline_not_feedba
 }
 
 #[test]
+fn supervising_deadline_without_a_value_before_the_write_is_timeout_not_never_moved() {
+    // The heater's temperature register never answered before the write: a settled read that
+    // shows no change from a baseline that does not exist proves nothing about movement.
+    let mut m = supervising(profile());
+    m.on(Event::Reading(Reading {
+        baseline_known: false,
+        ..match reading(500, false, false) {
+            Event::Reading(r) => r,
+            _ => unreachable!(),
+        }
+    }));
+    let o = finish(&m.on(Event::Deadline)).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Timeout,
+            Some(ErrorCode::Timeout),
+            Reason::NoBaseline
+        )
+    );
+}
+
+#[test]
 fn supervising_deadline_with_only_reads_from_before_the_expected_duration_is_device_offline() {
     // The relay answered at 0, 20 and 40 ms, then fell silent; its pull-in takes 100 ms. Reads
     // from before the feedback could move cannot show that it never moved.
@@ -531,6 +560,7 @@ fn supervising_deadline_with_only_reads_from_before_the_expected_duration_is_dev
             early: false,
             stopped: false,
             settled: false,
+            baseline_known: true,
         }));
     }
     let o = finish(&m.on(Event::Deadline)).clone();
@@ -553,6 +583,7 @@ fn supervising_deadline_with_only_reads_from_before_the_expected_duration_is_dev
         early: false,
         stopped: false,
         settled: false,
+        baseline_known: true,
     }));
     assert_eq!(
         finish(&m.on(Event::Deadline)).code,
@@ -719,6 +750,7 @@ fn recovered_command_that_reads_stopped_short_ends_interrupted_at_once() {
             early: false,
             stopped: true,
             settled: true,
+            baseline_known: true,
         })
     };
     let mut m = Machine::recovered(Profile {

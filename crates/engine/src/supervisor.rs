@@ -11,7 +11,7 @@ use crate::plan::{self, Request, WriteError};
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Params, Scope};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, broadcast};
@@ -179,6 +179,12 @@ impl Supervisor {
         // Every sample, not only the latest: a short fail_when pulse between two snapshots a
         // watch channel would merge must still fail the command.
         let mut samples = self.dev.samples();
+        let others: BTreeSet<String> = self.criterion_refs().into_iter().map(|(d, _)| d).collect();
+        let (_forwarders, mut other_rx) =
+            match crate::others::wakes(&self.ctx, self.dev.id(), &others) {
+                Some((set, rx)) => (Some(set), Some(rx)),
+                None => (None, None),
+            };
         let mut shutdown = self.ctx.shutdown_rx();
         let deadline = self.deadline.unwrap_or_else(Instant::now);
         let readback = self.action.verification.as_check() == Check::Readback;
@@ -216,6 +222,9 @@ impl Supervisor {
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
+                Some(()) = async { other_rx.as_mut()?.recv().await }, if other_rx.is_some() && !readback => {
+                    Wake::Snapshot(self.dev.snapshot())
+                }
                 _ = sleep_until(next_readback), if readback => {
                     next_readback = Instant::now() + readback_every;
                     Wake::Readback
@@ -264,6 +273,12 @@ impl Supervisor {
                     Some(e) => e,
                     None => continue,
                 },
+                Wake::Event(Event::Deadline) if !readback => {
+                    if self.judge_delivered(&mut samples).await {
+                        continue;
+                    }
+                    Event::Deadline
+                }
                 Wake::Event(e) => e,
             };
             let was_shutdown = event == Event::Shutdown;
@@ -273,6 +288,22 @@ impl Supervisor {
                 return;
             }
         }
+    }
+
+    /// At the deadline, judges the samples already delivered first: a read that came back in
+    /// the same instant as the deadline is evidence the verdict must not ignore (a heater that
+    /// warmed, read at the deadline, did not "never move"). Returns true when one of them ended
+    /// the command.
+    async fn judge_delivered(&mut self, samples: &mut broadcast::Receiver<Snapshot>) -> bool {
+        while let Ok(snap) = samples.try_recv() {
+            if let Some(event) = self.judge(&snap).await {
+                self.feed(event).await;
+                if !self.machine.is_supervising() {
+                    return true;
+                }
+            }
+        }
+        false
     }
 
     /// Feeds the machine and carries out its effects, in order. Returns the effects.

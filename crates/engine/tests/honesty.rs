@@ -94,6 +94,39 @@ async fn a_done_when_on_another_device_completes_on_its_reads_after_the_ack() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_when_on_another_device_is_judged_on_that_device_s_reads_while_its_own_is_stuck() {
+    let rig = rig(&meter_and_lamp()).await;
+    rig.online("meter").await;
+    rig.online("lamp").await;
+    let r = rig.act("lamp", "follow", json!({"on": true}), 0.0).await;
+    let mut cur = r.clone();
+    for _ in 0..200 {
+        if events(&cur).iter().any(|e| e == "device_ack") {
+            break;
+        }
+        cur = rig
+            .engine
+            .status(&r.command_id, Duration::from_millis(10))
+            .await
+            .unwrap();
+    }
+    // From the acknowledgement on, every read of the lamp times out (no sample for seconds):
+    // only the meter's reads can decide the command.
+    rig.sim("lamp")
+        .inject(FaultSpec::now(Fault::LatencyMs { ms: 10_000 }));
+    let on = rig.act("meter", "switch", json!({"on": true}), 2.0).await;
+    assert_eq!(on.status, Status::Completed, "{on:#?}");
+    let r = rig.settle(&r).await;
+    assert_eq!((r.status, r.verified), (Status::Completed, true), "{r:#?}");
+    assert_eq!(ev_value(&r, "devices.meter.contact"), json!(true));
+    assert_eq!(
+        rig.sim("meter").peek().contact,
+        Some(true),
+        "the meter's contact is closed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readback_fails_with_the_fail_when_code_that_holds_after_the_ack() {
     // A heater fast enough to pass 30 °C within one poll of being enabled.
     let src = r#"

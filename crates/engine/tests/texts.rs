@@ -29,6 +29,7 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
         ("stall", o(S::Failed, Some(C::Signal("MOTOR_STALL".into())), Reason::FailSignal, true, None)),
         ("never_moved", o(S::Failed, Some(C::FeedbackMismatch), Reason::NeverMoved, false, None)),
         ("not_reached", o(S::Timeout, Some(C::Timeout), Reason::NotReached, false, None)),
+        ("no_baseline", o(S::Timeout, Some(C::Timeout), Reason::NoBaseline, false, None)),
         ("no_fresh_read", o(S::Failed, Some(C::DeviceOffline), Reason::NoFreshRead, false, None)),
         ("readback_mismatch", o(S::Failed, Some(C::FeedbackMismatch), Reason::ReadbackMismatch, false, Some(false))),
         ("queue_expired", o(S::Timeout, Some(C::Timeout), Reason::QueueExpired, false, None)),

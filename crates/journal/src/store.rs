@@ -22,6 +22,11 @@ const OPEN_STATUSES: [&str; 2] = ["accepted", "running"];
 pub struct Journal {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// `sqlite::memory:` only: an idle connection that keeps the shared in-memory database alive.
+    /// SQLite drops an in-memory database with its last connection, and the pool closes a
+    /// connection whose query was cancelled; without this the writer would reopen on an empty
+    /// database ("no such table: commands") and every command would be lost.
+    _anchor: Option<SqlitePool>,
     /// Test builds only: writes fail while set, as with a disk that stopped taking them.
     #[cfg(feature = "testing")]
     fail_writes: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -102,6 +107,19 @@ impl Journal {
             .max_lifetime(None)
             .connect_with(options.clone())
             .await?;
+        let anchor = if memory {
+            Some(
+                SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(options.clone())
+                    .await?,
+            )
+        } else {
+            None
+        };
         migrate(&writer).await?;
         let reader = if memory {
             // An in-memory database exists per connection: readers must share the writer's.
@@ -115,6 +133,7 @@ impl Journal {
         Ok(Journal {
             writer,
             reader,
+            _anchor: anchor,
             #[cfg(feature = "testing")]
             fail_writes: Default::default(),
         })
@@ -136,6 +155,7 @@ impl Journal {
         Ok(Journal {
             writer: reader.clone(),
             reader,
+            _anchor: None,
             #[cfg(feature = "testing")]
             fail_writes: Default::default(),
         })
@@ -310,6 +330,9 @@ impl Journal {
     pub async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
+        if let Some(anchor) = &self._anchor {
+            anchor.close().await;
+        }
     }
 }
 
@@ -466,6 +489,25 @@ mod tests {
             .collect();
         assert_eq!(events, ["received", "accepted", "completed"]);
         assert_eq!(j.get("nope").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_memory_journal_keeps_its_commands_when_the_pool_reopens_its_connection() {
+        let j = Journal::open("sqlite::memory:").await.unwrap();
+        j.insert(&row("c1", "lamp", "accepted", 10), &[])
+            .await
+            .unwrap();
+        // What sqlx does to a connection whose query future was dropped mid-flight.
+        let mut conn = j.writer.acquire().await.unwrap();
+        conn.close_on_drop();
+        drop(conn);
+        for _ in 0..200 {
+            if j.writer.size() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(j.get("c1").await.unwrap().unwrap().status, "accepted");
     }
 
     #[tokio::test]

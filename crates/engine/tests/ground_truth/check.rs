@@ -268,7 +268,7 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
         }
 
         // device_ack: the device acknowledged the plan at that instant.
-        let ack = ack_index(out, c);
+        let ack = ack_index(out, &cmds, c);
         if c.ack.is_some() && ack.is_none() {
             v.push(format!(
                 "{label}: device_ack at {:?} but no acknowledged write of {:?} then",
@@ -310,7 +310,9 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
                 .iter()
                 .rfind(|o| o.dev == dd && o.t_ms() <= t_disp)
                 .map(|o| feedback(model, &o.state));
-            let until = c.deadline.map_or(end.0, |d| d.min(end.0));
+            // Reads answered before the deadline: one that comes back in the deadline's own
+            // millisecond races it (as for TIMEOUT below).
+            let until = c.deadline.map_or(end.0, |d| (d - 1).min(end.0));
             let window: Vec<&Obs> = out.obs[a + 1..]
                 .iter()
                 .filter(|o| o.dev == dd && o.t_ms() <= until)

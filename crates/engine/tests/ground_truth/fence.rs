@@ -77,8 +77,9 @@ mod linux {
         /// /proc/self/task, whose link count is the number of threads + 2.
         task_dir: Option<File>,
         threads: usize,
-        /// tid → its stat file, for the threads to watch; `None` for threads to ignore.
-        tasks: BTreeMap<String, Option<File>>,
+        /// tid → its stat and wchan files, for the threads to watch; `None` for threads to
+        /// ignore.
+        tasks: BTreeMap<String, Option<(File, File)>>,
         calls: u64,
     }
 
@@ -156,7 +157,8 @@ mod linux {
                                         name.starts_with("sqlx-sqlite-wor") || name == self.my_name
                                     })
                                 });
-                        file.filter(|_| watch)
+                        let wchan = File::open(entry.path().join("wchan")).ok();
+                        file.filter(|_| watch).zip(wchan)
                     }
                 };
                 seen.insert(tid, file);
@@ -181,14 +183,23 @@ mod linux {
         }
 
         /// Whether a watched thread is running; `None` when one of them could not be read.
+        ///
+        /// A thread asleep in a timed sleep counts as running: that is SQLite's busy handler
+        /// waiting out a lock (another connection checkpointing the WAL as it closes), which
+        /// would otherwise let the clock jump past sqlx's 30 s acquire timeout (`PoolTimedOut`).
+        /// An idle worker waits on a futex, never in `nanosleep`.
         fn running(&self) -> Option<bool> {
             let mut buf = [0u8; 512];
-            for file in self.tasks.values().flatten() {
-                let n = file.read_at(&mut buf, 0).ok().filter(|n| *n > 0)?;
+            for (stat, wchan) in self.tasks.values().flatten() {
+                let n = stat.read_at(&mut buf, 0).ok().filter(|n| *n > 0)?;
                 let line = &buf[..n];
                 let close = line.iter().rposition(|b| *b == b')')?;
                 let state = line[close + 1..].iter().find(|b| **b != b' ')?;
                 if matches!(state, b'R' | b'D') {
+                    return Some(true);
+                }
+                let n = wchan.read_at(&mut buf, 0).unwrap_or(0);
+                if buf[..n].windows(9).any(|w| w == b"nanosleep") {
                     return Some(true);
                 }
             }

@@ -63,12 +63,23 @@ pub fn feedback(model: &Model, s: &SimState) -> (i64, bool, bool) {
     }
 }
 
-/// The log index of the acknowledgement of `c`'s plan: the last acknowledged write of its last
-/// plan entry on its device at the journaled `device_ack` instant.
-pub fn ack_index(out: &Outcome, c: &Cmd) -> Option<usize> {
+/// The log index of the acknowledgement of `c`'s plan: an acknowledged write of its last plan
+/// entry on its device at the journaled `device_ack` instant. Two commands of one exclusive group
+/// may write the same plan within one millisecond (the second dispatched as the first ends): the
+/// log's k-th such write belongs to the k-th of them in dispatch order, which within one group is
+/// the order they end in (a command is dispatched only once the one before it is terminal).
+pub fn ack_index(out: &Outcome, all: &[Cmd], c: &Cmd) -> Option<usize> {
     let (t, epoch) = c.ack?;
     let last = c.writes.last()?;
-    out.obs
+    let order = |x: &Cmd| (x.terminal.map_or(i64::MAX, |e| e.0), x.id.to_owned());
+    let sharing: Vec<&Cmd> = all
+        .iter()
+        .filter(|o| o.id != c.id && o.dev == c.dev && o.ack == c.ack)
+        .filter(|o| o.writes.last() == Some(last))
+        .collect();
+    let rank = sharing.iter().filter(|o| order(o) < order(c)).count();
+    let mut acks = out
+        .obs
         .iter()
         .enumerate()
         .filter(|(_, o)| o.dev == c.dev && o.epoch == epoch && o.t_ms() == t)
@@ -78,8 +89,13 @@ pub fn ack_index(out: &Outcome, c: &Cmd) -> Option<usize> {
             }
             _ => false,
         })
-        .map(|(i, _)| i)
-        .next_back()
+        .map(|(i, _)| i);
+    // Alone (or last), a command owns the last such write: a retried write is acknowledged last.
+    if rank == sharing.len() {
+        acks.next_back()
+    } else {
+        acks.nth(rank)
+    }
 }
 
 /// Reads of `dev` the engine issued after log index `after` and up to case time `until`, that
