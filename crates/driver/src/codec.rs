@@ -236,10 +236,14 @@ impl Encoding {
     }
 
     /// `raw × scale + offset`, rounded to the decimals the scale and offset carry, so that a
-    /// register holding 252 with `scale = 0.1` reads 25.2 rather than 25.200000000000003.
+    /// register holding 252 with `scale = 0.1` reads 25.2 rather than 25.200000000000003. Float
+    /// registers are not rounded: their raw value is no integer, and rounding it to the scale's
+    /// decimals would cut its precision (1234.5678 W at scale 0.001 must read 1.2345678 kW).
     fn engineering(&self, raw: f64) -> f64 {
         let v = raw * self.scale + self.offset;
-        if self.scale == 1.0 && self.offset == 0.0 {
+        if (self.scale == 1.0 && self.offset == 0.0)
+            || matches!(self.ty, ValueType::F32 | ValueType::F64)
+        {
             return v;
         }
         let d = decimals(self.scale).max(decimals(self.offset));
@@ -296,6 +300,16 @@ impl Encoding {
                 }
                 u64::from(f.to_bits())
             }
+            None if !scaled.is_finite() => {
+                // (value − offset) / scale overflowed: refused, never written as ±∞.
+                return Err(EncodeError::OutOfRange {
+                    value: v,
+                    raw: scaled,
+                    ty: self.ty,
+                    min: f64::MIN,
+                    max: f64::MAX,
+                });
+            }
             None => scaled.to_bits(),
         };
         let n = usize::from(self.ty.words());
@@ -311,12 +325,14 @@ impl Encoding {
     }
 }
 
-/// How many decimals `x` needs (at most 12): 0.1 → 1, 0.25 → 2, 100 → 0.
+/// How many decimals `x` needs (at most 12): 0.1 → 1, 0.25 → 2, 100 → 0, 1e-10 → 10,
+/// 1000000000.125 → 3. The tolerance is relative to `x` scaled, far above the noise of one
+/// multiplication and far below any decimal it could hide, whatever the magnitude.
 fn decimals(x: f64) -> i32 {
     (0..=12)
         .find(|d| {
             let m = x * 10f64.powi(*d);
-            (m - m.round()).abs() < 1e-9 * m.abs().max(1.0)
+            (m - m.round()).abs() <= 1e-12 * m.abs()
         })
         .unwrap_or(12)
 }

@@ -1,8 +1,6 @@
 //! What fuzzing the register codec found (`fuzz/fuzz_targets/register_encoding.rs`), one test per
-//! bug, minimised to the plant-file terms that reach it. Each is ignored until the codec is fixed;
-//! `cargo test -p closedloop-driver --test fuzz_regressions -- --ignored` runs them. The fuzz
-//! target tolerates each known issue through a `known_issue_*` function named after the test:
-//! remove it together with the `#[ignore]` once fixed.
+//! bug, minimised to the plant-file terms that reach it. All fixed: each test failed before its
+//! fix, and the fuzz target holds the codec to the fixed behaviour.
 
 use closedloop_driver::{EncodeError, Encoding, Value, ValueType};
 
@@ -31,10 +29,9 @@ fn f32_words(x: f32) -> [u16; 2] {
 /// wrote (value − offset) / scale without checking that it is finite, so an overflow went to the
 /// device as +∞.
 ///
-/// Fix (crates/driver/src/codec.rs, `encode`, the `None => scaled.to_bits()` arm): refuse a
+/// Fixed in crates/driver/src/codec.rs, `encode`'s f64 arm: it refuses a
 /// non-finite `scaled` with `OutOfRange` as the f32 arm does.
 #[test]
-#[ignore = "fuzz crash: an f64 register's (value - offset) / scale overflowing to inf is written as +inf, not refused"]
 fn f64_values_the_register_cannot_hold_are_refused() {
     // `scale = 1e-300` is finite and non-zero: the plant loader accepts it.
     let e = enc(ValueType::F64, 1e-300, 0.0);
@@ -57,7 +54,6 @@ fn f64_values_the_register_cannot_hold_are_refused() {
 /// below 1e-9 as having none (its tolerance `1e-9 * m.abs().max(1.0)` is absolute below 1), so
 /// every value is rounded to a whole number.
 #[test]
-#[ignore = "fuzz crash: a scale below 1e-9 counts as 0 decimals, so decode rounds 0.3 to 0"]
 fn tiny_scales_do_not_round_values_away() {
     let e = enc(ValueType::U32, 1e-10, 0.0);
     // 3e9 = 0xB2D0_5E00: 3e9 × 1e-10 = 0.3.
@@ -76,7 +72,6 @@ fn tiny_scales_do_not_round_values_away() {
 /// significant digit (its tolerance is relative), so an offset of 1e9 + 0.125 counts as a whole
 /// number and the reading loses its fraction.
 #[test]
-#[ignore = "fuzz crash: an offset of 1000000000.125 counts as 0 decimals, so decode rounds the fraction away"]
 fn large_offsets_keep_their_decimals() {
     let e = enc(ValueType::U16, 1.0, 1_000_000_000.125);
     assert_eq!(e.decode(&[0]), Value::Number(1_000_000_000.125));
@@ -87,7 +82,6 @@ fn large_offsets_keep_their_decimals() {
 /// also applies to f32 and f64 registers, whose raw value is not an integer: it cuts their
 /// precision to the decimals of the scale and offset.
 #[test]
-#[ignore = "fuzz crash: f32/f64 registers are rounded to the scale's decimals: 1234.5678 W at scale 0.001 reads 1.235 kW"]
 fn float_registers_keep_their_precision_under_scale_and_offset() {
     // A meter's power as an f32 in W, read in kW.
     let kw = enc(ValueType::F32, 0.001, 0.0);

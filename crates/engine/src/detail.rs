@@ -3,7 +3,7 @@
 //! showed rather than a bare code.
 
 use crate::code::Status;
-use crate::machine::{Outcome, Reason};
+use crate::machine::{Found, Outcome, Reason};
 use crate::result::evidence_text;
 use closedloop_plant::{Action, Device, Params};
 
@@ -89,12 +89,34 @@ pub fn render(
             "Cancelled before it completed. No stop was written: either nothing had been sent yet, or this action has no cancel plan and the device may still finish what it was told.".into()
         }
         Reason::CancelFailed(t) => format!("Cancel was requested but the stop could not be written: {t}"),
+        Reason::Restart(found) => restart_text(*found).into(),
+        Reason::RestartStop { failed: None } => "The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, so the cancel plan (stop) was written at start-up.".into(),
+        Reason::RestartStop { failed: Some(d) } => format!("The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, and the stop written at start-up failed: {d}. Check the device."),
         Reason::Interrupted => {
             "The gateway stopped or restarted before it could confirm this command; its outcome is unknown.".into()
         }
         Reason::Confirmed | Reason::Delivered => String::new(),
     };
     Some(tidy(&text))
+}
+
+/// What start-up recovery says of a command it could not supervise; needs no action (the
+/// plant may no longer declare it).
+pub(crate) fn restart_text(found: Found) -> &'static str {
+    match found {
+        Found::Undeclared => {
+            "The gateway restarted and the plant no longer declares this action as it was; its outcome is unknown."
+        }
+        Found::InFlight => {
+            "The gateway stopped while the write was on its way, before the device acknowledged it; the write may or may not have arrived."
+        }
+        Found::NotSent => {
+            "Accepted, but the gateway stopped before it was sent; it was not sent late."
+        }
+        Found::Acknowledged => {
+            "The gateway stopped or restarted before it could confirm this command; its outcome is unknown."
+        }
+    }
 }
 
 /// One line of prose: no doubled or trailing spaces where an empty part was left out, and a

@@ -136,7 +136,6 @@ impl Supervisor {
     /// Writes the plan until it is acknowledged, re-sending only when the machine says so
     /// (idempotent actions after a transport error or a busy answer, within the deadline).
     async fn write_plan(&mut self, writes: &[Request], deadline: Instant) {
-        let mut attempt = 1;
         loop {
             let expiry = deadline.saturating_duration_since(Instant::now());
             let e = match self.write_all(writes, expiry).await {
@@ -150,10 +149,13 @@ impl Supervisor {
                 maybe_applied: e.maybe_applied,
             };
             let fx = self.feed(ev.clone()).await;
-            if !fx.iter().any(|f| matches!(f, Effect::Write { .. })) {
+            // The machine counts the attempts and decides whether there is another.
+            let Some(attempt) = fx.iter().find_map(|f| match f {
+                Effect::Write { attempt } => Some(*attempt),
+                _ => None,
+            }) else {
                 return;
-            }
-            attempt += 1;
+            };
             let retry = json!({"attempt": attempt, "after": e.detail});
             self.ctx
                 .record(&self.cmd, |_| {}, vec![("retry", retry)])

@@ -48,6 +48,7 @@
 //! - [`code`]: the contract's statuses and error codes, each code with its hint.
 //! - [`clock`]: one monotonic base mapped to wall-clock milliseconds, so timelines follow a
 //!   paused test clock.
+//! - `terminal`: the one place a terminal row is made from the machine's outcome (`Ending`).
 //! - `recovery`: start-up recovery of what the journal says was unfinished.
 //! - [`raw`]: raw register reads and writes for `raw_access` devices, outside the lifecycle.
 //! - [`bridge`]: read-only bridge tools for `raw_access` devices (`can_signals`, `can_decode`,
@@ -74,6 +75,7 @@ mod recovery;
 pub mod result;
 mod submit;
 mod supervisor;
+mod terminal;
 
 pub use code::{ErrorCode, Status};
 pub use ctx::Change;

@@ -111,6 +111,22 @@ pub enum Event {
     KeepaliveLapsed,
     /// A standing alarm that blocks the device became active.
     AlarmRaised { name: String, detail: String },
+    /// Start-up recovery found this command unfinished in the journal (DESIGN §2).
+    Restarted(Found),
+}
+
+/// What start-up recovery found of a command the journal left unfinished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The device acknowledged the write (`running`): supervised until its journaled deadline.
+    Acknowledged,
+    /// Dispatched but not acknowledged: the write may or may not have arrived. With a cancel
+    /// plan it is stopped; without one nothing can be done.
+    InFlight,
+    /// Accepted but never sent: it is not sent late.
+    NotSent,
+    /// Acknowledged, but the plant no longer declares the action as it was.
+    Undeclared,
 }
 
 /// Why a command ended as it did; the shell renders it into `detail` with the evidence.
@@ -155,6 +171,11 @@ pub enum Reason {
     Deadman { stop_written: bool },
     /// A standing alarm blocking the device became active; the text says which and why.
     Alarm(String),
+    /// Start-up recovery could not supervise this command; what it found.
+    Restart(Found),
+    /// Start-up recovery wrote the stop of a write that was on its way; `None` when the stop
+    /// went out, else why it failed.
+    RestartStop { failed: Option<String> },
 }
 
 /// A terminal outcome.
@@ -303,6 +324,8 @@ pub struct Machine {
     /// The cancel was the dead-man's: the command ends `DEADMAN`, not `CANCELLED`.
     cancel_for_deadman: bool,
     recovered: bool,
+    /// The cancel being written is recovery's stop of a write that was on its way.
+    restart_stop: bool,
     last_write_error: Option<(ErrorCode, String)>,
 }
 
@@ -323,6 +346,7 @@ impl Machine {
             cancel_for_shutdown: false,
             cancel_for_deadman: false,
             recovered: false,
+            restart_stop: false,
             last_write_error: None,
         }
     }
@@ -331,12 +355,9 @@ impl Machine {
     /// until its journaled deadline, and at that deadline it ends `failed` `INTERRUPTED` — the
     /// baseline needed to tell "never moved" from "moved" did not survive the restart.
     pub fn recovered(profile: Profile) -> Machine {
-        Machine {
-            phase: Phase::Supervising,
-            status: Status::Running,
-            recovered: true,
-            ..Machine::new(profile)
-        }
+        let mut m = Machine::new(profile);
+        m.on(Event::Restarted(Found::Acknowledged));
+        m
     }
 
     /// The current status.
@@ -371,6 +392,7 @@ impl Machine {
             (Received, Event::Reject { code, detail }) => {
                 self.finish(Outcome::rejected(code, Reason::Rejected(detail)))
             }
+            (Received, Event::Restarted(found)) => self.restarted(found),
             (Received, _) => vec![],
 
             (Queued, Event::Dispatch) => {
@@ -492,6 +514,17 @@ impl Machine {
             }
             (Supervising, _) => vec![],
 
+            (Cancelling, Event::CancelWritten) if self.restart_stop => self.finish(
+                Outcome::failed(ErrorCode::Interrupted, Reason::RestartStop { failed: None }),
+            ),
+            (Cancelling, Event::CancelFailed { detail, .. }) if self.restart_stop => {
+                self.finish(Outcome::failed(
+                    ErrorCode::Interrupted,
+                    Reason::RestartStop {
+                        failed: Some(detail),
+                    },
+                ))
+            }
             (Cancelling, Event::CancelWritten) if self.cancel_for_deadman => {
                 self.finish(Outcome::deadman(true))
             }
@@ -595,6 +628,28 @@ impl Machine {
                 stop_written: false,
                 shutdown,
             }))
+        }
+    }
+
+    /// Start-up recovery: an acknowledged write is supervised to its deadline; one on its way
+    /// is stopped when the action can be; anything else ends `failed INTERRUPTED` at once.
+    fn restarted(&mut self, found: Found) -> Vec<Effect> {
+        match found {
+            Found::Acknowledged => {
+                self.phase = Phase::Supervising;
+                self.status = Status::Running;
+                self.recovered = true;
+                vec![]
+            }
+            Found::InFlight if self.profile.has_cancel => {
+                self.phase = Phase::Cancelling;
+                self.restart_stop = true;
+                vec![Effect::WriteCancel]
+            }
+            found => self.finish(Outcome::failed(
+                ErrorCode::Interrupted,
+                Reason::Restart(found),
+            )),
         }
     }
 

@@ -901,3 +901,68 @@ fn writing_shutdown_during_failing_retries_is_interrupted() {
         (Status::Failed, Some(ErrorCode::Interrupted))
     );
 }
+
+#[test]
+fn restarted_acknowledged_is_supervised_to_its_deadline() {
+    let mut m = Machine::new(profile());
+    assert_eq!(m.on(Event::Restarted(Found::Acknowledged)), vec![]);
+    assert!(m.is_supervising());
+    assert_eq!(m.status(), Status::Running);
+}
+
+#[test]
+fn restarted_in_flight_with_a_cancel_plan_writes_the_stop_and_ends_interrupted() {
+    let stoppable = Profile {
+        has_cancel: true,
+        ..profile()
+    };
+    let mut m = Machine::new(stoppable);
+    assert_eq!(
+        m.on(Event::Restarted(Found::InFlight)),
+        vec![Effect::WriteCancel]
+    );
+    let o = finish(&m.on(Event::CancelWritten)).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Failed,
+            Some(ErrorCode::Interrupted),
+            Reason::RestartStop { failed: None }
+        )
+    );
+    let mut m = Machine::new(stoppable);
+    m.on(Event::Restarted(Found::InFlight));
+    let o = finish(&m.on(Event::CancelFailed {
+        code: ErrorCode::DeviceOffline,
+        detail: "no answer".into(),
+    }))
+    .clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Failed,
+            Some(ErrorCode::Interrupted),
+            Reason::RestartStop {
+                failed: Some("no answer".into())
+            }
+        )
+    );
+}
+
+#[test]
+fn restarted_without_a_way_to_confirm_or_stop_ends_interrupted_at_once() {
+    for found in [Found::InFlight, Found::NotSent, Found::Undeclared] {
+        let mut m = Machine::new(profile());
+        let o = finish(&m.on(Event::Restarted(found))).clone();
+        assert_eq!(
+            (o.status, o.code, o.reason, o.verified),
+            (
+                Status::Failed,
+                Some(ErrorCode::Interrupted),
+                Reason::Restart(found),
+                false
+            ),
+            "{found:?}"
+        );
+    }
+}

@@ -2,11 +2,12 @@
 
 use crate::EngineError;
 use crate::clock::rfc3339;
-use crate::code::{ErrorCode, Status};
+use crate::code::Status;
 use crate::engine::{Engine, profile};
 use crate::live::LiveCommand;
-use crate::machine::Machine;
+use crate::machine::{Check, Effect, Event, Found, Machine, Profile};
 use crate::supervisor::Supervisor;
+use crate::terminal::Ending;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -41,25 +42,14 @@ impl Engine {
             let (Some((_, action)), Some(params), true, Some(deadline_ms)) =
                 (found, params, acked, row.deadline_ms)
             else {
-                let detail = if acked {
-                    "The gateway restarted and the plant no longer declares this action as it was; its outcome is unknown."
+                let found = if acked {
+                    Found::Undeclared
                 } else if row.dispatched {
-                    "The gateway stopped while the write was on its way, before the device acknowledged it; the write may or may not have arrived."
+                    Found::InFlight
                 } else {
-                    "Accepted, but the gateway stopped before it was sent; it was not sent late."
+                    Found::NotSent
                 };
-                self.ctx
-                    .record_or_fail(
-                        &cmd,
-                        |r| {
-                            r.status = Status::Failed.as_str().into();
-                            r.error_code = Some(ErrorCode::Interrupted.as_str().into());
-                            r.detail = Some(detail.into());
-                            r.hint = Some(ErrorCode::Interrupted.hint().into());
-                        },
-                        vec![("failed", json!({"code": "INTERRUPTED", "detail": detail}))],
-                    )
-                    .await?;
+                self.end_unsupervised(&cmd, found).await?;
                 continue;
             };
             self.ctx
@@ -111,10 +101,35 @@ impl Engine {
         let dev = Arc::clone(&self.ctx.devices[&row.device]);
         let permit = self.ctx.group(&action.exclusive).try_acquire();
         self.ctx.remember(Arc::clone(&cmd));
-        let machine = Machine::recovered(profile(&action));
+        // A new machine: `stop_after_restart` tells it what was found (`Found::InFlight`).
+        let machine = Machine::new(profile(&action));
         let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
         sup.permit = permit;
         self.spawn_task(sup.stop_after_restart());
+    }
+}
+
+impl Engine {
+    /// Ends a command recovery cannot supervise, as the machine decides (`failed
+    /// INTERRUPTED`, saying what was found); no device is touched.
+    async fn end_unsupervised(&self, cmd: &LiveCommand, found: Found) -> Result<(), EngineError> {
+        // No cancel plan is known here (the action may be gone): the machine cannot ask for one.
+        let mut machine = Machine::new(Profile {
+            check: Check::Feedback,
+            idempotent: false,
+            has_cancel: false,
+            has_started_when: false,
+            hold_ms: 0,
+            max_attempts: 1,
+        });
+        let Some(Effect::Finish(o)) = machine.on(Event::Restarted(found)).pop() else {
+            unreachable!("an unsupervised restart always ends at once");
+        };
+        let end = Ending::new(o, Some(crate::detail::restart_text(found).into()), None);
+        self.ctx
+            .record_or_fail(cmd, |r| end.apply(r), end.events())
+            .await?;
+        Ok(())
     }
 }
 

@@ -6,8 +6,9 @@ use crate::ctx::Ctx;
 use crate::device::{DeviceRt, Snapshot};
 use crate::engine::AsCheck;
 use crate::live::LiveCommand;
-use crate::machine::{Check, Effect, Event, Machine, Outcome};
+use crate::machine::{Check, Effect, Event, Found, Machine, Outcome};
 use crate::plan::{self, Request, WriteError};
+use crate::terminal::Ending;
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Params, Scope};
 use serde_json::json;
@@ -126,24 +127,21 @@ impl Supervisor {
     pub async fn stop_after_restart(mut self) {
         let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
         let _ = self.dev.fresh(within).await;
-        let detail = match self.write_cancel().await {
-            Event::CancelWritten => "The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, so the cancel plan (stop) was written at start-up.".to_string(),
-            Event::CancelFailed { detail, .. } => format!("The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, and the stop written at start-up failed: {detail}. Check the device."),
-            _ => "The gateway stopped while the write was on its way.".to_string(),
-        };
-        let code = ErrorCode::Interrupted;
-        self.ctx
-            .record(
-                &self.cmd,
-                |r| {
-                    r.status = Status::Failed.as_str().into();
-                    r.error_code = Some(code.as_str().into());
-                    r.detail = Some(detail.clone());
-                    r.hint = Some(code.hint().into());
-                },
-                vec![("failed", json!({"code": code.as_str(), "detail": detail}))],
-            )
-            .await;
+        for effect in self.machine.on(Event::Restarted(Found::InFlight)) {
+            let next = match effect {
+                Effect::WriteCancel => self.write_cancel().await,
+                Effect::Finish(o) => {
+                    self.finish(o).await;
+                    continue;
+                }
+                _ => continue,
+            };
+            for effect in self.machine.on(next) {
+                if let Effect::Finish(o) = effect {
+                    self.finish(o).await;
+                }
+            }
+        }
         if self.hold {
             let _ = self.hold_until_stopped().await;
         }
@@ -460,27 +458,9 @@ impl Supervisor {
             &self.params,
             self.deadline_budget(),
         );
-        let hint = crate::detail::hint(&o);
-        let evidence = self.evidence.clone();
-        let status = o.status;
-        let code = o.code.clone();
+        let end = Ending::new(o, detail, Some(self.evidence.clone()));
         self.ctx
-            .record(
-                &self.cmd,
-                |r| {
-                    r.status = status.as_str().into();
-                    r.verified = o.verified;
-                    r.error_code = code.as_ref().map(|c| c.as_str().to_string());
-                    r.detail = detail.clone();
-                    r.hint = hint.clone();
-                    r.readback_matched = o.readback_matched;
-                    r.evidence = evidence;
-                },
-                vec![(
-                    status.as_str(),
-                    terminal_data(code.as_ref(), detail.as_deref()),
-                )],
-            )
+            .record(&self.cmd, |r| end.apply(r), end.events())
             .await;
     }
 
@@ -596,20 +576,4 @@ enum Wake {
 /// Resolves once the gateway is shutting down (never holds the watch guard across an await).
 pub(crate) async fn shutdown_signal(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
-}
-
-/// The terminal timeline entry's data: the code and detail when there are any.
-fn terminal_data(code: Option<&ErrorCode>, detail: Option<&str>) -> serde_json::Value {
-    let mut m = serde_json::Map::new();
-    if let Some(c) = code {
-        m.insert("code".into(), json!(c.as_str()));
-    }
-    if let Some(d) = detail {
-        m.insert("detail".into(), json!(d));
-    }
-    if m.is_empty() {
-        serde_json::Value::Null
-    } else {
-        serde_json::Value::Object(m)
-    }
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use closedloop_engine::code::{ErrorCode, Status};
-use closedloop_engine::machine::{Outcome, Reason};
+use closedloop_engine::machine::{Found, Outcome, Reason};
 use closedloop_engine::{CommandResult, detail};
 use closedloop_journal::CommandRow;
 use common::{plant, slide};
@@ -43,6 +43,11 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
         ("cancel_failed", o(S::Failed, Some(C::DeviceOffline), Reason::CancelFailed("no answer within 500 ms".into()), false, None)),
         ("interrupted", o(S::Failed, Some(C::Interrupted), Reason::Interrupted, false, None)),
         ("deadman", o(S::Cancelled, Some(C::Deadman), Reason::Deadman { stop_written: true }, false, None)),
+        ("restart_not_sent", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::NotSent), false, None)),
+        ("restart_in_flight", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::InFlight), false, None)),
+        ("restart_undeclared", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::Undeclared), false, None)),
+        ("restart_stopped", o(S::Failed, Some(C::Interrupted), Reason::RestartStop { failed: None }, false, None)),
+        ("restart_stop_failed", o(S::Failed, Some(C::Interrupted), Reason::RestartStop { failed: Some("no answer within 500 ms".into()) }, false, None)),
         ("stopped_short", o(S::Failed, Some(C::Interrupted), Reason::StoppedShort, false, None)),
         ("rejected_params", o(S::Rejected, Some(C::InvalidParams), Reason::Rejected("target_mm must be from 0 to 300 mm, got 1000".into()), false, None)),
         ("rejected_interlock", o(S::Rejected, Some(C::Interlock), Reason::Rejected("The precondition `!devices.slide.moving` does not hold with devices.slide.moving = true; nothing was written.".into()), false, None)),

@@ -20,6 +20,16 @@ pub struct Plant {
     pub devices: Vec<Device>,
     /// Standing alarms (`[[alarm]]`), in file order.
     pub alarms: Vec<Alarm>,
+    /// Devices by id and actions by tool name, built once at load: every MCP request looks a
+    /// device or a tool up, and a linear search made `tools/list` quadratic in the plant's size.
+    /// The fields above are read, never changed, after load.
+    index: Index,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Index {
+    devices: std::collections::HashMap<String, usize>,
+    tools: std::collections::HashMap<String, (usize, usize)>,
 }
 
 /// A standing condition that blocks devices while it holds (`[[alarm]]`): a guard door open,
@@ -52,9 +62,32 @@ pub enum WhenOffline {
 }
 
 impl Plant {
+    /// A plant of validated parts, indexed.
+    pub(crate) fn new(
+        file: PathBuf,
+        server: Server,
+        devices: Vec<Device>,
+        alarms: Vec<Alarm>,
+    ) -> Plant {
+        let mut index = Index::default();
+        for (i, d) in devices.iter().enumerate() {
+            index.devices.insert(d.id.clone(), i);
+            for (j, a) in d.actions.iter().enumerate() {
+                index.tools.insert(a.tool_name.clone(), (i, j));
+            }
+        }
+        Plant {
+            file,
+            server,
+            devices,
+            alarms,
+            index,
+        }
+    }
+
     /// The device with this id.
     pub fn device(&self, id: &str) -> Option<&Device> {
-        self.devices.iter().find(|d| d.id == id)
+        self.index.devices.get(id).map(|&i| &self.devices[i])
     }
 
     /// Every action of every device, with its device, in file order.
@@ -66,7 +99,9 @@ impl Plant {
 
     /// The action behind a tool name (`slide_move_to`).
     pub fn tool(&self, tool_name: &str) -> Option<(&Device, &Action)> {
-        self.actions().find(|(_, a)| a.tool_name == tool_name)
+        let &(i, j) = self.index.tools.get(tool_name)?;
+        let d = &self.devices[i];
+        Some((d, &d.actions[j]))
     }
 }
 

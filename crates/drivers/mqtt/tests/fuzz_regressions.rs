@@ -1,7 +1,6 @@
-//! What fuzzing the MQTT payload decoder found (`fuzz/fuzz_targets/mqtt_payload.rs`). Ignored
-//! until fixed; `cargo test -p closedloop-mqtt --test fuzz_regressions -- --ignored` runs it. The
-//! fuzz target tolerates the known issue (a few units in the last place, `None` next to
-//! f64::MAX): tighten it there together with removing the `#[ignore]`.
+//! What fuzzing the MQTT payload decoder found (`fuzz/fuzz_targets/mqtt_payload.rs`). Fixed: the
+//! test failed before serde_json's `float_roundtrip` was enabled, and the fuzz target now asks
+//! for exact numbers.
 
 use closedloop_driver::{Value, ValueType};
 use closedloop_mqtt::decode;
@@ -12,10 +11,9 @@ use closedloop_mqtt::decode;
 /// numbers (what `repr`/`json.dumps` of a double writes) can come back one unit in the last
 /// place off, and numbers next to f64::MAX overflow, so the whole payload is dropped.
 ///
-/// Fix: `serde_json = { workspace = true, features = ["float_roundtrip"] }` in
+/// Fixed by `serde_json = { workspace = true, features = ["float_roundtrip"] }` in
 /// crates/drivers/mqtt/Cargo.toml (or in the workspace's `serde_json` entry).
 #[test]
-#[ignore = "fuzz crash: JSON numbers are parsed without serde_json's float_roundtrip, off by an ulp or refused"]
 fn json_numbers_decode_exactly() {
     for text in [
         "451.70520289303045",

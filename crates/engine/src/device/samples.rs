@@ -12,9 +12,13 @@ const SAMPLES: usize = 256;
 
 /// Publishes each snapshot to the latest-value channel and, while a supervisor listens, to the
 /// every-sample channel.
+///
+/// The every-sample channel exists only while someone listens: a broadcast channel allocates
+/// all its slots up front (256 snapshots), which for thousands of idle devices was most of the
+/// gateway's memory.
 pub(crate) struct SnapshotTx {
     latest: watch::Sender<Snapshot>,
-    every: broadcast::Sender<Snapshot>,
+    every: std::sync::Mutex<Option<broadcast::Sender<Snapshot>>>,
 }
 
 impl SnapshotTx {
@@ -22,7 +26,7 @@ impl SnapshotTx {
     pub fn new(first: Snapshot) -> SnapshotTx {
         SnapshotTx {
             latest: watch::channel(first).0,
-            every: broadcast::channel(SAMPLES).0,
+            every: std::sync::Mutex::new(None),
         }
     }
 
@@ -38,13 +42,29 @@ impl SnapshotTx {
 
     /// A receiver of every snapshot published from now on.
     pub fn samples(&self) -> broadcast::Receiver<Snapshot> {
-        self.every.subscribe()
+        let mut every = self.every.lock().unwrap_or_else(|p| p.into_inner());
+        match every.as_ref() {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = broadcast::channel(SAMPLES);
+                *every = Some(tx);
+                rx
+            }
+        }
     }
 
-    /// Publishes a snapshot (a sample: a poll cycle, a message, a frame, an update).
+    /// Publishes a snapshot (a sample: a poll cycle, a message, a frame, an update). The
+    /// every-sample channel is dropped once nobody listens.
     pub fn send_replace(&self, snap: Snapshot) {
-        if self.every.receiver_count() > 0 {
-            let _ = self.every.send(snap.clone());
+        {
+            let mut every = self.every.lock().unwrap_or_else(|p| p.into_inner());
+            match every.as_ref() {
+                Some(tx) if tx.receiver_count() > 0 => {
+                    let _ = tx.send(snap.clone());
+                }
+                Some(_) => *every = None,
+                None => {}
+            }
         }
         self.latest.send_replace(snap);
     }
@@ -87,5 +107,24 @@ mod tests {
         for seq in 1..=3 {
             assert_eq!(every.recv().await.expect("a sample").seq, seq);
         }
+    }
+
+    #[tokio::test]
+    async fn the_every_sample_channel_exists_only_while_someone_listens() {
+        let tx = SnapshotTx::new(snap(0));
+        tx.send_replace(snap(1));
+        assert!(tx.every.lock().unwrap().is_none(), "no listener, no buffer");
+        let mut first = tx.samples();
+        tx.send_replace(snap(2));
+        assert_eq!(first.recv().await.expect("a sample").seq, 2);
+        drop(first);
+        tx.send_replace(snap(3));
+        assert!(
+            tx.every.lock().unwrap().is_none(),
+            "freed with its last listener"
+        );
+        let mut again = tx.samples();
+        tx.send_replace(snap(4));
+        assert_eq!(again.recv().await.expect("a sample").seq, 4);
     }
 }

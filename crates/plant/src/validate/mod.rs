@@ -194,12 +194,7 @@ pub(crate) fn run(
             });
         }
     }
-    sink.finish(Plant {
-        file,
-        server,
-        devices,
-        alarms,
-    })
+    sink.finish(Plant::new(file, server, devices, alarms))
 }
 
 /// The device id and device-relative key of a path into the document, for error messages.
