@@ -438,99 +438,153 @@ impl DeviceRt {
 
     async fn cycle(&self, alive: &mut Alive, started: Instant) {
         let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut snap = self.snapshot();
-        let mut error = None;
-        let mut crc = false;
-        let heartbeat = self.spec.liveness.counter;
+        let mut got = Cycle::default();
         // With a heartbeat register, only a changed counter proves the firmware runs: a frozen
         // controller whose TCP stack still answers reads is offline all the same.
-        let mut silent = false;
-        if let Some(addr) = heartbeat {
-            match self.read(Area::Holding, addr, 1).await {
-                Ok(Ok(Data::Words(w))) if !w.is_empty() => {
-                    if alive.counter != Some(w[0]) {
-                        alive.counter = Some(w[0]);
-                        alive.last_valid = Some(Instant::now());
-                    } else {
-                        error = Some(format!("heartbeat holding:{addr} is frozen at {}", w[0]));
-                    }
-                }
-                Ok(Ok(_)) => error = Some(format!("heartbeat holding:{addr} answered no register")),
-                Ok(Err(exception)) => {
-                    error = Some(format!("heartbeat holding:{addr} answered {exception}"))
-                }
-                Err(e) => {
-                    crc = matches!(e, TransportError::Crc);
-                    error = Some(e.to_string());
-                    silent = true;
-                }
-            }
-        }
-        let last_valid = &mut alive.last_valid;
+        let heartbeat = self.spec.liveness.counter;
+        let silent = match heartbeat {
+            Some(addr) => self.read_heartbeat(addr, alive, &mut got).await,
+            None => false,
+        };
         for block in self.blocks.iter().filter(|_| !silent) {
-            match self.read(block.area, block.start, block.count).await {
-                Ok(Ok(data)) => {
-                    if heartbeat.is_none() {
-                        *last_valid = Some(Instant::now());
-                    }
-                    let at_ms = self.clock.now_ms();
-                    for (name, _, _) in &block.signals {
-                        snap.unreadable.remove(name);
-                    }
-                    for (name, offset, enc) in &block.signals {
-                        if let Some(value) = decode(&data, *offset, enc) {
-                            let source = format!("{}:{}", block.area, block.start + offset);
-                            snap.values.insert(
-                                name.clone(),
-                                SignalValue {
-                                    value,
-                                    at_ms,
-                                    source,
-                                    seq,
-                                },
-                            );
-                        }
-                    }
-                }
-                Ok(Err(exception)) => {
-                    // An exception is an answer: the device is there, the address is not —
-                    // unless a gateway sent it (0x0A/0x0B): then the unit itself is silent.
-                    if heartbeat.is_none() && !is_gateway(exception) {
-                        *last_valid = Some(Instant::now());
-                    }
-                    if !is_gateway(exception) {
-                        let code = match exception.0 {
-                            1..=3 => crate::ErrorCode::RegisterInvalid,
-                            _ => crate::ErrorCode::BusNak,
-                        };
-                        for (name, offset, _) in &block.signals {
-                            let at = format!("{}:{}", block.area, block.start + offset);
-                            let why = format!("{at} answered {exception}");
-                            snap.unreadable.insert(name.clone(), (code.clone(), why));
-                        }
-                    }
-                    error = Some(format!(
-                        "{}:{} answered {exception}",
-                        block.area, block.start
-                    ));
-                }
-                Err(e) => {
-                    crc = matches!(e, TransportError::Crc);
-                    error = Some(e.to_string());
-                    // A silent device: do not wait out every block's timeout in this cycle.
-                    break;
-                }
+            if !self
+                .read_block(block, heartbeat.is_none(), alive, &mut got)
+                .await
+            {
+                // A silent device: do not wait out every block's timeout in this cycle.
+                break;
             }
         }
         let last_valid = alive.last_valid;
-        snap.seq = seq;
-        snap.last_error = error;
-        snap.crc_failing = crc;
-        snap.last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
-        snap.last_valid = last_valid;
-        snap.liveness = self.judge_liveness(&snap, started);
-        self.tx.send_replace(snap);
+        let last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
+        // Changed in place: an idle device's cycle clones no snapshot and allocates no name.
+        self.tx.send_modify(|snap| {
+            for (block, i, value, at_ms) in got.values {
+                let (name, offset, _) = &block.signals[i];
+                match snap.values.get_mut(name) {
+                    Some(v) => {
+                        v.value = value;
+                        v.at_ms = at_ms;
+                        v.seq = seq;
+                    }
+                    None => {
+                        let source = format!("{}:{}", block.area, block.start + offset);
+                        let v = SignalValue {
+                            value,
+                            at_ms,
+                            source,
+                            seq,
+                        };
+                        snap.values.insert(name.clone(), v);
+                    }
+                }
+            }
+            for (name, refused) in got.unreadable {
+                match refused {
+                    Some(why) => snap.unreadable.insert(name.to_string(), why),
+                    None => snap.unreadable.remove(name),
+                };
+            }
+            snap.seq = seq;
+            snap.last_error = got.error;
+            snap.crc_failing = got.crc;
+            snap.last_seen_ms = last_seen_ms;
+            snap.last_valid = last_valid;
+            snap.liveness = self.judge_liveness(snap, started);
+        });
     }
+
+    /// Reads the heartbeat counter; true when the device did not answer at all.
+    async fn read_heartbeat(&self, addr: u16, alive: &mut Alive, got: &mut Cycle<'_>) -> bool {
+        match self.read(Area::Holding, addr, 1).await {
+            Ok(Ok(Data::Words(w))) if !w.is_empty() => {
+                if alive.counter != Some(w[0]) {
+                    alive.counter = Some(w[0]);
+                    alive.last_valid = Some(Instant::now());
+                } else {
+                    got.error = Some(format!("heartbeat holding:{addr} is frozen at {}", w[0]));
+                }
+                false
+            }
+            Ok(Ok(_)) => {
+                got.error = Some(format!("heartbeat holding:{addr} answered no register"));
+                false
+            }
+            Ok(Err(exception)) => {
+                got.error = Some(format!("heartbeat holding:{addr} answered {exception}"));
+                false
+            }
+            Err(e) => {
+                got.crc = matches!(e, TransportError::Crc);
+                got.error = Some(e.to_string());
+                true
+            }
+        }
+    }
+
+    /// Reads one block into `got`; false when the device did not answer (end the cycle).
+    async fn read_block<'b>(
+        &self,
+        block: &'b Block,
+        answers_are_life: bool,
+        alive: &mut Alive,
+        got: &mut Cycle<'b>,
+    ) -> bool {
+        match self.read(block.area, block.start, block.count).await {
+            Ok(Ok(data)) => {
+                if answers_are_life {
+                    alive.last_valid = Some(Instant::now());
+                }
+                let at_ms = self.clock.now_ms();
+                for (i, (name, offset, enc)) in block.signals.iter().enumerate() {
+                    got.unreadable.push((name, None));
+                    if let Some(value) = decode(&data, *offset, enc) {
+                        got.values.push((block, i, value, at_ms));
+                    }
+                }
+                true
+            }
+            Ok(Err(exception)) => {
+                // An exception is an answer: the device is there, the address is not — unless
+                // a gateway sent it (0x0A/0x0B): then the unit itself is silent.
+                if !is_gateway(exception) {
+                    if answers_are_life {
+                        alive.last_valid = Some(Instant::now());
+                    }
+                    let code = match exception.0 {
+                        1..=3 => crate::ErrorCode::RegisterInvalid,
+                        _ => crate::ErrorCode::BusNak,
+                    };
+                    for (name, offset, _) in &block.signals {
+                        let at = format!("{}:{}", block.area, block.start + offset);
+                        let why = format!("{at} answered {exception}");
+                        got.unreadable.push((name, Some((code.clone(), why))));
+                    }
+                }
+                got.error = Some(format!(
+                    "{}:{} answered {exception}",
+                    block.area, block.start
+                ));
+                true
+            }
+            Err(e) => {
+                got.crc = matches!(e, TransportError::Crc);
+                got.error = Some(e.to_string());
+                false
+            }
+        }
+    }
+}
+
+/// What one poll cycle read, applied to the snapshot at its end.
+#[derive(Default)]
+struct Cycle<'b> {
+    /// Each decoded value: its block, the signal's index in it, the value and when it was read.
+    values: Vec<(&'b Block, usize, Value, i64)>,
+    /// Signals that read again (`None`) or that the device refused (code and answer).
+    unreadable: Vec<(&'b str, Option<(crate::ErrorCode, String)>)>,
+    error: Option<String>,
+    crc: bool,
 }
 
 /// Modbus exceptions 0x0A/0x0B come from a gateway in front of the unit, never from the unit:

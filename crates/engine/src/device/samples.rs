@@ -53,6 +53,20 @@ impl SnapshotTx {
         }
     }
 
+    /// Publishes a sample made by changing the latest snapshot in place: a poll cycle of an
+    /// idle device then clones nothing (its values keep their names and sources).
+    pub fn send_modify(&self, change: impl FnOnce(&mut Snapshot)) {
+        self.latest.send_modify(change);
+        let mut every = self.every.lock().unwrap_or_else(|p| p.into_inner());
+        match every.as_ref() {
+            Some(tx) if tx.receiver_count() > 0 => {
+                let _ = tx.send(self.latest.borrow().clone());
+            }
+            Some(_) => *every = None,
+            None => {}
+        }
+    }
+
     /// Publishes a snapshot (a sample: a poll cycle, a message, a frame, an update). The
     /// every-sample channel is dropped once nobody listens.
     pub fn send_replace(&self, snap: Snapshot) {

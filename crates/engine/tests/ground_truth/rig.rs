@@ -220,16 +220,35 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-async fn template() -> std::path::PathBuf {
+/// Runs `work` to its end on a runtime of its own, on the real clock: journal work outside a
+/// case (the empty template, reading the journal after the engine stopped) needs no paused
+/// time, and on the paused clock a slow machine could let sqlx's acquire timeout run out.
+fn on_real_clock<T: Send>(work: impl std::future::Future<Output = T> + Send) -> T {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(work)
+        })
+        .join()
+        .expect("journal work")
+    })
+}
+
+fn template() -> std::path::PathBuf {
     if let Some(p) = TEMPLATE.with(|t| t.borrow().as_ref().map(|(_, p)| p.clone())) {
         return p;
     }
     let dir = journal_dir();
     let path = dir.path().join("template.db");
-    let j = Journal::open(&format!("sqlite://{}", path.display()))
-        .await
-        .expect("template journal");
-    j.close().await;
+    on_real_clock(async {
+        let j = Journal::open(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("template journal");
+        j.close().await;
+    });
     TEMPLATE.with(|t| *t.borrow_mut() = Some((dir, path.clone())));
     path
 }
@@ -295,7 +314,11 @@ async fn start(
 }
 
 /// Every command in the journal with its events (the engine must be shut down).
-async fn read_journal(url: &str) -> BTreeMap<String, (CommandRow, Vec<EventRow>)> {
+fn read_journal(url: &str) -> BTreeMap<String, (CommandRow, Vec<EventRow>)> {
+    on_real_clock(read_journal_now(url))
+}
+
+async fn read_journal_now(url: &str) -> BTreeMap<String, (CommandRow, Vec<EventRow>)> {
     let j = Journal::open(url).await.expect("journal reopens");
     let filter = ListFilter {
         device: None,
@@ -320,7 +343,7 @@ pub async fn run(case: &Case) -> Outcome {
     };
     let dir = journal_dir();
     let path = dir.path().join("journal.db");
-    std::fs::copy(template().await, &path).expect("journal template copied");
+    std::fs::copy(template(), &path).expect("journal template copied");
     let url = format!("sqlite://{}", path.display());
     let log = Log {
         t0: Instant::now(),
@@ -404,7 +427,7 @@ pub async fn run(case: &Case) -> Outcome {
                     let _ = t.await;
                 }
                 rt.engine.shutdown().await;
-                let held = read_journal(&url).await;
+                let held = read_journal(&url);
                 counts.push(
                     held.iter()
                         .map(|(k, (_, e))| (k.clone(), e.len()))
@@ -456,7 +479,7 @@ pub async fn run(case: &Case) -> Outcome {
     // Let safe states and trailing stops happen before the end.
     tokio::time::sleep(Duration::from_millis(300)).await;
     rt.engine.shutdown().await;
-    let held = read_journal(&url).await;
+    let held = read_journal(&url);
     let journal = held
         .into_iter()
         .map(|(id, (row, events))| {

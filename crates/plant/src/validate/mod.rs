@@ -130,12 +130,14 @@ pub(crate) fn run(
         }
     };
     let mut pending: Vec<Pending> = Vec::new();
+    // Ids seen so far: a search through `pending` per device made loading quadratic.
+    let mut seen = std::collections::HashSet::new();
     for (i, value) in device_values.into_iter().enumerate() {
         let Some(p) = device::device(i, value, &base_dir, &mut sink) else {
             continue;
         };
         if let Some(id) = &p.id
-            && pending.iter().any(|q| q.id.as_deref() == Some(id.as_str()))
+            && !seen.insert(id.clone())
         {
             p.dev.err(
                 &mut sink,
