@@ -425,12 +425,18 @@ impl DeviceRt {
             let poll = Duration::from_millis(me.spec.poll_ms.max(1));
             let mut alive = Alive::default();
             let started = Instant::now();
+            // Made once and kept across cycles: a `Notified` made and dropped every cycle took
+            // the lock of the stop signal all devices share, thousands of times a second.
+            let stopped = stop.notified();
+            tokio::pin!(stopped);
+            let asked = me.poll_now.notified();
+            tokio::pin!(asked);
             loop {
                 me.cycle(&mut alive, started).await;
                 tokio::select! {
                     _ = tokio::time::sleep(poll) => {}
-                    _ = me.poll_now.notified() => {}
-                    _ = stop.notified() => return,
+                    _ = &mut asked => asked.set(me.poll_now.notified()),
+                    _ = &mut stopped => return,
                 }
             }
         })

@@ -26,6 +26,9 @@ fn object(v: Value) -> Arc<JsonObject> {
 /// Builds every tool: one per action (plant order), then the fixed ones.
 pub fn build(plant: &Plant) -> Vec<Tool> {
     let mut tools = Vec::new();
+    // One result schema shared by every action tool: a copy per tool was kilobytes per device
+    // in a plant of thousands.
+    let result = object(schema::result_object());
     match plant.server.tools {
         ToolMode::PerAction => {
             for (device, action) in plant.actions() {
@@ -45,7 +48,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
                     object(schema),
                 )
                 .with_title(format!("{} {}", device.id, action.name))
-                .with_raw_output_schema(object(schema::result_object()));
+                .with_raw_output_schema(Arc::clone(&result));
                 t.annotations = Some(ToolAnnotations::from_raw(
                     None,
                     Some(false),
@@ -63,7 +66,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
                 "Run one action of one device (describe_device lists them with their parameters). It returns status \"accepted\" and a command_id at once; that is not completion. Call get_command_status with the command_id (or pass wait_s) to learn whether the device confirmed it.",
                 object(schema::run_action_input(&ids)),
             )
-            .with_raw_output_schema(object(schema::result_object()));
+            .with_raw_output_schema(Arc::clone(&result));
             run.annotations = Some(ToolAnnotations::from_raw(
                 None,
                 Some(false),

@@ -56,7 +56,11 @@ impl SnapshotTx {
     /// Publishes a sample made by changing the latest snapshot in place: a poll cycle of an
     /// idle device then clones nothing (its values keep their names and sources).
     pub fn send_modify(&self, change: impl FnOnce(&mut Snapshot)) {
-        self.latest.send_modify(change);
+        // Nobody waiting: no wake-ups to send (a later receiver starts from this value).
+        self.latest.send_if_modified(|snap| {
+            change(snap);
+            self.latest.receiver_count() > 0
+        });
         let mut every = self.every.lock().unwrap_or_else(|p| p.into_inner());
         match every.as_ref() {
             Some(tx) if tx.receiver_count() > 0 => {
