@@ -300,7 +300,11 @@ async fn start(
             (id.clone(), Connection::Registers(Arc::new(rec)))
         })
         .collect();
-    let journal = Journal::open(url).await.expect("journal opens");
+    // Opened on the real clock: right after the previous engine closed the journal, SQLite may
+    // answer "busy" while that close checkpoints, and sqlx retries after a backoff — a sleep
+    // the paused clock skips, so its retries ran out in no real time (`PoolTimedOut`, about
+    // one case in 5,000). The pools work on from the case's runtime.
+    let journal = on_real_clock(Journal::open(url)).expect("journal opens");
     let wall_ms = wall_ms_at_boundary();
     let start_ms = log.now_ms();
     let engine = Engine::start(Arc::clone(plant), journal, map)
