@@ -705,6 +705,28 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         .as_str()
         .unwrap()
         .to_string();
+    // The move must be under way for the readers to wait on it (bounded: a loaded machine).
+    let mut status = Value::Null;
+    for _ in 0..250 {
+        let r = result(
+            raw_tool(
+                &gw.url,
+                Some(VIEWER),
+                "get_command_status",
+                json!({"command_id": id, "wait_s": 0}),
+            )
+            .send()
+            .await
+            .unwrap(),
+        )
+        .await;
+        status = r["structuredContent"]["status"].clone();
+        if status != "accepted" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, "running", "the move is not under way: {moving}");
     // Three readers wait on the 6 s move: the three general permits are taken.
     let mut waiting = Vec::new();
     for _ in 0..3 {
@@ -717,7 +739,7 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         waiting.push(tokio::spawn(req.send()));
     }
     let mut refused = false;
-    for _ in 0..100 {
+    for _ in 0..250 {
         let r = raw(&gw.url, Some(VIEWER), "tools/list", json!({}))
             .send()
             .await
