@@ -60,7 +60,8 @@ fn tolerance(e: &Encoding, v: f64) -> f64 {
         ValueType::F32 => {
             mag * 2f64.powi(-23) + e.scale.abs() * f64::from(f32::MIN_POSITIVE)
         }
-        ValueType::F64 => mag * 2f64.powi(-50),
+        // As for f32: a raw value in the subnormal range has no relative precision left.
+        ValueType::F64 => mag * 2f64.powi(-50) + e.scale.abs() * f64::MIN_POSITIVE,
         // The nearest raw step, plus f64 arithmetic both ways.
         _ => e.scale.abs() * 0.5 * (1.0 + 1e-9) + mag * 2f64.powi(-50),
     }

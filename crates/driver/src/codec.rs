@@ -246,8 +246,12 @@ impl Encoding {
         {
             return v;
         }
-        let d = decimals(self.scale).max(decimals(self.offset));
-        let f = 10f64.powi(d);
+        // A scale or offset finer than 12 decimals (1e-13, a subnormal) is used as it is:
+        // rounding to 12 decimals would round its values away.
+        let (Some(ds), Some(doff)) = (decimals(self.scale), decimals(self.offset)) else {
+            return v;
+        };
+        let f = 10f64.powi(ds.max(doff));
         let r = (v * f).round() / f;
         if r.is_finite() { r } else { v }
     }
@@ -325,16 +329,14 @@ impl Encoding {
     }
 }
 
-/// How many decimals `x` needs (at most 12): 0.1 → 1, 0.25 → 2, 100 → 0, 1e-10 → 10,
-/// 1000000000.125 → 3. The tolerance is relative to `x` scaled, far above the noise of one
-/// multiplication and far below any decimal it could hide, whatever the magnitude.
-fn decimals(x: f64) -> i32 {
-    (0..=12)
-        .find(|d| {
-            let m = x * 10f64.powi(*d);
-            (m - m.round()).abs() <= 1e-12 * m.abs()
-        })
-        .unwrap_or(12)
+/// How many decimals `x` needs: 0.1 → 1, 0.25 → 2, 100 → 0, 1e-10 → 10, 1000000000.125 → 3;
+/// `None` beyond 12 (1e-13, a subnormal). The tolerance, relative to `x` scaled, is a few times
+/// the rounding of a double: an offset of 156842196990.24268 keeps its five decimals.
+fn decimals(x: f64) -> Option<i32> {
+    (0..=12).find(|d| {
+        let m = x * 10f64.powi(*d);
+        (m - m.round()).abs() <= 1e-15 * m.abs()
+    })
 }
 
 #[cfg(test)]

@@ -107,3 +107,31 @@ fn float_registers_keep_their_precision_under_scale_and_offset() {
         "-0.2578125 written and read back is {back}"
     );
 }
+
+/// Found by the fuzzer once the decimals were fixed: a scale finer than 12 decimals (here a
+/// subnormal, which the loader accepts as finite and non-zero) was rounded to 12 decimals, so
+/// every value read 0.
+#[test]
+fn scales_finer_than_twelve_decimals_are_not_rounded_away() {
+    let e = enc(ValueType::U32, 1.1383e-320, 0.0);
+    let words = e.encode(Value::Number(2.1e-314)).expect("fits a u32");
+    let back = number(e.decode(&words));
+    assert!(back > 0.0, "2.1e-314 written and read back is {back}");
+    let e = enc(ValueType::U16, 1e-13, 0.0);
+    let read = number(e.decode(&[3]));
+    assert!((read - 3e-13).abs() < 1e-25, "3 × 1e-13 reads {read}");
+}
+
+/// Found by the fuzzer after the first fix: an offset with five decimals at a magnitude of 1e11
+/// counted as having one (the tolerance was a relative 1e-12, an absolute 0.15 there), so a
+/// value came back rounded beyond half a raw step.
+#[test]
+fn large_offsets_with_many_decimals_round_trip_within_half_a_step() {
+    let e = enc(ValueType::I64, 0.05, 156_842_196_990.242_68);
+    let v = 156_842_099_844.517_64;
+    let back = number(e.decode(&e.encode(Value::Number(v)).expect("fits")));
+    assert!(
+        (back - v).abs() <= 0.025 + 1e-6,
+        "{v} written and read back is {back}"
+    );
+}
