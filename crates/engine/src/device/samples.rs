@@ -54,7 +54,8 @@ impl SnapshotTx {
     }
 
     /// Publishes a sample made by changing the latest snapshot in place: a poll cycle of an
-    /// idle device then clones nothing (its values keep their names and sources).
+    /// idle device then clones nothing (its values keep their names and sources). The
+    /// every-sample channel is dropped once nobody listens.
     pub fn send_modify(&self, change: impl FnOnce(&mut Snapshot)) {
         // Nobody waiting: no wake-ups to send (a later receiver starts from this value).
         self.latest.send_if_modified(|snap| {
@@ -71,20 +72,9 @@ impl SnapshotTx {
         }
     }
 
-    /// Publishes a snapshot (a sample: a poll cycle, a message, a frame, an update). The
-    /// every-sample channel is dropped once nobody listens.
+    /// Publishes a snapshot (a sample: a message, a frame, an update) in place of the latest.
     pub fn send_replace(&self, snap: Snapshot) {
-        {
-            let mut every = self.every.lock().unwrap_or_else(|p| p.into_inner());
-            match every.as_ref() {
-                Some(tx) if tx.receiver_count() > 0 => {
-                    let _ = tx.send(snap.clone());
-                }
-                Some(_) => *every = None,
-                None => {}
-            }
-        }
-        self.latest.send_replace(snap);
+        self.send_modify(|latest| *latest = snap);
     }
 }
 
