@@ -27,7 +27,9 @@ pub(crate) struct View {
     pub devices: BTreeMap<String, BTreeMap<String, Value>>,
     /// The sample numbers of every criterion value: equal keys are the same sample.
     pub key: Vec<u64>,
-    /// Wall-clock ms of the oldest criterion value.
+    /// Wall-clock ms of the oldest feedback value: of `done_when`'s signals (or of every
+    /// criterion without one). Only the feedback's age says whether it has had time to move; a
+    /// `stopped_when` coil read earlier in the same poll cycle does not make it early.
     pub oldest_ms: i64,
     /// Value, time, source (and unit) of every criterion value, for `evidence`.
     pub evidence: serde_json::Map<String, serde_json::Value>,
@@ -92,6 +94,18 @@ impl Supervisor {
             .collect()
     }
 
+    /// The evidence names of `done_when`'s signals (`position_mm`, `devices.meter.contact`), or
+    /// `None` without a `done_when`.
+    fn feedback_names(&self) -> Option<BTreeSet<String>> {
+        let done = self.action.done_when.as_ref()?;
+        let own = done.signals().iter().cloned();
+        let others = done
+            .devices()
+            .iter()
+            .map(|(d, s)| format!("devices.{d}.{s}"));
+        Some(own.chain(others).collect())
+    }
+
     /// Right after the acknowledgement: the fence of every other device the criteria read, and
     /// a read of each asked for now rather than at its next tick.
     pub(crate) fn fence_others(&mut self) {
@@ -116,9 +130,12 @@ impl Supervisor {
         let unit_of = |dev: &crate::device::DeviceRt, n: &str| {
             dev.spec.signal(n).and_then(|s| s.unit.clone())
         };
+        let feedback = self.feedback_names();
         let mut note = |name: String, v: &crate::device::SignalValue, unit: Option<String>| {
             key.push(v.seq);
-            oldest_ms = oldest_ms.min(v.at_ms);
+            if feedback.as_ref().is_none_or(|f| f.contains(&name)) {
+                oldest_ms = oldest_ms.min(v.at_ms);
+            }
             let mut e =
                 json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
             if let Some(u) = unit {

@@ -62,8 +62,8 @@ pub struct Reading {
     /// recovered command that reads this short of `done_when` is over — its device stopped
     /// during the restart — and ends at once instead of waiting out its journaled deadline.
     pub stopped: bool,
-    /// Every value of the read was taken at least `expect_s` after the acknowledgement: the
-    /// feedback has had its expected time to move. Only such a read can show it "never moved".
+    /// Every feedback value of the read (`done_when`'s signals) was taken at least `expect_s`
+    /// after the acknowledgement: the feedback has had its expected time to move. Only such a read can show it "never moved".
     pub settled: bool,
     /// Every signal `done_when` reads had a value at dispatch. Without one (a feedback register
     /// that never answered before the write), an unchanged-looking read proves nothing: the

@@ -333,3 +333,43 @@ fn a_cancel_ends_within_the_deadline_when_the_device_goes_silent() {
     let found = findings(&case);
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// A heater at 35 °C (reached at 350 ms) is asked for 10 °C: `done_when` (`temperature_c >=
+/// to_c - 0.5`) already holds, so only a temperature read `expect_s` (0.154 s) after the
+/// acknowledgement may confirm it. From 381 ms every answer takes 113 ms, so a poll cycle
+/// (coil, holding, input) spans 340 ms: the input register read at 616 ms is late enough, but
+/// the coil `stopped_when` reads was read at 390 ms in the same cycle. The engine judged the
+/// whole cycle early and ended the command `timeout` ("`done_when` never held") at its deadline
+/// while the read at 616 ms showed it held. Only the feedback's age counts now. Regression
+/// test: it failed before (CI 2026-12-01).
+#[test]
+fn only_the_feedback_read_needs_to_be_late_enough_to_confirm_a_criterion_that_already_held() {
+    let latency =
+        closedloop_sim::FaultSpec::after(closedloop_sim::Fault::LatencyMs { ms: 113 }, 381);
+    let heater = spec::Model::Heater {
+        rate_c_per_s: 57.0,
+        ambient_c: 15.0,
+    };
+    let mut dev = one_device(heater, vec![latency]);
+    dev.poll_ms = 10;
+    dev.max_silence_s = 0.1;
+    dev.timeout_ms = 500;
+    dev.expect = spec::Expect::Fixed { ms: 154 };
+    dev.queue_timeout_s = 0.5;
+    dev.idempotent = false;
+    let heat = |to_c| spec::Step {
+        delay_ms: 0,
+        op: spec::Op::Submit {
+            device: 0,
+            follow: false,
+            arg: spec::Arg::Number(to_c),
+            wait_ms: 0,
+        },
+    };
+    let case = spec::Case {
+        devices: vec![dev],
+        steps: vec![heat(35.0), heat(10.0)],
+    };
+    let found = findings(&case);
+    assert!(found.is_empty(), "{found:#?}");
+}
