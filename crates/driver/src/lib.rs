@@ -16,6 +16,9 @@
 //! [`codec`] is the pure register codec (types, word order, byte swap, bit, scale, offset; refuses,
 //! never saturates) that the plant loader, the engine and `closedloop check` share.
 //!
+//! [`endpoint`] says where a device is reached (a broker URL, an OPC UA security mode, a CAN
+//! interface): parsed once by the plant loader, taken as typed values by the protocol crates.
+//!
 //! Answers have two layers, as in tokio-modbus: the outer `Result` says whether the device could
 //! be reached at all ([`TransportError`]); the inner one whether the device accepted the request
 //! ([`Exception`]). "The device said no" and "nothing answered" lead to different error codes and
@@ -23,6 +26,7 @@
 
 pub mod address;
 pub mod codec;
+pub mod endpoint;
 pub mod error;
 
 use std::future::Future;
@@ -30,6 +34,7 @@ use std::pin::Pin;
 
 pub use address::{Area, Data, Write};
 pub use codec::{EncodeError, Encoding, Value, ValueType, WordOrder};
+pub use endpoint::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{Exception, TransportError};
 
 /// A boxed future, so that drivers can be used as `dyn Driver`.

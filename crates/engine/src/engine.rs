@@ -55,21 +55,20 @@ impl Engine {
             let io = match drivers.get(&d.id) {
                 None => return Err(EngineError::NoDriver(d.id.clone())),
                 Some(Connection::Registers(driver)) => DeviceIo::Registers(Arc::clone(driver)),
-                Some(Connection::Mqtt(config)) => {
-                    match brokers.get(&crate::broker_key(&config.url)) {
-                        Some(b) => DeviceIo::Mqtt(b.clone()),
-                        None => {
-                            let b = closedloop_mqtt::MqttBroker::connect(config.clone()).map_err(
-                                |e| EngineError::Driver {
+                Some(Connection::Mqtt(config)) => match brokers.get(&config.url) {
+                    Some(b) => DeviceIo::Mqtt(b.clone()),
+                    None => {
+                        let b =
+                            closedloop_mqtt::MqttBroker::connect(config.clone()).map_err(|e| {
+                                EngineError::Driver {
                                     device: d.id.clone(),
                                     message: e.to_string(),
-                                },
-                            )?;
-                            brokers.insert(crate::broker_key(&config.url), b.clone());
-                            DeviceIo::Mqtt(b)
-                        }
+                                }
+                            })?;
+                        brokers.insert(config.url.clone(), b.clone());
+                        DeviceIo::Mqtt(b)
                     }
-                }
+                },
                 Some(Connection::Opcua(config)) => match sessions.get(&config.endpoint) {
                     Some(c) => DeviceIo::Opcua(c.clone()),
                     None => {

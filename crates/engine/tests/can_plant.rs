@@ -67,14 +67,3 @@ fn signals_and_writes_must_exist_in_the_dbc() {
     let e = refusal(&plant(dir.path(), "Contact", "0x300"));
     assert!(e.contains("0x300"), "{e}");
 }
-
-#[test]
-fn an_interface_that_is_not_slcan_or_socketcan_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = plant(dir.path(), "Contact", "LampCmd");
-    if let closedloop_plant::DriverConfig::Can { interface, .. } = &mut p.devices[0].driver {
-        *interface = "usb:whatever".into();
-    }
-    let e = refusal(&p);
-    assert!(e.contains("usb:whatever"), "{e}");
-}

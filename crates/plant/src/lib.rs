@@ -46,6 +46,7 @@ mod template;
 mod validate;
 
 pub use action::{Action, Verification, WriteEntry};
+pub use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{PlantError, PlantErrors};
 pub use expr::{EvalError, Expr, Scope};
 pub use limits::Limit;

@@ -5,6 +5,7 @@
 
 use crate::action::Action;
 use closedloop_driver::{Area, Encoding, ValueType};
+use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
 use std::fmt;
 use std::path::PathBuf;
@@ -288,7 +289,7 @@ pub enum DriverConfig {
     /// MQTT.
     Mqtt {
         /// `mqtt://host:1883` (or `tcp://`) plain, `mqtts://host:8883` (or `ssl://`) over TLS.
-        broker: String,
+        broker: BrokerUrl,
         /// Client id.
         client_id: String,
         /// User name, if the broker wants one.
@@ -303,7 +304,7 @@ pub enum DriverConfig {
         /// `opc.tcp://host:4840/path`.
         endpoint: String,
         /// `none`, or Basic256Sha256 in mode `sign` or `sign_and_encrypt`.
-        security: String,
+        security: OpcuaSecurity,
         /// The server's certificate (DER or PEM), pinned: required with security. Absolute.
         server_cert: Option<PathBuf>,
         /// closedloop's own certificate; generated once when absent. Absolute.
@@ -314,7 +315,7 @@ pub enum DriverConfig {
     /// CAN with a DBC file.
     Can {
         /// `socketcan:can0` or `slcan:/dev/ttyACM0`.
-        interface: String,
+        interface: CanInterface,
         /// Bus bit rate.
         bitrate: u32,
         /// The DBC file, absolute.

@@ -253,3 +253,61 @@ speed = {{ node = "ns=2;s=Speed" }}
     .to_string();
     assert!(e.contains("driver.client_key"), "{e}");
 }
+
+/// Addresses are parsed once, at load, into typed values (`BrokerUrl`, `OpcuaSecurity`,
+/// `CanInterface`): a bad one is refused there, naming the key and saying how to write it,
+/// and nothing after loading parses the string again.
+#[test]
+fn addresses_are_parsed_at_load_and_a_bad_one_names_its_key() {
+    let dir = plant_dir();
+    let bad_port =
+        plant(r#"{ kind = "mqtt", broker = "mqtt://broker.lan:99999", client_id = "cl" }"#);
+    one_error(
+        &bad_port,
+        dir.path(),
+        "driver.broker",
+        &["mqtt://broker.lan:99999", "1–65535"],
+    );
+    let with_path = plant(r#"{ kind = "mqtt", broker = "mqtt://broker.lan/x", client_id = "cl" }"#);
+    one_error(&with_path, dir.path(), "driver.broker", &["no path"]);
+    let bare = |driver: &str| {
+        format!(
+            "{}\n[[device]]\nid = \"desk\"\ndriver = {driver}\n",
+            common::BASE
+        )
+    };
+    let security =
+        bare(r#"{ kind = "opcua", endpoint = "opc.tcp://h:4840", security = "Basic256" }"#);
+    one_error(
+        &security,
+        dir.path(),
+        "driver.security",
+        &["\"Basic256\" is not a security mode", "sign_and_encrypt"],
+    );
+    std::fs::write(dir.path().join("bus.dbc"), "VERSION \"\"\n").expect("write");
+    for (interface, says) in [
+        ("usb:whatever", "socketcan:can0"),
+        ("socketcan:", "1-15 characters"),
+    ] {
+        let src = bare(&format!(
+            r#"{{ kind = "can", interface = "{interface}", dbc = "bus.dbc" }}"#
+        ));
+        one_error(&src, dir.path(), "driver.interface", &[interface, says]);
+    }
+    let ok = parse_with_env(
+        &plant(r#"{ kind = "mqtt", broker = "tcp://[::1]", client_id = "cl" }"#),
+        "workshop.toml",
+        dir.path(),
+        &common::env,
+    )
+    .expect("a valid plant");
+    let desk = ok.devices.iter().find(|d| d.id == "desk").expect("desk");
+    let DriverConfig::Mqtt { broker, .. } = &desk.driver else {
+        panic!("an mqtt driver")
+    };
+    assert_eq!(
+        (broker.host.as_str(), broker.port, broker.tls),
+        ("::1", 1883, false)
+    );
+    assert_eq!(broker.to_string(), "tcp://[::1]");
+}

@@ -3,7 +3,6 @@
 //! frames through a bounded queue and hands out receivers of the frames the bus delivers
 //! (rumqttc's event loop / client split).
 
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,54 +22,9 @@ pub const SEND_QUEUE: usize = 64;
 /// link (the answers are matched in order, so a late one would be taken for the wrong frame).
 pub const ANSWER_TIMEOUT: Duration = Duration::from_millis(1000);
 
-/// Where a bus is, as a plant file's `interface` key writes it (DESIGN §3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Interface {
-    /// `socketcan:can0`: a Linux SocketCAN network interface (its bitrate is set with `ip link`,
-    /// not by closedloop). Needs the `socketcan` cargo feature.
-    SocketCan(String),
-    /// `slcan:/dev/ttyACM0`: a USB-CAN adapter speaking slcan on a serial port.
-    Slcan(String),
-}
-
-impl Interface {
-    /// Parses `socketcan:NAME` or `slcan:PATH`.
-    pub fn parse(interface: &str) -> Result<Interface, BusError> {
-        let bad = |reason: &str| BusError::Interface {
-            interface: interface.to_string(),
-            reason: reason.to_string(),
-        };
-        if let Some(name) = interface.strip_prefix("socketcan:") {
-            // IFNAMSIZ is 16 bytes with the terminating NUL.
-            if name.is_empty() || name.len() > 15 || name.contains(['/', ' ']) {
-                return Err(bad(
-                    "a SocketCAN interface name is 1-15 characters, e.g. socketcan:can0",
-                ));
-            }
-            return Ok(Interface::SocketCan(name.to_string()));
-        }
-        if let Some(path) = interface.strip_prefix("slcan:") {
-            if path.is_empty() {
-                return Err(bad(
-                    "name the adapter's serial port, e.g. slcan:/dev/ttyACM0",
-                ));
-            }
-            return Ok(Interface::Slcan(path.to_string()));
-        }
-        Err(bad(
-            "expected socketcan:NAME (e.g. socketcan:can0) or slcan:PORT (e.g. slcan:/dev/ttyACM0)",
-        ))
-    }
-}
-
-impl fmt::Display for Interface {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Interface::SocketCan(n) => write!(f, "socketcan:{n}"),
-            Interface::Slcan(p) => write!(f, "slcan:{p}"),
-        }
-    }
-}
+/// Where a bus is, as a plant file's `interface` key writes it (`socketcan:can0`,
+/// `slcan:/dev/ttyACM0`): the one parser is `closedloop_driver`'s, which the plant loader uses.
+pub use closedloop_driver::CanInterface as Interface;
 
 /// Counters of one bus, for liveness and diagnosis.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -256,32 +210,6 @@ impl Frames {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn interfaces_parse_as_the_plant_file_writes_them() {
-        assert_eq!(
-            Interface::parse("socketcan:can0"),
-            Ok(Interface::SocketCan("can0".into()))
-        );
-        assert_eq!(
-            Interface::parse("slcan:/dev/ttyACM0"),
-            Ok(Interface::Slcan("/dev/ttyACM0".into()))
-        );
-        assert_eq!(
-            Interface::parse("slcan:/dev/ttyACM0").unwrap().to_string(),
-            "slcan:/dev/ttyACM0"
-        );
-        for bad in [
-            "can0",
-            "socketcan:",
-            "slcan:",
-            "socketcan:averyveryverylongname",
-            "pcan:usb1",
-        ] {
-            let e = Interface::parse(bad).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("interface \"{bad}\": ")), "{e}");
-        }
-    }
 
     #[cfg(not(feature = "socketcan"))]
     #[tokio::test]

@@ -142,27 +142,14 @@ pub enum Security {
     },
 }
 
-/// Whether Basic256Sha256 messages are only signed or also encrypted.
+/// Whether Basic256Sha256 messages are only signed or also encrypted (the plant file's
+/// `security`, parsed by the plant loader as `closedloop_driver::OpcuaSecurity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecurityMode {
     /// Signed, readable on the wire.
     Sign,
     /// Signed and encrypted.
     SignAndEncrypt,
-}
-
-impl SecurityMode {
-    /// Parses the plant file's `mode`: `sign`, or `sign_and_encrypt` (also `sign-and-encrypt`,
-    /// `signandencrypt`), case-insensitive.
-    pub fn parse(s: &str) -> Result<SecurityMode, Error> {
-        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
-            "sign" => Ok(SecurityMode::Sign),
-            "signandencrypt" => Ok(SecurityMode::SignAndEncrypt),
-            _ => Err(Error::Config(format!(
-                "mode \"{s}\" is not one of sign, sign_and_encrypt"
-            ))),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -197,18 +184,5 @@ mod tests {
         let err = cfg.validate().unwrap_err();
         assert!(err.to_string().contains("server_cert"), "{err}");
         assert_eq!(crate::classify(&err), crate::Class::RegisterInvalid);
-    }
-
-    #[test]
-    fn modes_parse_in_their_usual_spellings() {
-        assert_eq!(SecurityMode::parse("sign"), Ok(SecurityMode::Sign));
-        for s in ["sign_and_encrypt", "Sign-And-Encrypt", "SignAndEncrypt"] {
-            assert_eq!(
-                SecurityMode::parse(s),
-                Ok(SecurityMode::SignAndEncrypt),
-                "{s}"
-            );
-        }
-        assert!(SecurityMode::parse("encrypt").is_err());
     }
 }

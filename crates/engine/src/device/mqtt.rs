@@ -37,7 +37,7 @@ impl DeviceRt {
         let mut tick = tokio::time::interval(Duration::from_millis(self.spec.poll_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let url = match &self.spec.driver {
-            closedloop_plant::DriverConfig::Mqtt { broker, .. } => broker.clone(),
+            closedloop_plant::DriverConfig::Mqtt { broker, .. } => broker.to_string(),
             _ => String::new(),
         };
         let mut announced_offline = false;

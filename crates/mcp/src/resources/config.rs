@@ -76,7 +76,7 @@ fn driver(cfg: &DriverConfig) -> Value {
             password,
             ..
         } => {
-            v["broker"] = json!(broker);
+            v["broker"] = json!(broker.to_string());
             v["client_id"] = json!(client_id);
             v["authenticated"] = json!(username.is_some() || password.is_some());
         }
@@ -84,7 +84,7 @@ fn driver(cfg: &DriverConfig) -> Value {
             endpoint, security, ..
         } => {
             v["endpoint"] = json!(endpoint);
-            v["security"] = json!(security);
+            v["security"] = json!(security.as_str());
         }
         DriverConfig::Can {
             interface,
@@ -92,7 +92,7 @@ fn driver(cfg: &DriverConfig) -> Value {
             dbc,
             ..
         } => {
-            v["interface"] = json!(interface);
+            v["interface"] = json!(interface.to_string());
             v["bitrate"] = json!(bitrate);
             v["dbc"] = json!(dbc.display().to_string());
         }

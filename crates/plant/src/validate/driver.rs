@@ -5,6 +5,7 @@ use super::Dev;
 use crate::error::Sink;
 use crate::model::{RawCan, RawModbusRtu, RawModbusTcp, RawMqtt, RawOpcua, typed_keys};
 use crate::plant::{DriverConfig, MqttTls, Parity, Secret};
+use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
 use std::path::{Path, PathBuf};
 
@@ -91,18 +92,9 @@ pub(crate) fn driver(
         }
         "mqtt" => {
             let c: RawMqtt = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            if !["mqtt://", "mqtts://", "tcp://", "ssl://"]
-                .iter()
-                .any(|s| c.broker.starts_with(s))
-            {
-                dev.err(
-                    sink,
-                    "driver.broker",
-                    format!(
-                        "\"{}\" is not a broker URL; write e.g. \"mqtt://localhost:1883\"",
-                        c.broker
-                    ),
-                );
+            let broker = BrokerUrl::parse(&c.broker);
+            if let Err(e) = &broker {
+                dev.err(sink, "driver.broker", e.clone());
             }
             if c.client_id.is_empty() {
                 dev.err(
@@ -111,9 +103,10 @@ pub(crate) fn driver(
                     "client_id must not be empty; the broker tells clients apart by it",
                 );
             }
-            let tls = mqtt_tls(&c, base, dev, sink);
+            let plain = broker.as_ref().is_ok_and(|b| !b.tls);
+            let tls = mqtt_tls(&c, plain, base, dev, sink);
             DriverConfig::Mqtt {
-                broker: c.broker,
+                broker: broker.ok()?,
                 client_id: c.client_id,
                 username: c.username,
                 password: c.password.map(Secret),
@@ -132,10 +125,12 @@ pub(crate) fn driver(
                     ),
                 );
             }
-            let security = c.security.unwrap_or_else(|| "none".into());
-            if !["none", "sign", "sign_and_encrypt"].contains(&security.as_str()) {
-                dev.err(sink, "driver.security", format!("\"{security}\" is not a security mode; write \"none\", \"sign\" or \"sign_and_encrypt\""));
+            let security = OpcuaSecurity::parse(c.security.as_deref().unwrap_or("none"));
+            if let Err(e) = &security {
+                dev.err(sink, "driver.security", e.clone());
             }
+            // With an unknown mode (reported above) the certificates cannot be judged.
+            let secured = security.as_ref().ok().map(|s| *s != OpcuaSecurity::None);
             let file = |key: &str, v: Option<String>, sink: &mut Sink| {
                 let path = base.join(v?);
                 if !path.is_file() {
@@ -153,10 +148,10 @@ pub(crate) fn driver(
             let server_cert = file("server_cert", c.server_cert, sink);
             let client_cert = file("client_cert", c.client_cert, sink);
             let client_key = file("client_key", c.client_key, sink);
-            if security != "none" && server_cert.is_none() {
+            if secured == Some(true) && server_cert.is_none() {
                 dev.err(sink, "driver.server_cert", "with security, the server's certificate must be pinned: add server_cert = \"server.der\" (the file the server presents)");
             }
-            if security == "none"
+            if secured == Some(false)
                 && (server_cert.is_some() || client_cert.is_some() || client_key.is_some())
             {
                 dev.err(sink, "driver.security", "certificates are given but security = \"none\"; set security = \"sign\" or \"sign_and_encrypt\", or remove them");
@@ -166,7 +161,7 @@ pub(crate) fn driver(
             }
             DriverConfig::Opcua {
                 endpoint: c.endpoint,
-                security,
+                security: security.ok()?,
                 server_cert,
                 client_cert,
                 client_key,
@@ -174,11 +169,12 @@ pub(crate) fn driver(
         }
         "can" => {
             let c: RawCan = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            if !c.interface.starts_with("socketcan:") && !c.interface.starts_with("slcan:") {
-                dev.err(sink, "driver.interface", format!("\"{}\" is not a CAN interface; write \"socketcan:can0\" or \"slcan:/dev/ttyACM0\"", c.interface));
+            let interface = CanInterface::parse(&c.interface);
+            if let Err(e) = &interface {
+                dev.err(sink, "driver.interface", e.clone());
             }
             DriverConfig::Can {
-                interface: c.interface,
+                interface: interface.ok()?,
                 bitrate: c.bitrate.unwrap_or(500_000),
                 dbc: base.join(c.dbc),
             }
@@ -198,12 +194,10 @@ pub(crate) fn driver(
     Some(cfg)
 }
 
-/// The `mqtt` driver's TLS files: only with a TLS broker URL, a client certificate only with its
-/// key, each file present (relative to the plant file).
-fn mqtt_tls(c: &RawMqtt, base: &Path, dev: &Dev, sink: &mut Sink) -> MqttTls {
-    let plain = ["mqtt://", "tcp://"]
-        .iter()
-        .any(|s| c.broker.starts_with(s));
+/// The `mqtt` driver's TLS files (`plain`: the broker URL is a valid non-TLS one): only with a
+/// TLS broker URL, a client certificate only with its key, each file present (relative to the
+/// plant file).
+fn mqtt_tls(c: &RawMqtt, plain: bool, base: &Path, dev: &Dev, sink: &mut Sink) -> MqttTls {
     let cert_and_key = [
         ("client_cert", &c.client_cert, "client_key", &c.client_key),
         ("client_key", &c.client_key, "client_cert", &c.client_cert),

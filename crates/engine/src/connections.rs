@@ -1,0 +1,345 @@
+//! From the plant's driver tables to a [`Connection`] per device, before the engine starts.
+//!
+//! The plant has already parsed every address (broker URL, OPC UA security, CAN interface) into
+//! typed values at load; here they are only mapped onto the protocol crates' configurations, and
+//! what one device cannot know alone is checked: devices sharing a broker, an endpoint or a bus
+//! must agree on how it is reached, because each is opened once.
+
+use crate::EngineError;
+use closedloop_driver::Driver;
+use closedloop_mqtt::BrokerConfig;
+use closedloop_plant::{
+    BrokerUrl, CanInterface, Device, DriverConfig, MqttTls, OpcuaSecurity, Plant, Secret, Source,
+    WriteEntry,
+};
+use closedloop_sim::SimDevice;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How to reach one device, as built from the plant before the engine starts.
+#[derive(Clone)]
+pub enum Connection {
+    /// A register driver, ready to use.
+    Registers(Arc<dyn Driver>),
+    /// The broker an MQTT device is a client of. [`crate::Engine::start`] opens one connection
+    /// per broker for all the devices on it (connecting needs the async runtime, which
+    /// `closedloop check` does not start); its `url` names the broker one way however the plant
+    /// wrote it.
+    Mqtt(BrokerConfig),
+    /// An OPC UA server's nodes. [`crate::Engine::start`] opens one session per endpoint.
+    Opcua(Box<closedloop_opcua::OpcuaConfig>),
+    /// A CAN node: the interface its bus is on and its DBC, loaded and checked against the
+    /// plant's signals and writes. [`crate::Engine::start`] opens one port per interface.
+    Can {
+        /// The interface (`slcan:/dev/ttyACM0`, `socketcan:can0`).
+        interface: closedloop_can::Interface,
+        /// Bus bit rate.
+        bitrate: u32,
+        /// The device's DBC.
+        dbc: Arc<closedloop_can::Dbc>,
+    },
+}
+
+/// Drivers for a plant, with handles on the simulated ones (to inject faults, or peek at
+/// physical truth in tests and the demo).
+pub struct Drivers {
+    /// One connection per device id.
+    pub map: BTreeMap<String, Connection>,
+    /// The simulated devices among them.
+    pub sims: BTreeMap<String, SimDevice>,
+}
+
+/// What has been opened so far, by the first device on each shared thing.
+#[derive(Default)]
+struct Shared {
+    /// Broker key -> (first device on it, its config).
+    brokers: BTreeMap<String, (String, BrokerConfig)>,
+    /// OPC UA endpoint -> (first device on it, its config).
+    endpoints: BTreeMap<String, (String, closedloop_opcua::OpcuaConfig)>,
+    /// CAN interface -> (first device on it, its bitrate).
+    buses: BTreeMap<String, (String, u32)>,
+}
+
+/// Builds a driver for every device of the plant. Modbus devices with the same address (or serial
+/// port) share one connection, which serialises the units behind it; MQTT devices on one broker
+/// share one client connection, so they must agree on its client id, credentials and TLS files.
+pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
+    let mut map = BTreeMap::new();
+    let mut sims = BTreeMap::new();
+    let mut shared = Shared::default();
+    let modbus = closedloop_modbus::Connections::new();
+    for d in &plant.devices {
+        let fail = |e: &dyn std::fmt::Display| driver_error(d, e.to_string());
+        let connection = match &d.driver {
+            DriverConfig::Sim(cfg) => {
+                let sim = SimDevice::from_config(cfg).map_err(|e| EngineError::Sim {
+                    device: d.id.clone(),
+                    message: e.to_string(),
+                })?;
+                sims.insert(d.id.clone(), sim.clone());
+                Connection::Registers(Arc::new(sim))
+            }
+            DriverConfig::ModbusTcp {
+                address,
+                unit,
+                timeout_ms,
+            } => closedloop_modbus::modbus_tcp(&modbus, address, *unit, *timeout_ms)
+                .map(|dev| Connection::Registers(Arc::new(dev)))
+                .map_err(|e| fail(&e))?,
+            DriverConfig::ModbusRtu {
+                port,
+                baud,
+                parity,
+                unit,
+                timeout_ms,
+            } => {
+                let parity = match parity {
+                    closedloop_plant::Parity::None => closedloop_modbus::Parity::None,
+                    closedloop_plant::Parity::Even => closedloop_modbus::Parity::Even,
+                    closedloop_plant::Parity::Odd => closedloop_modbus::Parity::Odd,
+                };
+                closedloop_modbus::modbus_rtu(&modbus, port, *baud, parity, *unit, *timeout_ms)
+                    .map(|dev| Connection::Registers(Arc::new(dev)))
+                    .map_err(|e| fail(&e))?
+            }
+            DriverConfig::Mqtt {
+                broker,
+                client_id,
+                username,
+                password,
+                tls,
+            } => {
+                let config = broker_config(broker, client_id, username, password, tls);
+                shared.broker(d, broker, &config)?;
+                Connection::Mqtt(config)
+            }
+            DriverConfig::Opcua {
+                endpoint,
+                security,
+                server_cert,
+                client_cert,
+                client_key,
+            } => {
+                let files = [server_cert, client_cert, client_key];
+                let config = opcua_config(d, endpoint, *security, files)?;
+                shared.endpoint(d, endpoint, &config)?;
+                Connection::Opcua(Box::new(config))
+            }
+            DriverConfig::Can {
+                interface,
+                bitrate,
+                dbc,
+            } => {
+                let dbc = closedloop_can::Dbc::load(dbc).map_err(|e| fail(&e))?;
+                check_can(d, &dbc)?;
+                shared.bus(d, interface, *bitrate)?;
+                Connection::Can {
+                    interface: interface.clone(),
+                    bitrate: *bitrate,
+                    dbc: Arc::new(dbc),
+                }
+            }
+            other => {
+                return Err(EngineError::UnsupportedDriver {
+                    device: d.id.clone(),
+                    kind: other.kind().into(),
+                });
+            }
+        };
+        map.insert(d.id.clone(), connection);
+    }
+    Ok(Drivers { map, sims })
+}
+
+fn driver_error(d: &Device, message: String) -> EngineError {
+    EngineError::Driver {
+        device: d.id.clone(),
+        message,
+    }
+}
+
+/// The client configuration of an MQTT device, named by its broker's key so that devices that
+/// write one broker two ways share one connection.
+fn broker_config(
+    broker: &BrokerUrl,
+    client_id: &str,
+    username: &Option<String>,
+    password: &Option<Secret>,
+    tls: &MqttTls,
+) -> BrokerConfig {
+    let mut config = BrokerConfig::new(broker.key(), client_id.to_string());
+    config.username = username.clone();
+    config.password = password.as_ref().map(|p| p.0.clone());
+    config.tls.ca_file = tls.ca_file.clone();
+    config.tls.client_cert = tls.client_cert.clone();
+    config.tls.client_key = tls.client_key.clone();
+    config
+}
+
+/// The session configuration of an OPC UA device; with security, its PKI directory sits next to
+/// the pinned server certificate.
+fn opcua_config(
+    d: &Device,
+    endpoint: &str,
+    security: OpcuaSecurity,
+    [server_cert, client_cert, client_key]: [&Option<PathBuf>; 3],
+) -> Result<closedloop_opcua::OpcuaConfig, EngineError> {
+    let mut config = closedloop_opcua::OpcuaConfig::new(endpoint.to_string());
+    let mode = match security {
+        OpcuaSecurity::None => None,
+        OpcuaSecurity::Sign => Some(closedloop_opcua::SecurityMode::Sign),
+        OpcuaSecurity::SignAndEncrypt => Some(closedloop_opcua::SecurityMode::SignAndEncrypt),
+    };
+    if let Some(mode) = mode {
+        let Some(server_cert) = server_cert.clone() else {
+            return Err(driver_error(d, "security needs server_cert".into()));
+        };
+        let pki_dir = server_cert
+            .parent()
+            .map(|p| p.join("closedloop-pki"))
+            .unwrap_or_else(|| std::env::temp_dir().join("closedloop-pki"));
+        config.security = closedloop_opcua::Security::Basic256Sha256 {
+            mode,
+            server_cert,
+            client_cert: client_cert.clone(),
+            client_key: client_key.clone(),
+            pki_dir,
+        };
+    }
+    config
+        .validate()
+        .map_err(|e| driver_error(d, e.to_string()))?;
+    Ok(config)
+}
+
+impl Shared {
+    /// The first device on a broker sets its client; the others must give the same.
+    fn broker(
+        &mut self,
+        d: &Device,
+        url: &BrokerUrl,
+        config: &BrokerConfig,
+    ) -> Result<(), EngineError> {
+        let Some((first, seen)) = self.brokers.get(&url.key()) else {
+            self.brokers
+                .insert(url.key(), (d.id.clone(), config.clone()));
+            return Ok(());
+        };
+        if seen.client_id != config.client_id
+            || seen.username != config.username
+            || seen.password != config.password
+            || seen.tls != config.tls
+        {
+            return Err(driver_error(
+                d,
+                format!(
+                    "shares the broker {url} with {first:?} but gives another client_id, username, password, ca_file, client_cert or client_key; \
+                 closedloop opens one connection per broker, so give every device on it the same client_id, credentials and TLS files"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first device on an endpoint sets its session's security; the others must agree.
+    fn endpoint(
+        &mut self,
+        d: &Device,
+        endpoint: &str,
+        config: &closedloop_opcua::OpcuaConfig,
+    ) -> Result<(), EngineError> {
+        let Some((first, seen)) = self.endpoints.get(endpoint) else {
+            self.endpoints
+                .insert(endpoint.to_string(), (d.id.clone(), config.clone()));
+            return Ok(());
+        };
+        if seen.security != config.security {
+            return Err(driver_error(
+                d,
+                format!(
+                    "shares the endpoint {endpoint} with {first:?} but with other security settings; closedloop keeps one session per endpoint, so give every device on it the same security, server_cert, client_cert and client_key"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One bus has one bitrate.
+    fn bus(
+        &mut self,
+        d: &Device,
+        interface: &CanInterface,
+        bitrate: u32,
+    ) -> Result<(), EngineError> {
+        let key = interface.to_string();
+        if let Some((first, rate)) = self.buses.get(&key)
+            && *rate != bitrate
+        {
+            return Err(driver_error(
+                d,
+                format!(
+                    "shares the CAN interface {interface} with {first:?} at another bitrate ({bitrate} vs {rate}); one bus has one bitrate"
+                ),
+            ));
+        }
+        self.buses
+            .entry(key)
+            .or_insert_with(|| (d.id.clone(), bitrate));
+        Ok(())
+    }
+}
+
+/// Every CAN signal and write of a device must name a message and signals its DBC has, so that a
+/// typo is refused at load (`closedloop check`), not at the first command.
+fn check_can(d: &Device, dbc: &closedloop_can::Dbc) -> Result<(), EngineError> {
+    let fail = |key: String, message: String| driver_error(d, format!("{key}: {message}"));
+    let missing = |signal: &str, m: &closedloop_can::Message| {
+        format!(
+            "{} has no signal {signal:?} in message {}",
+            dbc.file(),
+            m.name()
+        )
+    };
+    for s in &d.signals {
+        if let Source::Can {
+            message, signal, ..
+        } = &s.source
+        {
+            let key = format!("signals.{}", s.name);
+            let m =
+                crate::device::can::find_message(dbc, message).map_err(|e| fail(key.clone(), e))?;
+            if m.signal(signal).is_none() {
+                return Err(fail(key, missing(signal, m)));
+            }
+        }
+    }
+    for a in &d.actions {
+        for (plan, entries) in [("write", &a.write), ("cancel", &a.cancel)] {
+            for e in entries.iter() {
+                let WriteEntry::Can {
+                    message, signals, ..
+                } = e
+                else {
+                    continue;
+                };
+                let key = format!("action {}: {plan}", a.name);
+                let m = crate::device::can::find_message(dbc, message)
+                    .map_err(|e| fail(key.clone(), e))?;
+                if let Some((name, _)) = signals.iter().find(|(n, _)| m.signal(n).is_none()) {
+                    return Err(fail(key, missing(name, m)));
+                }
+                if m.fd() || m.size() > 8 {
+                    return Err(fail(
+                        key,
+                        format!(
+                            "message {} is a CAN FD frame; slcan and SocketCAN here carry classic frames of up to 8 bytes",
+                            m.name()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
