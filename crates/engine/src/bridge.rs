@@ -5,7 +5,7 @@
 
 use crate::code::ErrorCode;
 use crate::engine::Engine;
-use crate::raw::RawError;
+use crate::raw::{RawError, refuse};
 use serde::Serialize;
 
 /// One DBC signal as last seen on the bus.
@@ -39,28 +39,9 @@ pub struct CanDecoded {
     pub signals: Vec<(String, f64, String)>,
 }
 
-fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
-    RawError {
-        code,
-        detail: detail.into(),
-    }
-}
-
 impl Engine {
     fn can_device(&self, device: &str) -> Result<&crate::device::can::CanIo, RawError> {
-        let dev = self
-            .ctx
-            .devices
-            .get(device)
-            .ok_or_else(|| refuse(ErrorCode::InvalidParams, format!("no device {device:?}")))?;
-        if !dev.spec.raw_access {
-            return Err(refuse(
-                ErrorCode::Unauthorized,
-                format!(
-                    "{device} does not allow bridge access (set raw_access = true in the plant file)"
-                ),
-            ));
-        }
+        let dev = self.raw_access_device(device, "bridge access")?;
         dev.can().ok_or_else(|| {
             refuse(
                 ErrorCode::InvalidParams,
@@ -181,19 +162,7 @@ pub struct OpcuaValue {
 
 impl Engine {
     fn opcua_device(&self, device: &str) -> Result<&closedloop_opcua::OpcuaClient, RawError> {
-        let dev = self
-            .ctx
-            .devices
-            .get(device)
-            .ok_or_else(|| refuse(ErrorCode::InvalidParams, format!("no device {device:?}")))?;
-        if !dev.spec.raw_access {
-            return Err(refuse(
-                ErrorCode::Unauthorized,
-                format!(
-                    "{device} does not allow bridge access (set raw_access = true in the plant file)"
-                ),
-            ));
-        }
+        let dev = self.raw_access_device(device, "bridge access")?;
         dev.opcua().ok_or_else(|| {
             refuse(
                 ErrorCode::InvalidParams,

@@ -39,7 +39,7 @@ pub struct RawError {
     pub detail: String,
 }
 
-fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
+pub(crate) fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
     RawError {
         code,
         detail: detail.into(),
@@ -47,9 +47,13 @@ fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
 }
 
 impl Engine {
-    fn raw_device(
+    /// The device of a raw or bridge tool: one the plant declares `raw_access = true`, or why
+    /// not (`access` names what was asked for, e.g. "raw register access"). Every tool that
+    /// bypasses the command lifecycle goes through here, so none can forget the check.
+    pub(crate) fn raw_access_device(
         &self,
         device: &str,
+        access: &str,
     ) -> Result<&std::sync::Arc<crate::device::DeviceRt>, RawError> {
         let dev = self
             .ctx
@@ -60,10 +64,18 @@ impl Engine {
             return Err(refuse(
                 ErrorCode::Unauthorized,
                 format!(
-                    "{device} does not allow raw register access (set raw_access = true in the plant file)"
+                    "{device} does not allow {access} (set raw_access = true in the plant file)"
                 ),
             ));
         }
+        Ok(dev)
+    }
+
+    fn raw_device(
+        &self,
+        device: &str,
+    ) -> Result<&std::sync::Arc<crate::device::DeviceRt>, RawError> {
+        let dev = self.raw_access_device(device, "raw register access")?;
         if !dev.is_register_based() {
             return Err(refuse(
                 ErrorCode::InvalidParams,
