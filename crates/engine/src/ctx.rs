@@ -137,14 +137,6 @@ impl Ctx {
         )
     }
 
-    /// Every device's latest values, for `devices.<id>.<signal>` in expressions.
-    pub fn devices_scope(&self) -> BTreeMap<String, BTreeMap<String, Value>> {
-        self.devices
-            .iter()
-            .map(|(id, d)| (id.clone(), d.snapshot().plain()))
-            .collect()
-    }
-
     /// The latest values of the devices an action reads (`Action::devices_read`): a command's
     /// scope costs what its expressions read, not the size of the plant.
     pub fn scope_for(

@@ -1,7 +1,7 @@
 //! The engine's API for the next layer (MCP, CLI, tests): submit, status with a bounded wait,
 //! cancel, list, device state, and a stream of changes.
 
-pub use crate::api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
+use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::{Clock, rfc3339};
 use crate::ctx::{Change, Ctx};
 use crate::device::{DeviceIo, DeviceRt};

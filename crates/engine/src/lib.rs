@@ -5,36 +5,36 @@
 //! [`closedloop_driver::Driver`]s; MQTT devices are clients of a shared
 //! [`closedloop_mqtt::MqttBroker`], OPC UA devices nodes of a shared
 //! [`closedloop_opcua::OpcuaClient`] session, CAN devices nodes on a shared bus port: one
-//! [`DeviceIo`] variant each. [`build_drivers`] turns a plant into a [`Connection`] per device;
+//! `DeviceIo` variant each (`device.rs`). [`build_drivers`] turns a plant into a [`Connection`] per device;
 //! [`Engine::start`] opens them, starts every device's poller or listener and recovers the
 //! journal's unfinished commands.
 //!
 //! Modules, roughly in the order a command meets them (docs/architecture.md follows one tool
 //! call through them, function by function):
 //!
-//! - [`api`]: the shapes the API takes and returns ([`Submission`], [`DeviceState`],
+//! - `api`: the shapes the API takes and returns ([`Submission`], [`DeviceState`],
 //!   [`DeviceInfo`]), apart from the result object.
-//! - [`engine`]: the API the MCP layer and the CLI use: submit, status with a bounded wait,
+//! - `engine`: the API the MCP layer and the CLI use: submit, status with a bounded wait,
 //!   cancel, list, devices, device state, changes, shutdown.
 //! - `submit`: a submission in small steps (scope, idempotency key, parameters,
 //!   `Engine::admit`), ending journaled `accepted` with its supervisor started, or `rejected`.
 //! - `admit`: admission checks shared by submission and dispatch (`requires` read afresh, a
 //!   failure already on, the expected duration), each saying in words why nothing is written.
-//! - [`ctx`]: what the engine's tasks share: devices, exclusive groups and their queues, live
+//! - `ctx`: what the engine's tasks share: devices, exclusive groups and their queues, live
 //!   commands, the journal, a command's scope of other devices (`Ctx::scope_for`: only those its
 //!   action reads), and `Ctx::record`, through which every change is journaled first.
-//! - [`live`]: a command held in memory (its journaled row and timeline), the handles callers
+//! - `live`: a command held in memory (its journaled row and timeline), the handles callers
 //!   wait on (`wait_terminal`) and cancel through.
 //! - `supervisor`: one task per command: queue for the exclusive group, dispatch, judge samples
 //!   until a terminal status, carry out the machine's effects (cancel plan, safe state).
 //! - `dispatch`: a fresh read, the `dispatched` record committed before anything is sent, then
 //!   the write plan, re-sent only as the machine allows.
-//! - [`plan`]: write plans from the plant's entries and CEL values to requests (register writes,
+//! - `plan`: write plans from the plant's entries and CEL values to requests (register writes,
 //!   publishes, OPC UA writes and calls, CAN frames), all encoded before anything is sent; driver
 //!   answers to contract error codes.
-//! - [`device`]: one device at run time: its connection, poller or listener, signal cache,
+//! - `device`: one device at run time: its connection, poller or listener, signal cache,
 //!   numbered samples and liveness; `DeviceRt::send` returns each write's fence. Submodules
-//!   `device::mqtt`, `device::opcua` and [`device::can`] hold the push-fed protocols'
+//!   `device::mqtt`, `device::opcua` and `device::can` hold the push-fed protocols'
 //!   listeners, `device::samples` the channel that lets a supervisor see every sample.
 //! - `judge`: which values may count (the fence of every device an expression reads) and what a
 //!   fresh sample says (done, failed, started, stopped, moved, early); readback.
@@ -43,7 +43,7 @@
 //!   clock, so every transition is unit-tested.
 //! - [`detail`]: the `detail` and `hint` of a result, in words, from the machine's reason and
 //!   the evidence.
-//! - [`result`]: the result object an agent sees, built from the journal's rows, and
+//! - `result`: the result object an agent sees, built from the journal's rows, and
 //!   `CommandResult::for_model`, sized for a model.
 //! - [`code`]: the contract's statuses and error codes, each code with its hint.
 //! - `connections`: the plant's driver tables (addresses already typed by the plant) to a
@@ -53,40 +53,45 @@
 //!   paused test clock.
 //! - `terminal`: the one place a terminal row is made from the machine's outcome (`Ending`).
 //! - `recovery`: start-up recovery of what the journal says was unfinished.
-//! - [`raw`]: raw register reads and writes for `raw_access` devices, outside the lifecycle.
-//! - [`bridge`]: read-only bridge tools for `raw_access` devices (`can_signals`, `can_decode`,
+//! - `raw`: raw register reads and writes for `raw_access` devices, outside the lifecycle.
+//! - `bridge`: read-only bridge tools for `raw_access` devices (`can_signals`, `can_decode`,
 //!   `opcua_browse`, `opcua_read`).
 
 mod admit;
-pub mod alarms;
-pub mod api;
-pub mod bridge;
+mod alarms;
+mod api;
+mod bridge;
 pub mod clock;
 pub mod code;
 mod connections;
-pub mod ctx;
+mod ctx;
 pub mod detail;
-pub mod device;
+mod device;
 mod dispatch;
-pub mod engine;
+mod engine;
 mod judge;
-pub mod live;
+mod live;
 pub mod machine;
 mod others;
-pub mod plan;
-pub mod raw;
+mod plan;
+mod raw;
 mod recovery;
-pub mod result;
+mod result;
 mod submit;
 mod supervisor;
 mod terminal;
 
+// The API the MCP layer and the CLI use; everything else stays inside the crate.
+pub use alarms::AlarmInfo;
+pub use api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
+pub use bridge::{CanDecoded, CanSignalState, MAX_BROWSE, MAX_READ, OpcuaValue};
 pub use code::{ErrorCode, Status};
 pub use connections::{Connection, Drivers, build_drivers};
 pub use ctx::Change;
-pub use device::{DeviceIo, Liveness};
-pub use engine::{DeviceInfo, DeviceState, Engine, SignalState, Submission, UnreadableSignal};
-pub use result::CommandResult;
+pub use device::{Liveness, SignalValue, Snapshot};
+pub use engine::{Engine, MAX_WAIT};
+pub use raw::{MAX_RAW_COUNT, RawError, RawRead};
+pub use result::{CommandResult, TimelineEntry};
 
 use thiserror::Error;
 

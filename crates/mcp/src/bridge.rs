@@ -3,7 +3,7 @@
 //! `opcua_browse` and `opcua_read` show an OPC UA server's address space and values.
 
 use crate::Server;
-use closedloop_engine::raw::RawError;
+use closedloop_engine::RawError;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 
 use crate::Server;
 use closedloop_driver::{Area, Write};
-use closedloop_engine::raw::RawError;
+use closedloop_engine::RawError;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};

@@ -22,7 +22,7 @@
 //! - Every entry's task is running or about to remove its own entry; removing an entry aborts
 //!   its task.
 
-use closedloop_engine::device::Snapshot;
+use closedloop_engine::Snapshot;
 use closedloop_engine::{Change, Engine};
 use rmcp::model::{InitializeRequestParams, ResourceUpdatedNotificationParam};
 use rmcp::service::{Peer, SubscriptionSink};
