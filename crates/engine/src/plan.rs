@@ -479,6 +479,35 @@ mod tests {
     }
 
     #[test]
+    fn an_mqtt_payload_renders_params_and_the_command_id() {
+        use closedloop_plant::{ParamValue, Params, Scope, Template};
+        let signals = std::collections::BTreeMap::new();
+        let devices = std::collections::BTreeMap::new();
+        let mut params = Params::new();
+        params.insert("on".into(), ParamValue::Bool(true));
+        let scope = Scope {
+            signals: &signals,
+            params: &params,
+            devices: &devices,
+            extra_strings: &[("command_id", "0193abc")],
+        };
+        let entry = WriteEntry::Mqtt {
+            topic: "lab/lamp/set".into(),
+            payload: Template::compile(r#"{"on": ${params.on}, "id": "${command_id}"}"#)
+                .expect("compiles"),
+            qos: 1,
+        };
+        assert_eq!(
+            evaluate(&[entry], &scope, None).unwrap(),
+            vec![Request::Publish(Publish {
+                topic: "lab/lamp/set".into(),
+                payload: r#"{"on": true, "id": "0193abc"}"#.into(),
+                qos: 1,
+            })]
+        );
+    }
+
+    #[test]
     fn readback_compares_exactly() {
         let wr = Write::Registers {
             start: 0,

@@ -5,9 +5,9 @@
 mod common;
 
 use closedloop_engine::{Liveness, Status};
-use closedloop_mqtt::relay::MqttRelay;
 use closedloop_mqtt::testing::Mosquitto;
 use closedloop_sim::{Fault, FaultSpec, MqttRelayOptions};
+use closedloop_sim_server::MqttRelay;
 use common::*;
 use serde_json::json;
 use std::time::Duration;

@@ -26,8 +26,8 @@
 use crate::Simulated;
 use crate::can_node::{CanNodeSpec, CanSimError, SimBus, start_buses};
 use crate::modbus::{ModbusServer, Units};
+use crate::mqtt_relay::{self, MqttRelay, Presence, RelayError};
 use crate::opcua_sim::{self, OpcuaServers, ServedOpcua};
-use closedloop_mqtt::relay::{self, MqttRelay, Presence};
 use closedloop_plant::Plant;
 use closedloop_sim::{Model, SimDevice};
 use std::collections::BTreeMap;
@@ -145,7 +145,7 @@ pub enum BindError {
         /// The devices meant to be served there.
         devices: String,
         /// Why.
-        source: closedloop_opcua::sim::SimError,
+        source: opcua_sim::SimError,
     },
     /// A CAN node could not be started.
     #[error(transparent)]
@@ -415,7 +415,7 @@ fn start_relay(
         message,
     };
     let valid = sim.config.validate().map_err(|e| refused(e.to_string()))?;
-    relay::check_faults(&valid.faults).map_err(|e| refused(e.to_string()))?;
+    mqtt_relay::check_faults(&valid.faults).map_err(|e| refused(e.to_string()))?;
     let Model::MqttRelay(options) = &valid.model else {
         return Err(refused(format!(
             "model `{}` is not an mqtt-relay",
@@ -423,12 +423,14 @@ fn start_relay(
         )));
     };
     let client_id = format!("closedloop-sim-{device}");
-    MqttRelay::start(broker, &client_id, options, &valid.faults, valid.seed).map_err(|source| {
-        BindError::Broker {
+    MqttRelay::start(broker, &client_id, options, &valid.faults, valid.seed).map_err(|e| match e {
+        RelayError::Broker(source) => BindError::Broker {
             device: device.to_string(),
             broker: broker.to_string(),
             source,
-        }
+        },
+        // Not reached: `check_faults` above refused such a fault by key.
+        refusal => refused(refusal.to_string()),
     })
 }
 

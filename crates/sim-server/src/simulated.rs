@@ -5,7 +5,7 @@
 //! exactly as its plant-file entry is checked and refuses, by key, what it cannot honour.
 
 use crate::can_node::CanNode;
-use closedloop_mqtt::relay::MqttRelay;
+use crate::mqtt_relay::MqttRelay;
 use closedloop_sim::{FaultConfig, FaultKind, FaultSpec, SimConfigError, SimDevice};
 use std::sync::Arc;
 

@@ -5,17 +5,15 @@
 //! OPC UA cannot carry, and tables that name two ways of serving a device, are refused by name.
 
 use closedloop_driver::Value;
+use closedloop_opcua::testing::{next_where, node, wait_link};
 use closedloop_plant::Plant;
 use closedloop_sim_server::opcua::{Class, OpcuaClient, OpcuaConfig, Update, classify};
-use closedloop_sim_server::opcua::{Monitor, sim::SAMPLE_PERIOD};
+use closedloop_sim_server::opcua_sim::SAMPLE_PERIOD;
 use closedloop_sim_server::{
     BindError, BoundPlant, ControlCommand, ControlError, ControlServer, bind_plant, control,
 };
 use std::net::SocketAddr;
 use std::time::Duration;
-
-/// Long enough for any answer on a loaded machine; only awaited in full when nothing comes.
-const WAIT: Duration = Duration::from_secs(30);
 
 /// A plant with a relay `lamp` and a stepper `slide` served over OPC UA on `127.0.0.1:0`; `lamp`
 /// takes the extra `[device.sim]` lines `lamp_sim`.
@@ -72,10 +70,6 @@ fn plant(text: &str) -> Plant {
         .unwrap_or_else(|e| panic!("a valid plant: {e}"))
 }
 
-fn node(device: &str, name: &str) -> String {
-    format!("ns=2;s={device}.{name}")
-}
-
 /// The plant bound and running, its control endpoint, and a client of its one server.
 struct Rig {
     control: SocketAddr,
@@ -117,35 +111,8 @@ async fn connect(endpoint: &str) -> OpcuaClient {
     client
 }
 
-async fn wait_link(client: &OpcuaClient, connected: bool) {
-    let mut link = client.link();
-    let waited = tokio::time::timeout(WAIT, link.wait_for(|l| l.is_connected() == connected));
-    assert!(
-        matches!(waited.await, Ok(Ok(_))),
-        "the link never became {} (now {:?})",
-        if connected { "connected" } else { "lost" },
-        *client.link().borrow()
-    );
-}
-
 async fn ctl(control: SocketAddr, line: &str) -> Result<(), ControlError> {
     control::send(control, &ControlCommand::parse(line).unwrap()).await
-}
-
-/// The first update for `node` that `pred` accepts.
-async fn next_where(monitor: &mut Monitor, node: &str, pred: impl Fn(&Update) -> bool) -> Update {
-    let wait = async {
-        loop {
-            match monitor.recv().await {
-                Some(u) if u.node == node && pred(&u) => return u,
-                Some(_) => {}
-                None => panic!("the monitor ended while waiting for {node}"),
-            }
-        }
-    };
-    tokio::time::timeout(WAIT, wait)
-        .await
-        .unwrap_or_else(|_| panic!("no matching update for {node} within {WAIT:?}"))
 }
 
 async fn read(client: &OpcuaClient, nodes: &[String]) -> Vec<Update> {

@@ -327,8 +327,11 @@ impl MqttBroker {
             .await
     }
 
-    /// Publish with any retain flag and optional expiry: for the simulator's retained status only.
-    pub(crate) async fn send(
+    /// Publish with any retain flag and optional expiry, as a device publishes (its retained
+    /// `online` status, its state without expiry): for the simulated devices of
+    /// closedloop-sim-server and for tests. A command goes out through [`MqttBroker::publish`],
+    /// which is never retained and always expires.
+    pub async fn send(
         &self,
         topic: &str,
         payload: Bytes,

@@ -1,10 +1,9 @@
-//! Pure helpers: payload decoding, topic filter matching, payload rendering, expiry rounding.
+//! Pure helpers: payload decoding, topic filter matching, expiry rounding, broker URLs.
 //! No I/O here; everything is unit-tested below.
 
 use std::time::Duration;
 
 use closedloop_driver::{Value, ValueType};
-use closedloop_plant::{EvalError, Scope, Template};
 
 /// Decodes a signal value from an MQTT payload (DESIGN §3 `topic` + `json` + `true_values`).
 ///
@@ -67,11 +66,6 @@ fn typed(v: Value, ty: ValueType) -> Value {
     } else {
         Value::Number(v.as_f64())
     }
-}
-
-/// Renders a write's `payload` template; `${command_id}` comes from `scope.extra_strings`.
-pub fn render_payload(template: &Template, scope: &Scope) -> Result<String, EvalError> {
-    template.render(scope)
 }
 
 /// Whether `topic` matches the subscription `filter` (`+` one level, `#` the rest).
@@ -163,8 +157,6 @@ pub(crate) fn parse_broker(url: &str) -> Result<BrokerAddr, crate::Error> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     fn tv(v: &[&str]) -> Vec<String> {
@@ -302,25 +294,5 @@ mod tests {
         assert_eq!(tls("mqtts://h"), Some(true));
         assert_eq!(tls("ssl://h:8883"), Some(true));
         assert_eq!(tls("h:1883"), None);
-    }
-
-    #[test]
-    fn payload_renders_command_id() {
-        let t =
-            Template::compile(r#"{"on": ${params.on}, "id": "${command_id}"}"#).expect("compiles");
-        let mut params = closedloop_plant::Params::default();
-        params.insert("on".into(), closedloop_plant::ParamValue::Bool(true));
-        let empty = BTreeMap::new();
-        let devices = BTreeMap::new();
-        let scope = Scope {
-            signals: &empty,
-            params: &params,
-            devices: &devices,
-            extra_strings: &[("command_id", "0193abc")],
-        };
-        assert_eq!(
-            render_payload(&t, &scope).as_deref(),
-            Ok(r#"{"on": true, "id": "0193abc"}"#)
-        );
     }
 }

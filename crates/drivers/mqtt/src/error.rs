@@ -44,9 +44,6 @@ pub enum Error {
     /// The message expiry must be at least one second (MQTT 5 counts whole seconds).
     #[error("the message expiry has already passed")]
     Expired,
-    /// A simulator fault the `mqtt-relay` model cannot honour.
-    #[error("fault `{0}` does not apply to mqtt-relay")]
-    UnsupportedFault(String),
     /// The broker handle was shut down.
     #[error("the broker connection was shut down")]
     Closed,

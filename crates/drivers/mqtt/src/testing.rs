@@ -158,6 +158,41 @@ pub async fn connected(config: BrokerConfig) -> MqttBroker {
     broker
 }
 
+/// The next message on `sub` that is not a probe of [`await_active`], bounded.
+pub async fn next(sub: &mut crate::Subscription) -> crate::Message {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let m = sub.recv().await.expect("subscription open");
+            if m.payload.as_ref() != b"probe" {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("a message within 5 s")
+}
+
+/// Waits until the subscription is active at the broker by publishing probes to `topic` until
+/// one comes back (the SUBSCRIBE is asynchronous): a test that publishes before that could lose
+/// its message.
+pub async fn await_active(broker: &MqttBroker, sub: &mut crate::Subscription, topic: &str) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            broker
+                .publish(topic, "probe", 1, Duration::from_secs(5))
+                .await
+                .expect("probe acked");
+            if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(50), sub.recv()).await
+                && m.payload.as_ref() == b"probe"
+            {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("subscription active within 5 s");
+}
+
 /// Publishes a retained message (QoS 1), as a device leaves its last state behind; tests use it
 /// to show that retained messages are never evidence.
 pub async fn publish_retained(

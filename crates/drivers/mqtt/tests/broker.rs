@@ -1,11 +1,9 @@
 //! `MqttBroker` against a real Mosquitto.
 
-mod common;
-
 use std::time::Duration;
 
+use closedloop_mqtt::testing::{Mosquitto, await_active, connected, next};
 use closedloop_mqtt::{BrokerConfig, Error, Link, MqttBroker, Will};
-use common::{Mosquitto, await_active, connected, next};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 

@@ -1,14 +1,13 @@
 //! `mqtts://` against a real Mosquitto with a TLS listener, and username/password: a throwaway
 //! PKI made by the `openssl` CLI for every test (missing `openssl` fails the test, never skips it).
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use closedloop_mqtt::testing::{Listener, TestPki, password_file};
+use closedloop_mqtt::testing::{
+    Listener, Mosquitto, TestPki, await_active, connected, next, password_file,
+};
 use closedloop_mqtt::{BrokerConfig, Error, Link, MqttBroker};
-use common::{Mosquitto, await_active, connected, next};
 
 fn pki() -> (tempfile::TempDir, TestPki) {
     let dir = tempfile::tempdir().expect("a temporary directory");

@@ -1,5 +1,4 @@
-//! OPC UA for closedloop (DESIGN §2–§3): a client the engine drives devices with, and a simulated
-//! server that serves closedloop's simulated devices over real OPC UA.
+//! OPC UA for closedloop (DESIGN §2–§3): a client the engine drives devices with.
 //!
 //! OPC UA is push-fed like MQTT, so this crate does not implement the register-oriented
 //! `closedloop_driver::Driver`. [`OpcuaClient`] keeps one session per endpoint alive in the
@@ -21,9 +20,9 @@
 //! [`classify`] maps every [`Error`] onto the contract's error codes (`REGISTER_INVALID`,
 //! `DEVICE_OFFLINE`, `BUS_NAK`); the OPC UA status name always stays in the text.
 //!
-//! [`sim::SimServer`] exposes `closedloop_sim::SimDevice`s as OPC UA nodes
-//! (`ns=2;s={device}.{Name}`), with their faults — including the protocol-level ones, a server
-//! that goes dark (`power_off`) or keeps its sockets open and answers nothing (`zombie`).
+//! The simulated OPC UA server that serves closedloop's simulated devices lives in
+//! closedloop-sim-server (`opcua_sim::SimServer`), so this crate knows neither the simulator nor
+//! the plant.
 
 #![warn(missing_docs)]
 
@@ -33,7 +32,8 @@ mod config;
 mod convert;
 mod error;
 mod monitor;
-pub mod sim;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod update;
 mod write;
 

@@ -5,16 +5,14 @@
 //! The Python environment is a prerequisite, never a reason to skip: without it these tests fail
 //! and say how to install it (`bash scripts/python-env`).
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use closedloop_driver::Value;
+use closedloop_opcua::testing::*;
 use closedloop_opcua::{Class, Error, Link, classify};
-use common::*;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 

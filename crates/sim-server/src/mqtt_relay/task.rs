@@ -8,9 +8,10 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
+use closedloop_mqtt::{BrokerConfig, Link, MqttBroker, Subscription};
+
 use super::core::Effect;
 use super::{Presence, Shared, lock};
-use crate::{BrokerConfig, Link, MqttBroker, Subscription};
 
 /// How long one publish waits for its PUBACK before the relay goes on without it.
 const PUBLISH_WAIT: Duration = Duration::from_secs(2);

@@ -1,14 +1,14 @@
 //! Basic256Sha256 against the sim server: signed and encrypted sessions with the server's
 //! certificate pinned from a file, and a server presenting any other certificate refused.
 
-mod common;
+mod opcua_devices;
 
 use std::time::Duration;
 
 use closedloop_driver::Value;
-use closedloop_opcua::sim::{SimOptions, SimServer};
 use closedloop_opcua::{Link, OpcuaClient, Security, SecurityMode};
-use common::*;
+use closedloop_sim_server::opcua_sim::{SimOptions, SimServer};
+use opcua_devices::*;
 
 async fn secure_server(pki: &std::path::Path) -> SimServer {
     let options = SimOptions {

@@ -16,9 +16,6 @@
 //! → `Bad_Timeout`, stall, brownout, swapped contacts); when every device of the server is
 //! silent, the server itself goes dark (power_off, reboot) or freezes (zombie) — see `gate`.
 
-mod gate;
-mod nodes;
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,10 +32,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use gate::Gate;
-use nodes::SimNodes;
+use super::gate::{self, Gate};
+use super::nodes::{self, SimNodes};
 
-pub use nodes::NAMESPACE as SIM_NAMESPACE;
+pub use super::nodes::NAMESPACE as SIM_NAMESPACE;
 
 /// How often device values are sampled for subscribers (and faults checked for the gate).
 pub const SAMPLE_PERIOD: Duration = Duration::from_millis(20);

@@ -27,8 +27,8 @@
 //!   fault was injected or cleared, time passed), `Effect`s out (cut the connection, connect
 //!   afresh, publish); it does no I/O and reads no clock. When faults strike is kept by
 //!   [`closedloop_sim::Schedule`], the simulator's own scheduler.
-//! - `task`: owns a restartable [`MqttBroker`](crate::MqttBroker) connection and turns effects
-//!   into I/O.
+//! - `task`: owns a restartable [`MqttBroker`](closedloop_mqtt::MqttBroker) connection and
+//!   turns effects into I/O.
 //! - here: the handle, [`MqttRelay`], whose methods run the core under its lock and wake the
 //!   task; and the faults the model refuses.
 
@@ -38,16 +38,17 @@ mod task;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use closedloop_mqtt::{BrokerConfig, Will, parse_broker_url};
 use closedloop_sim::{
     FaultConfig, FaultKind, FaultSpec, MqttRelayOptions, SimConfig, SimConfigError,
 };
+use thiserror::Error;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use self::core::{Core, Effect};
 use self::task::Topics;
-use crate::{BrokerConfig, Will, parse_broker_url};
 
 /// Sets waiting out `latency_ms` at most; one more makes the oldest lost, as a device's full
 /// input buffer would.
@@ -90,6 +91,18 @@ fn check_kind(kind: FaultKind, prefix: &str) -> Result<(), SimConfigError> {
             why: why.into(),
         }),
     }
+}
+
+/// Why a relay did not start, or a fault was not injected.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum RelayError {
+    /// The broker URL cannot be used (the MQTT driver's own check).
+    #[error(transparent)]
+    Broker(#[from] closedloop_mqtt::Error),
+    /// A simulator fault the `mqtt-relay` model cannot honour ([`refusal`] says why).
+    #[error("fault `{0}` does not apply to mqtt-relay")]
+    UnsupportedFault(String),
 }
 
 /// Where a relay stands with its broker: what `closedloop sim` waits for before announcing it.
@@ -147,18 +160,16 @@ impl MqttRelay {
     /// `seed` makes `drop_rate` reproducible. Must be called inside a tokio runtime.
     ///
     /// Refuses a malformed broker URL and a fault the model cannot honour
-    /// ([`crate::Error::UnsupportedFault`]).
+    /// ([`RelayError::UnsupportedFault`]).
     pub fn start(
         broker: &str,
         client_id: &str,
         options: &MqttRelayOptions,
         faults: &[FaultSpec],
         seed: u64,
-    ) -> Result<MqttRelay, crate::Error> {
+    ) -> Result<MqttRelay, RelayError> {
         if let Some(spec) = faults.iter().find(|s| refusal(s.fault.kind()).is_some()) {
-            return Err(crate::Error::UnsupportedFault(
-                spec.fault.kind().to_string(),
-            ));
+            return Err(RelayError::UnsupportedFault(spec.fault.kind().to_string()));
         }
         parse_broker_url(broker)?;
         let prefix = options.prefix.trim_end_matches('/').to_string();
@@ -215,11 +226,9 @@ impl MqttRelay {
 
     /// Injects a fault now, replacing any fault of its kind; `after_ms` counts as in the module
     /// doc. Refuses a kind the model cannot honour.
-    pub fn inject(&self, spec: FaultSpec) -> Result<(), crate::Error> {
+    pub fn inject(&self, spec: FaultSpec) -> Result<(), RelayError> {
         if refusal(spec.fault.kind()).is_some() {
-            return Err(crate::Error::UnsupportedFault(
-                spec.fault.kind().to_string(),
-            ));
+            return Err(RelayError::UnsupportedFault(spec.fault.kind().to_string()));
         }
         self.with(|core, now| core.inject(spec, now));
         Ok(())

@@ -1,46 +1,16 @@
-//! Helpers shared by the OPC UA integration tests: simulated devices, a client with short
-//! timeouts, and waits that fail with a message instead of hanging.
-
-#![allow(dead_code)]
+//! Helpers for the tests of every crate that speaks OPC UA (this crate's, the simulator's): a
+//! client with short timeouts and waits that fail with a message instead of hanging.
+//!
+//! Behind the `testing` feature so that the client tests here (against a foreign server) and the
+//! simulated server's tests in closedloop-sim-server drive the client the same way instead of
+//! each keeping a copy. They panic on a wait that runs out: they are for tests only.
 
 use std::time::Duration;
 
-use closedloop_opcua::sim::SimServer;
-use closedloop_opcua::{Link, Monitor, OpcuaClient, OpcuaConfig, Update};
-use closedloop_sim::{SimConfig, SimDevice};
+use crate::{Link, Monitor, OpcuaClient, OpcuaConfig, Update};
 
 /// Longest any single wait in these tests may take.
 pub const WAIT: Duration = Duration::from_secs(30);
-
-/// A simulated device of `model` with the options of `cfg` (its `model` is overwritten).
-pub fn device(model: &str, cfg: SimConfig) -> SimDevice {
-    let cfg = SimConfig {
-        model: model.to_string(),
-        ..cfg
-    };
-    SimDevice::from_config(&cfg).expect("a valid sim table")
-}
-
-/// A relay with the default 10 ms pull-in.
-pub fn relay() -> SimDevice {
-    device("relay", SimConfig::default())
-}
-
-/// A stepper at 100 mm/s over 0–300 mm.
-pub fn stepper() -> SimDevice {
-    device("stepper", SimConfig::default())
-}
-
-/// A sim server on a free loopback port.
-pub async fn serve(devices: Vec<(&str, SimDevice)>) -> SimServer {
-    let devices = devices
-        .into_iter()
-        .map(|(id, d)| (id.to_string(), d))
-        .collect();
-    SimServer::start("127.0.0.1:0".parse().unwrap(), devices)
-        .await
-        .expect("sim server starts")
-}
 
 /// Client settings that notice a lost server within about a second.
 pub fn quick(endpoint: &str) -> OpcuaConfig {

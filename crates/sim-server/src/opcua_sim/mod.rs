@@ -2,10 +2,17 @@
 //! "127.0.0.1:PORT"`, so that an `opcua` driver (`endpoint = "opc.tcp://127.0.0.1:PORT/"`)
 //! reads, monitors, writes and calls them as it would a PLC's OPC UA server.
 //!
-//! Every device naming the same address is served by one [`SimServer`] (closedloop-opcua's
-//! simulated server), as the devices of one PLC share its server; `127.0.0.1:0` picks one free
-//! port, shared by every device that writes exactly that. The endpoint URL `closedloop sim` announces
-//! ([`ServedOpcua::endpoint`]) is the one the driver names. Security is None, anonymous.
+//! Every device naming the same address is served by one [`SimServer`] (this module's simulated
+//! OPC UA server, built on async-opcua), as the devices of one PLC share its server;
+//! `127.0.0.1:0` picks one free port, shared by every device that writes exactly that. The
+//! endpoint URL `closedloop sim` announces ([`ServedOpcua::endpoint`]) is the one the driver
+//! names. Security is None, anonymous.
+//!
+//! # Structure
+//! - here: checking and binding a plant's `opcua` tables, and the faults OPC UA cannot carry.
+//! - `server`: [`SimServer`], the OPC UA stack around the devices, sampling for subscribers.
+//! - `nodes`: each device's variables and methods, delegated to its register map.
+//! - `gate`: the TCP front door that goes dark or freezes for `power_off` and `zombie`.
 //!
 //! # Nodes
 //! Namespace 2 is `urn:closedloop:sim`. Each device is an object `ns=2;s={device}` under the
@@ -39,8 +46,13 @@
 //! variables answer reads `Bad_Timeout` after its `timeout_ms` and turn `Bad_NoCommunication`
 //! for subscribers, as a gateway's would for a device behind it that stopped answering.
 
+mod gate;
+mod nodes;
+mod server;
+
+pub use server::{SAMPLE_PERIOD, SIM_NAMESPACE, SimError, SimOptions, SimServer};
+
 use crate::plant::BindError;
-use closedloop_opcua::sim::{SimError, SimServer};
 use closedloop_plant::DeviceSim;
 use closedloop_sim::{FaultConfig, FaultKind, FaultSpec, SimConfigError, SimDevice};
 use std::collections::BTreeMap;

@@ -1,15 +1,12 @@
-//! The `mqtt-relay` simulated device, driven through `MqttBroker` against a real Mosquitto.
-
-// The shared helpers re-export `connected`, which this file does not need.
-#[allow(unused_imports)]
-mod common;
+//! The `mqtt-relay` simulated device on its own (without a plant file), driven through
+//! `MqttBroker` against a real Mosquitto.
 
 use std::time::Duration;
 
-use closedloop_mqtt::relay::{MqttRelay, Presence};
+use closedloop_mqtt::testing::{Mosquitto, await_active, next};
 use closedloop_mqtt::{Ack, Message, MqttBroker, Subscription};
 use closedloop_sim::{Fault, FaultKind, FaultSpec, MqttRelayOptions};
-use common::{Mosquitto, await_active, next};
+use closedloop_sim_server::{MqttRelay, Presence, RelayError};
 use tokio::time::Instant;
 
 fn options(heartbeat_s: f64, pull_in_ms: u64) -> MqttRelayOptions {
@@ -246,7 +243,7 @@ async fn a_fault_it_cannot_honour_is_refused() {
         MqttRelay::start("mqtt://127.0.0.1:1", "relay", &options(1.0, 10), &[], 1).expect("starts");
     assert_eq!(
         relay.inject(FaultSpec::now(Fault::Nak)),
-        Err(closedloop_mqtt::Error::UnsupportedFault("nak".into()))
+        Err(RelayError::UnsupportedFault("nak".into()))
     );
     assert!(
         MqttRelay::start(

@@ -1,13 +1,13 @@
 //! The client against the simulated OPC UA server over loopback: browse, read, monitor, write
 //! with the fence rule, method calls, refusals, and the ways a server goes away.
 
-mod common;
+mod opcua_devices;
 
 use closedloop_driver::Value;
-use closedloop_opcua::sim::{SimOptions, SimServer};
 use closedloop_opcua::{Class, Error, MonitorMode, classify};
 use closedloop_sim::{Fault, FaultKind, FaultSpec, SimConfig};
-use common::*;
+use closedloop_sim_server::opcua_sim::{SimOptions, SimServer};
+use opcua_devices::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn browse_lists_devices_their_variables_and_methods() {
@@ -309,7 +309,7 @@ async fn a_zombie_answers_nothing_and_is_offline() {
         .unwrap()
         .inject(FaultSpec::now(Fault::Zombie));
     // Give the gate one sampling period to freeze.
-    tokio::time::sleep(closedloop_opcua::sim::SAMPLE_PERIOD * 3).await;
+    tokio::time::sleep(closedloop_sim_server::opcua_sim::SAMPLE_PERIOD * 3).await;
     let err = client
         .read(std::slice::from_ref(&commanded))
         .await
