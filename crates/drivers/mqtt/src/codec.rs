@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use closedloop_driver::{Value, ValueType};
+use closedloop_driver::{BrokerUrl, Value, ValueType};
 
 /// Decodes a signal value from an MQTT payload (DESIGN §3 `topic` + `json` + `true_values`).
 ///
@@ -100,58 +100,13 @@ pub fn parse_broker_url(url: &str) -> Result<(String, u16), crate::Error> {
     parse_broker(url).map(|a| (a.host, a.port))
 }
 
-/// A parsed broker URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BrokerAddr {
-    /// Host name or IP address (brackets of an IPv6 literal removed); with TLS it is also the
-    /// name the broker's certificate must carry.
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-    /// `mqtts://` / `ssl://`.
-    pub tls: bool,
-}
-
-/// The schemes the plant validator accepts too, with whether they mean TLS and their default port.
-const SCHEMES: [(&str, bool, u16); 4] = [
-    ("mqtt://", false, 1883),
-    ("tcp://", false, 1883),
-    ("mqtts://", true, 8883),
-    ("ssl://", true, 8883),
-];
-
-/// [`parse_broker_url`] with the TLS flag [`crate::MqttBroker::connect`] needs.
-pub(crate) fn parse_broker(url: &str) -> Result<BrokerAddr, crate::Error> {
-    let bad = |why: &str| crate::Error::InvalidUrl {
+/// [`parse_broker_url`] with the TLS flag [`crate::MqttBroker::connect`] needs: the plant
+/// loader's parser (`closedloop_driver::BrokerUrl`), so a URL `closedloop check` accepts is one
+/// this crate connects to.
+pub(crate) fn parse_broker(url: &str) -> Result<BrokerUrl, crate::Error> {
+    BrokerUrl::parse(url).map_err(|why| crate::Error::InvalidUrl {
         url: url.to_string(),
-        why: why.to_string(),
-    };
-    let (rest, tls, default_port) = SCHEMES
-        .iter()
-        .find_map(|(scheme, tls, port)| Some((url.strip_prefix(scheme)?, *tls, *port)))
-        .ok_or_else(|| bad("write it as `mqtt://host:1883`, or `mqtts://host:8883` for TLS"))?;
-    let rest = rest.trim_end_matches('/');
-    if rest.is_empty() || rest.contains('/') || rest.contains('@') {
-        return Err(bad(
-            "write it as `mqtt://host:1883` (no path, credentials go in username/password)",
-        ));
-    }
-    let (host, port) = match rest.rsplit_once(':') {
-        // `[::1]` alone: the colons are inside the brackets, no port given.
-        Some(_) if rest.starts_with('[') && rest.ends_with(']') => (rest, default_port),
-        Some((host, port)) if !host.is_empty() => {
-            let port = port
-                .parse::<u16>()
-                .map_err(|_| bad("the port is not a number 1–65535"))?;
-            (host, port)
-        }
-        Some(_) => return Err(bad("the host is missing")),
-        None => (rest, default_port),
-    };
-    Ok(BrokerAddr {
-        host: host.trim_matches(['[', ']']).to_string(),
-        port,
-        tls,
+        why,
     })
 }
 

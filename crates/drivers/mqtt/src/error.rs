@@ -11,11 +11,11 @@ use thiserror::Error;
 pub enum Error {
     /// The broker URL is not `mqtt://host[:port]` or `mqtts://host[:port]` (or their aliases
     /// `tcp://`, `ssl://`).
-    #[error("broker \"{url}\": {why}")]
+    #[error("{why}")]
     InvalidUrl {
         /// The URL as written.
         url: String,
-        /// What is wrong and how to fix it.
+        /// What is wrong and how to fix it, quoting the URL.
         why: String,
     },
     /// The TLS settings cannot be used: a PEM file that cannot be read or holds no certificate or
