@@ -1,7 +1,8 @@
 //! Modbus RTU answers from a device, through closedloop-modbus's public API: a `ModbusDevice` on
 //! `Connection::rtu_over` sends one request over a scripted serial line that answers with the
 //! fuzzer's bytes (in chunks of a fuzzed size, then end of line). That reaches the RTU framing
-//! (`rtu::frame::answer_len` and `decode_answer`, both `pub(crate)`) exactly as a serial port does.
+//! (`rtu::frame::answer_len` and `decode_answer`, both `pub(crate)`, and through them the PDU codec
+//! `pdu::Response`) exactly as a serial port does.
 //!
 //! Input: `unit, kind, start (2), count (2), flags, rest...`
 //! - `kind % 6`: read coils, discrete inputs, holding, input registers; write coils; write
@@ -22,7 +23,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use closedloop_driver::{Area, Data, Driver, Exception, Write};
-use closedloop_modbus::rtu::frame::{pack_bits, seal};
+use closedloop_modbus::pdu::pack_bits;
+use closedloop_modbus::rtu::frame::seal;
 use closedloop_modbus::{Connection, ModbusDevice};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};

@@ -1,5 +1,6 @@
-//! Modbus TCP framing and the PDUs of function codes 1–6, 15 and 16: pure encode and decode, no
-//! I/O, so every byte is checked by a unit test.
+//! Modbus TCP framing (the MBAP header) around closedloop-modbus's PDU codec
+//! ([`closedloop_modbus::pdu`], the same one the driver uses): pure encode and decode, no I/O, so
+//! every byte is checked by a unit test.
 //!
 //! The simulator frames Modbus itself instead of using tokio-modbus's server: that server awaits
 //! each request's answer before it reads the next frame, so a request the device never answers
@@ -7,21 +8,14 @@
 //! open after the client left. The connection loop in [`crate::modbus`] needs to go on reading
 //! while answers are outstanding, which needs framing it controls.
 
-use closedloop_driver::{Area, Data, Exception, Write};
+use closedloop_driver::{Data, Exception};
+use closedloop_modbus::pdu::{Payload, Request, Response};
+
+/// Largest PDU the specification allows (a 260-byte ADU).
+pub use closedloop_modbus::pdu::MAX_PDU_LEN;
 
 /// MBAP header length: transaction id, protocol id, length, unit id.
 pub const HEADER_LEN: usize = 7;
-/// Largest PDU the specification allows (a 260-byte ADU).
-pub const MAX_PDU_LEN: usize = 253;
-
-/// Most coils or discrete inputs one read may ask for (FC01/02).
-const MAX_READ_BITS: u16 = 2000;
-/// Most registers one read may ask for (FC03/04).
-const MAX_READ_WORDS: u16 = 125;
-/// Most coils one FC15 may write.
-const MAX_WRITE_BITS: u16 = 1968;
-/// Most registers one FC16 may write.
-const MAX_WRITE_WORDS: u16 = 123;
 
 /// What identifies a request's answer: echoed unchanged in the response header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,145 +74,6 @@ pub fn take_adu(buf: &mut Vec<u8>) -> Result<Option<Adu>, FrameError> {
     }))
 }
 
-/// A decoded request, in the driver's terms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    /// FC01–04.
-    Read {
-        /// Which area the function code reads.
-        area: Area,
-        /// First address.
-        start: u16,
-        /// How many items.
-        count: u16,
-    },
-    /// FC05/06 (one item) and FC15/16 (a block).
-    Write {
-        /// The function code, so the answer echoes the right shape.
-        function: u8,
-        /// What to write.
-        write: Write,
-    },
-}
-
-impl Request {
-    /// The function code this request came with.
-    pub fn function(&self) -> u8 {
-        match self {
-            Request::Read { area, .. } => match area {
-                Area::Coil => 1,
-                Area::DiscreteInput => 2,
-                Area::Holding => 3,
-                Area::Input => 4,
-            },
-            Request::Write { function, .. } => *function,
-        }
-    }
-}
-
-/// A PDU that cannot be carried out, with the exception the specification prescribes:
-/// 1 for a function this server does not know, 3 for a malformed or out-of-range request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refused {
-    /// The function code as received (0 for an empty PDU).
-    pub function: u8,
-    /// What to answer.
-    pub exception: Exception,
-}
-
-/// Decodes a request PDU.
-pub fn decode_request(pdu: &[u8]) -> Result<Request, Refused> {
-    let function = pdu.first().copied().unwrap_or(0);
-    let refuse = |exception| Refused {
-        function,
-        exception,
-    };
-    let word =
-        |i: usize| -> Option<u16> { Some(u16::from_be_bytes([*pdu.get(i)?, *pdu.get(i + 1)?])) };
-    let bad = refuse(Exception::ILLEGAL_DATA_VALUE);
-    match function {
-        1..=4 => {
-            let (Some(start), Some(count), 5) = (word(1), word(3), pdu.len()) else {
-                return Err(bad);
-            };
-            let (area, max) = match function {
-                1 => (Area::Coil, MAX_READ_BITS),
-                2 => (Area::DiscreteInput, MAX_READ_BITS),
-                3 => (Area::Holding, MAX_READ_WORDS),
-                _ => (Area::Input, MAX_READ_WORDS),
-            };
-            if !(1..=max).contains(&count) {
-                return Err(bad);
-            }
-            fits(start, count).map_err(refuse)?;
-            Ok(Request::Read { area, start, count })
-        }
-        5 | 6 => {
-            let (Some(start), Some(value), 5) = (word(1), word(3), pdu.len()) else {
-                return Err(bad);
-            };
-            let write = if function == 5 {
-                let on = match value {
-                    0xFF00 => true,
-                    0x0000 => false,
-                    _ => return Err(bad),
-                };
-                Write::Coils {
-                    start,
-                    values: vec![on],
-                }
-            } else {
-                Write::Registers {
-                    start,
-                    values: vec![value],
-                }
-            };
-            Ok(Request::Write { function, write })
-        }
-        15 | 16 => {
-            let (Some(start), Some(count), Some(&bytes)) = (word(1), word(3), pdu.get(5)) else {
-                return Err(bad);
-            };
-            let (max, want) = if function == 15 {
-                (MAX_WRITE_BITS, u32::from(count).div_ceil(8))
-            } else {
-                (MAX_WRITE_WORDS, u32::from(count) * 2)
-            };
-            if !(1..=max).contains(&count)
-                || u32::from(bytes) != want
-                || pdu.len() != 6 + usize::from(bytes)
-            {
-                return Err(bad);
-            }
-            fits(start, count).map_err(refuse)?;
-            let data = &pdu[6..];
-            let write = if function == 15 {
-                let values = (0..usize::from(count))
-                    .map(|i| data[i / 8] & (1 << (i % 8)) != 0)
-                    .collect();
-                Write::Coils { start, values }
-            } else {
-                let values = data
-                    .chunks_exact(2)
-                    .map(|w| u16::from_be_bytes([w[0], w[1]]))
-                    .collect();
-                Write::Registers { start, values }
-            };
-            Ok(Request::Write { function, write })
-        }
-        _ => Err(refuse(Exception::ILLEGAL_FUNCTION)),
-    }
-}
-
-/// A block that runs past address 65535 does not exist: exception 2.
-fn fits(start: u16, count: u16) -> Result<(), Exception> {
-    if u32::from(start) + u32::from(count) > 0x1_0000 {
-        Err(Exception::ILLEGAL_DATA_ADDRESS)
-    } else {
-        Ok(())
-    }
-}
-
 /// The complete response ADU to `request`: its data, its write echo, or the device's exception.
 ///
 /// A read answer whose shape does not match the request (bits for registers, or the wrong
@@ -228,69 +83,22 @@ pub fn encode_answer(
     request: &Request,
     answer: Result<Option<Data>, Exception>,
 ) -> Vec<u8> {
-    let function = request.function();
-    let pdu = match (request, answer) {
-        (_, Err(e)) => return encode_exception(header, function, e),
-        (Request::Read { area, count, .. }, Ok(Some(data))) => {
-            match read_body(*area, *count, data) {
-                Some(body) => [&[function][..], &body].concat(),
-                None => {
-                    return encode_exception(header, function, Exception::SERVER_DEVICE_FAILURE);
-                }
-            }
-        }
-        (Request::Read { .. }, Ok(None)) => {
-            return encode_exception(header, function, Exception::SERVER_DEVICE_FAILURE);
-        }
-        (Request::Write { write, .. }, Ok(_)) => {
-            let mut pdu = vec![function];
-            pdu.extend_from_slice(&write.start().to_be_bytes());
-            let second = match (function, write) {
-                (5, Write::Coils { values, .. }) => {
-                    if values.first() == Some(&true) {
-                        0xFF00
-                    } else {
-                        0
-                    }
-                }
-                (6, Write::Registers { values, .. }) => values.first().copied().unwrap_or(0),
-                (_, Write::Coils { values, .. }) => values.len() as u16,
-                (_, Write::Registers { values, .. }) => values.len() as u16,
-            };
-            pdu.extend_from_slice(&second.to_be_bytes());
-            pdu
-        }
+    let outcome = answer
+        .and_then(|data| Payload::answering(request, data).ok_or(Exception::SERVER_DEVICE_FAILURE));
+    let response = Response {
+        function: request.function(),
+        outcome,
     };
-    frame(header, &pdu)
-}
-
-/// The byte count and payload of a read answer, or `None` when it does not fit the request.
-fn read_body(area: Area, count: u16, data: Data) -> Option<Vec<u8>> {
-    if data.len() != usize::from(count) {
-        return None;
-    }
-    match (area.is_bit(), data) {
-        (true, Data::Bits(bits)) => {
-            let mut bytes = vec![0u8; bits.len().div_ceil(8)];
-            for (i, _) in bits.iter().enumerate().filter(|(_, b)| **b) {
-                bytes[i / 8] |= 1 << (i % 8);
-            }
-            Some([&[bytes.len() as u8][..], &bytes].concat())
-        }
-        (false, Data::Words(words)) => {
-            let mut body = vec![(words.len() * 2) as u8];
-            for w in words {
-                body.extend_from_slice(&w.to_be_bytes());
-            }
-            Some(body)
-        }
-        _ => None,
-    }
+    frame(header, &response.encode())
 }
 
 /// An exception response ADU: the function code with its high bit set, then the code.
 pub fn encode_exception(header: Header, function: u8, exception: Exception) -> Vec<u8> {
-    frame(header, &[function | 0x80, exception.0])
+    let response = Response {
+        function,
+        outcome: Err(exception),
+    };
+    frame(header, &response.encode())
 }
 
 /// Wraps a PDU in its MBAP header.
@@ -307,6 +115,7 @@ fn frame(header: Header, pdu: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use closedloop_driver::Area;
 
     const H: Header = Header {
         transaction: 0x1234,
@@ -333,71 +142,6 @@ mod tests {
     }
 
     #[test]
-    fn reads_decode_with_their_area_and_limits() {
-        assert_eq!(
-            decode_request(&[4, 0, 1, 0, 2]),
-            Ok(Request::Read {
-                area: Area::Input,
-                start: 1,
-                count: 2
-            })
-        );
-        let too_many = decode_request(&[3, 0, 0, 0, 126]).unwrap_err();
-        assert_eq!(too_many.exception, Exception::ILLEGAL_DATA_VALUE);
-        let past_end = decode_request(&[1, 0xFF, 0xFF, 0, 2]).unwrap_err();
-        assert_eq!(past_end.exception, Exception::ILLEGAL_DATA_ADDRESS);
-        let unknown = decode_request(&[0x2B, 0x0E, 1, 0]).unwrap_err();
-        assert_eq!(
-            (unknown.function, unknown.exception),
-            (0x2B, Exception::ILLEGAL_FUNCTION)
-        );
-    }
-
-    #[test]
-    fn writes_decode_to_driver_blocks() {
-        let coil = decode_request(&[5, 0, 1, 0xFF, 0]).unwrap();
-        assert_eq!(
-            coil,
-            Request::Write {
-                function: 5,
-                write: Write::Coils {
-                    start: 1,
-                    values: vec![true]
-                }
-            }
-        );
-        assert!(decode_request(&[5, 0, 1, 0x12, 0]).is_err());
-        let coils = decode_request(&[15, 0, 0, 0, 10, 2, 0b0000_0101, 0b10]).unwrap();
-        let expected: Vec<bool> = [1, 0, 1, 0, 0, 0, 0, 0, 0, 1]
-            .iter()
-            .map(|b| *b == 1)
-            .collect();
-        assert_eq!(
-            coils,
-            Request::Write {
-                function: 15,
-                write: Write::Coils {
-                    start: 0,
-                    values: expected
-                }
-            }
-        );
-        let regs = decode_request(&[16, 0, 0, 0, 2, 4, 0, 0, 0x75, 0x30]).unwrap();
-        assert_eq!(
-            regs,
-            Request::Write {
-                function: 16,
-                write: Write::Registers {
-                    start: 0,
-                    values: vec![0, 30000]
-                }
-            }
-        );
-        // The byte count must agree with the quantity.
-        assert!(decode_request(&[16, 0, 0, 0, 2, 2, 0, 0]).is_err());
-    }
-
-    #[test]
     fn answers_encode_byte_by_byte() {
         let read_bits = Request::Read {
             area: Area::DiscreteInput,
@@ -420,12 +164,12 @@ mod tests {
             encode_answer(H, &read_words, Ok(Some(Data::Words(vec![0, 0x1B58])))),
             vec![0x12, 0x34, 0, 0, 0, 7, 7, 3, 4, 0, 0, 0x1B, 0x58]
         );
-        let coil = decode_request(&[5, 0, 1, 0xFF, 0]).unwrap();
+        let coil = Request::decode(&[5, 0, 1, 0xFF, 0]).unwrap();
         assert_eq!(
             encode_answer(H, &coil, Ok(None)),
             vec![0x12, 0x34, 0, 0, 0, 6, 7, 5, 0, 1, 0xFF, 0]
         );
-        let regs = decode_request(&[16, 0, 0, 0, 2, 4, 0, 0, 0x75, 0x30]).unwrap();
+        let regs = Request::decode(&[16, 0, 0, 0, 2, 4, 0, 0, 0x75, 0x30]).unwrap();
         assert_eq!(
             encode_answer(H, &regs, Ok(None)),
             vec![0x12, 0x34, 0, 0, 0, 6, 7, 16, 0, 0, 0, 2]

@@ -19,7 +19,8 @@
 //!   control endpoint sees it.
 //! - [`ControlServer`] and [`control::send`] inject and clear faults at run time over a
 //!   loopback line protocol (see [`control`]).
-//! - [`codec`] is the Modbus TCP framing, pure and unit-tested byte by byte.
+//! - [`codec`] is the Modbus TCP framing (MBAP) around closedloop-modbus's PDU codec, the one the
+//!   driver uses; pure and unit-tested byte by byte.
 //!
 //! Every simulated protocol face lives here, so the driver crates (closedloop-mqtt,
 //! closedloop-opcua, closedloop-can, closedloop-modbus) depend on neither the simulator nor the

@@ -30,8 +30,9 @@
 //! At most [`MAX_IN_FLIGHT`] unanswered requests per connection: the next one makes the oldest
 //! unanswered request lost (never answered), as a device's full input buffer would.
 
-use crate::codec::{self, Adu, Header, Request};
+use crate::codec::{self, Adu, Header};
 use closedloop_driver::{BoxFuture, Driver, Exception};
+use closedloop_modbus::pdu::{Operation, Request};
 use closedloop_sim::SimDevice;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::poll_fn;
@@ -237,7 +238,7 @@ fn start(units: &Units, adu: Adu) -> Slot {
         let frame = codec::encode_exception(header, function, Exception::GATEWAY_TARGET_FAILED);
         return Slot::Ready(Reply::Frame(frame));
     };
-    let request = match codec::decode_request(&pdu) {
+    let request = match Request::decode(&pdu) {
         Ok(r) => r,
         Err(refused) => {
             let frame = codec::encode_exception(header, refused.function, refused.exception);
@@ -250,12 +251,11 @@ fn start(units: &Units, adu: Adu) -> Slot {
 
 /// Asks the device; the future never resolves when the device stays silent.
 async fn answer(device: SimDevice, header: Header, request: Request) -> Reply {
-    let answer = match &request {
-        Request::Read { area, start, count } => device
-            .read(*area, *start, *count)
-            .await
-            .map(|r| r.map(Some)),
-        Request::Write { write, .. } => device.write(write.clone()).await.map(|r| r.map(|()| None)),
+    let answer = match request.operation() {
+        Operation::Read { area, start, count } => {
+            device.read(area, start, count).await.map(|r| r.map(Some))
+        }
+        Operation::Write(write) => device.write(write).await.map(|r| r.map(|()| None)),
     };
     match answer {
         Ok(result) => Reply::Frame(codec::encode_answer(header, &request, result)),

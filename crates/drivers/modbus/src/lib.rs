@@ -1,6 +1,7 @@
 //! Modbus TCP and RTU devices behind closedloop's [`Driver`] trait.
 //!
-//! Layers, as in tokio-modbus: [`request`] (which function code a read or write becomes),
+//! Layers, as in tokio-modbus: [`pdu`] (the PDU codec of both directions, shared with
+//! `closedloop sim`'s server), [`request`] (which function code a read or write becomes),
 //! `rtu::frame` (pure RTU framing and CRC16), links (one open transport: tokio-modbus's TCP
 //! client, or closedloop's RTU framing over any byte stream), [`Connection`] (one shared,
 //! self-healing transport per address or port), and [`ModbusDevice`] (one unit on it).
@@ -22,6 +23,7 @@
 mod connection;
 mod device;
 mod link;
+pub mod pdu;
 pub mod request;
 pub mod rtu;
 mod tcp;

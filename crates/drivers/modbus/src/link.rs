@@ -4,6 +4,7 @@
 
 use closedloop_driver::{BoxFuture, Data, Exception};
 
+use crate::pdu::Payload;
 use crate::request::{Reply, Request};
 
 /// What came back over a link: an answer (possibly an exception), or a failure of the link.
@@ -27,10 +28,18 @@ pub(crate) enum LinkError {
     Io(String),
 }
 
-/// Checks a successful answer's payload against the request: a read must carry exactly the
-/// items asked for (bit answers are padded to whole bytes on the wire and are cut here), and a
-/// write's echo must repeat what was written.
-pub(crate) fn check_data(req: &Request, data: Data) -> Result<Reply, LinkError> {
+/// Checks a successful answer's payload against the request, whichever transport decoded it.
+pub(crate) fn check_payload(req: &Request, payload: Payload) -> Result<Reply, LinkError> {
+    match payload {
+        Payload::Bits(b) => check_data(req, Data::Bits(b)),
+        Payload::Words(w) => check_data(req, Data::Words(w)),
+        Payload::Echo { addr, value } => check_echo(req, addr, value),
+    }
+}
+
+/// A read must carry exactly the items asked for (bit answers are padded to whole bytes on the
+/// wire and are cut here).
+fn check_data(req: &Request, data: Data) -> Result<Reply, LinkError> {
     let Request::Read { count, .. } = req else {
         return Err(LinkError::Io(format!(
             "function {:#04x} answered with data",
@@ -51,18 +60,13 @@ pub(crate) fn check_data(req: &Request, data: Data) -> Result<Reply, LinkError> 
     }
 }
 
-/// Checks a write's echo (FC05/06: address and value; FC15/16: address and quantity).
-pub(crate) fn check_echo(req: &Request, addr: u16, value: u16) -> Result<Reply, LinkError> {
-    let expected = match req {
-        Request::WriteCoil { addr, value } => (*addr, if *value { 0xFF00 } else { 0x0000 }),
-        Request::WriteRegister { addr, value } => (*addr, *value),
-        Request::WriteCoils { start, values } => (*start, values.len() as u16),
-        Request::WriteRegisters { start, values } => (*start, values.len() as u16),
-        Request::Read { .. } => {
-            return Err(LinkError::Io(
-                "a read was answered with a write echo".into(),
-            ));
-        }
+/// A write's echo must repeat what was written (FC05/06: address and value; FC15/16: address
+/// and quantity).
+fn check_echo(req: &Request, addr: u16, value: u16) -> Result<Reply, LinkError> {
+    let Some(expected) = req.echo() else {
+        return Err(LinkError::Io(
+            "a read was answered with a write echo".into(),
+        ));
     };
     if expected == (addr, value) {
         Ok(Reply::Written)

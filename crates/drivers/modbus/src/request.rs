@@ -1,34 +1,14 @@
-//! One Modbus request as closedloop issues it, and the answer it expects: the function codes the
-//! `Driver` trait needs (FC01–06, FC15, FC16) and nothing more.
+//! How a `Driver` read or write becomes one Modbus [`Request`] (the PDU type of [`crate::pdu`]),
+//! and the answer it expects: the function codes the `Driver` trait needs (FC01–06, FC15, FC16)
+//! and nothing more.
 //!
 //! Both transports (tokio-modbus over TCP, closedloop's own RTU framing) translate from these
-//! types, so the choice of function code — FC05 vs FC15, FC06 vs FC16 — is made once, here.
+//! types, so the choice of function code — FC05 vs FC15, FC06 vs FC16 — is made once, here, and
+//! a request the specification's limits refuse is never sent.
 
-use closedloop_driver::{Area, Data, Write};
+use closedloop_driver::{Area, Data, Exception, Write};
 
-/// Most coils or discrete inputs one read may ask for (Modbus application protocol §6.1/6.2).
-pub const MAX_READ_BITS: u16 = 2000;
-/// Most registers one read may ask for (§6.3/6.4).
-pub const MAX_READ_WORDS: u16 = 125;
-/// Most coils one FC15 request may carry (§6.11).
-pub const MAX_WRITE_BITS: usize = 1968;
-/// Most registers one FC16 request may carry (§6.12).
-pub const MAX_WRITE_WORDS: usize = 123;
-
-/// A request, already reduced to one function code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
-    /// FC01 / FC02 / FC03 / FC04.
-    Read { area: Area, start: u16, count: u16 },
-    /// FC05: one coil.
-    WriteCoil { addr: u16, value: bool },
-    /// FC15: several coils.
-    WriteCoils { start: u16, values: Vec<bool> },
-    /// FC06: one register.
-    WriteRegister { addr: u16, value: u16 },
-    /// FC16: several registers (a 32-bit or wider value is always one such block).
-    WriteRegisters { start: u16, values: Vec<u16> },
-}
+pub use crate::pdu::Request;
 
 /// The successful answer to a [`Request`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,45 +22,13 @@ pub enum Reply {
 impl Request {
     /// A read, refused before anything is sent when it is empty or larger than one PDU holds.
     pub fn read(area: Area, start: u16, count: u16) -> Result<Request, String> {
-        let max = if area.is_bit() {
-            MAX_READ_BITS
-        } else {
-            MAX_READ_WORDS
-        };
-        if count == 0 || count > max {
-            return Err(format!(
-                "not sent: a {area} read must ask for 1 to {max} items, not {count}"
-            ));
-        }
-        if u32::from(start) + u32::from(count) > 0x1_0000 {
-            return Err(format!(
-                "not sent: {area}:{start} + {count} runs past address 65535"
-            ));
-        }
-        Ok(Request::Read { area, start, count })
+        not_sent(Request::Read { area, start, count })
     }
 
     /// A write: one item goes as FC05/FC06, several as FC15/FC16 — one request either way, so
     /// a multi-register value never lands half-written.
     pub fn write(w: Write) -> Result<Request, String> {
-        let (len, max) = match &w {
-            Write::Coils { values, .. } => (values.len(), MAX_WRITE_BITS),
-            Write::Registers { values, .. } => (values.len(), MAX_WRITE_WORDS),
-        };
-        if len == 0 || len > max {
-            return Err(format!(
-                "not sent: a {} write must carry 1 to {max} items, not {len}",
-                w.area()
-            ));
-        }
-        if u32::from(w.start()) + len as u32 > 0x1_0000 {
-            return Err(format!(
-                "not sent: {}:{} + {len} runs past address 65535",
-                w.area(),
-                w.start()
-            ));
-        }
-        Ok(match w {
+        not_sent(match w {
             Write::Coils { start, values } if values.len() == 1 => Request::WriteCoil {
                 addr: start,
                 value: values[0],
@@ -93,26 +41,33 @@ impl Request {
             Write::Registers { start, values } => Request::WriteRegisters { start, values },
         })
     }
+}
 
-    /// The Modbus function code this request is sent with.
-    pub fn function(&self) -> u8 {
-        match self {
-            Request::Read { area, .. } => match area {
-                Area::Coil => 0x01,
-                Area::DiscreteInput => 0x02,
-                Area::Holding => 0x03,
-                Area::Input => 0x04,
-            },
-            Request::WriteCoil { .. } => 0x05,
-            Request::WriteRegister { .. } => 0x06,
-            Request::WriteCoils { .. } => 0x0F,
-            Request::WriteRegisters { .. } => 0x10,
+/// The request if it passes the PDU limits, else why it is not sent (a device would answer it
+/// with exception 2 or 3, but it is the request that is wrong, not the device).
+fn not_sent(req: Request) -> Result<Request, String> {
+    let area = match &req {
+        Request::Read { area, .. } => *area,
+        Request::WriteCoil { .. } | Request::WriteCoils { .. } => Area::Coil,
+        Request::WriteRegister { .. } | Request::WriteRegisters { .. } => Area::Holding,
+    };
+    let (n, start) = (req.quantity(), req.start());
+    match req.check() {
+        Ok(()) => Ok(req),
+        Err(Exception::ILLEGAL_DATA_ADDRESS) => Err(format!(
+            "not sent: {area}:{start} + {n} runs past address 65535"
+        )),
+        Err(_) => {
+            let (verb, what) = if req.is_write() {
+                ("write", "carry")
+            } else {
+                ("read", "ask for")
+            };
+            Err(format!(
+                "not sent: a {area} {verb} must {what} 1 to {} items, not {n}",
+                req.max_quantity()
+            ))
         }
-    }
-
-    /// Whether this request may change the device (decides nothing here; kept for logs).
-    pub fn is_write(&self) -> bool {
-        !matches!(self, Request::Read { .. })
     }
 }
 

@@ -7,13 +7,14 @@
 
 use std::fmt;
 
-use closedloop_driver::{Area, BoxFuture, Data, Exception};
+use closedloop_driver::{Area, BoxFuture, Exception};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_modbus::client::{Client, Context};
 use tokio_modbus::slave::{Slave, SlaveContext};
 use tokio_modbus::{Error as MbError, Request as MbRequest, Response as MbResponse};
 
-use crate::link::{Link, LinkAnswer, LinkError, check_data, check_echo};
+use crate::link::{Link, LinkAnswer, LinkError, check_payload};
+use crate::pdu::{COIL_ON, Payload};
 use crate::request::{Reply, Request};
 
 /// One tokio-modbus client context over an open stream.
@@ -66,18 +67,19 @@ fn to_tokio(req: &Request) -> MbRequest<'static> {
 }
 
 fn from_tokio(req: &Request, resp: MbResponse) -> Result<Reply, LinkError> {
-    match resp {
-        MbResponse::ReadCoils(b) | MbResponse::ReadDiscreteInputs(b) => {
-            check_data(req, Data::Bits(b))
-        }
+    let payload = match resp {
+        MbResponse::ReadCoils(b) | MbResponse::ReadDiscreteInputs(b) => Payload::Bits(b),
         MbResponse::ReadHoldingRegisters(w) | MbResponse::ReadInputRegisters(w) => {
-            check_data(req, Data::Words(w))
+            Payload::Words(w)
         }
-        MbResponse::WriteSingleCoil(a, v) => check_echo(req, a, if v { 0xFF00 } else { 0 }),
-        MbResponse::WriteSingleRegister(a, v) => check_echo(req, a, v),
-        MbResponse::WriteMultipleCoils(a, n) | MbResponse::WriteMultipleRegisters(a, n) => {
-            check_echo(req, a, n)
-        }
-        other => Err(LinkError::Io(format!("unexpected answer {other:?}"))),
-    }
+        MbResponse::WriteSingleCoil(addr, v) => Payload::Echo {
+            addr,
+            value: if v { COIL_ON } else { 0 },
+        },
+        MbResponse::WriteSingleRegister(addr, value)
+        | MbResponse::WriteMultipleCoils(addr, value)
+        | MbResponse::WriteMultipleRegisters(addr, value) => Payload::Echo { addr, value },
+        other => return Err(LinkError::Io(format!("unexpected answer {other:?}"))),
+    };
+    check_payload(req, payload)
 }

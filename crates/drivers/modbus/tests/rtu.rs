@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use closedloop_driver::{Area, Data, Driver, Exception, TransportError, Write};
-use closedloop_modbus::rtu::frame::{crc16, pack_bits, seal};
+use closedloop_modbus::pdu::pack_bits;
+use closedloop_modbus::rtu::frame::{crc16, seal};
 use closedloop_modbus::{Connection, ModbusDevice};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 

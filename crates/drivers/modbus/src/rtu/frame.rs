@@ -1,17 +1,20 @@
-//! Modbus RTU framing: `unit · PDU · CRC16 (little-endian)`, pure encode and decode, no I/O.
+//! Modbus RTU framing: `unit · PDU · CRC16 (little-endian)`, pure encode and decode, no I/O;
+//! the PDU itself is [`crate::pdu`]'s.
 //!
 //! closedloop frames RTU itself instead of using tokio-modbus's RTU codec because that codec
 //! answers a bad CRC by dropping a byte and trying to resynchronise: the caller never learns
 //! that a garbled answer arrived, and the contract must report it as `CRC_MISMATCH` (the request
 //! may have taken effect), not as silence.
 
-use closedloop_driver::{Data, Exception};
-
-use crate::link::{LinkAnswer, LinkError, check_data, check_echo};
+use crate::link::{LinkAnswer, LinkError, check_payload};
+use crate::pdu::{EXCEPTION_BIT, Response};
 use crate::request::Request;
 
 /// The longest RTU frame (Modbus over serial line, §2.5.1.1).
 pub const MAX_FRAME: usize = 256;
+
+/// What an RTU frame holds besides its PDU: the unit id before it, the CRC after it.
+const OVERHEAD: usize = 3;
 
 /// CRC-16/MODBUS: reflected polynomial 0xA001, initial value 0xFFFF.
 pub fn crc16(bytes: &[u8]) -> u16 {
@@ -37,72 +40,20 @@ pub fn seal(frame: &mut Vec<u8>) {
 
 /// The bytes of `req` addressed to `unit`, CRC included.
 pub fn encode_request(unit: u8, req: &Request) -> Vec<u8> {
-    let mut f = vec![unit, req.function()];
-    let put = |f: &mut Vec<u8>, v: u16| f.extend_from_slice(&v.to_be_bytes());
-    match req {
-        Request::Read { start, count, .. } => {
-            put(&mut f, *start);
-            put(&mut f, *count);
-        }
-        Request::WriteCoil { addr, value } => {
-            put(&mut f, *addr);
-            put(&mut f, if *value { 0xFF00 } else { 0x0000 });
-        }
-        Request::WriteRegister { addr, value } => {
-            put(&mut f, *addr);
-            put(&mut f, *value);
-        }
-        Request::WriteCoils { start, values } => {
-            put(&mut f, *start);
-            put(&mut f, values.len() as u16);
-            let bytes = pack_bits(values);
-            f.push(bytes.len() as u8);
-            f.extend_from_slice(&bytes);
-        }
-        Request::WriteRegisters { start, values } => {
-            put(&mut f, *start);
-            put(&mut f, values.len() as u16);
-            f.push((values.len() * 2) as u8);
-            for v in values {
-                put(&mut f, *v);
-            }
-        }
-    }
+    let mut f = vec![unit];
+    f.extend_from_slice(&req.encode());
     seal(&mut f);
     f
-}
-
-/// Bits packed LSB first, as FC01/02/15 carry them.
-pub fn pack_bits(bits: &[bool]) -> Vec<u8> {
-    let mut out = vec![0u8; bits.len().div_ceil(8)];
-    for (i, &b) in bits.iter().enumerate() {
-        if b {
-            out[i / 8] |= 1 << (i % 8);
-        }
-    }
-    out
 }
 
 /// How long the answer frame starting with `buf` is, once enough of it has arrived to tell
 /// (`None`: read more). Errors when the header cannot start any answer to a request of ours.
 pub(crate) fn answer_len(buf: &[u8]) -> Result<Option<usize>, LinkError> {
-    let Some(&function) = buf.get(1) else {
-        return Ok(None);
-    };
-    let len = match function {
-        f if f & 0x80 != 0 => 5,
-        0x01..=0x04 => match buf.get(2) {
-            Some(&n) => 5 + usize::from(n),
-            None => return Ok(None),
-        },
-        0x05 | 0x06 | 0x0F | 0x10 => 8,
-        other => {
-            return Err(LinkError::Io(format!(
-                "an answer began with function code {other:#04x}"
-            )));
-        }
-    };
-    Ok(Some(len))
+    let pdu = buf.get(1..).unwrap_or_default();
+    match Response::len_from_prefix(pdu) {
+        Ok(len) => Ok(len.map(|n| n + OVERHEAD)),
+        Err(e) => Err(LinkError::Io(e.to_string())),
+    }
 }
 
 /// Decodes one complete answer frame to `req` sent to `unit`. The CRC is checked first: a
@@ -124,39 +75,17 @@ pub(crate) fn decode_answer(frame: &[u8], unit: u8, req: &Request) -> LinkAnswer
             body[0]
         )));
     }
-    let function = body[1];
-    if function & 0x7F != req.function() {
+    let function = body[1] & !EXCEPTION_BIT;
+    if function != req.function() {
         return Err(LinkError::Io(format!(
-            "sent function {:#04x}, the answer is for {:#04x}",
+            "sent function {:#04x}, the answer is for {function:#04x}",
             req.function(),
-            function & 0x7F
         )));
     }
-    if function & 0x80 != 0 {
-        return Ok(Err(Exception(body[2])));
-    }
-    let pdu = &body[2..];
-    let word = |i: usize| u16::from_be_bytes([pdu[i], pdu[i + 1]]);
-    match function {
-        0x01 | 0x02 => {
-            let bytes = &pdu[1..];
-            let bits = (0..bytes.len() * 8)
-                .map(|i| bytes[i / 8] & (1 << (i % 8)) != 0)
-                .collect();
-            check_data(req, Data::Bits(bits)).map(Ok)
-        }
-        0x03 | 0x04 => {
-            let bytes = &pdu[1..];
-            if bytes.len() % 2 != 0 {
-                return Err(LinkError::Io("an odd byte count for registers".into()));
-            }
-            let words = bytes
-                .chunks_exact(2)
-                .map(|c| u16::from_be_bytes([c[0], c[1]]))
-                .collect();
-            check_data(req, Data::Words(words)).map(Ok)
-        }
-        _ => check_echo(req, word(0), word(2)).map(Ok),
+    let response = Response::decode(&body[1..]).map_err(|e| LinkError::Io(e.to_string()))?;
+    match response.outcome {
+        Err(exception) => Ok(Err(exception)),
+        Ok(payload) => check_payload(req, payload).map(Ok),
     }
 }
 
@@ -164,7 +93,7 @@ pub(crate) fn decode_answer(frame: &[u8], unit: u8, req: &Request) -> LinkAnswer
 mod tests {
     use super::*;
     use crate::request::Reply;
-    use closedloop_driver::Area;
+    use closedloop_driver::{Area, Data, Exception};
 
     #[test]
     fn crc_matches_the_specification_example() {
