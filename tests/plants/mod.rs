@@ -18,6 +18,10 @@ pub const GRIPPER: &str = include_str!("gripper.toml");
 pub const FAULTS: &str = include_str!("faults.toml");
 /// A whole plant: a relay `lamp` and a stepper `slide` served over OPC UA on `127.0.0.1:0`.
 pub const OPCUA_SIM: &str = include_str!("opcua_sim.toml");
+/// A whole plant: one `mqtt-relay` `lamp` (prefix `lab/lamp`) on the broker at 127.0.0.1:1883.
+pub const MQTT_SIM: &str = include_str!("mqtt_sim.toml");
+/// [`MQTT_SIM`]'s driver line, which names its broker.
+pub const MQTT_SIM_DRIVER: &str = r#"driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:1883", client_id = "closedloop-lamp" }"#;
 
 /// `plant` with its one line `old` (a whole line, without its newline) replaced by `new`, which
 /// may be several lines.
