@@ -14,8 +14,6 @@ pub const LAMP: &str = include_str!("lamp.toml");
 pub const SLIDE: &str = include_str!("slide.toml");
 /// `[[device]]` `gripper`: a simulated relay whose `close` requires the slide stopped and healthy.
 pub const GRIPPER: &str = include_str!("gripper.toml");
-/// A whole plant: every simulator fault on its own device.
-pub const FAULTS: &str = include_str!("faults.toml");
 /// A whole plant: a relay `lamp` and a stepper `slide` served over OPC UA on `127.0.0.1:0`.
 pub const OPCUA_SIM: &str = include_str!("opcua_sim.toml");
 /// A whole plant: one `mqtt-relay` `lamp` (prefix `lab/lamp`) on the broker at 127.0.0.1:1883.
