@@ -21,7 +21,7 @@ fn check_passes_on_every_example_plant_and_prints_the_tool_surface() {
         "examples/mqtt-workshop.toml",
         "examples/can-workshop.toml",
         "examples/opcua-workshop.toml",
-        "crates/cli/tests/fault_plant.toml",
+        "tests/plants/faults.toml",
     ] {
         let out = closedloop().arg("check").arg(repo(plant)).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -189,7 +189,7 @@ fn demo_exits_0_shows_the_six_outcomes_and_its_trace_command_works() {
 fn commands_and_trace_never_create_a_journal() {
     let dir = tempfile::tempdir().unwrap();
     let plant = dir.path().join("plant.toml");
-    std::fs::write(&plant, include_str!("fault_plant.toml")).unwrap();
+    std::fs::write(&plant, include_str!("../../../tests/plants/faults.toml")).unwrap();
     let expected = format!(
         "error: no journal at {} yet: nothing has run\n",
         dir.path().join("journal.db").display()

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-const PLANT: &str = include_str!("fault_plant.toml");
+const PLANT: &str = include_str!("../../../tests/plants/faults.toml");
 
 fn plant_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -14,6 +14,9 @@ use std::time::Duration;
 use tokio_modbus::ExceptionCode;
 use tokio_modbus::client::{Reader, tcp};
 
+#[path = "../../../tests/plants/mod.rs"]
+mod plants;
+
 fn closedloop() -> Command {
     Command::new(env!("CARGO_BIN_EXE_closedloop"))
 }
@@ -181,31 +184,18 @@ async fn sim_serves_the_example_plant_and_takes_faults_at_run_time() {
 
 /// A plant with one `mqtt-relay` named `lamp` on `broker`; `sim` adds lines to its [device.sim].
 fn relay_plant(dir: &std::path::Path, broker: &str, sim: &str) -> std::path::PathBuf {
-    let text = format!(
-        r#"
-[server]
-name = "mqtt-sim"
-journal = "sqlite://unused.db"
-
-[[device]]
-id = "lamp"
-description = "Desk lamp on an MQTT relay"
-driver = {{ kind = "mqtt", broker = "{broker}", client_id = "closedloop-lamp" }}
-[device.sim]
-model = "mqtt-relay"
-prefix = "lab/lamp"
-broker = "{broker}"
-{sim}
-[device.signals]
-on = {{ topic = "lab/lamp/state", json = "/on", type = "bool" }}
-[[device.action]]
-name = "switch"
-description = "Switch the lamp"
-params = {{ on = {{ type = "bool" }} }}
-write = [{{ topic = "lab/lamp/set", payload = '{{"on": ${{params.on}}}}' }}]
-done_when = "on == params.on"
-expect_s = 0.5
-"#
+    let text = plants::replace_lines(
+        plants::MQTT_SIM,
+        &[
+            (
+                plants::MQTT_SIM_DRIVER,
+                &plants::MQTT_SIM_DRIVER.replace("mqtt://127.0.0.1:1883", broker),
+            ),
+            (
+                r#"prefix = "lab/lamp""#,
+                &format!("prefix = \"lab/lamp\"\nbroker = \"{broker}\"\n{sim}"),
+            ),
+        ],
     );
     let path = dir.join("mqtt-sim.toml");
     std::fs::write(&path, text).unwrap();

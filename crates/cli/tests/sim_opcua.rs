@@ -12,52 +12,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+#[path = "../../../tests/plants/mod.rs"]
+mod plants;
+
 /// Longest any single wait here may take.
 const WAIT: Duration = Duration::from_secs(10);
 
 /// A relay `lamp` and a stepper `slide` on one OPC UA server at `127.0.0.1:0`; `lamp` takes the
 /// extra `[device.sim]` lines `lamp_sim`.
 fn opcua_plant(dir: &Path, lamp_sim: &str) -> PathBuf {
-    let text = format!(
-        r#"
-[server]
-name = "opcua-sim"
-journal = "sqlite://unused.db"
-
-[[device]]
-id = "lamp"
-description = "Desk lamp behind an OPC UA server"
-driver = {{ kind = "opcua", endpoint = "opc.tcp://127.0.0.1:4840/" }}
-[device.sim]
-model = "relay"
-opcua = "127.0.0.1:0"
-{lamp_sim}
-[device.signals]
-contact = {{ node = "ns=2;s=lamp.Contact", type = "bool" }}
-[[device.action]]
-name = "switch"
-description = "Switch the lamp"
-params = {{ on = {{ type = "bool" }} }}
-write = [{{ node = "ns=2;s=lamp.Commanded", value = "params.on" }}]
-done_when = "contact == params.on"
-expect_s = 0.5
-
-[[device]]
-id = "slide"
-description = "Linear slide behind the same OPC UA server"
-driver = {{ kind = "opcua", endpoint = "opc.tcp://127.0.0.1:4840/" }}
-[device.sim]
-model = "stepper"
-opcua = "127.0.0.1:0"
-[device.signals]
-position_mm = {{ node = "ns=2;s=slide.PositionMm" }}
-[[device.action]]
-name = "start"
-description = "Start the carriage towards its target"
-write = [{{ method = "ns=2;s=slide.Start", object = "ns=2;s=slide" }}]
-done_when = "position_mm > 0"
-expect_s = 5
-"#
+    let text = plants::replace_line(
+        plants::OPCUA_SIM,
+        r#"model = "relay""#,
+        &format!("model = \"relay\"\n{lamp_sim}"),
     );
     let path = dir.join("opcua-sim.toml");
     std::fs::write(&path, text).unwrap();

@@ -13,7 +13,7 @@ use tokio::process::Command;
 
 type Client = RunningService<RoleClient, ()>;
 
-const PLANT: &str = include_str!("fault_plant.toml");
+const PLANT: &str = include_str!("../../../tests/plants/faults.toml");
 
 fn plant_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 type Client = RunningService<RoleClient, ()>;
 
+/// A slide a person confirms every move of (no fault signal, no cancel).
 const SLIDE: &str = r#"
 [server]
 name = "confirm-test"
@@ -36,26 +37,19 @@ write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { co
 done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving"
 expect_s = "abs(params.target_mm - position_mm) / 200.0 + 0.05"
 confirm = true
-
-[[device]]
-id = "lamp"
-description = "Desk lamp"
-driver = { kind = "sim", model = "relay" }
-poll_ms = 20
-[device.signals]
-contact = { discrete_input = 0 }
-[[device.action]]
-name = "switch"
-description = "Switch the lamp."
-params = { on = { type = "bool" } }
-write = [{ coil = 0, value = "params.on" }]
-done_when = "contact == params.on"
-expect_s = 0.02
-idempotent = true
 "#;
 
+/// `SLIDE` with the `[server]` lines `extra`, and the shared lamp.
+fn plant(extra: &str) -> String {
+    format!(
+        "{}\n{}",
+        SLIDE.replace("SERVER_EXTRA", extra),
+        common::plants::LAMP
+    )
+}
+
 async fn start(extra: &str) -> (Client, BTreeMap<String, SimDevice>, Arc<Engine>) {
-    let src = SLIDE.replace("SERVER_EXTRA", extra);
+    let src = plant(extra);
     let (engine, sims) = common::engine(&src, std::path::Path::new(".")).await;
     let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
     (().serve(io).await.unwrap(), sims, engine)
@@ -293,7 +287,7 @@ async fn start_asker(
     RunningService<RoleClient, Asker>,
     BTreeMap<String, SimDevice>,
 ) {
-    let src = SLIDE.replace("SERVER_EXTRA", "");
+    let src = plant("");
     let (engine, sims) = common::engine(&src, std::path::Path::new(".")).await;
     let io = common::pipe(closedloop_mcp::Server::new(engine, "tester"));
     (asker.serve(io).await.unwrap(), sims)

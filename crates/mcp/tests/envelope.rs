@@ -10,28 +10,14 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-const PLANT: &str = r#"
+const SERVER: &str = r#"
 [server]
 name = "envelope"
 journal = "sqlite::memory:"
+"#;
 
-[[device]]
-id = "door"
-description = "Guard door switch"
-driver = { kind = "sim", model = "relay" }
-poll_ms = 20
-[device.signals]
-contact = { discrete_input = 0 }
-[[device.action]]
-name = "switch"
-description = "Open (true) or close (false) the guard door."
-params = { on = { type = "bool" } }
-write = [{ coil = 0, value = "params.on" }]
-done_when = "contact == params.on"
-expect_s = 0.02
-idempotent = true
-max_rate = "3/min"
-
+/// A conveyor jogged under a dead-man keepalive, and the alarm the open guard door raises.
+const CONVEYOR_AND_ALARM: &str = r#"
 [[device]]
 id = "conveyor"
 description = "Conveyor belt"
@@ -60,9 +46,29 @@ blocks = ["conveyor"]
 description = "The guard door is open: close it before the belt may run."
 "#;
 
+/// The server, the shared lamp as the guard door (switched at most 3 times a minute), then
+/// `CONVEYOR_AND_ALARM`.
+fn plant() -> String {
+    let door = common::plants::replace_lines(
+        common::plants::LAMP,
+        &[
+            ("id = \"lamp\"", "id = \"door\""),
+            (
+                "description = \"Desk lamp\"",
+                "description = \"Guard door switch\"",
+            ),
+            (
+                "idempotent = true",
+                "idempotent = true\nmax_rate = \"3/min\"",
+            ),
+        ],
+    );
+    format!("{SERVER}\n{door}{CONVEYOR_AND_ALARM}")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_envelope_holds_through_a_real_mcp_client() {
-    let (engine, sims) = common::engine(PLANT, std::path::Path::new(".")).await;
+    let (engine, sims) = common::engine(&plant(), std::path::Path::new(".")).await;
     let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
     let c = ().serve(io).await.unwrap();
     let tools: Vec<String> = c

@@ -18,51 +18,29 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
+#[path = "../../../tests/plants/mod.rs"]
+mod plants;
+
 const OPS: &str = "ops-secret-7f3a";
 const VIEWER: &str = "viewer-secret-91c2";
 
-/// A lamp and a slow slide (50 mm/s, no faults). `{TOKENS}` is replaced by the token tables.
-const PLANT: &str = r#"
+/// The server table; `{TOKENS}` is replaced by the token tables.
+const SERVER: &str = r#"
 [server]
 name = "http"
 journal = "sqlite://journal.db"
 {TOKENS}
-[[device]]
-id = "lamp"
-description = "Relay with feedback"
-driver = { kind = "sim", model = "relay" }
-poll_ms = 20
-[device.signals]
-contact = { discrete_input = 0 }
-[[device.action]]
-name = "switch"
-description = "Switch the relay."
-params = { on = { type = "bool" } }
-write = [{ coil = 0, value = "params.on" }]
-done_when = "contact == params.on"
-expect_s = 0.02
-idempotent = true
-
-[[device]]
-id = "slide"
-description = "Slow linear slide"
-driver = { kind = "sim", model = "stepper", speed_mm_s = 50.0, travel_mm = [0.0, 300.0] }
-poll_ms = 20
-[device.signals]
-position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
-moving      = { discrete_input = 0 }
-fault       = { discrete_input = 1 }
-[[device.action]]
-name = "move_to"
-description = "Move the slide."
-params = { target_mm = { type = "number", min = 0.0, max = 300.0, unit = "mm" } }
-write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { coil = 0, value = "true" }]
-done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault"
-fail_when = { MOTOR_STALL = "fault" }
-expect_s = "abs(params.target_mm - position_mm) / 50.0 + 0.05"
-cancel = [{ coil = 1, value = "true" }]
-stopped_when = "!moving"
 "#;
+
+/// The shared lamp and a slow shared slide (50 mm/s, no faults) with the token tables `tokens`.
+fn plant_text(tokens: &str) -> String {
+    format!(
+        "{}{}\n{}",
+        SERVER.replace("{TOKENS}", tokens),
+        plants::LAMP,
+        plants::slide_at(50.0)
+    )
+}
 
 fn sha256_hex(s: &str) -> String {
     Sha256::digest(s.as_bytes())
@@ -93,7 +71,7 @@ struct Gateway {
 
 impl Gateway {
     async fn start(tokens: &str, opts: HttpOptions) -> Gateway {
-        Gateway::start_plant(&PLANT.replace("{TOKENS}", tokens), opts).await
+        Gateway::start_plant(&plant_text(tokens), opts).await
     }
 
     async fn start_plant(plant: &str, opts: HttpOptions) -> Gateway {
@@ -535,13 +513,13 @@ async fn a_dropped_request_does_not_cancel_the_physical_command() {
 async fn a_non_loopback_listener_without_tokens_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plant.toml");
-    std::fs::write(&path, PLANT.replace("{TOKENS}", "")).unwrap();
+    std::fs::write(&path, plant_text("")).unwrap();
     let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let err = http::check_listen("0.0.0.0:8080".parse().unwrap(), &plant).unwrap_err();
     assert!(err.to_string().contains("[[server.token]]"), "{err}");
     assert!(http::check_listen("127.0.0.1:8080".parse().unwrap(), &plant).is_ok());
     assert!(http::check_listen("[::1]:8080".parse().unwrap(), &plant).is_ok());
-    std::fs::write(&path, PLANT.replace("{TOKENS}", &tokens())).unwrap();
+    std::fs::write(&path, plant_text(&tokens())).unwrap();
     let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
     assert!(http::check_listen("0.0.0.0:8080".parse().unwrap(), &plant).is_ok());
 }
@@ -629,12 +607,8 @@ async fn a_request_through_a_reverse_proxy_is_not_the_local_user() {
             .unwrap_or(false)
     );
     // And serve refuses such a set-up before it starts.
-    let plant = closedloop_plant::parse(
-        &PLANT.replace("{TOKENS}", ""),
-        "plant.toml",
-        std::path::Path::new("."),
-    )
-    .unwrap();
+    let plant =
+        closedloop_plant::parse(&plant_text(""), "plant.toml", std::path::Path::new(".")).unwrap();
     let e = http::check_allowed_hosts(&["gw.example".into()], &plant).unwrap_err();
     assert!(e.to_string().contains("--allow-host gw.example"), "{e}");
     assert!(http::check_allowed_hosts(&["localhost:8080".into()], &plant).is_ok());
@@ -651,9 +625,7 @@ async fn raw_writes_need_admin_and_are_journaled_with_their_caller() {
         tokens(),
         sha256_hex(ADMIN)
     );
-    let plant = PLANT
-        .replace("{TOKENS}", &tokens)
-        .replace("id = \"lamp\"", "id = \"lamp\"\nraw_access = true");
+    let plant = plant_text(&tokens).replace("id = \"lamp\"", "id = \"lamp\"\nraw_access = true");
     let gw = Gateway::start_plant(&plant, HttpOptions::default()).await;
     let write = json!({"device": "lamp", "area": "coil", "address": 0, "values": [true]});
     let ops = session_client(&gw.url, Some(OPS)).await;

@@ -17,50 +17,42 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The lamp and the slide of `examples/workshop.toml`.
-const PLANT: &str = r#"
-[server]
-name = "resources-test"
-journal = "sqlite://journal.db"
-
-[[device]]
-id = "lamp"
-description = "Desk lamp in the study, switched by relay 1"
-driver = { kind = "sim", model = "relay" }
-poll_ms = 20
-[device.signals]
-commanded = { coil = 0 }
-contact   = { discrete_input = 0 }
-[[device.action]]
-name = "switch"
-description = "Turn the desk lamp on or off."
-params = { on = { type = "bool", description = "true to switch on" } }
-write = [{ coil = 0, value = "params.on" }]
-done_when = "contact == params.on"
-expect_s = 0.02
-idempotent = true
-
-[[device]]
-id = "slide"
-description = "Linear slide on a lead screw, travel 0–300 mm"
-driver = { kind = "sim", model = "stepper", speed_mm_s = 100.0, travel_mm = [0.0, 300.0], faults = [{ kind = "stall", at_mm = 70.0 }] }
-poll_ms = 20
-[device.signals]
-position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
-moving      = { discrete_input = 0 }
-fault       = { discrete_input = 1 }
-[[device.action]]
-name = "move_to"
-description = "Move the slide to an absolute position."
-params = { target_mm = { type = "number", min = 0.0, max = 300.0, unit = "mm" } }
-write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { coil = 0, value = "true" }]
-done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault"
-fail_when = { MOTOR_STALL = "fault" }
-expect_s = "abs(params.target_mm - position_mm) / 100.0 + 0.05"
-cancel = [{ coil = 1, value = "true" }]
-stopped_when = "!moving"
-idempotent = false
-"#;
+/// A lamp and a slide with the keys of `examples/workshop.toml`'s: the shared ones, with the
+/// lamp's coil readable as `commanded` and its parameter described, and a slide that stalls at
+/// 70 mm and is not idempotent.
+fn plant() -> String {
+    use common::plants::{self, replace_lines, with_faults};
+    let lamp = replace_lines(
+        plants::LAMP,
+        &[
+            (
+                "contact = { discrete_input = 0 }",
+                "commanded = { coil = 0 }\ncontact   = { discrete_input = 0 }",
+            ),
+            (
+                r#"params = { on = { type = "bool" } }"#,
+                r#"params = { on = { type = "bool", description = "true to switch on" } }"#,
+            ),
+        ],
+    );
+    let stall = r#"{ kind = "stall", at_mm = 70.0 }"#;
+    let slide = replace_lines(
+        plants::SLIDE,
+        &[
+            (
+                plants::SLIDE_DRIVER,
+                &with_faults(plants::SLIDE_DRIVER, stall),
+            ),
+            (
+                "stopped_when = \"!moving\"",
+                "stopped_when = \"!moving\"\nidempotent = false",
+            ),
+        ],
+    );
+    format!(
+        "[server]\nname = \"resources-test\"\njournal = \"sqlite://journal.db\"\n\n{lamp}\n{slide}"
+    )
+}
 
 /// Every `notifications/resources/updated` the client received: URI, monotonic and wall time.
 #[derive(Clone, Default)]
@@ -126,7 +118,7 @@ struct Rig {
 }
 
 async fn engine(dir: &std::path::Path) -> Arc<Engine> {
-    common::engine(PLANT, dir).await.0
+    common::engine(&plant(), dir).await.0
 }
 
 /// Starts a server over a pipe and returns its other end.

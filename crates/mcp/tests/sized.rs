@@ -9,31 +9,15 @@ use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-const SLIDE: &str = r#"
-[server]
-name = "sized"
-journal = "sqlite::memory:"
-
-[[device]]
-id = "slide"
-description = "Linear slide"
-driver = { kind = "sim", model = "stepper", speed_mm_s = 60.0, travel_mm = [0.0, 300.0] }
-poll_ms = 10
-[device.signals]
-position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
-moving      = { discrete_input = 0 }
-fault       = { discrete_input = 1 }
-[[device.action]]
-name = "move_to"
-description = "Move the slide."
-params = { target_mm = { type = "number", min = 0.0, max = 300.0, unit = "mm" } }
-write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { coil = 0, value = "true" }]
-done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault"
-fail_when = { MOTOR_STALL = "fault" }
-expect_s = "abs(params.target_mm - position_mm) / 60.0 + 0.05"
-cancel = [{ coil = 1, value = "true" }]
-stopped_when = "!moving"
-"#;
+/// The shared slide at 60 mm/s, read every 10 ms: a 5 s move with hundreds of readings.
+fn plant() -> String {
+    let slide = common::plants::replace_line(
+        &common::plants::slide_at(60.0),
+        "poll_ms = 20",
+        "poll_ms = 10",
+    );
+    format!("[server]\nname = \"sized\"\njournal = \"sqlite::memory:\"\n\n{slide}")
+}
 
 async fn read(c: &Client, uri: &str) -> Value {
     let r = c
@@ -48,7 +32,7 @@ async fn read(c: &Client, uri: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_five_second_move_s_result_stays_under_4_kb_and_its_whole_timeline_is_paged() {
-    let (engine, _sims) = common::engine(SLIDE, std::path::Path::new(".")).await;
+    let (engine, _sims) = common::engine(&plant(), std::path::Path::new(".")).await;
     let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
     let c = ().serve(io).await.unwrap();
     let r = call(

@@ -15,28 +15,14 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
-const PLANT: &str = r#"
+const SERVER: &str = r#"
 [server]
 name = "tasks-test"
 journal = "sqlite://journal.db"
+"#;
 
-[[device]]
-id = "lamp"
-description = "Desk lamp whose contact must stay put for 1.5 s"
-driver = { kind = "sim", model = "relay" }
-poll_ms = 20
-[device.signals]
-contact = { discrete_input = 0 }
-[[device.action]]
-name = "switch"
-description = "Switch the lamp."
-params = { on = { type = "bool" } }
-write = [{ coil = 0, value = "params.on" }]
-done_when = "contact == params.on"
-expect_s = 3.0
-hold_ms = 1500
-idempotent = true
-
+/// A door a person confirms every move of, and an unpowered fan.
+const DOOR_AND_FAN: &str = r#"
 [[device]]
 id = "door"
 description = "Roller door; a person confirms every move"
@@ -70,6 +56,16 @@ done_when = "contact == params.on"
 expect_s = 0.02
 "#;
 
+/// The shared lamp, whose contact must stay put for 1.5 s, then `DOOR_AND_FAN`.
+fn plant() -> String {
+    let lamp = common::plants::replace_line(
+        common::plants::LAMP,
+        "expect_s = 0.02",
+        "expect_s = 3.0\nhold_ms = 1500",
+    );
+    format!("{SERVER}\n{lamp}{DOOR_AND_FAN}")
+}
+
 #[derive(Clone)]
 struct TasksClient;
 
@@ -85,7 +81,7 @@ impl ClientHandler for TasksClient {
 type Client = RunningService<RoleClient, TasksClient>;
 
 async fn start(dir: &std::path::Path) -> (Client, Arc<Engine>) {
-    let (engine, _) = common::engine(PLANT, dir).await;
+    let (engine, _) = common::engine(&plant(), dir).await;
     let b = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tasks"));
     let lifecycle = rmcp::ClientLifecycleMode::Discover {
         preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
@@ -265,7 +261,7 @@ async fn a_confirmation_is_a_task_in_input_required_answered_by_tasks_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_session_listing_the_extension_gets_plain_results() {
     let dir = tempfile::tempdir().unwrap();
-    let (engine, _) = common::engine(PLANT, dir.path()).await;
+    let (engine, _) = common::engine(&plant(), dir.path()).await;
     let c = TasksClient
         .serve(common::pipe(closedloop_mcp::Server::new(engine, "tasks")))
         .await

@@ -14,6 +14,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::time::Instant;
 
+#[path = "../../../tests/plants/mod.rs"]
+mod plants;
+
 /// Long enough for any message on a loaded machine; only awaited in full when nothing comes.
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -21,32 +24,21 @@ const WAIT: Duration = Duration::from_secs(5);
 /// `[device.sim]` table, which names `broker` only when given one.
 fn plant_text(broker: Option<&str>, sim: &str) -> String {
     let sim_broker = broker.map_or(String::new(), |b| format!("broker = \"{b}\""));
-    format!(
-        r#"
-[server]
-name = "mqtt-sim"
-journal = "sqlite://unused.db"
-
-[[device]]
-id = "lamp"
-description = "Desk lamp on an MQTT relay"
-driver = {{ kind = "mqtt", broker = "mqtt://127.0.0.1:1883", client_id = "closedloop-lamp" }}
-liveness = {{ status_topic = "lab/lamp/status" }}
-[device.sim]
-model = "mqtt-relay"
-prefix = "lab/lamp"
-{sim_broker}
-{sim}
-[device.signals]
-on = {{ topic = "lab/lamp/state", json = "/on", type = "bool" }}
-[[device.action]]
-name = "switch"
-description = "Switch the lamp"
-params = {{ on = {{ type = "bool" }} }}
-write = [{{ topic = "lab/lamp/set", payload = '{{"on": ${{params.on}}}}' }}]
-done_when = "on == params.on"
-expect_s = 0.5
-"#
+    plants::replace_lines(
+        plants::MQTT_SIM,
+        &[
+            (
+                plants::MQTT_SIM_DRIVER,
+                &format!(
+                    "{}\nliveness = {{ status_topic = \"lab/lamp/status\" }}",
+                    plants::MQTT_SIM_DRIVER
+                ),
+            ),
+            (
+                r#"prefix = "lab/lamp""#,
+                &format!("prefix = \"lab/lamp\"\n{sim_broker}\n{sim}"),
+            ),
+        ],
     )
 }
 

@@ -15,53 +15,16 @@ use closedloop_sim_server::{
 use std::net::SocketAddr;
 use std::time::Duration;
 
+#[path = "../../../tests/plants/mod.rs"]
+mod plants;
+
 /// A plant with a relay `lamp` and a stepper `slide` served over OPC UA on `127.0.0.1:0`; `lamp`
 /// takes the extra `[device.sim]` lines `lamp_sim`.
 fn plant_text(lamp_sim: &str) -> String {
-    format!(
-        r#"
-[server]
-name = "opcua-sim"
-journal = "sqlite://unused.db"
-
-[[device]]
-id = "lamp"
-description = "Desk lamp behind an OPC UA server"
-driver = {{ kind = "opcua", endpoint = "opc.tcp://127.0.0.1:4840/" }}
-[device.sim]
-model = "relay"
-opcua = "127.0.0.1:0"
-{lamp_sim}
-[device.signals]
-contact = {{ node = "ns=2;s=lamp.Contact", type = "bool" }}
-[[device.action]]
-name = "switch"
-description = "Switch the lamp"
-params = {{ on = {{ type = "bool" }} }}
-write = [{{ node = "ns=2;s=lamp.Commanded", value = "params.on" }}]
-done_when = "contact == params.on"
-expect_s = 0.5
-
-[[device]]
-id = "slide"
-description = "Linear slide behind the same OPC UA server"
-driver = {{ kind = "opcua", endpoint = "opc.tcp://127.0.0.1:4840/" }}
-[device.sim]
-model = "stepper"
-opcua = "127.0.0.1:0"
-[device.signals]
-position_mm = {{ node = "ns=2;s=slide.PositionMm" }}
-[[device.action]]
-name = "move_to"
-description = "Move the carriage"
-params = {{ mm = {{ type = "number", min = 0, max = 300 }} }}
-write = [
-  {{ node = "ns=2;s=slide.TargetMm", value = "params.mm" }},
-  {{ method = "ns=2;s=slide.Start", object = "ns=2;s=slide" }},
-]
-done_when = "abs(position_mm - params.mm) < 0.5"
-expect_s = 5
-"#
+    plants::replace_line(
+        plants::OPCUA_SIM,
+        r#"model = "relay""#,
+        &format!("model = \"relay\"\n{lamp_sim}"),
     )
 }
 

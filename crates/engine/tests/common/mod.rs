@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[path = "../../../../tests/plants/mod.rs"]
+pub mod plants;
+
 pub struct Rig {
     pub engine: Engine,
     pub sims: BTreeMap<String, SimDevice>,
@@ -120,89 +123,53 @@ pub fn ev_value(r: &CommandResult, signal: &str) -> Value {
         .unwrap_or(json!(null))
 }
 
-pub const RELAY: &str = r#"
-[[device]]
-id = "lamp"
-description = "Desk lamp"
-driver = { kind = "sim", model = "relay" FAULTS }
-poll_ms = 20
-liveness = { max_silence_s = 0.5 }
-[device.signals]
-commanded = { coil = 0 }
-contact   = { discrete_input = 0 }
-[[device.action]]
-name = "switch"
-description = "Turn the lamp on or off."
-params = { on = { type = "bool" } }
-write = [{ coil = 0, value = "params.on" }]
-done_when = "contact == params.on"
-expect_s = 0.02
-idempotent = true
-"#;
-
-/// The relay plant with a `faults = [...]` list (or none).
+/// The shared lamp (`tests/plants/lamp.toml`) with a `faults = [...]` list (or none), liveness
+/// after 0.5 s of silence and its coil readable as `commanded`.
 pub fn relay(faults: &str) -> String {
-    let f = if faults.is_empty() {
-        String::new()
-    } else {
-        format!(", faults = [{faults}]")
-    };
-    RELAY.replace(" FAULTS", &f)
+    let lamp = plants::replace_lines(
+        plants::LAMP,
+        &[
+            (RELAY_DRIVER, &plants::with_faults(RELAY_DRIVER, faults)),
+            ("poll_ms = 20", LIVENESS),
+            (
+                CONTACT,
+                &format!("commanded = {{ coil = 0 }}\n{CONTACT_ALIGNED}"),
+            ),
+        ],
+    );
+    format!("\n{lamp}")
 }
-
-pub const SLIDE: &str = r#"
-[[device]]
-id = "slide"
-description = "Linear slide"
-driver = { kind = "sim", model = "stepper", speed_mm_s = 100.0, travel_mm = [0.0, 300.0] FAULTS }
-poll_ms = 20
-liveness = { max_silence_s = 0.5 }
-[device.signals]
-position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
-moving      = { discrete_input = 0 }
-fault       = { discrete_input = 1 }
-[[device.action]]
-name = "move_to"
-description = "Move the slide."
-params = { target_mm = { type = "number", min = 0.0, max = 300.0, unit = "mm" } }
-write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { coil = 0, value = "true" }]
-done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving && !fault"
-fail_when = { MOTOR_STALL = "fault" }
-expect_s = "abs(params.target_mm - position_mm) / 100.0 + 0.05"
-cancel = [{ coil = 1, value = "true" }]
-stopped_when = "!moving"
-queue_timeout_s = QUEUE
-idempotent = false
-
-[[device]]
-id = "gripper"
-description = "Gripper"
-driver = { kind = "sim", model = "relay" }
-poll_ms = 20
-[device.signals]
-contact = { discrete_input = 0 }
-[[device.action]]
-name = "close"
-description = "Close the gripper."
-params = {}
-requires = "!devices.slide.fault && !devices.slide.moving"
-write = [{ coil = 0, value = "true" }]
-done_when = "contact"
-expect_s = 0.02
-idempotent = true
-"#;
 
 pub fn slide(faults: &str) -> String {
     slide_q(faults, 10.0)
 }
 
+/// The shared slide (`tests/plants/slide.toml`) with a `faults = [...]` list (or none), liveness
+/// after 0.5 s of silence, a queue timeout and no idempotency; then the shared gripper.
 pub fn slide_q(faults: &str, queue_timeout_s: f64) -> String {
-    let f = if faults.is_empty() {
-        String::new()
-    } else {
-        format!(", faults = [{faults}]")
-    };
-    SLIDE
-        .replace(" FAULTS", &f)
-        .replace("QUEUE", &format!("{queue_timeout_s:?}"))
+    let slide = plants::replace_lines(
+        plants::SLIDE,
+        &[
+            (STEPPER_DRIVER, &plants::with_faults(STEPPER_DRIVER, faults)),
+            ("poll_ms = 20", LIVENESS),
+            (
+                r#"stopped_when = "!moving""#,
+                &format!(
+                    "stopped_when = \"!moving\"\nqueue_timeout_s = {queue_timeout_s:?}\nidempotent = false"
+                ),
+            ),
+        ],
+    );
+    format!("\n{slide}\n{}", plants::GRIPPER)
 }
+
+/// The shared lamp's driver line.
+const RELAY_DRIVER: &str = r#"driver = { kind = "sim", model = "relay" }"#;
+/// The shared lamp's contact line, and as these tests align it below `commanded`.
+const CONTACT: &str = "contact = { discrete_input = 0 }";
+const CONTACT_ALIGNED: &str = "contact   = { discrete_input = 0 }";
+/// The shared slide's driver line.
+const STEPPER_DRIVER: &str =
+    r#"driver = { kind = "sim", model = "stepper", speed_mm_s = 100.0, travel_mm = [0.0, 300.0] }"#;
+/// `poll_ms` and the liveness these tests add after it: offline after 0.5 s of silence.
+const LIVENESS: &str = "poll_ms = 20\nliveness = { max_silence_s = 0.5 }";
