@@ -1,7 +1,7 @@
 //! Admission checks shared by submission and dispatch, each a small function that either passes
 //! or says in words why the command must not go to the device.
 
-use crate::device::{DeviceRt, Liveness};
+use crate::device::{DeviceRuntime, Liveness};
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Expr, Scope};
 use std::collections::BTreeMap;
@@ -71,7 +71,7 @@ pub(crate) fn liveness_word(l: Liveness) -> &'static str {
 /// latest values count while they are online.
 pub(crate) async fn required_values(
     action: &Action,
-    devices: &BTreeMap<String, Arc<DeviceRt>>,
+    devices: &BTreeMap<String, Arc<DeviceRuntime>>,
     mut scope: BTreeMap<String, BTreeMap<String, Value>>,
 ) -> Result<BTreeMap<String, BTreeMap<String, Value>>, String> {
     let Some(req) = &action.requires else {
@@ -142,7 +142,7 @@ pub(crate) fn failure_already_on(action: &Action, scope: &Scope) -> Option<Strin
 /// or its device's — is spent (`None`: it may run now), with the detail naming the limit.
 /// Counted from the journal, so a restart does not reset the budget.
 pub(crate) async fn rate_wait(
-    ctx: &crate::ctx::Ctx,
+    ctx: &crate::context::Context,
     device: &closedloop_plant::Device,
     action: &Action,
 ) -> Result<Option<(f64, String)>, crate::EngineError> {

@@ -4,7 +4,7 @@
 //! as its code.
 
 use crate::clock::rfc3339;
-use crate::ctx::Ctx;
+use crate::context::Context;
 use crate::device::Liveness;
 use closedloop_plant::{Alarm, Params, Scope, WhenOffline};
 use std::collections::BTreeMap;
@@ -91,7 +91,7 @@ pub struct AlarmInfo {
 }
 
 /// Every alarm of the plant with its state.
-pub(crate) fn list(ctx: &Ctx) -> Vec<AlarmInfo> {
+pub(crate) fn list(ctx: &Context) -> Vec<AlarmInfo> {
     let states = ctx.alarms.states();
     ctx.plant
         .alarms
@@ -112,7 +112,7 @@ pub(crate) fn list(ctx: &Ctx) -> Vec<AlarmInfo> {
 }
 
 /// The active alarm blocking `device`, with its detail for a refusal, if any.
-pub(crate) fn blocking(ctx: &Ctx, device: &str) -> Option<(String, String)> {
+pub(crate) fn blocking(ctx: &Context, device: &str) -> Option<(String, String)> {
     let states = ctx.alarms.states();
     ctx.plant.alarms.iter().find_map(|a| {
         let st = states.get(&a.name).filter(|s| s.active)?;
@@ -133,7 +133,7 @@ pub(crate) fn blocking(ctx: &Ctx, device: &str) -> Option<(String, String)> {
 
 /// Starts one watcher per alarm; they end when `stop` is notified.
 pub(crate) fn spawn_watchers(
-    ctx: &Arc<Ctx>,
+    ctx: &Arc<Context>,
     stop: &Arc<Notify>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..ctx.plant.alarms.len())
@@ -141,7 +141,7 @@ pub(crate) fn spawn_watchers(
         .collect()
 }
 
-async fn watch_alarm(ctx: Arc<Ctx>, index: usize, stop: Arc<Notify>) {
+async fn watch_alarm(ctx: Arc<Context>, index: usize, stop: Arc<Notify>) {
     let alarm = &ctx.plant.alarms[index];
     let ids: Vec<String> = {
         let mut v: Vec<String> = alarm
@@ -197,7 +197,7 @@ async fn watch_alarm(ctx: Arc<Ctx>, index: usize, stop: Arc<Notify>) {
 }
 
 /// Whether the alarm's condition holds now, and why in words.
-fn judge(ctx: &Ctx, alarm: &Alarm, ids: &[String]) -> (bool, String) {
+fn judge(ctx: &Context, alarm: &Alarm, ids: &[String]) -> (bool, String) {
     let mut devices = BTreeMap::new();
     for id in ids {
         let Some(dev) = ctx.devices.get(id) else {

@@ -3,7 +3,7 @@
 //! (`can_decode`). OPC UA: a bounded browse of the address space (`opcua_browse`) and a read of
 //! any nodes with their statuses (`opcua_read`). Read-only: nothing here writes to a device.
 
-use crate::code::ErrorCode;
+use crate::contract::ErrorCode;
 use crate::engine::Engine;
 use crate::raw::{RawError, refuse};
 use serde::Serialize;

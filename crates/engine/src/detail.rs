@@ -2,7 +2,7 @@
 //! [`Reason`] and the evidence, so the agent (and the person behind it) reads what the hardware
 //! showed rather than a bare code.
 
-use crate::code::Status;
+use crate::contract::Status;
 use crate::machine::{Found, Outcome, Reason};
 use crate::result::evidence_text;
 use closedloop_plant::{Action, Device, Params};

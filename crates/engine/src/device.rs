@@ -128,7 +128,7 @@ pub enum DeviceIo {
 }
 
 /// A device's runtime.
-pub struct DeviceRt {
+pub struct DeviceRuntime {
     /// The plant's declaration.
     pub spec: Arc<Device>,
     io: DeviceIo,
@@ -144,9 +144,9 @@ pub struct DeviceRt {
     opcua_ack: std::sync::Mutex<Option<(u64, i64)>>,
 }
 
-impl DeviceRt {
-    /// Wraps a driver; call [`DeviceRt::spawn_poller`] to start reading.
-    pub fn new(spec: Arc<Device>, io: DeviceIo, clock: Clock) -> Arc<DeviceRt> {
+impl DeviceRuntime {
+    /// Wraps a driver; call [`DeviceRuntime::spawn_poller`] to start reading.
+    pub fn new(spec: Arc<Device>, io: DeviceIo, clock: Clock) -> Arc<DeviceRuntime> {
         let blocks = plan_blocks(&spec);
         let tx = samples::SnapshotTx::new(Snapshot {
             seq: 0,
@@ -159,7 +159,7 @@ impl DeviceRt {
             down: false,
             unreadable: BTreeMap::new(),
         });
-        Arc::new(DeviceRt {
+        Arc::new(DeviceRuntime {
             timeout: Duration::from_millis(spec.request_timeout_ms()),
             spec,
             io,
@@ -259,7 +259,7 @@ impl DeviceRt {
         }
     }
 
-    /// Whether the device can be asked for a read now ([`DeviceRt::fresh`]); an MQTT device
+    /// Whether the device can be asked for a read now ([`DeviceRuntime::fresh`]); an MQTT device
     /// reports when it likes.
     pub fn can_be_asked(&self) -> bool {
         !matches!(self.io, DeviceIo::Mqtt(_))

@@ -4,7 +4,7 @@
 //! anything goes out ([`Supervisor::commit_dispatch`]); then the plan is written, re-sent only
 //! as the machine allows ([`Supervisor::write_plan`]).
 
-use crate::code::ErrorCode;
+use crate::contract::ErrorCode;
 use crate::device::Liveness;
 use crate::machine::{Effect, Event};
 use crate::plan::{self, Request, WriteError};

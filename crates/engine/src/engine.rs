@@ -3,8 +3,8 @@
 
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::{Clock, rfc3339};
-use crate::ctx::{Change, Ctx};
-use crate::device::{DeviceIo, DeviceRt};
+use crate::context::{Change, Context};
+use crate::device::{DeviceIo, DeviceRuntime};
 use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
@@ -25,7 +25,7 @@ const MAX_ATTEMPTS: u32 = 5;
 
 /// A running engine.
 pub struct Engine {
-    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) ctx: Arc<Context>,
     stop_pollers: Arc<Notify>,
     pollers: std::sync::Mutex<Vec<JoinHandle<()>>>,
     /// One lock per idempotency key in use: the lookup and the insert of a keyed submission happen
@@ -99,9 +99,12 @@ impl Engine {
                     }))
                 }
             };
-            devices.insert(d.id.clone(), DeviceRt::new(Arc::new(d.clone()), io, clock));
+            devices.insert(
+                d.id.clone(),
+                DeviceRuntime::new(Arc::new(d.clone()), io, clock),
+            );
         }
-        let ctx = Arc::new(Ctx::new(plant, journal, clock, devices));
+        let ctx = Arc::new(Context::new(plant, journal, clock, devices));
         let stop_pollers = Arc::new(Notify::new());
         let mut pollers = ctx
             .devices

@@ -127,7 +127,7 @@ impl Supervisor {
         let mut key = Vec::new();
         let mut oldest_ms = i64::MAX;
         let mut evidence = serde_json::Map::new();
-        let unit_of = |dev: &crate::device::DeviceRt, n: &str| {
+        let unit_of = |dev: &crate::device::DeviceRuntime, n: &str| {
             dev.spec.signal(n).and_then(|s| s.unit.clone())
         };
         let feedback = self.feedback_names();

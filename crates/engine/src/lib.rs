@@ -20,9 +20,9 @@
 //!   `Engine::admit`), ending journaled `accepted` with its supervisor started, or `rejected`.
 //! - `admit`: admission checks shared by submission and dispatch (`requires` read afresh, a
 //!   failure already on, the expected duration), each saying in words why nothing is written.
-//! - `ctx`: what the engine's tasks share: devices, exclusive groups and their queues, live
-//!   commands, the journal, a command's scope of other devices (`Ctx::scope_for`: only those its
-//!   action reads), and `Ctx::record`, through which every change is journaled first.
+//! - `context`: what the engine's tasks share: devices, exclusive groups and their queues, live
+//!   commands, the journal, a command's scope of other devices (`Context::scope_for`: only those its
+//!   action reads), and `Context::record`, through which every change is journaled first.
 //! - `live`: a command held in memory (its journaled row and timeline), the handles callers
 //!   wait on (`wait_terminal`) and cancel through.
 //! - `supervisor`: one task per command: queue for the exclusive group, dispatch, judge samples
@@ -33,7 +33,7 @@
 //!   publishes, OPC UA writes and calls, CAN frames), all encoded before anything is sent; driver
 //!   answers to contract error codes.
 //! - `device`: one device at run time: its connection, poller or listener, signal cache,
-//!   numbered samples and liveness; `DeviceRt::send` returns each write's fence. Submodules
+//!   numbered samples and liveness; `DeviceRuntime::send` returns each write's fence. Submodules
 //!   `device::mqtt`, `device::opcua` and `device::can` hold the push-fed protocols'
 //!   listeners, `device::samples` the channel that lets a supervisor see every sample.
 //! - `judge`: which values may count (the fence of every device an expression reads) and what a
@@ -45,7 +45,7 @@
 //!   the evidence.
 //! - `result`: the result object an agent sees, built from the journal's rows, and
 //!   `CommandResult::for_model`, sized for a model.
-//! - [`code`]: the contract's statuses and error codes, each code with its hint.
+//! - [`contract`]: the contract's statuses and error codes, each code with its hint.
 //! - `connections`: the plant's driver tables (addresses already typed by the plant) to a
 //!   [`Connection`] per device ([`build_drivers`]); devices sharing a broker, endpoint or bus must
 //!   agree on how it is reached.
@@ -62,9 +62,9 @@ mod alarms;
 mod api;
 mod bridge;
 pub mod clock;
-pub mod code;
 mod connections;
-mod ctx;
+mod context;
+pub mod contract;
 pub mod detail;
 mod device;
 mod dispatch;
@@ -85,9 +85,9 @@ mod terminal;
 pub use alarms::AlarmInfo;
 pub use api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
 pub use bridge::{CanDecoded, CanSignalState, MAX_BROWSE, MAX_READ, OpcuaValue};
-pub use code::{ErrorCode, Status};
 pub use connections::{Connection, Drivers, build_drivers};
-pub use ctx::Change;
+pub use context::Change;
+pub use contract::{ErrorCode, Status};
 pub use device::{Liveness, SignalValue, Snapshot};
 pub use engine::{Engine, MAX_WAIT};
 pub use raw::{MAX_RAW_COUNT, RawError, RawRead};

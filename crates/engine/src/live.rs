@@ -2,7 +2,7 @@
 //! handles that let callers wait on it and cancel it.
 
 use crate::clock::Clock;
-use crate::code::Status;
+use crate::contract::Status;
 use crate::result::CommandResult;
 use closedloop_journal::{CommandRow, EventRow, Journal, JournalError};
 use std::sync::Mutex;

@@ -11,7 +11,7 @@
 //!   was acknowledged) with `done` true — there is no other path to it.
 //! - `verified` is true only for a `Completed` or a `fail_when` failure decided by feedback.
 
-use crate::code::{ErrorCode, Status};
+use crate::contract::{ErrorCode, Status};
 
 /// How the outcome of an action can be checked (the plant's `verification`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

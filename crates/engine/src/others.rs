@@ -12,7 +12,7 @@
 //! - Wakes coalesce (a channel of one): the judge reads every other device's latest value at
 //!   wake time, so a burst of samples needs only one wake.
 
-use crate::ctx::Ctx;
+use crate::context::Context;
 use std::collections::BTreeSet;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinSet;
@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 /// Forwarders that wake `rx` whenever one of `devices` (other than `own`) delivers a sample.
 /// Returns `None` when the criteria read no other known device.
 pub(crate) fn wakes(
-    ctx: &Ctx,
+    ctx: &Context,
     own: &str,
     devices: &BTreeSet<String>,
 ) -> Option<(JoinSet<()>, mpsc::Receiver<()>)> {

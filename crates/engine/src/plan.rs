@@ -5,7 +5,7 @@
 //! hold refuses the whole plan (`INVALID_PARAMS`) with nothing written — never half a plan, never a
 //! saturated value.
 
-use crate::code::ErrorCode;
+use crate::contract::ErrorCode;
 use closedloop_driver::{Answer, Data, Exception, TransportError, Value, Write};
 use closedloop_plant::{Scope, WriteEntry};
 use std::fmt;

@@ -2,7 +2,7 @@
 //! command lifecycle, for commissioning and diagnosis. A raw write is *not* a command: nothing
 //! supervises it, nothing confirms its effect, and the answer says so.
 
-use crate::code::ErrorCode;
+use crate::contract::ErrorCode;
 use crate::engine::Engine;
 use crate::plan;
 use closedloop_driver::{Area, Data, Exception, TransportError, Write};
@@ -54,7 +54,7 @@ impl Engine {
         &self,
         device: &str,
         access: &str,
-    ) -> Result<&std::sync::Arc<crate::device::DeviceRt>, RawError> {
+    ) -> Result<&std::sync::Arc<crate::device::DeviceRuntime>, RawError> {
         let dev = self
             .ctx
             .devices
@@ -74,7 +74,7 @@ impl Engine {
     fn raw_device(
         &self,
         device: &str,
-    ) -> Result<&std::sync::Arc<crate::device::DeviceRt>, RawError> {
+    ) -> Result<&std::sync::Arc<crate::device::DeviceRuntime>, RawError> {
         let dev = self.raw_access_device(device, "raw register access")?;
         if !dev.is_register_based() {
             return Err(refuse(

@@ -2,7 +2,7 @@
 
 use crate::EngineError;
 use crate::clock::rfc3339;
-use crate::code::Status;
+use crate::contract::Status;
 use crate::engine::{Engine, profile};
 use crate::live::LiveCommand;
 use crate::machine::{Check, Effect, Event, Found, Machine, Profile};

@@ -4,7 +4,7 @@
 //! runs and one served from the journal after a restart are the same object.
 
 use crate::clock::rfc3339;
-use crate::code::{ErrorCode, Status};
+use crate::contract::{ErrorCode, Status};
 use closedloop_journal::{CommandRow, EventRow};
 use serde::Serialize;
 

@@ -2,9 +2,9 @@
 //! — scope, idempotency key, parameters, then [`Engine::admit`]'s checks in order — each
 //! returning the reason nothing will be written, or passing on.
 
-use crate::code::{ErrorCode, Status};
-use crate::ctx::{Change, QUEUE_CAPACITY};
-use crate::device::{DeviceRt, Liveness};
+use crate::context::{Change, QUEUE_CAPACITY};
+use crate::contract::{ErrorCode, Status};
+use crate::device::{DeviceRuntime, Liveness};
 use crate::engine::{Engine, MAX_WAIT, profile};
 use crate::live::LiveCommand;
 use crate::machine::{Event, Machine};
@@ -221,11 +221,11 @@ impl Engine {
         let group = self.ctx.group(&action.exclusive);
         group.reserve(action.queue).map_err(|full| {
             let detail = match full {
-                crate::ctx::Full::Busy => format!(
+                crate::context::Full::Busy => format!(
                     "{} is busy with another command and {} does not queue.",
                     action.exclusive, action.name
                 ),
-                crate::ctx::Full::Queue => format!(
+                crate::context::Full::Queue => format!(
                     "{} already has {QUEUE_CAPACITY} commands waiting.",
                     action.exclusive
                 ),
@@ -381,7 +381,7 @@ impl Engine {
     }
 }
 
-async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
+async fn wait_for_first_answer(dev: &DeviceRuntime) -> crate::device::Snapshot {
     let mut rx = dev.subscribe();
     let until = Instant::now() + Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
     loop {
@@ -400,7 +400,7 @@ async fn wait_for_first_answer(dev: &DeviceRt) -> crate::device::Snapshot {
 }
 
 /// The device's snapshot if it is online (waiting, bounded, for a first answer), or why not.
-async fn admit_online(dev: &DeviceRt) -> Result<crate::device::Snapshot, (ErrorCode, String)> {
+async fn admit_online(dev: &DeviceRuntime) -> Result<crate::device::Snapshot, (ErrorCode, String)> {
     let snap = wait_for_first_answer(dev).await;
     if snap.liveness == Liveness::Online {
         return Ok(snap);

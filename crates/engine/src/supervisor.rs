@@ -1,9 +1,9 @@
 //! The async shell around one command's [`Machine`]: it waits for the device, writes the plan,
 //! judges fresh reads, keeps the deadline, and carries out every effect the machine asks for.
 
-use crate::code::{ErrorCode, Status};
-use crate::ctx::Ctx;
-use crate::device::{DeviceRt, Snapshot};
+use crate::context::Context;
+use crate::contract::{ErrorCode, Status};
+use crate::device::{DeviceRuntime, Snapshot};
 use crate::engine::AsCheck;
 use crate::live::LiveCommand;
 use crate::machine::{Check, Effect, Event, Found, Machine, Outcome};
@@ -26,9 +26,9 @@ const CANCEL_EXPIRY: Duration = Duration::from_secs(10);
 
 /// Everything one command's task owns.
 pub(crate) struct Supervisor {
-    pub ctx: Arc<Ctx>,
+    pub ctx: Arc<Context>,
     pub cmd: Arc<LiveCommand>,
-    pub dev: Arc<DeviceRt>,
+    pub dev: Arc<DeviceRuntime>,
     pub action: Arc<Action>,
     pub params: Params,
     pub machine: Machine,
@@ -69,9 +69,9 @@ impl Supervisor {
     /// A supervisor for a command accepted now; the caller sets `deadline` and `permit` for a
     /// recovered one.
     pub fn new(
-        ctx: Arc<Ctx>,
+        ctx: Arc<Context>,
         cmd: Arc<LiveCommand>,
-        dev: Arc<DeviceRt>,
+        dev: Arc<DeviceRuntime>,
         action: Arc<Action>,
         params: Params,
         machine: Machine,
@@ -538,7 +538,7 @@ impl Supervisor {
 }
 
 /// Why a device counts as offline, in words.
-pub(crate) fn offline_detail(dev: &DeviceRt, snap: &Snapshot) -> String {
+pub(crate) fn offline_detail(dev: &DeviceRuntime, snap: &Snapshot) -> String {
     let silence = dev.spec.liveness.max_silence_s;
     if snap.down {
         // Not a silence: the device said so (its last will), or its broker is unreachable.

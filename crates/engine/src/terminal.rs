@@ -3,7 +3,7 @@
 //! from the machine's [`Outcome`]; rejections are inserted whole by `submit.rs`, from the
 //! machine's outcome too.
 
-use crate::code::ErrorCode;
+use crate::contract::ErrorCode;
 use crate::machine::Outcome;
 use closedloop_journal::CommandRow;
 use serde_json::{Value, json};

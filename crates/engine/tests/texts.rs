@@ -4,7 +4,7 @@
 
 mod common;
 
-use closedloop_engine::code::{ErrorCode, Status};
+use closedloop_engine::contract::{ErrorCode, Status};
 use closedloop_engine::machine::{Found, Outcome, Reason};
 use closedloop_engine::{CommandResult, detail};
 use closedloop_journal::CommandRow;

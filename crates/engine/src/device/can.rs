@@ -203,7 +203,7 @@ pub fn find_message<'d>(dbc: &'d Dbc, message: &str) -> Result<&'d Message, Stri
     }
 }
 
-impl DeviceRt {
+impl DeviceRuntime {
     /// The CAN listener: frames of the device's messages into the cache, the port's state into
     /// liveness, and a republished snapshot every `poll_ms`.
     pub(super) async fn listen_can(self: Arc<Self>, stop: Arc<Notify>) {
@@ -366,7 +366,7 @@ level = { message = "0x101", signal = "Level", unit = "%" }
             dbc,
             seen: Mutex::new(BTreeMap::new()),
         };
-        let dev = DeviceRt::new(
+        let dev = DeviceRuntime::new(
             Arc::new(plant.devices[0].clone()),
             DeviceIo::Can(Arc::new(io)),
             Clock::new(),

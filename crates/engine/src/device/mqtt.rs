@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl DeviceRt {
+impl DeviceRuntime {
     /// The MQTT listener: messages of the device's topics into the cache, link and status-topic
     /// changes into liveness, and a republished snapshot every `poll_ms`.
     pub(super) async fn listen(self: Arc<Self>, broker: MqttBroker, stop: Arc<Notify>) {
@@ -197,7 +197,7 @@ level = { topic = "lab/+/level" }
             "t",
         ))
         .expect("config");
-        let dev = DeviceRt::new(Arc::new(lamp()), DeviceIo::Mqtt(broker), Clock::new());
+        let dev = DeviceRuntime::new(Arc::new(lamp()), DeviceIo::Mqtt(broker), Clock::new());
         let mut snap = dev.snapshot();
         dev.take_message(
             &mut snap,

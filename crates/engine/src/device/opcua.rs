@@ -24,7 +24,7 @@ use super::*;
 use closedloop_opcua::{Link, OpcuaClient, Update};
 use std::collections::BTreeSet;
 
-impl DeviceRt {
+impl DeviceRuntime {
     /// The OPC UA listener: a monitor of the device's nodes into the cache, the session's state
     /// into liveness, and a republished snapshot every `poll_ms`.
     pub(super) async fn listen_opcua(self: Arc<Self>, client: OpcuaClient, stop: Arc<Notify>) {
@@ -216,7 +216,7 @@ mod tests {
     }
 
     /// A pump on an OPC UA endpoint that is never reached: updates are fed by hand.
-    fn pump() -> Arc<DeviceRt> {
+    fn pump() -> Arc<DeviceRuntime> {
         let plant = closedloop_plant::parse(
             r#"
 [[device]]
@@ -235,7 +235,7 @@ running = { node = "ns=2;s=Pump1.Running", type = "bool" }
             "opc.tcp://127.0.0.1:9/x",
         ))
         .expect("config");
-        DeviceRt::new(
+        DeviceRuntime::new(
             Arc::new(plant.devices[0].clone()),
             DeviceIo::Opcua(client),
             Clock::new(),

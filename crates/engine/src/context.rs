@@ -1,7 +1,7 @@
 //! State shared by the engine's tasks: devices, exclusive groups, live commands, the journal.
 
 use crate::clock::Clock;
-use crate::device::DeviceRt;
+use crate::device::DeviceRuntime;
 use crate::live::LiveCommand;
 use closedloop_driver::Value;
 use closedloop_journal::{CommandRow, Journal};
@@ -58,7 +58,7 @@ impl Group {
 
     /// Takes a place in the queue, in one step with the check: refused when the group is busy
     /// (held or with commands waiting) and `queue` is false, or when the queue is full. The
-    /// place is given back by [`Ctx::dequeued`].
+    /// place is given back by [`Context::dequeued`].
     pub fn reserve(&self, queue: bool) -> Result<(), Full> {
         let _one_at_a_time = self.admission.lock().unwrap_or_else(|p| p.into_inner());
         let waiting = self.queued.load(Ordering::SeqCst);
@@ -89,7 +89,7 @@ impl Group {
 }
 
 /// The engine's shared state.
-pub struct Ctx {
+pub struct Context {
     /// The validated plant.
     pub plant: Arc<Plant>,
     /// The durable journal.
@@ -97,7 +97,7 @@ pub struct Ctx {
     /// Time.
     pub clock: Clock,
     /// Runtime of every device, by id.
-    pub devices: BTreeMap<String, Arc<DeviceRt>>,
+    pub devices: BTreeMap<String, Arc<DeviceRuntime>>,
     groups: Mutex<HashMap<String, Arc<Group>>>,
     live: Mutex<HashMap<String, Arc<LiveCommand>>>,
     /// Change notifications (bounded: a slow subscriber misses changes, never blocks the engine).
@@ -107,15 +107,15 @@ pub struct Ctx {
     pub alarms: crate::alarms::AlarmBoard,
 }
 
-impl Ctx {
+impl Context {
     /// Shared state for a started engine.
     pub fn new(
         plant: Arc<Plant>,
         journal: Journal,
         clock: Clock,
-        devices: BTreeMap<String, Arc<DeviceRt>>,
-    ) -> Ctx {
-        Ctx {
+        devices: BTreeMap<String, Arc<DeviceRuntime>>,
+    ) -> Context {
+        Context {
             alarms: crate::alarms::AlarmBoard::new(&plant.alarms),
             plant,
             journal,
