@@ -25,6 +25,9 @@
 //!   action reads), and `Context::record`, through which every change is journaled first.
 //! - `live`: a command held in memory (its journaled row and timeline), the handles callers
 //!   wait on (`wait_terminal`) and cancel through.
+//! - `stop`: the cancel plan written, and the device held until `stopped_when` (bounded).
+//! - `supervise`: the loop of a running command: what it waits on, set up once, and each
+//!   wake turned into a machine event.
 //! - `supervisor`: one task per command: queue for the exclusive group, dispatch, judge samples
 //!   until a terminal status, carry out the machine's effects (cancel plan, safe state).
 //! - `dispatch`: a fresh read, the `dispatched` record committed before anything is sent, then
@@ -77,7 +80,9 @@ mod plan;
 mod raw;
 mod recovery;
 mod result;
+mod stop;
 mod submit;
+mod supervise;
 mod supervisor;
 mod terminal;
 

@@ -2,27 +2,20 @@
 //! judges fresh reads, keeps the deadline, and carries out every effect the machine asks for.
 
 use crate::context::Context;
-use crate::contract::{ErrorCode, Status};
+use crate::contract::Status;
 use crate::device::{DeviceRuntime, Snapshot};
-use crate::engine::AsCheck;
 use crate::live::LiveCommand;
-use crate::machine::{Check, Effect, Event, Found, Machine, Outcome};
-use crate::plan::{self, Request, WriteError};
+use crate::machine::{Effect, Event, Found, Machine, Outcome};
+use crate::plan::{self, Request};
 use crate::terminal::Ending;
 use closedloop_driver::Value;
-use closedloop_plant::{Action, Params, Scope};
+use closedloop_plant::{Action, Params};
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, broadcast};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, sleep_until};
-
-/// Upper bound on how long a device stays held after a stop, waiting for `stopped_when`.
-const SAFE_STATE_MAX: Duration = Duration::from_secs(30);
-/// How long a cancel plan's MQTT publish may wait for the device: a stop usually goes out after
-/// the deadline, and arriving late is still better than never.
-const CANCEL_EXPIRY: Duration = Duration::from_secs(10);
 
 /// Everything one command's task owns.
 pub(crate) struct Supervisor {
@@ -172,138 +165,6 @@ impl Supervisor {
         dispatch
     }
 
-    /// Judges fresh reads until the machine reaches a terminal status.
-    async fn supervise(&mut self) {
-        // Every sample, not only the latest: a short fail_when pulse between two snapshots a
-        // watch channel would merge must still fail the command.
-        let mut samples = self.dev.samples();
-        let others: BTreeSet<String> = self.criterion_refs().into_iter().map(|(d, _)| d).collect();
-        let (_forwarders, mut other_rx) =
-            match crate::others::wakes(&self.ctx, self.dev.id(), &others) {
-                Some((set, rx)) => (Some(set), Some(rx)),
-                None => (None, None),
-            };
-        let mut shutdown = self.ctx.shutdown_rx();
-        let deadline = self.deadline.unwrap_or_else(Instant::now);
-        let readback = self.action.verification.as_check() == Check::Readback;
-        let readback_every = Duration::from_millis(self.dev.spec.poll_ms.max(1));
-        let mut next_readback = Instant::now();
-        // A device that reports changes only (OPC UA) never sends again a value the write itself
-        // set: its nodes are read every poll_ms while the command runs, and reads issued after
-        // the acknowledgement are fresh evidence.
-        let reads_on_request = self.dev.opcua().is_some() && !readback;
-        let mut next_read = Instant::now() + readback_every;
-        // "Already so" confirms only on a read taken expect_s after the ack: ask for one then,
-        // as a device that reports changes only (OPC UA) would never send the unchanged value.
-        let settle_ms = self.settle_until_ms - self.ctx.clock.now_ms();
-        let keepalive = self.action.keepalive_s.map(Duration::from_secs_f64);
-        let mut alarms = self.ctx.alarms.watch();
-        // An alarm raised between dispatch's check and now is seen on the first turn.
-        alarms.mark_changed();
-        let watched = self
-            .ctx
-            .plant
-            .alarms
-            .iter()
-            .any(|a| a.blocks.iter().any(|d| d == self.dev.id()));
-        let mut settle_poll = (self.baseline_done && settle_ms >= 0)
-            .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1));
-        while self.machine.is_supervising() {
-            let wake = tokio::select! {
-                sample = samples.recv(), if !readback => match sample {
-                    Ok(snap) => Wake::Snapshot(snap),
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        let row = self.cmd.row();
-                        tracing::warn!(request_id = %row.request_id, command_id = %row.command_id,
-                                       device = %self.dev.id(), missed = n, "supervisor fell behind the device's samples");
-                        Wake::Snapshot(self.dev.snapshot())
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                },
-                Some(()) = async { other_rx.as_mut()?.recv().await }, if other_rx.is_some() && !readback => {
-                    Wake::Snapshot(self.dev.snapshot())
-                }
-                _ = sleep_until(next_readback), if readback => {
-                    next_readback = Instant::now() + readback_every;
-                    Wake::Readback
-                }
-                _ = sleep_until(next_read), if reads_on_request => {
-                    next_read = Instant::now() + readback_every;
-                    self.dev.poll_now();
-                    continue;
-                }
-                _ = sleep_until(settle_poll.unwrap_or(deadline)), if settle_poll.is_some() => {
-                    settle_poll = None;
-                    self.dev.poll_now();
-                    continue;
-                }
-                _ = sleep_until(deadline) => Wake::Event(Event::Deadline),
-                // A standing alarm that blocks this device: stop, whatever the command's state.
-                changed = alarms.changed(), if watched => {
-                    if changed.is_err() {
-                        continue;
-                    }
-                    match crate::alarms::blocking(&self.ctx, self.dev.id()) {
-                        Some((name, detail)) => Wake::Event(Event::AlarmRaised { name, detail }),
-                        None => continue,
-                    }
-                }
-                // A dead-man action: due when its caller last asked plus keepalive_s.
-                _ = sleep_until(self.cmd.renewed_at() + keepalive.unwrap_or(Duration::ZERO)), if keepalive.is_some() => {
-                    let lapsed = keepalive.is_some_and(|k| self.cmd.renewed_at() + k <= Instant::now());
-                    if !lapsed {
-                        continue;
-                    }
-                    Wake::Event(Event::KeepaliveLapsed)
-                }
-                _ = self.cmd.cancelled() => Wake::Event(Event::CancelRequested),
-                _ = shutdown_signal(&mut shutdown), if !self.shutdown_seen => {
-                    self.shutdown_seen = true;
-                    Wake::Event(Event::Shutdown)
-                }
-            };
-            let event = match wake {
-                Wake::Snapshot(snap) => match self.judge(&snap).await {
-                    Some(e) => e,
-                    None => continue,
-                },
-                Wake::Readback => match self.readback().await {
-                    Some(e) => e,
-                    None => continue,
-                },
-                Wake::Event(Event::Deadline) if !readback => {
-                    if self.judge_delivered(&mut samples).await {
-                        continue;
-                    }
-                    Event::Deadline
-                }
-                Wake::Event(e) => e,
-            };
-            let was_shutdown = event == Event::Shutdown;
-            let fx = self.feed(event).await;
-            if was_shutdown && fx.is_empty() {
-                // No cancel plan: leave it `running` for the next start to supervise.
-                return;
-            }
-        }
-    }
-
-    /// At the deadline, judges the samples already delivered first: a read that came back in
-    /// the same instant as the deadline is evidence the verdict must not ignore (a heater that
-    /// warmed, read at the deadline, did not "never move"). Returns true when one of them ended
-    /// the command.
-    async fn judge_delivered(&mut self, samples: &mut broadcast::Receiver<Snapshot>) -> bool {
-        while let Ok(snap) = samples.try_recv() {
-            if let Some(event) = self.judge(&snap).await {
-                self.feed(event).await;
-                if !self.machine.is_supervising() {
-                    return true;
-                }
-            }
-        }
-        false
-    }
-
     /// Feeds the machine and carries out its effects, in order. Returns the effects.
     pub(crate) async fn feed(&mut self, event: Event) -> Vec<Effect> {
         let mut pending = std::collections::VecDeque::from(self.machine.on(event));
@@ -353,60 +214,6 @@ impl Supervisor {
         all
     }
 
-    /// Writes the cancel plan; holds the device until `stopped_when` afterwards.
-    async fn write_cancel(&mut self) -> Event {
-        // A cyclic start frame must not keep going out beside the stop.
-        self.stop_cycling();
-        let devices = self.ctx.scope_for(&self.action);
-        let signals = self.dev.snapshot().plain();
-        let command_id = self.cmd.row().command_id;
-        let extra = [("command_id", command_id.as_str())];
-        let scope = Scope {
-            signals: &signals,
-            params: &self.params,
-            devices: &devices,
-            extra_strings: &extra,
-        };
-        let result = match plan::evaluate(&self.action.cancel, &scope, self.dev.dbc()) {
-            Ok(writes) => self.write_all(&writes, CANCEL_EXPIRY).await.map(|_| ()),
-            Err(e) => Err(WriteError {
-                code: ErrorCode::InvalidParams,
-                detail: e.to_string(),
-                transient: false,
-                maybe_applied: false,
-            }),
-        };
-        match result {
-            Ok(()) => {
-                self.hold = self.action.stopped_when.is_some();
-                self.ctx
-                    .record(
-                        &self.cmd,
-                        |_| {},
-                        vec![("cancel_sent", serde_json::Value::Null)],
-                    )
-                    .await;
-                Event::CancelWritten
-            }
-            Err(e) => {
-                self.ctx
-                    .record(
-                        &self.cmd,
-                        |_| {},
-                        vec![(
-                            "cancel_failed",
-                            json!({"code": e.code.as_str(), "detail": e.detail}),
-                        )],
-                    )
-                    .await;
-                Event::CancelFailed {
-                    code: e.code,
-                    detail: e.detail,
-                }
-            }
-        }
-    }
-
     /// Starts re-sending the plan's cyclic frames (`cycle_ms`) until the command ends or its
     /// cancel plan is written. A failed re-send is logged; the criterion judges the effect.
     pub(crate) fn start_cycling(&mut self, writes: &[Request]) {
@@ -444,7 +251,7 @@ impl Supervisor {
     }
 
     /// Stops the cyclic frames (before a stop is written, and when the command ends).
-    fn stop_cycling(&mut self) {
+    pub(crate) fn stop_cycling(&mut self) {
         self.cycling = None;
     }
 
@@ -468,72 +275,6 @@ impl Supervisor {
         let row = self.cmd.row();
         row.deadline_ms
             .map(|d| (d - row.accepted_at_ms).max(0) as f64 / 1000.0)
-    }
-
-    /// Keeps the device busy until `stopped_when` holds on a fresh read (bounded); returns the
-    /// evidence of that read (where the device stopped), `None` when it never held in time.
-    async fn hold_until_stopped(&mut self) -> Option<serde_json::Value> {
-        let stopped = self.action.stopped_when.clone()?;
-        let mut rx = self.dev.subscribe();
-        let after = self.dev.issued_seq();
-        self.dev.poll_now();
-        let until = Instant::now() + SAFE_STATE_MAX;
-        loop {
-            let snap = rx.borrow_and_update().clone();
-            let fresh = stopped
-                .signals()
-                .iter()
-                .all(|n| snap.values.get(n).is_some_and(|v| v.seq > after));
-            if snap.seq > after && fresh {
-                let signals = snap.plain();
-                let devices = self.ctx.scope_for(&self.action);
-                let scope = Scope {
-                    signals: &signals,
-                    params: &self.params,
-                    devices: &devices,
-                    extra_strings: &[],
-                };
-                if stopped.eval_bool(&scope).unwrap_or(false) {
-                    return Some(self.stopped_evidence(&snap));
-                }
-            }
-            // A device that stopped answering will not confirm the stop: release it now
-            // (its commands are refused while it is offline) instead of waiting out the bound.
-            let gone = self.dev.current().liveness == crate::device::Liveness::Offline;
-            match tokio::time::timeout_at(until, rx.changed()).await {
-                Ok(Ok(())) if !gone => {}
-                _ => {
-                    let row = self.cmd.row();
-                    tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, device = %self.dev.id(),
-                                   offline = gone, "stopped_when did not hold within {SAFE_STATE_MAX:?}, or the device went offline; releasing it");
-                    return None;
-                }
-            }
-        }
-    }
-}
-
-impl Supervisor {
-    /// The criterion signals of a snapshot as evidence (value, time, source, unit).
-    fn stopped_evidence(&self, snap: &Snapshot) -> serde_json::Value {
-        let action = &self.action;
-        let names: std::collections::BTreeSet<&String> = action
-            .done_when
-            .iter()
-            .chain(action.stopped_when.iter())
-            .flat_map(|e| e.signals())
-            .collect();
-        let mut evidence = serde_json::Map::new();
-        for n in names {
-            if let Some(v) = snap.values.get(n) {
-                let mut e = json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
-                if let Some(u) = self.dev.spec.signal(n).and_then(|s| s.unit.clone()) {
-                    e["unit"] = json!(u);
-                }
-                evidence.insert(n.clone(), e);
-            }
-        }
-        serde_json::Value::Object(evidence)
     }
 }
 
@@ -564,13 +305,6 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// What woke the supervision loop.
-enum Wake {
-    Snapshot(Snapshot),
-    Readback,
-    Event(Event),
 }
 
 /// Resolves once the gateway is shutting down (never holds the watch guard across an await).

@@ -1,0 +1,139 @@
+//! Stopping a running command: the cancel plan written (with the scope every plan sees), and
+//! the device held until `stopped_when` holds on a fresh read, bounded by [`SAFE_STATE_MAX`], so
+//! the next command never starts on a device still moving.
+
+use crate::contract::ErrorCode;
+use crate::device::Snapshot;
+use crate::machine::Event;
+use crate::plan::{self, WriteError};
+use crate::supervisor::Supervisor;
+use closedloop_plant::Scope;
+use serde_json::json;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Upper bound on how long a device stays held after a stop, waiting for `stopped_when`.
+pub(crate) const SAFE_STATE_MAX: Duration = Duration::from_secs(30);
+/// How long a cancel plan's MQTT publish may wait for the device: a stop usually goes out after
+/// the deadline, and arriving late is still better than never.
+pub(crate) const CANCEL_EXPIRY: Duration = Duration::from_secs(10);
+
+impl Supervisor {
+    /// Writes the cancel plan; holds the device until `stopped_when` afterwards.
+    pub(crate) async fn write_cancel(&mut self) -> Event {
+        // A cyclic start frame must not keep going out beside the stop.
+        self.stop_cycling();
+        let devices = self.ctx.scope_for(&self.action);
+        let signals = self.dev.snapshot().plain();
+        let command_id = self.cmd.row().command_id;
+        let extra = [("command_id", command_id.as_str())];
+        let scope = Scope {
+            signals: &signals,
+            params: &self.params,
+            devices: &devices,
+            extra_strings: &extra,
+        };
+        let result = match plan::evaluate(&self.action.cancel, &scope, self.dev.dbc()) {
+            Ok(writes) => self.write_all(&writes, CANCEL_EXPIRY).await.map(|_| ()),
+            Err(e) => Err(WriteError {
+                code: ErrorCode::InvalidParams,
+                detail: e.to_string(),
+                transient: false,
+                maybe_applied: false,
+            }),
+        };
+        match result {
+            Ok(()) => {
+                self.hold = self.action.stopped_when.is_some();
+                self.ctx
+                    .record(
+                        &self.cmd,
+                        |_| {},
+                        vec![("cancel_sent", serde_json::Value::Null)],
+                    )
+                    .await;
+                Event::CancelWritten
+            }
+            Err(e) => {
+                self.ctx
+                    .record(
+                        &self.cmd,
+                        |_| {},
+                        vec![(
+                            "cancel_failed",
+                            json!({"code": e.code.as_str(), "detail": e.detail}),
+                        )],
+                    )
+                    .await;
+                Event::CancelFailed {
+                    code: e.code,
+                    detail: e.detail,
+                }
+            }
+        }
+    }
+
+    /// Keeps the device busy until `stopped_when` holds on a fresh read (bounded); returns the
+    /// evidence of that read (where the device stopped), `None` when it never held in time.
+    pub(crate) async fn hold_until_stopped(&mut self) -> Option<serde_json::Value> {
+        let stopped = self.action.stopped_when.clone()?;
+        let mut rx = self.dev.subscribe();
+        let after = self.dev.issued_seq();
+        self.dev.poll_now();
+        let until = Instant::now() + SAFE_STATE_MAX;
+        loop {
+            let snap = rx.borrow_and_update().clone();
+            let fresh = stopped
+                .signals()
+                .iter()
+                .all(|n| snap.values.get(n).is_some_and(|v| v.seq > after));
+            if snap.seq > after && fresh {
+                let signals = snap.plain();
+                let devices = self.ctx.scope_for(&self.action);
+                let scope = Scope {
+                    signals: &signals,
+                    params: &self.params,
+                    devices: &devices,
+                    extra_strings: &[],
+                };
+                if stopped.eval_bool(&scope).unwrap_or(false) {
+                    return Some(self.stopped_evidence(&snap));
+                }
+            }
+            // A device that stopped answering will not confirm the stop: release it now
+            // (its commands are refused while it is offline) instead of waiting out the bound.
+            let gone = self.dev.current().liveness == crate::device::Liveness::Offline;
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) if !gone => {}
+                _ => {
+                    let row = self.cmd.row();
+                    tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, device = %self.dev.id(),
+                                   offline = gone, "stopped_when did not hold within {SAFE_STATE_MAX:?}, or the device went offline; releasing it");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The criterion signals of a snapshot as evidence (value, time, source, unit).
+    fn stopped_evidence(&self, snap: &Snapshot) -> serde_json::Value {
+        let action = &self.action;
+        let names: std::collections::BTreeSet<&String> = action
+            .done_when
+            .iter()
+            .chain(action.stopped_when.iter())
+            .flat_map(|e| e.signals())
+            .collect();
+        let mut evidence = serde_json::Map::new();
+        for n in names {
+            if let Some(v) = snap.values.get(n) {
+                let mut e = json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
+                if let Some(u) = self.dev.spec.signal(n).and_then(|s| s.unit.clone()) {
+                    e["unit"] = json!(u);
+                }
+                evidence.insert(n.clone(), e);
+            }
+        }
+        serde_json::Value::Object(evidence)
+    }
+}
