@@ -5,8 +5,13 @@
 //! hold refuses the whole plan (`INVALID_PARAMS`) with nothing written — never half a plan, never a
 //! saturated value.
 
-use crate::contract::ErrorCode;
-use closedloop_driver::{Answer, Data, Exception, TransportError, Value, Write};
+mod answer;
+
+pub use answer::{
+    WriteError, interpret, interpret_can, interpret_opcua, interpret_publish, matches,
+    opcua_no_answer, value_json,
+};
+use closedloop_driver::{Value, Write};
 use closedloop_plant::{Scope, WriteEntry};
 use std::fmt;
 
@@ -106,303 +111,169 @@ impl fmt::Display for PlanError {
 }
 
 /// Evaluates and encodes every entry of a plan. An MQTT payload's `${command_id}` comes from the
-/// scope's `extra_strings`; CAN entries are encoded through the device's `dbc`.
+/// scope's `extra_strings`; CAN entries are encoded through the device's `dbc`. Nothing is sent
+/// unless every entry encodes.
 pub fn evaluate(
     entries: &[WriteEntry],
     scope: &Scope<'_>,
     dbc: Option<&closedloop_can::Dbc>,
 ) -> Result<Vec<Request>, PlanError> {
-    let mut out = Vec::with_capacity(entries.len());
-    for entry in entries {
-        match entry {
-            WriteEntry::Register {
-                area,
-                address,
-                encoding,
-                value,
-            } => {
-                let v = value.eval(scope).map_err(|e| {
-                    PlanError(format!(
-                        "{area}:{address}: `{}` could not be evaluated: {e}",
-                        value.source()
-                    ))
-                })?;
-                if area.is_bit() {
-                    // A coil takes a bool, or exactly 0 or 1: 0.3 is a mistake, not "on".
-                    if let closedloop_driver::Value::Number(n) = v
-                        && n != 0.0
-                        && n != 1.0
-                    {
-                        return Err(PlanError(format!(
-                            "{area}:{address} is a coil and cannot take `{}` = {n}; give true/false or 0/1",
-                            value.source()
-                        )));
-                    }
-                    out.push(Request::Register(Write::Coils {
-                        start: *address,
-                        values: vec![v.as_bool()],
-                    }));
-                } else {
-                    let words = encoding.encode(v).map_err(|e| {
-                        PlanError(format!(
-                            "{area}:{address} cannot take `{}` = {v}: {e}",
-                            value.source()
-                        ))
-                    })?;
-                    out.push(Request::Register(Write::Registers {
-                        start: *address,
-                        values: words,
-                    }));
-                }
-            }
-            WriteEntry::Mqtt {
-                topic,
+    entries.iter().map(|e| request(e, scope, dbc)).collect()
+}
+
+/// One entry of a plan, evaluated and encoded.
+fn request(
+    entry: &WriteEntry,
+    scope: &Scope<'_>,
+    dbc: Option<&closedloop_can::Dbc>,
+) -> Result<Request, PlanError> {
+    match entry {
+        WriteEntry::Register {
+            area,
+            address,
+            encoding,
+            value,
+        } => register(*area, *address, encoding, value, scope),
+        WriteEntry::Mqtt {
+            topic,
+            payload,
+            qos,
+        } => {
+            let payload = payload.render(scope).map_err(|e| {
+                PlanError(format!(
+                    "mqtt {topic}: the payload could not be rendered: {e}"
+                ))
+            })?;
+            Ok(Request::Publish(Publish {
+                topic: topic.clone(),
                 payload,
-                qos,
-            } => {
-                let payload = payload.render(scope).map_err(|e| {
-                    PlanError(format!(
-                        "mqtt {topic}: the payload could not be rendered: {e}"
-                    ))
-                })?;
-                out.push(Request::Publish(Publish {
-                    topic: topic.clone(),
-                    payload,
-                    qos: *qos,
-                }));
-            }
-            WriteEntry::Can {
-                message,
-                signals,
-                cycle_ms,
-            } => {
-                let dbc = dbc.ok_or_else(|| {
-                    PlanError(format!("CAN {message}: the device has no DBC file"))
-                })?;
-                let msg = crate::device::can::find_message(dbc, message).map_err(PlanError)?;
-                let mut values = std::collections::BTreeMap::new();
-                for (name, expr) in signals {
-                    let v = expr.eval(scope).map_err(|e| {
-                        PlanError(format!(
-                            "CAN {message} {name}: `{}` could not be evaluated: {e}",
-                            expr.source()
-                        ))
-                    })?;
-                    values.insert(name.clone(), v.as_f64());
-                }
-                let data = closedloop_can::encode(msg, &values)
-                    .map_err(|e| PlanError(format!("CAN {message}: {e}")))?;
-                out.push(Request::Can(CanWrite {
-                    message: msg.name().to_string(),
-                    frame: closedloop_can::Frame::data(msg.id(), msg.extended(), data),
-                    cycle_ms: *cycle_ms,
-                }));
-            }
-            WriteEntry::OpcuaNode { node, value } => {
-                let v = value.eval(scope).map_err(|e| {
-                    PlanError(format!(
-                        "{node}: `{}` could not be evaluated: {e}",
-                        value.source()
-                    ))
-                })?;
-                out.push(Request::OpcuaWrite {
-                    node: node.clone(),
-                    value: v,
-                });
-            }
-            WriteEntry::OpcuaMethod {
-                method,
-                object,
-                args,
-            } => {
-                let mut values = Vec::with_capacity(args.len());
-                for (i, a) in args.iter().enumerate() {
-                    values.push(a.eval(scope).map_err(|e| {
+                qos: *qos,
+            }))
+        }
+        WriteEntry::Can {
+            message,
+            signals,
+            cycle_ms,
+        } => can_frame(message, signals, *cycle_ms, scope, dbc),
+        WriteEntry::OpcuaNode { node, value } => {
+            let v = value.eval(scope).map_err(|e| {
+                PlanError(format!(
+                    "{node}: `{}` could not be evaluated: {e}",
+                    value.source()
+                ))
+            })?;
+            Ok(Request::OpcuaWrite {
+                node: node.clone(),
+                value: v,
+            })
+        }
+        WriteEntry::OpcuaMethod {
+            method,
+            object,
+            args,
+        } => {
+            let args = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    a.eval(scope).map_err(|e| {
                         PlanError(format!(
                             "call {method}: argument {i} `{}` could not be evaluated: {e}",
                             a.source()
                         ))
-                    })?);
-                }
-                out.push(Request::OpcuaCall {
-                    object: object.clone(),
-                    method: method.clone(),
-                    args: values,
-                });
-            }
-            other => {
-                return Err(PlanError(format!(
-                    "write entry {} is not one this build can send",
-                    other.describe()
-                )));
-            }
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(Request::OpcuaCall {
+                object: object.clone(),
+                method: method.clone(),
+                args,
+            })
         }
-    }
-    Ok(out)
-}
-
-/// A write that did not get a clean acknowledgement, mapped to the contract.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WriteError {
-    /// The contract code.
-    pub code: ErrorCode,
-    /// The exception's or transport error's name and what was being written.
-    pub detail: String,
-    /// A transport error or a busy answer: an idempotent write may be re-sent.
-    pub transient: bool,
-    /// The request may have reached the device (no answer, or a garbled one).
-    pub maybe_applied: bool,
-}
-
-/// Maps one write answer: `Ok` for an acknowledgement (exception 5, "Acknowledge", means the
-/// device took the request and is still working: the criterion decides the rest).
-pub fn interpret(answer: Answer<()>, w: &Write) -> Result<(), WriteError> {
-    let err = |code, detail: String, transient, maybe_applied| {
-        Err(WriteError {
-            code,
-            detail: format!("writing {w}: {detail}"),
-            transient,
-            maybe_applied,
-        })
-    };
-    match answer {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(Exception::ACKNOWLEDGE)) => Ok(()),
-        Ok(Err(e)) => match e.0 {
-            1..=3 => err(
-                ErrorCode::RegisterInvalid,
-                format!("the device answered {e}"),
-                false,
-                false,
-            ),
-            6 => err(
-                ErrorCode::BusNak,
-                format!("the device answered {e}"),
-                true,
-                false,
-            ),
-            0x0A | 0x0B => err(
-                ErrorCode::DeviceOffline,
-                format!("the gateway answered {e}"),
-                true,
-                false,
-            ),
-            _ => err(
-                ErrorCode::BusNak,
-                format!("the device answered {e}"),
-                false,
-                false,
-            ),
-        },
-        Err(TransportError::Crc) => err(
-            ErrorCode::CrcMismatch,
-            "the answer's checksum did not verify".into(),
-            true,
-            true,
-        ),
-        Err(TransportError::Disconnected(m)) => err(
-            ErrorCode::DeviceOffline,
-            format!("not connected: {m}"),
-            true,
-            false,
-        ),
-        Err(e) => err(ErrorCode::DeviceOffline, e.to_string(), true, true),
+        other => Err(PlanError(format!(
+            "write entry {} is not one this build can send",
+            other.describe()
+        ))),
     }
 }
 
-/// Maps a publish that did not get the broker's acknowledgement to the contract. A PUBACK only
-/// says the broker has the message; it never says the device acted.
-pub fn interpret_publish(e: &closedloop_mqtt::Error, p: &Publish) -> WriteError {
-    use closedloop_mqtt::Error as E;
-    let (code, transient, maybe_applied) = match e {
-        // Lost before the PUBACK: the broker may have taken it.
-        E::Disconnected | E::Closed => (ErrorCode::DeviceOffline, true, true),
-        // The request queue towards the broker is full: nothing was sent.
-        E::Busy => (ErrorCode::BusNak, true, false),
-        E::Expired => (ErrorCode::Timeout, false, false),
-        _ => (ErrorCode::BusNak, false, false),
-    };
-    WriteError {
-        code,
-        detail: format!("publishing to {}: {e}", p.topic),
-        transient,
-        maybe_applied,
+/// A register or coil write: a coil takes a bool or exactly 0 or 1, a register the value
+/// encoded as the entry declares (refused, never saturated).
+fn register(
+    area: closedloop_driver::Area,
+    address: u16,
+    encoding: &closedloop_driver::Encoding,
+    value: &closedloop_plant::Expr,
+    scope: &Scope<'_>,
+) -> Result<Request, PlanError> {
+    let v = value.eval(scope).map_err(|e| {
+        PlanError(format!(
+            "{area}:{address}: `{}` could not be evaluated: {e}",
+            value.source()
+        ))
+    })?;
+    if !area.is_bit() {
+        let words = encoding.encode(v).map_err(|e| {
+            PlanError(format!(
+                "{area}:{address} cannot take `{}` = {v}: {e}",
+                value.source()
+            ))
+        })?;
+        return Ok(Request::Register(Write::Registers {
+            start: address,
+            values: words,
+        }));
     }
+    // A coil takes a bool, or exactly 0 or 1: 0.3 is a mistake, not "on".
+    if let closedloop_driver::Value::Number(n) = v
+        && n != 0.0
+        && n != 1.0
+    {
+        return Err(PlanError(format!(
+            "{area}:{address} is a coil and cannot take `{}` = {n}; give true/false or 0/1",
+            value.source()
+        )));
+    }
+    Ok(Request::Register(Write::Coils {
+        start: address,
+        values: vec![v.as_bool()],
+    }))
 }
 
-/// Maps an OPC UA write or call the server did not accept to the contract, the status name in
-/// the detail.
-pub fn interpret_opcua(e: &closedloop_opcua::Error, what: &str) -> WriteError {
-    use closedloop_opcua::{Class, Error as E};
-    let (code, transient, maybe_applied) = match closedloop_opcua::classify(e) {
-        Class::RegisterInvalid => (ErrorCode::RegisterInvalid, false, false),
-        // Not connected: nothing went out. Lost on the way (a timeout): it may have.
-        Class::Offline => (
-            ErrorCode::DeviceOffline,
-            true,
-            !matches!(e, E::NotConnected(_)),
-        ),
-        _ => (ErrorCode::BusNak, false, false),
-    };
-    WriteError {
-        code,
-        detail: format!("{what}: {e}"),
-        transient,
-        maybe_applied,
+/// A CAN frame: every signal evaluated and encoded into its message through the device's DBC.
+fn can_frame(
+    message: &str,
+    signals: &[(String, closedloop_plant::Expr)],
+    cycle_ms: Option<u64>,
+    scope: &Scope<'_>,
+    dbc: Option<&closedloop_can::Dbc>,
+) -> Result<Request, PlanError> {
+    let dbc = dbc.ok_or_else(|| PlanError(format!("CAN {message}: the device has no DBC file")))?;
+    let msg = crate::device::can::find_message(dbc, message).map_err(PlanError)?;
+    let mut values = std::collections::BTreeMap::new();
+    for (name, expr) in signals {
+        let v = expr.eval(scope).map_err(|e| {
+            PlanError(format!(
+                "CAN {message} {name}: `{}` could not be evaluated: {e}",
+                expr.source()
+            ))
+        })?;
+        values.insert(name.clone(), v.as_f64());
     }
-}
-
-/// An OPC UA request that got no answer before the command's deadline.
-pub fn opcua_no_answer(what: &str) -> WriteError {
-    WriteError {
-        code: ErrorCode::DeviceOffline,
-        detail: format!("{what}: the server did not answer in time"),
-        transient: false,
-        maybe_applied: true,
-    }
-}
-
-/// Maps a CAN frame the adapter did not take to the contract.
-pub fn interpret_can(e: &closedloop_can::BusError, c: &CanWrite) -> WriteError {
-    use closedloop_can::BusError as B;
-    let (code, transient, maybe_applied) = match e {
-        // The adapter answered with an error: the frame did not go out.
-        B::Refused { .. } => (ErrorCode::BusNak, false, false),
-        B::Frame(_) | B::Bitrate(_) | B::Interface { .. } => {
-            (ErrorCode::InvalidParams, false, false)
-        }
-        // No answer, or the link went away while sending: it may have gone out.
-        B::NoAnswer { .. } | B::Closed { .. } => (ErrorCode::DeviceOffline, true, true),
-        _ => (ErrorCode::DeviceOffline, true, false),
-    };
-    WriteError {
-        code,
-        detail: format!("sending {c}: {e}"),
-        transient,
-        maybe_applied,
-    }
-}
-
-/// Whether a readback holds exactly what `w` wrote.
-pub fn matches(data: &Data, w: &Write) -> bool {
-    match (data, w) {
-        (Data::Bits(b), Write::Coils { values, .. }) => b == values,
-        (Data::Words(r), Write::Registers { values, .. }) => r == values,
-        _ => false,
-    }
-}
-
-/// A value as the JSON a timeline shows.
-pub fn value_json(v: Value) -> serde_json::Value {
-    match v {
-        Value::Bool(b) => serde_json::Value::Bool(b),
-        Value::Number(n) => serde_json::json!(n),
-    }
+    let data = closedloop_can::encode(msg, &values)
+        .map_err(|e| PlanError(format!("CAN {message}: {e}")))?;
+    Ok(Request::Can(CanWrite {
+        message: msg.name().to_string(),
+        frame: closedloop_can::Frame::data(msg.id(), msg.extended(), data),
+        cycle_ms,
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::ErrorCode;
+    use closedloop_driver::{Data, Exception, TransportError};
 
     fn w() -> Write {
         Write::Coils {
