@@ -18,6 +18,9 @@
 //!   cancel, list, devices, device state, changes, shutdown.
 //! - `submit`: a submission in small steps (scope, idempotency key, parameters,
 //!   `Engine::admit`), ending journaled `accepted` with its supervisor started, or `rejected`.
+//! - `admission`: `Engine::admit`, one small function per check, in the order a refusal is
+//!   reported (confirmation, alarm, liveness, unreadable criteria, plan dry-run, expected
+//!   duration, `requires`, a failure already on, the queue).
 //! - `admit`: admission checks shared by submission and dispatch (`requires` read afresh, a
 //!   failure already on, the expected duration), each saying in words why nothing is written.
 //! - `context`: what the engine's tasks share: devices, exclusive groups and their queues, live
@@ -60,6 +63,7 @@
 //! - `bridge`: read-only bridge tools for `raw_access` devices (`can_signals`, `can_decode`,
 //!   `opcua_browse`, `opcua_read`).
 
+mod admission;
 mod admit;
 mod alarms;
 mod api;

@@ -1,16 +1,15 @@
 //! Submission: from a tool call to an accepted (journaled) or rejected command, in small steps
-//! — scope, idempotency key, parameters, then [`Engine::admit`]'s checks in order — each
+//! — scope, idempotency key, parameters, then `Engine::admit`'s checks in order (`admission.rs`) — each
 //! returning the reason nothing will be written, or passing on.
 
-use crate::context::{Change, QUEUE_CAPACITY};
+use crate::context::Change;
 use crate::contract::{ErrorCode, Status};
-use crate::device::{DeviceRuntime, Liveness};
 use crate::engine::{Engine, MAX_WAIT, profile};
 use crate::live::LiveCommand;
 use crate::machine::{Event, Machine};
 use crate::result::CommandResult;
-use crate::supervisor::{Supervisor, offline_detail};
-use crate::{EngineError, Submission, plan};
+use crate::supervisor::Supervisor;
+use crate::{EngineError, Submission};
 use closedloop_journal::{CommandRow, EventRow};
 use closedloop_plant::{Action, Params, Scope};
 use serde_json::json;
@@ -147,91 +146,6 @@ impl Engine {
         let code = ErrorCode::InvalidParams;
         self.reject(sub, request_id, action, Refusal::freed(code, detail))
             .await
-    }
-
-    /// The checks between valid parameters and acceptance, in order; the first that fails says
-    /// why nothing will be written. On success the command holds a place in its group's queue.
-    async fn admit(
-        &self,
-        sub: &Submission,
-        action: &Action,
-        params: &Params,
-    ) -> Result<(), (ErrorCode, String)> {
-        if action.confirm && !sub.confirmed {
-            return Err((
-                ErrorCode::Interlock,
-                format!(
-                    "{} {} is declared confirm = true: nothing moves until a person confirms it, and this caller did not.",
-                    sub.device, action.name
-                ),
-            ));
-        }
-        if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, &sub.device) {
-            return Err((
-                ErrorCode::Interlock,
-                format!("{detail}; nothing was written"),
-            ));
-        }
-        let dev = &self.ctx.devices[&sub.device];
-        let snap = admit_online(dev).await?;
-        if let Some(refusal) = unreadable_criterion(action, &snap) {
-            return Err(refusal);
-        }
-        let signals = snap.plain();
-        let devices = self.ctx.scope_for(action);
-        let devices = crate::admit::required_values(action, &self.ctx.devices, devices)
-            .await
-            .map_err(|why| (ErrorCode::Interlock, why))?;
-        // The command has no id yet; any id renders the same way, so a placeholder checks the
-        // plan (an MQTT payload's `${command_id}`) as the dispatch will evaluate it.
-        let scope = Scope {
-            signals: &signals,
-            params,
-            devices: &devices,
-            extra_strings: &[("command_id", "cmd_pending")],
-        };
-        if let Err(e) = plan::evaluate(&action.write, &scope, dev.dbc()) {
-            return Err((
-                ErrorCode::InvalidParams,
-                format!("{e}; nothing was written."),
-            ));
-        }
-        crate::admit::expected_duration(action, &scope)
-            .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
-        if let Some(req) = &action.requires {
-            let holds = req.eval_bool(&scope);
-            if !matches!(holds, Ok(true)) {
-                let why = match holds {
-                    Ok(_) => format!("The precondition `{}` does not hold", req.source()),
-                    Err(e) => format!(
-                        "The precondition `{}` cannot be checked ({e})",
-                        req.source()
-                    ),
-                };
-                let values = crate::admit::values_read(req, &scope);
-                return Err((
-                    ErrorCode::Interlock,
-                    format!("{why}{values}; nothing was written."),
-                ));
-            }
-        }
-        if let Some(why) = crate::admit::failure_already_on(action, &scope) {
-            return Err((ErrorCode::Interlock, format!("{}.", capitalised(&why))));
-        }
-        let group = self.ctx.group(&action.exclusive);
-        group.reserve(action.queue).map_err(|full| {
-            let detail = match full {
-                crate::context::Full::Busy => format!(
-                    "{} is busy with another command and {} does not queue.",
-                    action.exclusive, action.name
-                ),
-                crate::context::Full::Queue => format!(
-                    "{} already has {QUEUE_CAPACITY} commands waiting.",
-                    action.exclusive
-                ),
-            };
-            (ErrorCode::DeviceBusy, detail)
-        })
     }
 
     /// Journals the command as accepted (durable before the caller hears of it) and starts its
@@ -378,81 +292,6 @@ impl Engine {
     /// of a second confirmation.
     pub async fn knows_key(&self, key: &str) -> Result<bool, EngineError> {
         Ok(self.ctx.journal.by_idempotency_key(key).await?.is_some())
-    }
-}
-
-async fn wait_for_first_answer(dev: &DeviceRuntime) -> crate::device::Snapshot {
-    let mut rx = dev.subscribe();
-    let until = Instant::now() + Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
-    loop {
-        rx.borrow_and_update();
-        let snap = dev.current();
-        if snap.liveness != Liveness::Unknown {
-            return snap;
-        }
-        if !matches!(
-            tokio::time::timeout_at(until, rx.changed()).await,
-            Ok(Ok(()))
-        ) {
-            return dev.current();
-        }
-    }
-}
-
-/// The device's snapshot if it is online (waiting, bounded, for a first answer), or why not.
-async fn admit_online(dev: &DeviceRuntime) -> Result<crate::device::Snapshot, (ErrorCode, String)> {
-    let snap = wait_for_first_answer(dev).await;
-    if snap.liveness == Liveness::Online {
-        return Ok(snap);
-    }
-    let code = if snap.crc_failing {
-        ErrorCode::CrcMismatch
-    } else {
-        ErrorCode::DeviceOffline
-    };
-    let detail = if snap.liveness == Liveness::Unknown {
-        format!(
-            "{} has not answered since the gateway started ({} s waited).",
-            dev.id(),
-            dev.spec.liveness.max_silence_s
-        )
-    } else {
-        offline_detail(dev, &snap)
-    };
-    Err((code, detail))
-}
-
-/// A criterion signal the device refuses to read: the action could never be confirmed, so
-/// it is refused with that cause instead of failing later as if the wiring were at fault.
-fn unreadable_criterion(
-    action: &Action,
-    snap: &crate::device::Snapshot,
-) -> Option<(ErrorCode, String)> {
-    let criteria = action
-        .done_when
-        .iter()
-        .chain(action.fail_when.iter().map(|(_, e)| e))
-        .chain(action.started_when.iter())
-        .chain(action.stopped_when.iter());
-    let names: std::collections::BTreeSet<&String> = criteria.flat_map(|e| e.signals()).collect();
-    names.into_iter().find_map(|n| {
-        let (code, why) = snap.unreadable.get(n)?;
-        Some((
-            code.clone(),
-            format!(
-                "{n} cannot be read ({why}), and {} needs it to confirm the outcome; nothing was written. Fix the signal's address or type in the plant file.",
-                action.name
-            ),
-        ))
-    })
-}
-
-/// The text with its first letter in capitals.
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
     }
 }
 

@@ -1,0 +1,194 @@
+//! Admission: the checks between valid parameters and acceptance, one small function each, in
+//! the order a refusal is reported — confirmation, a standing alarm, liveness (waiting, bounded,
+//! for a first answer), a criterion signal the device refuses to read, the plan dry-run, the
+//! expected duration, `requires`, a failure already on, and a place in the exclusive group's
+//! queue. The first that fails says in words why nothing will be written.
+
+use crate::context::{Full, QUEUE_CAPACITY};
+use crate::contract::ErrorCode;
+use crate::device::{DeviceRuntime, Liveness, Snapshot};
+use crate::engine::Engine;
+use crate::supervisor::offline_detail;
+use crate::{Submission, plan};
+use closedloop_plant::{Action, Params, Scope};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Why a command is refused: its contract code and the words for the caller.
+type Refused = (ErrorCode, String);
+
+impl Engine {
+    /// The checks between valid parameters and acceptance, in order; the first that fails says
+    /// why nothing will be written. On success the command holds a place in its group's queue.
+    pub(crate) async fn admit(
+        &self,
+        sub: &Submission,
+        action: &Action,
+        params: &Params,
+    ) -> Result<(), Refused> {
+        confirmed(sub, action)?;
+        if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, &sub.device) {
+            return Err((
+                ErrorCode::Interlock,
+                format!("{detail}; nothing was written"),
+            ));
+        }
+        let dev = &self.ctx.devices[&sub.device];
+        let snap = online(dev).await?;
+        readable_criteria(action, &snap)?;
+        let signals = snap.plain();
+        let devices = self.ctx.scope_for(action);
+        let devices = crate::admit::required_values(action, &self.ctx.devices, devices)
+            .await
+            .map_err(|why| (ErrorCode::Interlock, why))?;
+        // The command has no id yet; any id renders the same way, so a placeholder checks the
+        // plan (an MQTT payload's `${command_id}`) as the dispatch will evaluate it.
+        let scope = Scope {
+            signals: &signals,
+            params,
+            devices: &devices,
+            extra_strings: &[("command_id", "cmd_pending")],
+        };
+        plan::evaluate(&action.write, &scope, dev.dbc()).map_err(|e| {
+            (
+                ErrorCode::InvalidParams,
+                format!("{e}; nothing was written."),
+            )
+        })?;
+        crate::admit::expected_duration(action, &scope)
+            .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
+        requires_holds(action, &scope)?;
+        if let Some(why) = crate::admit::failure_already_on(action, &scope) {
+            return Err((ErrorCode::Interlock, format!("{}.", capitalised(&why))));
+        }
+        self.reserve_place(action)
+    }
+
+    /// A place in the exclusive group's queue (or the group itself, for an action that does not
+    /// queue).
+    fn reserve_place(&self, action: &Action) -> Result<(), Refused> {
+        let group = self.ctx.group(&action.exclusive);
+        group.reserve(action.queue).map_err(|full| {
+            let detail = match full {
+                Full::Busy => format!(
+                    "{} is busy with another command and {} does not queue.",
+                    action.exclusive, action.name
+                ),
+                Full::Queue => format!(
+                    "{} already has {QUEUE_CAPACITY} commands waiting.",
+                    action.exclusive
+                ),
+            };
+            (ErrorCode::DeviceBusy, detail)
+        })
+    }
+}
+
+/// A `confirm = true` action moves only once a person confirmed it.
+fn confirmed(sub: &Submission, action: &Action) -> Result<(), Refused> {
+    if !action.confirm || sub.confirmed {
+        return Ok(());
+    }
+    Err((
+        ErrorCode::Interlock,
+        format!(
+            "{} {} is declared confirm = true: nothing moves until a person confirms it, and this caller did not.",
+            sub.device, action.name
+        ),
+    ))
+}
+
+/// `requires` holds on the values just read (a precondition that cannot be evaluated does not).
+fn requires_holds(action: &Action, scope: &Scope<'_>) -> Result<(), Refused> {
+    let Some(req) = &action.requires else {
+        return Ok(());
+    };
+    let why = match req.eval_bool(scope) {
+        Ok(true) => return Ok(()),
+        Ok(false) => format!("The precondition `{}` does not hold", req.source()),
+        Err(e) => format!(
+            "The precondition `{}` cannot be checked ({e})",
+            req.source()
+        ),
+    };
+    let values = crate::admit::values_read(req, scope);
+    Err((
+        ErrorCode::Interlock,
+        format!("{why}{values}; nothing was written."),
+    ))
+}
+
+/// The device's latest snapshot once it has answered, or once its liveness window ran out
+/// since the gateway started (bounded by `max_silence_s`).
+async fn wait_for_first_answer(dev: &DeviceRuntime) -> Snapshot {
+    let mut rx = dev.subscribe();
+    let until = Instant::now() + Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
+    loop {
+        rx.borrow_and_update();
+        let snap = dev.current();
+        if snap.liveness != Liveness::Unknown {
+            return snap;
+        }
+        if !matches!(
+            tokio::time::timeout_at(until, rx.changed()).await,
+            Ok(Ok(()))
+        ) {
+            return dev.current();
+        }
+    }
+}
+
+/// The device's snapshot if it is online (waiting, bounded, for a first answer), or why not.
+async fn online(dev: &DeviceRuntime) -> Result<Snapshot, Refused> {
+    let snap = wait_for_first_answer(dev).await;
+    if snap.liveness == Liveness::Online {
+        return Ok(snap);
+    }
+    let code = if snap.crc_failing {
+        ErrorCode::CrcMismatch
+    } else {
+        ErrorCode::DeviceOffline
+    };
+    let detail = if snap.liveness == Liveness::Unknown {
+        format!(
+            "{} has not answered since the gateway started ({} s waited).",
+            dev.id(),
+            dev.spec.liveness.max_silence_s
+        )
+    } else {
+        offline_detail(dev, &snap)
+    };
+    Err((code, detail))
+}
+
+/// A criterion signal the device refuses to read: the action could never be confirmed, so
+/// it is refused with that cause instead of failing later as if the wiring were at fault.
+fn readable_criteria(action: &Action, snap: &Snapshot) -> Result<(), Refused> {
+    let criteria = action
+        .done_when
+        .iter()
+        .chain(action.fail_when.iter().map(|(_, e)| e))
+        .chain(action.started_when.iter())
+        .chain(action.stopped_when.iter());
+    let names: std::collections::BTreeSet<&String> = criteria.flat_map(|e| e.signals()).collect();
+    let refused = names.into_iter().find_map(|n| {
+        let (code, why) = snap.unreadable.get(n)?;
+        Some((
+            code.clone(),
+            format!(
+                "{n} cannot be read ({why}), and {} needs it to confirm the outcome; nothing was written. Fix the signal's address or type in the plant file.",
+                action.name
+            ),
+        ))
+    });
+    refused.map_or(Ok(()), Err)
+}
+
+/// The text with its first letter in capitals.
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
