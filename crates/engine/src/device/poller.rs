@@ -1,0 +1,293 @@
+//! Register devices (sim, Modbus): one poll cycle reads every declared signal, neighbouring
+//! addresses of one area merged into one request and never across gaps, and changes the
+//! snapshot in place (see the parent module's doc for the numbering that makes reads fresh).
+
+use super::*;
+
+/// What the poller knows about the device being alive.
+#[derive(Debug, Default)]
+pub(super) struct Alive {
+    /// The last valid answer (or, with a heartbeat register, the last change of the counter).
+    last_valid: Option<Instant>,
+    /// The heartbeat counter's last value.
+    counter: Option<u16>,
+}
+
+/// One merged read request and the signals it serves.
+#[derive(Debug, Clone)]
+pub(super) struct Block {
+    area: Area,
+    start: u16,
+    count: u16,
+    signals: Vec<(String, u16, Encoding)>,
+}
+
+impl DeviceRuntime {
+    /// The poll loop: a cycle every `poll_ms`, or at once when asked (`poll_now`), until `stop`.
+    pub(super) async fn poll(self: Arc<Self>, stop: Arc<Notify>) {
+        let poll = Duration::from_millis(self.spec.poll_ms.max(1));
+        let mut alive = Alive::default();
+        let started = Instant::now();
+        // Made once and kept across cycles: a `Notified` made and dropped every cycle took
+        // the lock of the stop signal all devices share, thousands of times a second.
+        let stopped = stop.notified();
+        tokio::pin!(stopped);
+        let asked = self.poll_now.notified();
+        tokio::pin!(asked);
+        loop {
+            self.cycle(&mut alive, started).await;
+            tokio::select! {
+                _ = tokio::time::sleep(poll) => {}
+                _ = &mut asked => asked.set(self.poll_now.notified()),
+                _ = &mut stopped => return,
+            }
+        }
+    }
+
+    async fn cycle(&self, alive: &mut Alive, started: Instant) {
+        let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut got = Cycle::default();
+        // With a heartbeat register, only a changed counter proves the firmware runs: a frozen
+        // controller whose TCP stack still answers reads is offline all the same.
+        let heartbeat = self.spec.liveness.counter;
+        let silent = match heartbeat {
+            Some(addr) => self.read_heartbeat(addr, alive, &mut got).await,
+            None => false,
+        };
+        for block in self.blocks.iter().filter(|_| !silent) {
+            if !self
+                .read_block(block, heartbeat.is_none(), alive, &mut got)
+                .await
+            {
+                // A silent device: do not wait out every block's timeout in this cycle.
+                break;
+            }
+        }
+        let last_valid = alive.last_valid;
+        let last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
+        // Changed in place: an idle device's cycle clones no snapshot and allocates no name.
+        self.tx.send_modify(|snap| {
+            for (block, i, value, at_ms) in got.values {
+                let (name, offset, _) = &block.signals[i];
+                match snap.values.get_mut(name) {
+                    Some(v) => {
+                        v.value = value;
+                        v.at_ms = at_ms;
+                        v.seq = seq;
+                    }
+                    None => {
+                        let source = format!("{}:{}", block.area, block.start + offset);
+                        let v = SignalValue {
+                            value,
+                            at_ms,
+                            source,
+                            seq,
+                        };
+                        snap.values.insert(name.clone(), v);
+                    }
+                }
+            }
+            for (name, refused) in got.unreadable {
+                match refused {
+                    Some(why) => snap.unreadable.insert(name.to_string(), why),
+                    None => snap.unreadable.remove(name),
+                };
+            }
+            snap.seq = seq;
+            snap.last_error = got.error;
+            snap.crc_failing = got.crc;
+            snap.last_seen_ms = last_seen_ms;
+            snap.last_valid = last_valid;
+            snap.liveness = self.judge_liveness(snap, started);
+        });
+    }
+
+    /// Reads the heartbeat counter; true when the device did not answer at all.
+    async fn read_heartbeat(&self, addr: u16, alive: &mut Alive, got: &mut Cycle<'_>) -> bool {
+        match self.read(Area::Holding, addr, 1).await {
+            Ok(Ok(Data::Words(w))) if !w.is_empty() => {
+                if alive.counter != Some(w[0]) {
+                    alive.counter = Some(w[0]);
+                    alive.last_valid = Some(Instant::now());
+                } else {
+                    got.error = Some(format!("heartbeat holding:{addr} is frozen at {}", w[0]));
+                }
+                false
+            }
+            Ok(Ok(_)) => {
+                got.error = Some(format!("heartbeat holding:{addr} answered no register"));
+                false
+            }
+            Ok(Err(exception)) => {
+                got.error = Some(format!("heartbeat holding:{addr} answered {exception}"));
+                false
+            }
+            Err(e) => {
+                got.crc = matches!(e, TransportError::Crc);
+                got.error = Some(e.to_string());
+                true
+            }
+        }
+    }
+
+    /// Reads one block into `got`; false when the device did not answer (end the cycle).
+    async fn read_block<'b>(
+        &self,
+        block: &'b Block,
+        answers_are_life: bool,
+        alive: &mut Alive,
+        got: &mut Cycle<'b>,
+    ) -> bool {
+        match self.read(block.area, block.start, block.count).await {
+            Ok(Ok(data)) => {
+                if answers_are_life {
+                    alive.last_valid = Some(Instant::now());
+                }
+                let at_ms = self.clock.now_ms();
+                for (i, (name, offset, enc)) in block.signals.iter().enumerate() {
+                    got.unreadable.push((name, None));
+                    if let Some(value) = decode(&data, *offset, enc) {
+                        got.values.push((block, i, value, at_ms));
+                    }
+                }
+                true
+            }
+            Ok(Err(exception)) => {
+                // An exception is an answer: the device is there, the address is not — unless
+                // a gateway sent it (0x0A/0x0B): then the unit itself is silent.
+                if !is_gateway(exception) {
+                    if answers_are_life {
+                        alive.last_valid = Some(Instant::now());
+                    }
+                    let code = match exception.0 {
+                        1..=3 => crate::ErrorCode::RegisterInvalid,
+                        _ => crate::ErrorCode::BusNak,
+                    };
+                    for (name, offset, _) in &block.signals {
+                        let at = format!("{}:{}", block.area, block.start + offset);
+                        let why = format!("{at} answered {exception}");
+                        got.unreadable.push((name, Some((code.clone(), why))));
+                    }
+                }
+                got.error = Some(format!(
+                    "{}:{} answered {exception}",
+                    block.area, block.start
+                ));
+                true
+            }
+            Err(e) => {
+                got.crc = matches!(e, TransportError::Crc);
+                got.error = Some(e.to_string());
+                false
+            }
+        }
+    }
+}
+
+/// What one poll cycle read, applied to the snapshot at its end.
+#[derive(Default)]
+struct Cycle<'b> {
+    /// Each decoded value: its block, the signal's index in it, the value and when it was read.
+    values: Vec<(&'b Block, usize, Value, i64)>,
+    /// Signals that read again (`None`) or that the device refused (code and answer).
+    unreadable: Vec<(&'b str, Option<(crate::ErrorCode, String)>)>,
+    error: Option<String>,
+    crc: bool,
+}
+
+/// Modbus exceptions 0x0A/0x0B come from a gateway in front of the unit, never from the unit:
+/// they are no sign of its life (DESIGN §2).
+fn is_gateway(e: closedloop_driver::Exception) -> bool {
+    e == closedloop_driver::Exception::GATEWAY_PATH_UNAVAILABLE
+        || e == closedloop_driver::Exception::GATEWAY_TARGET_FAILED
+}
+
+fn decode(data: &Data, offset: u16, enc: &Encoding) -> Option<Value> {
+    let i = usize::from(offset);
+    match data {
+        Data::Bits(bits) => bits.get(i).map(|b| Value::Bool(*b)),
+        Data::Words(words) => {
+            let n = usize::from(enc.words());
+            words.get(i..i + n).map(|w| enc.decode(w))
+        }
+    }
+}
+
+/// Groups register signals by area and merges overlapping or adjacent address ranges into one
+/// request each. Gaps are never bridged: reading an address the device does not have would turn a
+/// good poll into an exception.
+pub(super) fn plan_blocks(device: &Device) -> Vec<Block> {
+    let mut items: Vec<(Area, u16, u16, String, Encoding)> = device
+        .signals
+        .iter()
+        .filter_map(|s| match &s.source {
+            Source::Register {
+                area,
+                address,
+                encoding,
+            } => {
+                let width = if area.is_bit() { 1 } else { encoding.words() };
+                Some((*area, *address, width, s.name.clone(), *encoding))
+            }
+            _ => None,
+        })
+        .collect();
+    items.sort_by_key(|(area, addr, _, name, _)| (*area, *addr, name.clone()));
+    let mut blocks: Vec<Block> = Vec::new();
+    for (area, addr, width, name, enc) in items {
+        let end = u32::from(addr) + u32::from(width);
+        if let Some(b) = blocks.last_mut()
+            && b.area == area
+            && u32::from(addr) <= u32::from(b.start) + u32::from(b.count)
+        {
+            let new_end = end.max(u32::from(b.start) + u32::from(b.count));
+            b.count = (new_end - u32::from(b.start)) as u16;
+            b.signals.push((name, addr - b.start, enc));
+            continue;
+        }
+        blocks.push(Block {
+            area,
+            start: addr,
+            count: width,
+            signals: vec![(name, 0, enc)],
+        });
+    }
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_merge_neighbours_but_never_bridge_gaps() {
+        let plant = closedloop_plant::parse(
+            r#"
+[[device]]
+id = "d"
+description = "test"
+driver = { kind = "sim", model = "stepper" }
+[device.signals]
+position_mm = { holding = 2, type = "i32", scale = 0.01 }
+target = { holding = 0, type = "i32" }
+far = { holding = 10 }
+moving = { discrete_input = 0 }
+fault = { discrete_input = 1 }
+"#,
+            "t.toml",
+            std::path::Path::new("."),
+        )
+        .expect("plant parses");
+        let blocks = plan_blocks(&plant.devices[0]);
+        let shape: Vec<(Area, u16, u16)> =
+            blocks.iter().map(|b| (b.area, b.start, b.count)).collect();
+        assert_eq!(
+            shape,
+            vec![
+                (Area::DiscreteInput, 0, 2),
+                (Area::Holding, 0, 4),
+                (Area::Holding, 10, 1)
+            ]
+        );
+    }
+}
