@@ -14,6 +14,14 @@ use serde_json::json;
 use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
 
+/// Why nothing will be written: its contract code and the words for the caller.
+type Refusal = (ErrorCode, String);
+/// `done_when`'s values at dispatch and whether it already held then (`judge::baseline_of`).
+type Baseline = (
+    std::collections::BTreeMap<String, closedloop_driver::Value>,
+    bool,
+);
+
 /// What a fresh read at dispatch decided: the requests to send and the expected duration.
 pub(crate) struct Prepared {
     writes: Vec<Request>,
@@ -46,7 +54,7 @@ impl Supervisor {
     /// Judges "already so", `requires`, a failure already on and the plan on values read now,
     /// not on a cache that may predate a fault that struck while the command waited. `Err`:
     /// why nothing will be written.
-    async fn prepare(&mut self) -> Result<Prepared, (ErrorCode, String)> {
+    async fn prepare(&mut self) -> Result<Prepared, Refusal> {
         if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, self.dev.id()) {
             return Err((
                 ErrorCode::Interlock,
@@ -63,37 +71,37 @@ impl Supervisor {
         let devices = crate::admit::required_values(&self.action, &self.ctx.devices, devices)
             .await
             .map_err(|why| (ErrorCode::Interlock, why))?;
-        let signals = snap.plain();
-        let command_id = self.cmd.row().command_id;
-        let extra = [("command_id", command_id.as_str())];
-        let scope = Scope {
-            signals: &signals,
-            params: &self.params,
-            devices: &devices,
-            extra_strings: &extra,
-        };
+        let (prepared, baseline) =
+            self.in_scope(&snap.plain(), &devices, |scope| self.check_and_plan(scope))?;
+        (self.baseline, self.baseline_done) = baseline;
+        self.writes = prepared.writes.clone();
+        self.expect_s = prepared.expect_s;
+        Ok(prepared)
+    }
+
+    /// On the fresh read's scope: `requires` still holds and no failure is on; the plan, the
+    /// expected duration and the baseline ("already so") evaluated. Nothing is sent here.
+    fn check_and_plan(&self, scope: &Scope<'_>) -> Result<(Prepared, Baseline), Refusal> {
         if let Some(req) = &self.action.requires
-            && !req.eval_bool(&scope).unwrap_or(false)
+            && !req.eval_bool(scope).unwrap_or(false)
         {
             let detail = format!(
                 "The precondition `{}` no longer held when the device became free{}; nothing was written.",
                 req.source(),
-                crate::admit::values_read(req, &scope)
+                crate::admit::values_read(req, scope)
             );
             return Err((ErrorCode::Interlock, detail));
         }
-        if let Some(why) = crate::admit::failure_already_on(&self.action, &scope) {
+        if let Some(why) = crate::admit::failure_already_on(&self.action, scope) {
             let detail = format!("On a fresh read of {}, {why}.", self.dev.id());
             return Err((ErrorCode::Interlock, detail));
         }
-        let writes = plan::evaluate(&self.action.write, &scope, self.dev.dbc())
+        let writes = plan::evaluate(&self.action.write, scope, self.dev.dbc())
             .map_err(|e| (ErrorCode::InvalidParams, e.to_string()))?;
-        let expect_s = crate::admit::expected_duration(&self.action, &scope)
+        let expect_s = crate::admit::expected_duration(&self.action, scope)
             .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
-        (self.baseline, self.baseline_done) = crate::judge::baseline_of(&self.action, &scope);
-        self.writes = writes.clone();
-        self.expect_s = expect_s;
-        Ok(Prepared { writes, expect_s })
+        let baseline = crate::judge::baseline_of(&self.action, scope);
+        Ok((Prepared { writes, expect_s }, baseline))
     }
 
     /// The deadline from now: `expect_s × timeout_factor + timeout_floor_ms + poll_ms`, or for

@@ -80,6 +80,31 @@ fn criteria(s: &Supervisor) -> impl Iterator<Item = &Expr> {
 }
 
 impl Supervisor {
+    /// Evaluates `f` in the one scope every plan and criterion of this command sees: `signals`
+    /// of its own device, `devices` (the other devices its action reads), its parameters, and
+    /// its id for payload templates.
+    pub(crate) fn in_scope<R>(
+        &self,
+        signals: &BTreeMap<String, Value>,
+        devices: &BTreeMap<String, BTreeMap<String, Value>>,
+        f: impl FnOnce(&Scope<'_>) -> R,
+    ) -> R {
+        let extra = [("command_id", self.command_id.as_str())];
+        f(&Scope {
+            signals,
+            params: &self.params,
+            devices,
+            extra_strings: &extra,
+        })
+    }
+
+    /// `f` in this command's scope on the latest values of `snap`'s device and of the other
+    /// devices its action reads.
+    pub(crate) fn in_latest_scope<R>(&self, snap: &Snapshot, f: impl FnOnce(&Scope<'_>) -> R) -> R {
+        let devices = self.ctx.scope_for(&self.action);
+        self.in_scope(&snap.plain(), &devices, f)
+    }
+
     /// The own signals the criteria read, sorted.
     fn criterion_names(&self) -> BTreeSet<String> {
         criteria(self)
@@ -204,22 +229,20 @@ impl Supervisor {
         }
         self.last_sample = Some(view.key.clone());
         let action = Arc::clone(&self.action);
-        let scope = Scope {
-            signals: &view.signals,
-            params: &self.params,
-            devices: &view.devices,
-            extra_strings: &[],
-        };
-        let holds = |e: &Expr| e.eval_bool(&scope).unwrap_or(false);
-        let failed = action
-            .fail_when
-            .iter()
-            .find(|(_, e)| holds(e))
-            .map(|(c, _)| c.clone());
-        let done = action.done_when.as_ref().is_some_and(holds);
-        let started = action.started_when.as_ref().is_none_or(holds);
-        let stopped = action.stopped_when.as_ref().is_some_and(holds)
-            || action.started_when.as_ref().is_some_and(|s| !holds(s));
+        let (failed, done, started, stopped) =
+            self.in_scope(&view.signals, &view.devices, |scope| {
+                let holds = |e: &Expr| e.eval_bool(scope).unwrap_or(false);
+                let failed = action
+                    .fail_when
+                    .iter()
+                    .find(|(_, e)| holds(e))
+                    .map(|(c, _)| c.clone());
+                let done = action.done_when.as_ref().is_some_and(holds);
+                let started = action.started_when.as_ref().is_none_or(holds);
+                let stopped = action.stopped_when.as_ref().is_some_and(holds)
+                    || action.started_when.as_ref().is_some_and(|s| !holds(s));
+                (failed, done, started, stopped)
+            });
         let moved = self
             .baseline
             .iter()
@@ -275,18 +298,13 @@ impl Supervisor {
             return None;
         }
         let failed = view.and_then(|view| {
-            let scope = Scope {
-                signals: &view.signals,
-                params: &self.params,
-                devices: &view.devices,
-                extra_strings: &[],
-            };
-            let code = self
-                .action
-                .fail_when
-                .iter()
-                .find(|(_, e)| e.eval_bool(&scope).unwrap_or(false))
-                .map(|(c, _)| c.clone())?;
+            let code = self.in_scope(&view.signals, &view.devices, |scope| {
+                let fail_when = &self.action.fail_when;
+                fail_when
+                    .iter()
+                    .find(|(_, e)| e.eval_bool(scope).unwrap_or(false))
+                    .map(|(c, _)| c.clone())
+            })?;
             Some((code, view.evidence))
         });
         if let Some((code, evidence)) = failed {
@@ -340,17 +358,9 @@ impl Supervisor {
 
     /// The plan evaluated on this snapshot (for a recovered command's readback).
     fn planned_writes(&self, snap: &Snapshot) -> Option<Vec<Request>> {
-        let devices = self.ctx.scope_for(&self.action);
-        let signals = snap.plain();
-        let command_id = self.cmd.row().command_id;
-        let extra = [("command_id", command_id.as_str())];
-        let scope = Scope {
-            signals: &signals,
-            params: &self.params,
-            devices: &devices,
-            extra_strings: &extra,
-        };
-        plan::evaluate(&self.action.write, &scope, self.dev.dbc()).ok()
+        self.in_latest_scope(snap, |scope| {
+            plan::evaluate(&self.action.write, scope, self.dev.dbc()).ok()
+        })
     }
 
     /// Reads one written register block back; whether it holds what was written.

@@ -7,7 +7,6 @@ use crate::device::Snapshot;
 use crate::machine::Event;
 use crate::plan::{self, WriteError};
 use crate::supervisor::Supervisor;
-use closedloop_plant::Scope;
 use serde_json::json;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -23,17 +22,10 @@ impl Supervisor {
     pub(crate) async fn write_cancel(&mut self) -> Event {
         // A cyclic start frame must not keep going out beside the stop.
         self.stop_cycling();
-        let devices = self.ctx.scope_for(&self.action);
-        let signals = self.dev.snapshot().plain();
-        let command_id = self.cmd.row().command_id;
-        let extra = [("command_id", command_id.as_str())];
-        let scope = Scope {
-            signals: &signals,
-            params: &self.params,
-            devices: &devices,
-            extra_strings: &extra,
-        };
-        let result = match plan::evaluate(&self.action.cancel, &scope, self.dev.dbc()) {
+        let planned = self.in_latest_scope(&self.dev.snapshot(), |scope| {
+            plan::evaluate(&self.action.cancel, scope, self.dev.dbc())
+        });
+        let result = match planned {
             Ok(writes) => self.write_all(&writes, CANCEL_EXPIRY).await.map(|_| ()),
             Err(e) => Err(WriteError {
                 code: ErrorCode::InvalidParams,
@@ -88,15 +80,9 @@ impl Supervisor {
                 .iter()
                 .all(|n| snap.values.get(n).is_some_and(|v| v.seq > after));
             if snap.seq > after && fresh {
-                let signals = snap.plain();
-                let devices = self.ctx.scope_for(&self.action);
-                let scope = Scope {
-                    signals: &signals,
-                    params: &self.params,
-                    devices: &devices,
-                    extra_strings: &[],
-                };
-                if stopped.eval_bool(&scope).unwrap_or(false) {
+                let holds =
+                    self.in_latest_scope(&snap, |scope| stopped.eval_bool(scope).unwrap_or(false));
+                if holds {
                     return Some(self.stopped_evidence(&snap));
                 }
             }

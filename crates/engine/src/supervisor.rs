@@ -56,6 +56,8 @@ pub(crate) struct Supervisor {
     /// Re-sends the plan's cyclic CAN frames while the command runs (aborted when dropped, so
     /// even a panicking supervisor never leaves a start frame going out).
     pub cycling: Option<AbortOnDrop>,
+    /// The command's id, for plans that render it (`${command_id}`).
+    pub command_id: String,
 }
 
 impl Supervisor {
@@ -69,6 +71,7 @@ impl Supervisor {
         params: Params,
         machine: Machine,
     ) -> Supervisor {
+        let command_id = cmd.row().command_id;
         Supervisor {
             ctx,
             cmd,
@@ -92,6 +95,7 @@ impl Supervisor {
             settle_until_ms: 0,
             writes: Vec::new(),
             cycling: None,
+            command_id,
         }
     }
 
