@@ -3,7 +3,7 @@
 //! `opcua_browse` and `opcua_read` show an OPC UA server's address space and values.
 
 use crate::Server;
-use closedloop_engine::RawError;
+use crate::raw::{device_arg, refused};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -150,16 +150,6 @@ fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
-fn refused(device: &str, e: RawError) -> CallToolResult {
-    let v = json!({"device": device, "status": "rejected", "error_code": e.code.as_str(), "detail": e.detail, "hint": e.code.hint()});
-    let mut r = CallToolResult::structured_error(v);
-    r.content = vec![ContentBlock::text(format!(
-        "Refused ({}): {}",
-        e.code, e.detail
-    ))];
-    r
-}
-
 impl Server {
     /// `opcua_browse` and `opcua_read`.
     pub(crate) async fn opcua_tool(
@@ -167,88 +157,81 @@ impl Server {
         name: &str,
         args: &JsonObject,
     ) -> Result<CallToolResult, McpError> {
-        let device = args
-            .get("device")
-            .and_then(Value::as_str)
-            .ok_or_else(|| McpError::invalid_params("device is required", None))?
-            .to_string();
+        let device = device_arg(args)?;
         if name == "opcua_browse" {
             let node = args.get("node").and_then(Value::as_str).unwrap_or("i=85");
-            let depth = match args.get("depth") {
-                None | Some(Value::Null) => 1,
-                Some(v) => v
-                    .as_u64()
-                    .filter(|d| (1..=5).contains(d))
-                    .ok_or_else(|| McpError::invalid_params("depth must be 1 to 5", None))?
-                    as u32,
-            };
-            let page = match args.get("page") {
-                None | Some(Value::Null) => 0,
-                Some(v) => v
-                    .as_u64()
-                    .filter(|p| *p < 50)
-                    .ok_or_else(|| McpError::invalid_params("page must be 0 to 49", None))?
-                    as usize,
-            };
-            return Ok(
-                match self.engine.opcua_browse(&device, node, depth, page).await {
-                    Ok(b) => {
-                        let entries: Vec<Value> = b
-                        .entries
-                        .iter()
-                        .map(|e| json!({"node_id": e.node_id, "browse_name": e.browse_name, "display_name": e.display_name,
-                                        "node_class": e.node_class, "data_type": e.data_type, "depth": e.depth}))
-                        .collect();
-                        let text = b
-                            .entries
-                            .iter()
-                            .map(|e| {
-                                format!(
-                                    "{}{} {} ({})",
-                                    "  ".repeat(e.depth.saturating_sub(1) as usize),
-                                    e.node_id,
-                                    e.display_name,
-                                    e.node_class
-                                )
-                            })
-                            .collect::<Vec<_>>()
-                            .join("\n");
-                        let mut out = CallToolResult::structured(
-                            json!({"device": device, "node": node, "page": page, "entries": entries, "truncated": b.truncated}),
-                        );
-                        out.content = vec![ContentBlock::text(text)];
-                        out
-                    }
-                    Err(e) => refused(&device, e),
-                },
-            );
+            let depth = bounded(args, "depth", 1, 1..=5, "depth must be 1 to 5")? as u32;
+            let page = bounded(args, "page", 0, 0..=49, "page must be 0 to 49")? as usize;
+            return Ok(self.opcua_browse(&device, node, depth, page).await);
         }
         let nodes: Vec<String> = args
             .get("nodes")
             .and_then(Value::as_array)
             .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
             .ok_or_else(|| McpError::invalid_params("nodes must be an array of node ids", None))?;
-        Ok(match self.engine.opcua_read(&device, &nodes).await {
-            Ok(values) => {
-                let text = values
-                    .iter()
-                    .map(|v| {
-                        format!(
-                            "{} = {} ({})",
-                            v.node,
-                            v.value.clone().unwrap_or(Value::Null),
-                            v.status
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let mut out =
-                    CallToolResult::structured(json!({"device": device, "values": values}));
-                out.content = vec![ContentBlock::text(text)];
-                out
-            }
-            Err(e) => refused(&device, e),
-        })
+        Ok(self.opcua_read(&device, &nodes).await)
+    }
+
+    /// `opcua_browse` once its arguments are valid: one page of nodes, indented by depth.
+    async fn opcua_browse(
+        &self,
+        device: &str,
+        node: &str,
+        depth: u32,
+        page: usize,
+    ) -> CallToolResult {
+        let b = match self.engine.opcua_browse(device, node, depth, page).await {
+            Ok(b) => b,
+            Err(e) => return refused(device, e),
+        };
+        let entries: Vec<Value> = b
+            .entries
+            .iter()
+            .map(|e| json!({"node_id": e.node_id, "browse_name": e.browse_name, "display_name": e.display_name,
+                            "node_class": e.node_class, "data_type": e.data_type, "depth": e.depth}))
+            .collect();
+        let text = b
+            .entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}{} {} ({})",
+                    "  ".repeat(e.depth.saturating_sub(1) as usize),
+                    e.node_id,
+                    e.display_name,
+                    e.node_class
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut out = CallToolResult::structured(
+            json!({"device": device, "node": node, "page": page, "entries": entries, "truncated": b.truncated}),
+        );
+        out.content = vec![ContentBlock::text(text)];
+        out
+    }
+
+    /// `opcua_read` once its arguments are valid: each node's value and status.
+    async fn opcua_read(&self, device: &str, nodes: &[String]) -> CallToolResult {
+        let values = match self.engine.opcua_read(device, nodes).await {
+            Ok(values) => values,
+            Err(e) => return refused(device, e),
+        };
+        let text = values
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} = {} ({})",
+                    v.node,
+                    v.value.clone().unwrap_or(Value::Null),
+                    v.status
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut out = CallToolResult::structured(json!({"device": device, "values": values}));
+        out.content = vec![ContentBlock::text(text)];
+        out
     }
 
     /// `can_signals` and `can_decode`.
@@ -257,46 +240,10 @@ impl Server {
         name: &str,
         args: &JsonObject,
     ) -> Result<CallToolResult, McpError> {
-        let device = args
-            .get("device")
-            .and_then(Value::as_str)
-            .ok_or_else(|| McpError::invalid_params("device is required", None))?
-            .to_string();
+        let device = device_arg(args)?;
         if name == "can_signals" {
-            let names: Option<Vec<String>> = match args.get("names") {
-                None | Some(Value::Null) => None,
-                Some(Value::Array(a)) => Some(
-                    a.iter()
-                        .map(|v| v.as_str().map(str::to_string))
-                        .collect::<Option<_>>()
-                        .ok_or_else(|| McpError::invalid_params("names must be strings", None))?,
-                ),
-                Some(_) => {
-                    return Err(McpError::invalid_params(
-                        "names must be an array of signal names",
-                        None,
-                    ));
-                }
-            };
-            return Ok(match self.engine.can_signals(&device, names.as_deref()) {
-                Ok(list) => {
-                    let text = list
-                        .iter()
-                        .map(|s| match (s.value, s.age_s) {
-                            (Some(v), Some(age)) => {
-                                format!("{} = {v} {} ({age:.1} s ago)", s.name, s.unit)
-                            }
-                            _ => format!("{} = (not seen yet)", s.name),
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    let mut out =
-                        CallToolResult::structured(json!({"device": device, "signals": list}));
-                    out.content = vec![ContentBlock::text(text)];
-                    out
-                }
-                Err(e) => refused(&device, e),
-            });
+            let names = signal_names(args)?;
+            return Ok(self.can_signals(&device, names.as_deref()));
         }
         let id = args
             .get("id")
@@ -309,27 +256,84 @@ impl Server {
             .and_then(Value::as_str)
             .ok_or_else(|| McpError::invalid_params("data_hex is required", None))
             .and_then(|s| hex_bytes(s).map_err(|m| McpError::invalid_params(m, None)))?;
-        Ok(match self.engine.can_decode(&device, id, &data) {
-            Ok(d) => {
-                let text = d
-                    .signals
-                    .iter()
-                    .map(|(n, v, u)| format!("{n} = {v} {u}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let signals: Vec<Value> = d
-                    .signals
-                    .iter()
-                    .map(|(n, v, u)| json!({"name": n, "value": v, "unit": u}))
-                    .collect();
-                let mut out = CallToolResult::structured(json!({
-                    "device": device, "message": d.message, "id": d.id, "extended": d.extended, "signals": signals
-                }));
-                out.content = vec![ContentBlock::text(format!("{}: {text}", d.message))];
-                out
-            }
-            Err(e) => refused(&device, e),
-        })
+        Ok(self.can_decode(&device, id, &data))
+    }
+
+    /// `can_signals` once its arguments are valid: each signal's latest value and age.
+    fn can_signals(&self, device: &str, names: Option<&[String]>) -> CallToolResult {
+        let list = match self.engine.can_signals(device, names) {
+            Ok(list) => list,
+            Err(e) => return refused(device, e),
+        };
+        let text = list
+            .iter()
+            .map(|s| match (s.value, s.age_s) {
+                (Some(v), Some(age)) => format!("{} = {v} {} ({age:.1} s ago)", s.name, s.unit),
+                _ => format!("{} = (not seen yet)", s.name),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut out = CallToolResult::structured(json!({"device": device, "signals": list}));
+        out.content = vec![ContentBlock::text(text)];
+        out
+    }
+
+    /// `can_decode` once its arguments are valid: the frame's message and signals.
+    fn can_decode(&self, device: &str, id: u32, data: &[u8]) -> CallToolResult {
+        let d = match self.engine.can_decode(device, id, data) {
+            Ok(d) => d,
+            Err(e) => return refused(device, e),
+        };
+        let text = d
+            .signals
+            .iter()
+            .map(|(n, v, u)| format!("{n} = {v} {u}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let signals: Vec<Value> = d
+            .signals
+            .iter()
+            .map(|(n, v, u)| json!({"name": n, "value": v, "unit": u}))
+            .collect();
+        let mut out = CallToolResult::structured(json!({
+            "device": device, "message": d.message, "id": d.id, "extended": d.extended, "signals": signals
+        }));
+        out.content = vec![ContentBlock::text(format!("{}: {text}", d.message))];
+        out
+    }
+}
+
+/// An optional integer argument within `range` (`default` when absent or null), else `msg`.
+fn bounded(
+    args: &JsonObject,
+    key: &str,
+    default: u64,
+    range: std::ops::RangeInclusive<u64>,
+    msg: &'static str,
+) -> Result<u64, McpError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| range.contains(n))
+            .ok_or_else(|| McpError::invalid_params(msg, None)),
+    }
+}
+
+/// The optional `names` of `can_signals`: every signal when absent.
+fn signal_names(args: &JsonObject) -> Result<Option<Vec<String>>, McpError> {
+    match args.get("names") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<_>>()
+            .map(Some)
+            .ok_or_else(|| McpError::invalid_params("names must be strings", None)),
+        Some(_) => Err(McpError::invalid_params(
+            "names must be an array of signal names",
+            None,
+        )),
     }
 }
 

@@ -97,7 +97,16 @@ fn u16_of(args: &JsonObject, key: &str, default: Option<u16>) -> Result<u16, Mcp
     }
 }
 
-fn refused(device: &str, e: RawError) -> CallToolResult {
+/// The `device` argument every raw and bridge tool takes.
+pub(crate) fn device_arg(args: &JsonObject) -> Result<String, McpError> {
+    args.get("device")
+        .and_then(Value::as_str)
+        .ok_or_else(|| McpError::invalid_params("device is required", None))
+        .map(str::to_string)
+}
+
+/// The `isError` result of a raw or bridge call the engine (or the caller's scopes) refused.
+pub(crate) fn refused(device: &str, e: RawError) -> CallToolResult {
     let v = json!({"device": device, "status": "rejected", "error_code": e.code.as_str(), "detail": e.detail, "hint": e.code.hint()});
     let mut r = CallToolResult::structured_error(v);
     r.content = vec![ContentBlock::text(format!(
@@ -105,6 +114,71 @@ fn refused(device: &str, e: RawError) -> CallToolResult {
         e.code, e.detail
     ))];
     r
+}
+
+/// The refusal of a caller without the scope `name` needs on `device`. A raw write skips
+/// requires, confirmation and supervision: only an administrator's token may send one. Reads
+/// need the device's actuate scope (or admin).
+fn unauthorized(name: &str, device: &str, caller: &crate::Caller) -> Option<CallToolResult> {
+    let allowed = match name {
+        "modbus_write" => caller.is_admin(),
+        _ => caller.may_actuate(device),
+    };
+    if allowed {
+        return None;
+    }
+    let code = closedloop_engine::ErrorCode::Unauthorized;
+    let need = if name == "modbus_write" {
+        "admin".to_string()
+    } else {
+        format!("admin or actuate:{device}")
+    };
+    let detail = format!("{} needs {need} for {name}", caller.name);
+    Some(refused(device, RawError { code, detail }))
+}
+
+/// The `values` of `modbus_write` as one write request to `area` (coils or holding registers).
+fn write_of(args: &JsonObject, area: Area, address: u16) -> Result<Write, McpError> {
+    let values = args
+        .get("values")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| McpError::invalid_params("values must be a non-empty array", None))?;
+    Ok(match area {
+        Area::Coil => Write::Coils {
+            start: address,
+            values: values
+                .iter()
+                .map(|v| {
+                    v.as_bool().ok_or_else(|| {
+                        McpError::invalid_params("coil values must be booleans", None)
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        },
+        Area::Holding => Write::Registers {
+            start: address,
+            values: values
+                .iter()
+                .map(|v| {
+                    v.as_u64()
+                        .and_then(|n| u16::try_from(n).ok())
+                        .ok_or_else(|| {
+                            McpError::invalid_params(
+                                "register values must be integers 0..=65535",
+                                None,
+                            )
+                        })
+                })
+                .collect::<Result<_, _>>()?,
+        },
+        _ => {
+            return Err(McpError::invalid_params(
+                "only coil and holding can be written",
+                None,
+            ));
+        }
+    })
 }
 
 impl Server {
@@ -115,102 +189,56 @@ impl Server {
         args: &JsonObject,
         caller: &crate::Caller,
     ) -> Result<CallToolResult, McpError> {
-        let device = args
-            .get("device")
-            .and_then(Value::as_str)
-            .ok_or_else(|| McpError::invalid_params("device is required", None))?
-            .to_string();
-        // A raw write skips requires, confirmation and supervision: only an administrator's
-        // token may send one. Reads need the device's actuate scope (or admin).
-        let allowed = match name {
-            "modbus_write" => caller.is_admin(),
-            _ => caller.may_actuate(&device),
-        };
-        if !allowed {
-            let code = closedloop_engine::ErrorCode::Unauthorized;
-            let need = if name == "modbus_write" {
-                "admin".to_string()
-            } else {
-                format!("admin or actuate:{device}")
-            };
-            let detail = format!("{} needs {need} for {name}", caller.name);
-            return Ok(refused(&device, RawError { code, detail }));
+        let device = device_arg(args)?;
+        if let Some(refusal) = unauthorized(name, &device, caller) {
+            return Ok(refusal);
         }
         let area = area_of(args)?;
         let address = u16_of(args, "address", None)?;
         if name == "modbus_read" {
             let count = u16_of(args, "count", Some(1))?;
-            return Ok(
-                match self.engine.raw_read(&device, area, address, count).await {
-                    Ok(r) => {
-                        let text = format!("{device} {area}:{address} ×{count} = {}", r.values);
-                        let mut out = CallToolResult::structured(
-                            serde_json::to_value(&r).unwrap_or_default(),
-                        );
-                        out.content = vec![ContentBlock::text(text)];
-                        out
-                    }
-                    Err(e) => refused(&device, e),
-                },
-            );
+            return Ok(self.raw_read(&device, area, address, count).await);
         }
-        let values = args
-            .get("values")
-            .and_then(Value::as_array)
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| McpError::invalid_params("values must be a non-empty array", None))?;
-        let write = match area {
-            Area::Coil => Write::Coils {
-                start: address,
-                values: values
-                    .iter()
-                    .map(|v| {
-                        v.as_bool().ok_or_else(|| {
-                            McpError::invalid_params("coil values must be booleans", None)
-                        })
-                    })
-                    .collect::<Result<_, _>>()?,
-            },
-            Area::Holding => Write::Registers {
-                start: address,
-                values: values
-                    .iter()
-                    .map(|v| {
-                        v.as_u64()
-                            .and_then(|n| u16::try_from(n).ok())
-                            .ok_or_else(|| {
-                                McpError::invalid_params(
-                                    "register values must be integers 0..=65535",
-                                    None,
-                                )
-                            })
-                    })
-                    .collect::<Result<_, _>>()?,
-            },
-            _ => {
-                return Err(McpError::invalid_params(
-                    "only coil and holding can be written",
-                    None,
-                ));
+        let write = write_of(args, area, address)?;
+        Ok(self.raw_write(&device, write, caller).await)
+    }
+
+    /// `modbus_read` once its arguments are valid: the raw values, and declared signals.
+    async fn raw_read(&self, device: &str, area: Area, address: u16, count: u16) -> CallToolResult {
+        match self.engine.raw_read(device, area, address, count).await {
+            Ok(r) => {
+                let text = format!("{device} {area}:{address} ×{count} = {}", r.values);
+                let mut out =
+                    CallToolResult::structured(serde_json::to_value(&r).unwrap_or_default());
+                out.content = vec![ContentBlock::text(text)];
+                out
             }
-        };
-        Ok(
-            match self
-                .engine
-                .raw_write(&device, write.clone(), Some(caller.name.clone()))
-                .await
-            {
-                Ok(()) => {
-                    let v = json!({"device": device, "written": write.to_string(), "acknowledged": true, "verified": false,
-                               "hint": "The device acknowledged the write; nothing confirms its effect. Read it back or use an action tool."});
-                    let mut out = CallToolResult::structured(v);
-                    out.content = vec![ContentBlock::text(format!(
-                        "Acknowledged, not verified: {device} {write}. Nothing confirms the effect."
-                    ))];
-                    out
-                }
-                Err(e) => refused(&device, e),
-            },
-        )
+            Err(e) => refused(device, e),
+        }
+    }
+
+    /// `modbus_write` once its arguments are valid: acknowledged at best, never verified.
+    async fn raw_write(
+        &self,
+        device: &str,
+        write: Write,
+        caller: &crate::Caller,
+    ) -> CallToolResult {
+        match self
+            .engine
+            .raw_write(device, write.clone(), Some(caller.name.clone()))
+            .await
+        {
+            Ok(()) => {
+                let v = json!({"device": device, "written": write.to_string(), "acknowledged": true, "verified": false,
+                           "hint": "The device acknowledged the write; nothing confirms its effect. Read it back or use an action tool."});
+                let mut out = CallToolResult::structured(v);
+                out.content = vec![ContentBlock::text(format!(
+                    "Acknowledged, not verified: {device} {write}. Nothing confirms the effect."
+                ))];
+                out
+            }
+            Err(e) => refused(device, e),
+        }
     }
 }

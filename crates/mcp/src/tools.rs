@@ -1,7 +1,7 @@
 //! The tool list: generated from the plant, then the fixed command and device tools.
 
 use crate::schema;
-use closedloop_plant::{Plant, ToolMode};
+use closedloop_plant::{Action, Device, Plant, ToolMode};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -23,102 +23,100 @@ fn object(v: Value) -> Arc<JsonObject> {
     }
 }
 
+/// Annotations of a tool that never opens the world (`openWorldHint` false): only whether it reads,
+/// destroys and may be repeated differ from tool to tool.
+fn annotations(read_only: bool, destructive: bool, idempotent: bool) -> Option<ToolAnnotations> {
+    Some(ToolAnnotations::from_raw(
+        None,
+        Some(read_only),
+        Some(destructive),
+        Some(idempotent),
+        Some(false),
+    ))
+}
+
 /// Builds every tool: one per action (plant order), then the fixed ones.
 pub fn build(plant: &Plant) -> Vec<Tool> {
-    let mut tools = Vec::new();
     // One result schema shared by every action tool: a copy per tool was kilobytes per device
     // in a plant of thousands.
     let result = object(schema::result_object());
-    match plant.server.tools {
-        ToolMode::PerAction => {
-            for (device, action) in plant.actions() {
-                let mut schema = action.input_schema();
-                schema["properties"]["wait_s"]["default"] = json!(plant.server.default_wait_s);
-                if action.confirm
-                    && let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
-                {
-                    props.insert(
-                        "confirmation_token".into(),
-                        json!({"type": "string", "description": "From a needs_confirmation result, once the user agreed; the arguments must be the same."}),
-                    );
-                }
-                let mut t = Tool::new(
-                    action.tool_name.clone(),
-                    action.tool_description(device),
-                    object(schema),
-                )
-                .with_title(format!("{} {}", device.id, action.name))
-                .with_raw_output_schema(Arc::clone(&result));
-                t.annotations = Some(ToolAnnotations::from_raw(
-                    None,
-                    Some(false),
-                    Some(action.destructive),
-                    Some(action.idempotent),
-                    Some(false),
-                ));
-                tools.push(t);
-            }
-        }
-        ToolMode::Generic => {
-            let ids: Vec<String> = plant.devices.iter().map(|d| d.id.clone()).collect();
-            let mut run = Tool::new(
-                "run_action",
-                "Run one action of one device (describe_device lists them with their parameters). It returns status \"accepted\" and a command_id at once; that is not completion. Call get_command_status with the command_id (or pass wait_s) to learn whether the device confirmed it.",
-                object(schema::run_action_input(&ids)),
-            )
-            .with_raw_output_schema(Arc::clone(&result));
-            run.annotations = Some(ToolAnnotations::from_raw(
-                None,
-                Some(false),
-                Some(true),
-                Some(false),
-                Some(false),
-            ));
-            tools.push(run);
-            let mut describe = Tool::new(
-                "describe_device",
-                "A device's description, liveness, signals and actions, each action with its input schema, verification level and whether it is idempotent, destructive or needs confirmation.",
-                object(schema::device_input()),
-            )
-            .with_raw_output_schema(object(schema::describe_output()));
-            describe.annotations = Some(ToolAnnotations::from_raw(
-                None,
-                Some(true),
-                Some(false),
-                Some(true),
-                Some(false),
-            ));
-            tools.push(describe);
-        }
-    }
+    let mut tools = match plant.server.tools {
+        ToolMode::PerAction => plant
+            .actions()
+            .map(|(device, action)| action_tool(plant, device, action, &result))
+            .collect(),
+        ToolMode::Generic => generic_tools(plant, &result),
+    };
     tools.extend(crate::raw::tools(plant));
     tools.extend(crate::bridge::tools(plant));
     if !plant.alarms.is_empty() {
-        let mut t = Tool::new(
-            "list_alarms",
-            "The plant's standing alarms (a guard door, an over-temperature): which are active, since \
-             when and why, and which devices each blocks. While an alarm is active its devices take no \
-             command; do what its description says (or ask a person) before trying again.",
-            object(schema::empty_input()),
-        );
-        t.annotations = Some(ToolAnnotations::from_raw(
-            None,
-            Some(true),
-            Some(false),
-            Some(true),
-            Some(false),
-        ));
-        tools.push(t);
+        tools.push(alarms_tool());
     }
-    let read_only = || {
-        Some(ToolAnnotations::from_raw(
-            None,
-            Some(true),
-            Some(false),
-            Some(true),
-            Some(false),
-        ))
-    };
+    tools.extend(fixed_tools());
+    tools
+}
+
+/// The tool of one action (`[server] tools = "per_action"`): its own input schema, with the
+/// plant's default `wait_s` and, for a `confirm = true` action, the `confirmation_token`.
+fn action_tool(plant: &Plant, device: &Device, action: &Action, result: &Arc<JsonObject>) -> Tool {
+    let mut schema = action.input_schema();
+    schema["properties"]["wait_s"]["default"] = json!(plant.server.default_wait_s);
+    if action.confirm
+        && let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
+    {
+        props.insert(
+            "confirmation_token".into(),
+            json!({"type": "string", "description": "From a needs_confirmation result, once the user agreed; the arguments must be the same."}),
+        );
+    }
+    let mut t = Tool::new(
+        action.tool_name.clone(),
+        action.tool_description(device),
+        object(schema),
+    )
+    .with_title(format!("{} {}", device.id, action.name))
+    .with_raw_output_schema(Arc::clone(result));
+    t.annotations = annotations(false, action.destructive, action.idempotent);
+    t
+}
+
+/// `run_action` and `describe_device` (`[server] tools = "generic"`): two tools instead of one
+/// per action, for plants whose tool list would be too long for a model.
+fn generic_tools(plant: &Plant, result: &Arc<JsonObject>) -> Vec<Tool> {
+    let ids: Vec<String> = plant.devices.iter().map(|d| d.id.clone()).collect();
+    let mut run = Tool::new(
+        "run_action",
+        "Run one action of one device (describe_device lists them with their parameters). It returns status \"accepted\" and a command_id at once; that is not completion. Call get_command_status with the command_id (or pass wait_s) to learn whether the device confirmed it.",
+        object(schema::run_action_input(&ids)),
+    )
+    .with_raw_output_schema(Arc::clone(result));
+    run.annotations = annotations(false, true, false);
+    let mut describe = Tool::new(
+        "describe_device",
+        "A device's description, liveness, signals and actions, each action with its input schema, verification level and whether it is idempotent, destructive or needs confirmation.",
+        object(schema::device_input()),
+    )
+    .with_raw_output_schema(object(schema::describe_output()));
+    describe.annotations = annotations(true, false, true);
+    vec![run, describe]
+}
+
+/// `list_alarms`, offered only when the plant declares alarms.
+fn alarms_tool() -> Tool {
+    let mut t = Tool::new(
+        "list_alarms",
+        "The plant's standing alarms (a guard door, an over-temperature): which are active, since \
+         when and why, and which devices each blocks. While an alarm is active its devices take no \
+         command; do what its description says (or ask a person) before trying again.",
+        object(schema::empty_input()),
+    );
+    t.annotations = annotations(true, false, true);
+    t
+}
+
+/// The [`FIXED_TOOLS`], in that order: every one but `cancel_command` and `confirm_command`
+/// only reads.
+fn fixed_tools() -> Vec<Tool> {
     let fixed: [(&str, &str, Value, Value); 6] = [
         (
             "get_command_status",
@@ -160,21 +158,16 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
             schema::result_object(),
         ),
     ];
-    for (name, description, input, output) in fixed {
-        let mut t =
-            Tool::new(name, description, object(input)).with_raw_output_schema(object(output));
-        t.annotations = if name == "cancel_command" || name == "confirm_command" {
-            Some(ToolAnnotations::from_raw(
-                None,
-                Some(false),
-                Some(true),
-                Some(true),
-                Some(false),
-            ))
-        } else {
-            read_only()
-        };
-        tools.push(t);
-    }
-    tools
+    fixed
+        .into_iter()
+        .map(|(name, description, input, output)| {
+            let mut t =
+                Tool::new(name, description, object(input)).with_raw_output_schema(object(output));
+            t.annotations = match name {
+                "cancel_command" | "confirm_command" => annotations(false, true, true),
+                _ => annotations(true, false, true),
+            };
+            t
+        })
+        .collect()
 }

@@ -97,6 +97,20 @@ fn param_text(p: &closedloop_plant::ParamSpec) -> String {
 /// How the outcome is confirmed and how long it takes.
 fn confirm_text(t: &mut String, d: &Device, a: &Action) {
     let _ = writeln!(t, "## How the outcome is confirmed\n");
+    verification_text(t, a);
+    conditions_text(t, a);
+    deadline_text(t, d, a);
+    if a.confirm {
+        let _ = writeln!(
+            t,
+            "- It needs a person's confirmation: nothing moves until the command is confirmed."
+        );
+    }
+    t.push('\n');
+}
+
+/// What a completed command of this verification level proves, and what it does not.
+fn verification_text(t: &mut String, a: &Action) {
     let _ = match a.verification {
         Verification::Feedback => writeln!(
             t,
@@ -115,6 +129,10 @@ fn confirm_text(t: &mut String, d: &Device, a: &Action) {
              delivered, not confirmed. Never present it as done; ask the user to check."
         ),
     };
+}
+
+/// The conditions the engine checks: before the write, to see it done, and to see it fail.
+fn conditions_text(t: &mut String, a: &Action) {
     if let Some(r) = &a.requires {
         let _ = writeln!(
             t,
@@ -152,6 +170,10 @@ fn confirm_text(t: &mut String, d: &Device, a: &Action) {
             e.source()
         );
     }
+}
+
+/// The expected duration and the deadline after which the command ends timeout or failed.
+fn deadline_text(t: &mut String, d: &Device, a: &Action) {
     let extra_s = a.timeout_floor_ms as f64 / 1000.0 + d.poll_ms as f64 / 1000.0;
     match a.expect_s.source().trim().parse::<f64>() {
         Ok(expect) => {
@@ -175,13 +197,6 @@ fn confirm_text(t: &mut String, d: &Device, a: &Action) {
             );
         }
     }
-    if a.confirm {
-        let _ = writeln!(
-            t,
-            "- It needs a person's confirmation: nothing moves until the command is confirmed."
-        );
-    }
-    t.push('\n');
 }
 
 fn procedure_text(t: &mut String, a: &Action) {
@@ -227,17 +242,32 @@ fn procedure_text(t: &mut String, a: &Action) {
 
 /// What each error code means for this action.
 fn codes_text(t: &mut String, d: &Device, a: &Action) {
-    let params = if a.params.is_empty() {
-        "an argument was given that it does not take".to_string()
-    } else {
-        format!(
-            "{} missing, of the wrong type or outside its range",
-            ids(a.params.iter().map(|p| p.name.as_str()))
-        )
-    };
+    let _ = writeln!(t, "## Error codes for {}\n", a.tool_name);
+    for (code, meaning) in codes(d, a) {
+        let _ = writeln!(t, "- {code}: {meaning}");
+    }
+    let _ = writeln!(
+        t,
+        "\n{}",
+        if a.idempotent {
+            "This action is idempotent: the gateway itself re-sends it after a transport error. \
+             After a failure, still read the device state before calling it again."
+        } else {
+            "This action is NOT idempotent: never call it again after failed, timeout or an \
+             unanswered call without first reading the device state (get_device_state)."
+        }
+    );
+}
+
+/// The error codes this action can end with, each with what it means for it, in the order the
+/// prompt lists them: the codes of its own conditions stand where they arise.
+fn codes(d: &Device, a: &Action) -> Vec<(String, String)> {
     let mut codes: Vec<(String, String)> = vec![(
         "INVALID_PARAMS".into(),
-        format!("{params}; nothing was written. Fix it and call again."),
+        format!(
+            "{}; nothing was written. Fix it and call again.",
+            params_meaning(a)
+        ),
     )];
     if let Some(r) = &a.requires {
         codes.push((
@@ -256,21 +286,7 @@ fn codes_text(t: &mut String, d: &Device, a: &Action) {
             d.id, d.liveness.max_silence_s
         ),
     ));
-    codes.push((
-        "DEVICE_BUSY".into(),
-        if a.queue {
-            format!(
-                "another command held {} longer than the {} s this one may wait in the queue. \
-                 Wait for it or cancel it, then call again.",
-                a.exclusive, a.queue_timeout_s
-            )
-        } else {
-            format!(
-                "another command holds {} and this action does not queue. Wait for it or cancel it.",
-                a.exclusive
-            )
-        },
-    ));
+    codes.push(("DEVICE_BUSY".into(), busy_meaning(a)));
     codes.push((
         "BUS_NAK / REGISTER_INVALID".into(),
         "the bus or device refused the request or the address/value. Check address and power, or \
@@ -286,51 +302,75 @@ fn codes_text(t: &mut String, d: &Device, a: &Action) {
             ),
         ));
     }
-    if let (Verification::Feedback, Some(done)) = (a.verification, &a.done_when) {
-        let sigs = ids(done.signals().iter());
-        codes.push((
+    codes.extend(feedback_codes(a));
+    codes.extend([
+        (
+            "CRC_MISMATCH".into(),
+            "an answer was garbled; the write may have taken effect. Query the device state before \
+             retrying."
+                .into(),
+        ),
+        (
+            "INTERRUPTED".into(),
+            "the gateway restarted and could not confirm it. Query the device state.".into(),
+        ),
+        ("CANCELLED".into(), "cancelled on request.".into()),
+        (
+            "UNAUTHORIZED".into(),
+            format!("the caller lacks the actuate:{} scope.", d.id),
+        ),
+    ]);
+    codes
+}
+
+/// Which arguments INVALID_PARAMS can be about.
+fn params_meaning(a: &Action) -> String {
+    if a.params.is_empty() {
+        "an argument was given that it does not take".to_string()
+    } else {
+        format!(
+            "{} missing, of the wrong type or outside its range",
+            ids(a.params.iter().map(|p| p.name.as_str()))
+        )
+    }
+}
+
+/// What DEVICE_BUSY means: the queue wait ran out, or the action does not queue at all.
+fn busy_meaning(a: &Action) -> String {
+    if a.queue {
+        format!(
+            "another command held {} longer than the {} s this one may wait in the queue. \
+             Wait for it or cancel it, then call again.",
+            a.exclusive, a.queue_timeout_s
+        )
+    } else {
+        format!(
+            "another command holds {} and this action does not queue. Wait for it or cancel it.",
+            a.exclusive
+        )
+    }
+}
+
+/// FEEDBACK_MISMATCH and TIMEOUT, which only an action verified by feedback can end with.
+fn feedback_codes(a: &Action) -> Vec<(String, String)> {
+    let (Verification::Feedback, Some(done)) = (a.verification, &a.done_when) else {
+        return vec![];
+    };
+    let sigs = ids(done.signals().iter());
+    vec![
+        (
             "FEEDBACK_MISMATCH".into(),
             format!(
                 "{sigs} never changed after the write: the command reached the device but nothing \
                  physical followed. Ask the user to check wiring and supply; do not assume it happened."
             ),
-        ));
-        codes.push((
+        ),
+        (
             "TIMEOUT".into(),
             format!(
                 "{sigs} moved but the done condition never held before the deadline. Call \
                  get_device_state before acting again."
             ),
-        ));
-    }
-    codes.push((
-        "CRC_MISMATCH".into(),
-        "an answer was garbled; the write may have taken effect. Query the device state before \
-         retrying."
-            .into(),
-    ));
-    codes.push((
-        "INTERRUPTED".into(),
-        "the gateway restarted and could not confirm it. Query the device state.".into(),
-    ));
-    codes.push(("CANCELLED".into(), "cancelled on request.".into()));
-    codes.push((
-        "UNAUTHORIZED".into(),
-        format!("the caller lacks the actuate:{} scope.", d.id),
-    ));
-    let _ = writeln!(t, "## Error codes for {}\n", a.tool_name);
-    for (code, meaning) in codes {
-        let _ = writeln!(t, "- {code}: {meaning}");
-    }
-    let _ = writeln!(
-        t,
-        "\n{}",
-        if a.idempotent {
-            "This action is idempotent: the gateway itself re-sends it after a transport error. \
-             After a failure, still read the device state before calling it again."
-        } else {
-            "This action is NOT idempotent: never call it again after failed, timeout or an \
-             unanswered call without first reading the device state (get_device_state)."
-        }
-    );
+        ),
+    ]
 }

@@ -1,0 +1,299 @@
+//! Calls that act: an action's own tool, `run_action` and `confirm_command`, with the person's
+//! confirmation a `confirm = true` action needs before anything is sent.
+
+use super::{command_result, engine_error, opt_str, structured, take_wait, unknown_device};
+use crate::{Caller, Server};
+use closedloop_engine::{EngineError, ErrorCode, Submission};
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+impl Server {
+    /// One action of one device: its wait and key read, the person's confirmation when the
+    /// action needs one, then the submission.
+    pub(super) async fn act(
+        &self,
+        device: &str,
+        action: &str,
+        mut args: JsonObject,
+        request_id: String,
+        caller: &Caller,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        // A Tasks client follows its task: its call returns at once unless it asks to wait.
+        let default = match crate::tasks::client_wants_tasks(cx) {
+            true => 0.0,
+            false => self.default_wait_s(),
+        };
+        let wait = take_wait(&mut args, "wait_s", default)?;
+        let key = take_key(&mut args)?;
+        let confirmed = match self
+            .confirmation(device, action, &mut args, key.as_deref(), caller, cx)
+            .await?
+        {
+            ControlFlow::Continue(confirmed) => confirmed,
+            ControlFlow::Break(answer) => return Ok(answer),
+        };
+        let sub = Submission {
+            device: device.into(),
+            action: action.into(),
+            args,
+            idempotency_key: key,
+            wait,
+            request_id: Some(request_id),
+            confirmed,
+            ..Submission::default()
+        };
+        self.submit(sub, caller).await
+    }
+
+    /// The confirmation step of [`Server::act`], so that `act` reads as a sequence of steps.
+    /// `Continue(confirmed)` passes the call on: `false` when no confirmation is asked (the
+    /// action needs none, the caller may not actuate the device and is refused by `submit`, or
+    /// a keyed retry the engine answers). `Break` answers at once: a refused token, a person's
+    /// no, or a needs_confirmation result; nothing was sent.
+    async fn confirmation(
+        &self,
+        device: &str,
+        action: &str,
+        args: &mut JsonObject,
+        key: Option<&str>,
+        caller: &Caller,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<ControlFlow<CallToolResult, bool>, McpError> {
+        let needs_confirmation = self
+            .engine
+            .plant()
+            .device(device)
+            .and_then(|d| d.action(action))
+            .is_some_and(|a| a.confirm);
+        // A retried keyed call whose command exists is answered with that command (or refused
+        // for other arguments) by the engine: nobody is asked to confirm it twice.
+        let replay = match key {
+            Some(k) => self.engine.knows_key(k).await.map_err(engine_error)?,
+            None => false,
+        };
+        if !(needs_confirmation && caller.may_actuate(device) && !replay) {
+            return Ok(ControlFlow::Continue(false));
+        }
+        match args.remove("confirmation_token") {
+            Some(Value::String(token)) => Ok(
+                match self.confirmations.redeem(
+                    &token,
+                    &caller.name,
+                    Some((device, action, &*args)),
+                ) {
+                    Ok(_) => ControlFlow::Continue(true),
+                    Err(refusal) => ControlFlow::Break(confirmation_refused(&refusal)),
+                },
+            ),
+            Some(_) => Err(McpError::invalid_params(
+                "confirmation_token must be a string",
+                None,
+            )),
+            None => Ok(self.ask_person(device, action, args, key, caller, cx).await),
+        }
+    }
+
+    /// A call without a token: asks the person in-protocol (elicitation) when the client can;
+    /// otherwise answers needs_confirmation with a token to redeem once the user agreed.
+    async fn ask_person(
+        &self,
+        device: &str,
+        action: &str,
+        args: &JsonObject,
+        key: Option<&str>,
+        caller: &Caller,
+        cx: &RequestContext<RoleServer>,
+    ) -> ControlFlow<CallToolResult, bool> {
+        match crate::elicit::ask(cx, device, action, args).await {
+            crate::elicit::Answer::Confirmed => ControlFlow::Continue(true),
+            crate::elicit::Answer::Declined(why) => {
+                ControlFlow::Break(declined_result(device, action, &why))
+            }
+            crate::elicit::Answer::Unavailable => {
+                let (token, ttl, command_id) =
+                    self.confirmations
+                        .issue(device, action, args, &caller.name, key);
+                // A Tasks client gets a task in input_required under the id the command
+                // will have; it answers with tasks/update.
+                let task = crate::tasks::client_wants_tasks(cx).then_some(command_id);
+                ControlFlow::Break(needs_confirmation_result(
+                    device, action, args, &token, ttl, task,
+                ))
+            }
+        }
+    }
+
+    /// Submits for `caller`: named in the journal, and refused `UNAUTHORIZED` (journaled too)
+    /// without the device's actuate scope.
+    pub(crate) async fn submit(
+        &self,
+        mut sub: Submission,
+        caller: &Caller,
+    ) -> Result<CallToolResult, McpError> {
+        sub.caller = Some(caller.name.clone());
+        sub.denied = (!caller.may_actuate(&sub.device)).then(|| {
+            format!(
+                "{} has no actuate:{} (or actuate:*, admin) scope; nothing was sent.",
+                caller.name, sub.device
+            )
+        });
+        match self.engine.submit(sub).await {
+            Ok(r) => Ok(command_result(&r)),
+            Err(EngineError::UnknownDevice(d)) => Ok(unknown_device(&self.engine, &d)),
+            Err(e) => Err(engine_error(e)),
+        }
+    }
+
+    /// `confirm_command(confirmation_token, wait_s)`: runs what the token was issued for.
+    pub(super) async fn confirm_command(
+        &self,
+        mut args: JsonObject,
+        request_id: String,
+        caller: &Caller,
+    ) -> Result<CallToolResult, McpError> {
+        let wait = take_wait(&mut args, "wait_s", self.default_wait_s())?;
+        let Some(Value::String(token)) = args.get("confirmation_token") else {
+            return Err(McpError::invalid_params(
+                "confirmation_token (a string) is required",
+                None,
+            ));
+        };
+        match self.confirmations.redeem(token, &caller.name, None) {
+            Ok(p) => {
+                let sub = Submission {
+                    command_id: Some(p.command_id),
+                    device: p.device,
+                    action: p.action,
+                    args: p.args,
+                    idempotency_key: p.key,
+                    wait,
+                    request_id: Some(request_id),
+                    confirmed: true,
+                    ..Submission::default()
+                };
+                self.submit(sub, caller).await
+            }
+            Err(refusal) => Ok(confirmation_refused(&refusal)),
+        }
+    }
+
+    /// The plant's `[server] default_wait_s`: how long an action call waits when it says not.
+    fn default_wait_s(&self) -> f64 {
+        self.engine.plant().server.default_wait_s
+    }
+
+    /// `run_action(device, action, params, wait_s, idempotency_key, confirmation_token)`.
+    pub(super) async fn run_action(
+        &self,
+        mut args: JsonObject,
+        request_id: String,
+        caller: &Caller,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let device = opt_str(&args, "device")?
+            .ok_or_else(|| McpError::invalid_params("device is required", None))?;
+        let action = opt_str(&args, "action")?
+            .ok_or_else(|| McpError::invalid_params("action is required", None))?;
+        if self.engine.plant().device(&device).is_none() {
+            return Ok(unknown_device(&self.engine, &device));
+        }
+        if self
+            .engine
+            .plant()
+            .device(&device)
+            .and_then(|d| d.action(&action))
+            .is_none()
+        {
+            return Err(McpError::invalid_params(
+                format!("no action {action:?} on device {device:?}; describe_device lists them"),
+                None,
+            ));
+        }
+        let mut call = match args.remove("params") {
+            None | Some(Value::Null) => JsonObject::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(McpError::invalid_params("params must be an object", None)),
+        };
+        for k in ["wait_s", "idempotency_key", "confirmation_token"] {
+            if let Some(v) = args.remove(k) {
+                call.insert(k.into(), v);
+            }
+        }
+        self.act(&device, &action, call, request_id, caller, cx)
+            .await
+    }
+}
+
+/// The optional `idempotency_key` of an action call, taken out of its arguments.
+fn take_key(args: &mut JsonObject) -> Result<Option<String>, McpError> {
+    match args.remove("idempotency_key") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 200 => Ok(Some(s)),
+        Some(_) => Err(McpError::invalid_params(
+            "idempotency_key must be a string of 1 to 200 characters",
+            None,
+        )),
+    }
+}
+
+/// The first answer to a `confirm = true` action: nothing was sent; a person must agree first.
+fn needs_confirmation_result(
+    device: &str,
+    action: &str,
+    args: &JsonObject,
+    token: &str,
+    ttl: Duration,
+    task: Option<String>,
+) -> CallToolResult {
+    let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let detail = format!(
+        "{device} {action} ({}) needs a person's confirmation before anything moves; nothing was sent.",
+        if shown.is_empty() {
+            "no parameters".to_string()
+        } else {
+            shown.join(", ")
+        }
+    );
+    let hint = format!(
+        "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
+        ttl.as_secs_f64()
+    );
+    let mut v = json!({
+        "status": "needs_confirmation",
+        "device": device,
+        "action": action,
+        "params": args,
+        "confirmation_token": token,
+        "expires_in_s": ttl.as_secs_f64(),
+        "verified": false,
+        "detail": detail,
+        "hint": hint,
+    });
+    if let Some(id) = task {
+        v["confirmation_task"] = json!(id);
+    }
+    structured(v, false, format!("Needs confirmation: {detail} {hint}"))
+}
+
+/// The user said no (in-protocol confirmation): an `isError` result; nothing was sent.
+fn declined_result(device: &str, action: &str, why: &str) -> CallToolResult {
+    let code = ErrorCode::Interlock;
+    let detail =
+        format!("{device} {action} needs a person's confirmation and {why}; nothing was sent.");
+    let v = json!({"status": "rejected", "device": device, "action": action, "error_code": code.as_str(), "detail": detail,
+                   "hint": "The user did not confirm. Do not retry unless they ask for it."});
+    structured(v, true, format!("Rejected (INTERLOCK): {detail}"))
+}
+
+/// A refused confirmation token: an `isError` result, nothing run.
+fn confirmation_refused(refusal: &crate::confirm::Refusal) -> CallToolResult {
+    let code = ErrorCode::InvalidParams;
+    let detail = refusal.to_string();
+    let v = json!({"status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": "Call the action tool again to get a new confirmation_token, and ask the user again."});
+    structured(v, true, format!("Rejected (INVALID_PARAMS): {detail}"))
+}
