@@ -29,7 +29,7 @@ def text_of(result: CallToolResult) -> str:
 
 
 def check_result(result: CallToolResult) -> dict[str, Any]:
-    """The invariants of every result object (DESIGN §2); returns its structuredContent."""
+    """The invariants of every result object (docs/architecture.md); returns its structuredContent."""
     sc = result.structured_content
     assert isinstance(sc, dict), f"no structuredContent: {result}"
     assert text_of(result).strip(), f"empty text content: {result}"

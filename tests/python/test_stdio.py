@@ -43,7 +43,7 @@ def text_of(result: CallToolResult) -> str:
 
 
 def check_result(result: CallToolResult) -> dict[str, Any]:
-    """The invariants every result object keeps (DESIGN §2), returning its structuredContent."""
+    """The invariants every result object keeps (docs/architecture.md), returning its structuredContent."""
     sc = result.structured_content
     assert isinstance(sc, dict), f"no structuredContent: {result}"
     assert text_of(result).strip(), f"empty text content: {result}"

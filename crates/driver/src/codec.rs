@@ -1,6 +1,7 @@
 //! Pure conversion between engineering values and 16-bit registers.
 //!
-//! No I/O here, so every encoding can be tested word by word. The rules come from DESIGN §3:
+//! No I/O here, so every encoding can be tested word by word. The rules come from
+//! docs/plant-file.md:
 //! multi-register values are high word first unless `word_order = "little"`; `byte_swap` swaps
 //! the two bytes inside each register; `bit` picks one bit of a register; the engineering value is
 //! `raw × scale + offset`. Writing inverts that and rounds to the nearest raw value — and a value
@@ -17,7 +18,7 @@ use thiserror::Error;
 pub enum Value {
     /// A bit, a contact, a flag.
     Bool(bool),
-    /// Every number is a double (DESIGN §3), whatever its register type.
+    /// Every number is a double (docs/plant-file.md), whatever its register type.
     Number(f64),
 }
 

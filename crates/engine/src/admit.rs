@@ -11,7 +11,8 @@ use std::time::Duration;
 /// Longest expected duration a command may declare: past a day it is a plant-file mistake.
 const MAX_EXPECT_S: f64 = 86_400.0;
 
-/// `expect_s` evaluated for this command, or why it is no duration (DESIGN §2: an expected
+/// `expect_s` evaluated for this command, or why it is no duration (docs/architecture.md: an
+/// expected
 /// duration that cannot be computed is not zero — a NaN once became a 0.12 s deadline and a
 /// correct move ended `timeout` with its stop written).
 pub(crate) fn expected_duration(action: &Action, scope: &Scope) -> Result<f64, String> {
@@ -66,7 +67,8 @@ pub(crate) fn liveness_word(l: Liveness) -> &'static str {
 
 /// Every device's values for `requires`, with the devices it names read now: a cached value
 /// may predate a fault, and a device that is offline or does not answer decides nothing
-/// (DESIGN §2, every device an expression reads is held to the same fence). `Err`: why, in
+/// (docs/architecture.md, every device an expression reads is held to the same fence). `Err`: why,
+/// in
 /// words that name the device. Devices that report on their own (MQTT) cannot be asked: their
 /// latest values count while they are online.
 pub(crate) async fn required_values(
@@ -125,7 +127,7 @@ pub(crate) async fn required_values(
 }
 
 /// The first `fail_when` that already holds: a latched fault is not a new failure, and writing
-/// to a faulted device would only "fail" again (DESIGN §2).
+/// to a faulted device would only "fail" again (docs/architecture.md).
 pub(crate) fn failure_already_on(action: &Action, scope: &Scope) -> Option<String> {
     let (code, expr) = action
         .fail_when

@@ -1,4 +1,5 @@
-//! The shapes the engine's API takes and returns (DESIGN §4), apart from the result object.
+//! The shapes the engine's API takes and returns (docs/architecture.md), apart from the result
+//! object.
 
 use crate::device::Liveness;
 use serde::Serialize;

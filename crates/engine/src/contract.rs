@@ -1,4 +1,5 @@
-//! The contract's statuses and error codes (DESIGN §2), with the hint each code gives an agent.
+//! The contract's statuses and error codes (docs/architecture.md), with the hint each code gives
+//! an agent.
 
 use serde::{Serialize, Serializer};
 use std::fmt;

@@ -36,7 +36,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-/// Whether a device is answering (DESIGN §2, liveness).
+/// Whether a device is answering (docs/architecture.md, liveness).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Liveness {

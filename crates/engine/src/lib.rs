@@ -1,4 +1,5 @@
-//! closedloop's engine: the command lifecycle of DESIGN §2, from a submission to an outcome the
+//! closedloop's engine: the command lifecycle (docs/architecture.md), from a submission to an
+//! outcome the
 //! journal holds and the hardware confirmed (or the reason it could not).
 //!
 //! The engine knows no MCP and no wire protocol. Register devices (sim, Modbus) are

@@ -3,7 +3,7 @@
 //! No I/O, no clock reads, no async: the shell (the `supervisor` module) reads the clock, evaluates
 //! the plant's expressions against fresh reads, and feeds the verdicts in as events; the machine
 //! decides what they mean and answers with effects for the shell to carry out (write, journal,
-//! release). That split is what makes every transition of DESIGN §2 testable in microseconds.
+//! release). That split is what makes every transition of the lifecycle testable in microseconds.
 //!
 //! # Invariants
 //! - A terminal status never changes: every event after it yields no effect.
@@ -111,7 +111,7 @@ pub enum Event {
     KeepaliveLapsed,
     /// A standing alarm that blocks the device became active.
     AlarmRaised { name: String, detail: String },
-    /// Start-up recovery found this command unfinished in the journal (DESIGN §2).
+    /// Start-up recovery found this command unfinished in the journal (docs/architecture.md).
     Restarted(Found),
 }
 

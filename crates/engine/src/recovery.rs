@@ -1,4 +1,5 @@
-//! Start-up recovery (DESIGN §2): what the journal says was unfinished when the gateway stopped.
+//! Start-up recovery (docs/architecture.md): what the journal says was unfinished when the gateway
+//! stopped.
 
 use crate::EngineError;
 use crate::clock::rfc3339;
@@ -12,7 +13,8 @@ use serde_json::json;
 use std::sync::Arc;
 
 impl Engine {
-    /// Start-up recovery (DESIGN §2): a command whose write the device acknowledged keeps being
+    /// Start-up recovery (docs/architecture.md): a command whose write the device acknowledged
+    /// keeps being
     /// supervised until its journaled deadline; one accepted but never acknowledged is never sent
     /// (again) late: it ends `failed INTERRUPTED`.
     pub(crate) async fn recover(&self) -> Result<(), EngineError> {
@@ -89,7 +91,7 @@ impl Engine {
 impl Engine {
     /// A command journaled `dispatched` but never acknowledged, whose action has a cancel plan:
     /// its device takes no other command until the stop is written and `stopped_when` holds
-    /// (DESIGN §2, recovery stops what it cannot confirm).
+    /// (docs/architecture.md, recovery stops what it cannot confirm).
     fn stop_unconfirmed(
         &self,
         cmd: Arc<LiveCommand>,

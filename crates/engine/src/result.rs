@@ -1,4 +1,4 @@
-//! The result object of DESIGN §2: what an agent sees of a command.
+//! The result object (docs/architecture.md): what an agent sees of a command.
 //!
 //! Built from the same rows the journal stores, so a result served from memory while the command
 //! runs and one served from the journal after a restart are the same object.
@@ -122,7 +122,8 @@ impl CommandResult {
         }
     }
 
-    /// The result sized for a model (DESIGN §2): the timeline keeps its milestones and its first
+    /// The result sized for a model (docs/architecture.md): the timeline keeps its milestones and
+    /// its first
     /// and last readings; the readings between become one `omitted` entry counting them. A 5 s
     /// move read every 20 ms would otherwise carry hundreds of readings (~40 KB) that a model
     /// reads in full; the whole timeline stays in the journal (`Engine::timeline`).

@@ -1,6 +1,6 @@
 //! Nothing accepted is ever lost: a child process running the engine is killed with SIGKILL
 //! while one command runs and another waits in the queue; a new engine on the same journal ends
-//! both exactly as DESIGN §2 says.
+//! both exactly as docs/architecture.md says.
 
 mod common;
 

@@ -1,4 +1,5 @@
-//! The edges of the honesty rule (DESIGN §2), each a regression test named after the false
+//! The edges of the honesty rule (docs/architecture.md), each a regression test named after the
+//! false
 //! outcome it once allowed, checked against the simulator's physical state.
 
 mod common;

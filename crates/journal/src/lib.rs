@@ -2,7 +2,7 @@
 //!
 //! Every command closedloop accepts is written here *before* the caller hears of it, and every
 //! transition after that is appended, so that a crash never loses an accepted command and a
-//! restarted gateway knows exactly which commands it must keep supervising (DESIGN §2).
+//! restarted gateway knows exactly which commands it must keep supervising (docs/architecture.md).
 //!
 //! The journal stores plain rows ([`CommandRow`], [`EventRow`]); it knows nothing of the
 //! lifecycle's rules, which live in the engine. SQLite runs in WAL mode with `synchronous = FULL`,

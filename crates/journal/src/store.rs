@@ -86,7 +86,8 @@ impl Journal {
     /// `sqlite::memory:` (for tests: lost when the journal is dropped).
     ///
     /// `postgres://` is refused with an explanation: a shared PostgreSQL journal comes with
-    /// scale-out (DESIGN §6), and accepting the URL before then would promise more than exists.
+    /// scale-out (several gateways on one PostgreSQL, not built yet), and accepting the URL before
+    /// then would promise more than exists.
     pub async fn open(url: &str) -> Result<Journal, JournalError> {
         check_url(url)?;
         let memory = url.contains(":memory:");

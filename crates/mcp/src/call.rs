@@ -2,7 +2,7 @@
 //!
 //! Statuses `rejected`, `failed` and `timeout` are tool results with `isError: true`; an unknown
 //! tool or malformed arguments of the fixed tools are JSON-RPC errors; an unknown `command_id` is
-//! an `isError` result with `error_code` `UNKNOWN_COMMAND` (DESIGN §2).
+//! an `isError` result with `error_code` `UNKNOWN_COMMAND` (docs/architecture.md).
 //!
 //! This file routes a call to its tool and holds the result shapes every tool shares; [`act`]
 //! answers the tools that act, [`commands`] the command tools and [`devices`] the device tools.
@@ -104,7 +104,8 @@ impl Server {
         }
     }
 
-    /// The task a Tasks client gets instead of an action's result (DESIGN §4): the confirmation
+    /// The task a Tasks client gets instead of an action's result (docs/architecture.md): the
+    /// confirmation
     /// it is waiting for, or the command the action created; `None` for any other client.
     async fn task_for(
         &self,

@@ -1,4 +1,5 @@
-//! MCP over Streamable HTTP (DESIGN §4): rmcp's `StreamableHttpService` at `/mcp`, behind three
+//! MCP over Streamable HTTP (docs/architecture.md): rmcp's `StreamableHttpService` at `/mcp`,
+//! behind three
 //! layers of our own.
 //!
 //! A request passes, outermost first:
@@ -127,7 +128,8 @@ pub enum HttpError {
     Io(#[from] std::io::Error),
 }
 
-/// Refuses a listen address beyond loopback when the plant declares no token (DESIGN §4).
+/// Refuses a listen address beyond loopback when the plant declares no token
+/// (docs/architecture.md).
 pub fn check_listen(addr: SocketAddr, plant: &Plant) -> Result<(), HttpError> {
     if !addr.ip().is_loopback() && plant.server.tokens.is_empty() {
         return Err(HttpError::NoTokens(addr));

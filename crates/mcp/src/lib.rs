@@ -1,4 +1,5 @@
-//! closedloop's MCP surface (DESIGN §4), served over stdio or Streamable HTTP ([`http`]).
+//! closedloop's MCP surface (docs/architecture.md), served over stdio or Streamable HTTP
+//! ([`http`]).
 //!
 //! - Tools, in `tools/list` order: one per plant action (or `run_action` and `describe_device`
 //!   with `[server] tools = "generic"`); `modbus_read` / `modbus_write` and the read-only bridge

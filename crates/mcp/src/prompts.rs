@@ -1,4 +1,5 @@
-//! Prompts `diagnose_device(device)` and `act_and_confirm(device, action)` (DESIGN §4), written
+//! Prompts `diagnose_device(device)` and `act_and_confirm(device, action)` (docs/architecture.md),
+//! written
 //! for a model: what the gateway knows right now, which tools to call next, and when to stop and
 //! ask a person instead of acting again on real hardware.
 

@@ -1,10 +1,11 @@
 //! Resources `device://{id}/state`, `device://{id}/config`, `command://{id}` and their change
-//! notifications (DESIGN §4).
+//! notifications (docs/architecture.md).
 //!
 //! - `device://{id}/state`: what `get_device_state` answers (liveness, last_seen, signals with
 //!   unit, read time, age and source).
 //! - `device://{id}/config`: the device's plant declaration, without secrets ([`config`]).
-//! - `command://{id}`: the result object of DESIGN §2, as `get_command_status` with `wait_s = 0`.
+//! - `command://{id}`: the result object (docs/architecture.md), as `get_command_status` with
+//! `wait_s = 0`.
 //!
 //! `resources/list` names the state and config of every device; commands are too many to list
 //! and are offered through their URI template only. Change notifications come from

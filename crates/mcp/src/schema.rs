@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-/// The result object of DESIGN §2.
+/// The result object (docs/architecture.md).
 pub fn result_object() -> Value {
     json!({
         "type": "object",

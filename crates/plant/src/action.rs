@@ -104,7 +104,7 @@ impl Action {
     }
 }
 
-/// How the outcome of an action can be confirmed (DESIGN §1).
+/// How the outcome of an action can be confirmed (docs/architecture.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verification {

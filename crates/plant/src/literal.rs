@@ -1,6 +1,6 @@
 //! Integer literals become doubles before an expression is compiled.
 //!
-//! DESIGN §3: every number is a double. `cel` 0.15 refuses to mix an int and a double in
+//! docs/plant-file.md: every number is a double. `cel` 0.15 refuses to mix an int and a double in
 //! arithmetic (`position_mm * 100` fails with `UnsupportedBinaryOperator("mul", Float, Int)`),
 //! and plant-file authors write `100`, not `100.0`. So a tiny lexer finds decimal integer
 //! literals outside strings and comments and appends `.0`. Floats (`1.5`, `.5`, `1e3`),

@@ -356,7 +356,7 @@ pub enum Parity {
     Odd,
 }
 
-/// When a device counts as online (DESIGN §2 "Liveness").
+/// When a device counts as online (docs/architecture.md, liveness).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Liveness {
     /// Offline after this long without a valid answer. Default max(2, 5 × poll_ms / 1000).

@@ -1,4 +1,4 @@
-//! The example plants parse, with the defaults DESIGN §3 promises.
+//! The example plants parse, with the defaults docs/plant-file.md promises.
 
 use closedloop_driver::{Area, Value, ValueType, WordOrder};
 use closedloop_plant::{

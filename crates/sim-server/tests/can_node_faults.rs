@@ -1,4 +1,4 @@
-//! The DESIGN §3 faults of simulated CAN nodes, as a host on the pty sees them: silence
+//! The faults (docs/simulator.md) of simulated CAN nodes, as a host on the pty sees them: silence
 //! (`power_off`, `zombie`, `reboot`), late and lost commands (`latency_ms`, `drop_rate`), a
 //! stall's fault bit; `nak` and `crc_error` refused at start and at the control endpoint.
 

@@ -1,5 +1,5 @@
 //! The simulator over real Modbus TCP, driven by a client no one here wrote (tokio-modbus): the
-//! register maps and physics of DESIGN §3, exceptions as exception responses, silence as
+//! register maps and physics of docs/simulator.md, exceptions as exception responses, silence as
 //! silence on an open connection, and several units behind one listener.
 
 use closedloop_sim::{Fault, FaultKind, FaultSpec, SimConfig, SimDevice};

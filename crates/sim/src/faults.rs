@@ -1,4 +1,4 @@
-//! The faults a simulated device can suffer (DESIGN §3), and when each one strikes.
+//! The faults a simulated device can suffer (docs/simulator.md), and when each one strikes.
 //!
 //! Faults exist so that every way real hardware lies or goes quiet can be reproduced in a test:
 //! a stalled axis, a relay whose contact never closes, a unit that stops answering. A fault is
@@ -139,7 +139,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// Every kind, in the order DESIGN §3 lists them.
+    /// Every kind, in the order docs/simulator.md lists them.
     pub const ALL: [FaultKind; 10] = [
         FaultKind::Stall,
         FaultKind::Brownout,
@@ -187,7 +187,7 @@ impl fmt::Display for FaultKind {
     }
 }
 
-/// A fault kind name that DESIGN §3 does not list.
+/// A fault kind name that docs/simulator.md does not list.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
     "unknown fault kind `{0}`: use one of stall, brownout, swapped_contacts, power_off, zombie, \

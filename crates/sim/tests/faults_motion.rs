@@ -1,4 +1,4 @@
-//! Faults that change the physics: stall, brownout, swapped contacts (DESIGN §3).
+//! Faults that change the physics: stall, brownout, swapped contacts (docs/simulator.md).
 
 mod common;
 

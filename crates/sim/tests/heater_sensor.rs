@@ -1,4 +1,4 @@
-//! The heater's thermostat physics and the sensor's reading (DESIGN §3).
+//! The heater's thermostat physics and the sensor's reading (docs/simulator.md).
 
 mod common;
 

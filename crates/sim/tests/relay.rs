@@ -1,4 +1,4 @@
-//! The relay's register map and its pull-in delay (DESIGN §3).
+//! The relay's register map and its pull-in delay (docs/simulator.md).
 
 mod common;
 

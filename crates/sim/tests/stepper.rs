@@ -1,4 +1,4 @@
-//! The stepper's register map and motion (DESIGN §3).
+//! The stepper's register map and motion (docs/simulator.md).
 
 mod common;
 

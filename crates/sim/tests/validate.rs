@@ -1,4 +1,4 @@
-//! The validation pass: defaults, and every refusal naming its key (DESIGN §3, STYLE habit 7).
+//! The validation pass: defaults, and every refusal naming its key (docs/simulator.md).
 
 use closedloop_sim::{
     DEFAULT_SEED, Fault, FaultSpec, Model, RelayOptions, SimConfig, SimConfigError, SimDevice,

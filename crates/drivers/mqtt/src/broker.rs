@@ -1,8 +1,8 @@
-//! One MQTT 5 connection per broker, shared by every device on it (DESIGN §3).
+//! One MQTT 5 connection per broker, shared by every device on it (docs/plant-file.md).
 //!
 //! The rumqttc `EventLoop` runs in its own task and does all I/O; [`MqttBroker`] is the cloneable
 //! handle. Publishes resolve when the broker's PUBACK arrives — which moves a command to
-//! `running`, never to `completed` (DESIGN §2).
+//! `running`, never to `completed` (docs/architecture.md).
 //!
 //! `mqtts://` connections use rustls with the `ring` provider, configured in `broker/tls.rs`
 //! (trusted roots, client certificate) rather than by rumqttc, so no process-wide crypto provider
@@ -145,7 +145,7 @@ pub struct Ack {
     /// Packet id (0 for QoS 0).
     pub pkid: u16,
     /// The `seq` of the last message received before the acknowledgement: a message with a
-    /// greater `seq` was received after it (the "fresh read" fence of DESIGN §2).
+    /// greater `seq` was received after it (the "fresh read" fence of docs/architecture.md).
     pub seq: u64,
     /// When the acknowledgement was processed.
     pub at: Instant,

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use closedloop_driver::{BrokerUrl, Value, ValueType};
 
-/// Decodes a signal value from an MQTT payload (DESIGN §3 `topic` + `json` + `true_values`).
+/// Decodes a signal value from an MQTT payload (docs/plant-file.md `topic` + `json` +
+/// `true_values`).
 ///
 /// - With `json`, the payload is parsed as JSON and the pointer selects the value: a JSON bool, a
 ///   number, or a string that parses as a number or appears in `true_values`.

@@ -1,4 +1,5 @@
-//! MQTT for closedloop (DESIGN §2–§3): a shared MQTT 5 connection per broker and the pure pieces
+//! MQTT for closedloop (docs/architecture.md, docs/plant-file.md): a shared MQTT 5 connection per
+//! broker and the pure pieces
 //! the engine needs to turn messages into signal values and actions into publishes.
 //!
 //! MQTT is push, not poll, so this crate does not implement the register-oriented

@@ -1,6 +1,6 @@
 //! A scripted broker that misbehaves: it never acknowledges a publish, then drops the connection.
 //! The publish must fail `Disconnected` and must not be re-sent after the reconnect (a
-//! non-idempotent action is never blindly re-sent, DESIGN §2).
+//! non-idempotent action is never blindly re-sent, docs/architecture.md).
 
 use std::time::Duration;
 

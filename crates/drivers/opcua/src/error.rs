@@ -72,7 +72,7 @@ impl Error {
     }
 }
 
-/// What an error means for a command (DESIGN §3's error codes).
+/// What an error means for a command (the contract's error codes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Class {

@@ -20,7 +20,7 @@ pub struct Update {
     pub value_type: String,
     /// The value's status name: `Good`, `Uncertain_…`, `Bad_…`.
     pub status: String,
-    /// Whether the status is Good; only Good values count as evidence (DESIGN §3).
+    /// Whether the status is Good; only Good values count as evidence (docs/plant-file.md).
     pub good: bool,
     /// The source timestamp (device clock), milliseconds since the Unix epoch, if sent.
     pub source_ms: Option<i64>,
@@ -88,7 +88,8 @@ impl Update {
 
 /// The server accepted a write or a method call.
 ///
-/// This moves a command to `running`, never to `completed` (DESIGN §2): `Good` means the server
+/// This moves a command to `running`, never to `completed` (docs/architecture.md): `Good` means
+/// the server
 /// took the request, and `Good_CompletesAsynchronously` says outright that the work goes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ack {

@@ -196,7 +196,7 @@ struct Cycle<'b> {
 }
 
 /// Modbus exceptions 0x0A/0x0B come from a gateway in front of the unit, never from the unit:
-/// they are no sign of its life (DESIGN §2).
+/// they are no sign of its life (docs/architecture.md).
 fn is_gateway(e: closedloop_driver::Exception) -> bool {
     e == closedloop_driver::Exception::GATEWAY_PATH_UNAVAILABLE
         || e == closedloop_driver::Exception::GATEWAY_TARGET_FAILED

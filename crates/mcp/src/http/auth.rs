@@ -1,4 +1,5 @@
-//! Bearer tokens (DESIGN §3 `[[server.token]]`, §4): `Authorization: Bearer <secret>` becomes
+//! Bearer tokens (docs/plant-file.md `[[server.token]]`, docs/architecture.md): `Authorization:
+//! Bearer <secret>` becomes
 //! the [`Caller`] the tools see, named after the token and carrying its scopes.
 //!
 //! The plant holds only the SHA-256 of each secret. The hash of the presented secret is compared

@@ -148,7 +148,7 @@ impl CanNode {
         }
     }
 
-    /// The faults pending or in force, in the order DESIGN §3 lists their kinds.
+    /// The faults pending or in force, in the order docs/simulator.md lists their kinds.
     pub fn faults(&self) -> Vec<FaultSpec> {
         let mut all = self.inner.sim.faults();
         all.extend(self.lock().specs());

@@ -1,4 +1,4 @@
-//! The `mqtt-relay` simulated device (DESIGN §3), an MQTT client of its own.
+//! The `mqtt-relay` simulated device (docs/simulator.md), an MQTT client of its own.
 //!
 //! Subscribes `{prefix}/set` (`{"on": bool}`); publishes `{prefix}/state`
 //! `{"on": bool, "seq": n}` (QoS 1) on connect, `pull_in_ms` after every set, whenever the

@@ -1,4 +1,4 @@
-//! The simulated models: their register maps and their physics (DESIGN §3).
+//! The simulated models: their register maps and their physics (docs/simulator.md).
 //!
 //! Physics is evaluated lazily and exactly: each model keeps the state it had at its last change
 //! (an anchor instant) and computes any later instant in closed form — position = start +
