@@ -1,14 +1,14 @@
 //! closedloop's engine: the command lifecycle (docs/architecture.md), from a submission to an
-//! outcome the
-//! journal holds and the hardware confirmed (or the reason it could not).
+//! outcome the journal holds and the hardware confirmed (or the reason it could not).
 //!
-//! The engine knows no MCP and no wire protocol. Register devices (sim, Modbus) are
-//! [`closedloop_driver::Driver`]s; MQTT devices are clients of a shared
-//! [`closedloop_mqtt::MqttBroker`], OPC UA devices nodes of a shared
-//! [`closedloop_opcua::OpcuaClient`] session, CAN devices nodes on a shared bus port: one
-//! `DeviceIo` variant each (`device.rs`). [`build_drivers`] turns a plant into a [`Connection`] per device;
-//! [`Engine::start`] opens them, starts every device's poller or listener and recovers the
-//! journal's unfinished commands.
+//! The engine knows no MCP. It still knows the wire protocols, one module each under `device/`:
+//! register devices (sim, Modbus) are [`closedloop_driver::Driver`]s read by a poller; MQTT
+//! devices are clients of a shared [`closedloop_mqtt::MqttBroker`], OPC UA devices nodes of a
+//! shared [`closedloop_opcua::OpcuaClient`] session, CAN devices nodes on a shared bus port, each
+//! read by a listener: one `DeviceIo` variant each (`device.rs`). One device-link seam that would
+//! let the engine depend on no protocol crate is planned, not built. [`build_drivers`] turns a
+//! plant into a [`Connection`] per device; [`Engine::start`] opens them, starts every device's
+//! poller or listener and recovers the journal's unfinished commands.
 //!
 //! Modules, roughly in the order a command meets them (docs/architecture.md follows one tool
 //! call through them, function by function):
