@@ -1,12 +1,11 @@
 //! Pure conversion between engineering values and 16-bit registers.
 //!
 //! No I/O here, so every encoding can be tested word by word. The rules come from
-//! docs/plant-file.md:
-//! multi-register values are high word first unless `word_order = "little"`; `byte_swap` swaps
-//! the two bytes inside each register; `bit` picks one bit of a register; the engineering value is
-//! `raw × scale + offset`. Writing inverts that and rounds to the nearest raw value — and a value
-//! the register cannot hold (NaN, infinite, out of range) is an error, never saturated, because a
-//! saturated setpoint is a silent lie about what was commanded.
+//! docs/plant-file.md: multi-register values are high word first unless `word_order = "little"`;
+//! `byte_swap` swaps the two bytes inside each register; `bit` picks one bit of a register; the
+//! engineering value is `raw × scale + offset`. Writing inverts that and rounds to the nearest raw
+//! value — and a value the register cannot hold (NaN, infinite, out of range) is an error, never
+//! saturated, because a saturated setpoint is a silent lie about what was commanded.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

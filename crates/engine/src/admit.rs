@@ -12,9 +12,8 @@ use std::time::Duration;
 const MAX_EXPECT_S: f64 = 86_400.0;
 
 /// `expect_s` evaluated for this command, or why it is no duration (docs/architecture.md: an
-/// expected
-/// duration that cannot be computed is not zero — a NaN once became a 0.12 s deadline and a
-/// correct move ended `timeout` with its stop written).
+/// expected duration that cannot be computed is not zero — a NaN once became a 0.12 s deadline and
+/// a correct move ended `timeout` with its stop written).
 pub(crate) fn expected_duration(action: &Action, scope: &Scope) -> Result<f64, String> {
     let expr = &action.expect_s;
     let why = match expr.eval_f64(scope) {
@@ -68,8 +67,7 @@ pub(crate) fn liveness_word(l: Liveness) -> &'static str {
 /// Every device's values for `requires`, with the devices it names read now: a cached value
 /// may predate a fault, and a device that is offline or does not answer decides nothing
 /// (docs/architecture.md, every device an expression reads is held to the same fence). `Err`: why,
-/// in
-/// words that name the device. Devices that report on their own (MQTT) cannot be asked: their
+/// in words that name the device. Devices that report on their own (MQTT) cannot be asked: their
 /// latest values count while they are online.
 pub(crate) async fn required_values(
     action: &Action,

@@ -14,9 +14,8 @@ use std::sync::Arc;
 
 impl Engine {
     /// Start-up recovery (docs/architecture.md): a command whose write the device acknowledged
-    /// keeps being
-    /// supervised until its journaled deadline; one accepted but never acknowledged is never sent
-    /// (again) late: it ends `failed INTERRUPTED`.
+    /// keeps being supervised until its journaled deadline; one accepted but never acknowledged is
+    /// never sent (again) late: it ends `failed INTERRUPTED`.
     pub(crate) async fn recover(&self) -> Result<(), EngineError> {
         for row in self.ctx.journal.unfinished().await? {
             let events = self.ctx.journal.events(&row.command_id).await?;

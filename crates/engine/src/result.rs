@@ -123,9 +123,8 @@ impl CommandResult {
     }
 
     /// The result sized for a model (docs/architecture.md): the timeline keeps its milestones and
-    /// its first
-    /// and last readings; the readings between become one `omitted` entry counting them. A 5 s
-    /// move read every 20 ms would otherwise carry hundreds of readings (~40 KB) that a model
+    /// its first and last readings; the readings between become one `omitted` entry counting them.
+    /// A 5 s move read every 20 ms would otherwise carry hundreds of readings (~40 KB) that a model
     /// reads in full; the whole timeline stays in the journal (`Engine::timeline`).
     pub fn for_model(&self) -> CommandResult {
         let readings: Vec<usize> = self

@@ -1,6 +1,5 @@
 //! The edges of the honesty rule (docs/architecture.md), each a regression test named after the
-//! false
-//! outcome it once allowed, checked against the simulator's physical state.
+//! false outcome it once allowed, checked against the simulator's physical state.
 
 mod common;
 

@@ -105,8 +105,8 @@ impl Server {
     }
 
     /// The task a Tasks client gets instead of an action's result (docs/architecture.md): the
-    /// confirmation
-    /// it is waiting for, or the command the action created; `None` for any other client.
+    /// confirmation it is waiting for, or the command the action created; `None` for any other
+    /// client.
     async fn task_for(
         &self,
         result: &CallToolResult,

@@ -1,6 +1,5 @@
 //! MCP over Streamable HTTP (docs/architecture.md): rmcp's `StreamableHttpService` at `/mcp`,
-//! behind three
-//! layers of our own.
+//! behind three layers of our own.
 //!
 //! A request passes, outermost first:
 //! 1. `guard` — `Host` and `Origin` checks against DNS rebinding and cross-site requests

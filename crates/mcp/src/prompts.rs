@@ -1,7 +1,6 @@
 //! Prompts `diagnose_device(device)` and `act_and_confirm(device, action)` (docs/architecture.md),
-//! written
-//! for a model: what the gateway knows right now, which tools to call next, and when to stop and
-//! ask a person instead of acting again on real hardware.
+//! written for a model: what the gateway knows right now, which tools to call next, and when to
+//! stop and ask a person instead of acting again on real hardware.
 
 mod act;
 mod diagnose;

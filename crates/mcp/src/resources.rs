@@ -5,7 +5,7 @@
 //!   unit, read time, age and source).
 //! - `device://{id}/config`: the device's plant declaration, without secrets ([`config`]).
 //! - `command://{id}`: the result object (docs/architecture.md), as `get_command_status` with
-//! `wait_s = 0`.
+//!   `wait_s = 0`.
 //!
 //! `resources/list` names the state and config of every device; commands are too many to list
 //! and are offered through their URI template only. Change notifications come from

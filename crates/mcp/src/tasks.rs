@@ -3,10 +3,9 @@
 //! For a client that declares the extension, an action tool answers with a task whose `taskId` is
 //! the `command_id`. `tasks/get` reads the command from the engine (memory while it is live, the
 //! journal after), so a task survives a gateway restart. Mapping (docs/architecture.md): `working`
-//! until the
-//! command is terminal; `completed` carrying the tool result for completed, sent, rejected, failed
-//! and timeout (the last three with `isError: true`); `cancelled` for cancelled; task `failed` only
-//! for protocol errors.
+//! until the command is terminal; `completed` carrying the tool result for completed, sent,
+//! rejected, failed and timeout (the last three with `isError: true`); `cancelled` for cancelled;
+//! task `failed` only for protocol errors.
 
 use crate::Server;
 use crate::call::command_result;

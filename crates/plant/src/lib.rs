@@ -2,8 +2,7 @@
 //! surface generated from it.
 //!
 //! A plant file (docs/plant-file.md) declares devices, their signals and their actions. Everything
-//! the
-//! engine later relies on is decided here, once, at load: every key is known, every expression
+//! the engine later relies on is decided here, once, at load: every key is known, every expression
 //! compiles and has the right type, every write goes to a writable address. A file that would
 //! surprise the engine at run time is refused with messages that name the file, the device, the
 //! key and the fix — `closedloop check` and `closedloop serve` run exactly this pass.

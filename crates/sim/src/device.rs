@@ -22,8 +22,7 @@ const DROP_STREAM: u64 = 0xD50F_0000_0000_0001;
 /// A simulated relay, stepper, heater or sensor. Cheap to clone: clones share one device.
 ///
 /// It answers register reads and writes exactly as docs/simulator.md maps them, so the engine
-/// cannot tell
-/// it from a Modbus unit, and it can be made to fail in every way real hardware does
+/// cannot tell it from a Modbus unit, and it can be made to fail in every way real hardware does
 /// ([`SimDevice::inject`]). [`SimDevice::peek`] shows the physical truth to tests.
 #[derive(Clone)]
 pub struct SimDevice {

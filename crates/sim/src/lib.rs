@@ -8,8 +8,7 @@
 //! - [`SimConfig`] is the plant file's `driver = { kind = "sim", ... }` table as written;
 //!   [`SimConfig::validate`] turns it into a [`ValidSim`] or a [`SimConfigError`] naming the key.
 //! - [`SimDevice`] runs one device in-process. Its register maps are those of docs/simulator.md,
-//! the same
-//!   as `closedloop sim` serves over Modbus TCP.
+//!   the same as `closedloop sim` serves over Modbus TCP.
 //! - [`Fault`] / [`FaultSpec`] describe what goes wrong and when; [`SimDevice::inject`] and
 //!   [`SimDevice::clear`] change it at run time; [`SimDevice::peek`] shows the physical truth.
 //! - [`Schedule`] keeps the time of a device's faults (`after_ms`, a reboot's `down_ms`); it is

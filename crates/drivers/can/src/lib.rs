@@ -1,6 +1,5 @@
 //! CAN for closedloop (docs/plant-file.md `kind = "can"`): frames decoded through a DBC file into
-//! named
-//! signals, and the buses that carry them.
+//! named signals, and the buses that carry them.
 //!
 //! - [`Dbc`] loads a DBC file (parsed by `can-dbc`) into closedloop's own [`Message`] model.
 //!   What closedloop does not decode exactly — IEEE float signals, extended multiplexing, a

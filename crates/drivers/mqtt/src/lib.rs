@@ -1,6 +1,6 @@
 //! MQTT for closedloop (docs/architecture.md, docs/plant-file.md): a shared MQTT 5 connection per
-//! broker and the pure pieces
-//! the engine needs to turn messages into signal values and actions into publishes.
+//! broker and the pure pieces the engine needs to turn messages into signal values and actions into
+//! publishes.
 //!
 //! MQTT is push, not poll, so this crate does not implement the register-oriented
 //! `closedloop_driver::Driver`; it offers [`MqttBroker`] (subscribe / publish-until-PUBACK /

@@ -1,12 +1,11 @@
 //! Pure conversion between OPC UA variants and the engine's [`Value`] (bool or f64).
 //!
 //! Reading is lossless for the engine's purposes: every numeric variant becomes an f64
-//! (docs/plant-file.md:
-//! every number is a double), Boolean stays a bool, anything else is no value but is named.
-//! Writing goes the other way and is strict: the variant must be the node's own data type (an
-//! Int16 node gets an Int16), numbers are rounded to the nearest integer for integer types, and a
-//! value the type cannot hold (40000 for an Int16, NaN, 1e39 for a Float) is an error — never
-//! saturated, because a saturated setpoint is a silent lie about what was commanded.
+//! (docs/plant-file.md: every number is a double), Boolean stays a bool, anything else is no value
+//! but is named. Writing goes the other way and is strict: the variant must be the node's own data
+//! type (an Int16 node gets an Int16), numbers are rounded to the nearest integer for integer
+//! types, and a value the type cannot hold (40000 for an Int16, NaN, 1e39 for a Float) is an error
+//! — never saturated, because a saturated setpoint is a silent lie about what was commanded.
 
 use closedloop_driver::Value;
 use opcua::types::{DateTime, NodeId, Variant};

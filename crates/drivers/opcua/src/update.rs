@@ -89,8 +89,8 @@ impl Update {
 /// The server accepted a write or a method call.
 ///
 /// This moves a command to `running`, never to `completed` (docs/architecture.md): `Good` means
-/// the server
-/// took the request, and `Good_CompletesAsynchronously` says outright that the work goes on.
+/// the server took the request, and `Good_CompletesAsynchronously` says outright that the work goes
+/// on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ack {
     /// The fence: the number of the last value handed out on this connection before the

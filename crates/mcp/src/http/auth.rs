@@ -1,6 +1,6 @@
 //! Bearer tokens (docs/plant-file.md `[[server.token]]`, docs/architecture.md): `Authorization:
-//! Bearer <secret>` becomes
-//! the [`Caller`] the tools see, named after the token and carrying its scopes.
+//! Bearer <secret>` becomes the [`Caller`] the tools see, named after the token and carrying its
+//! scopes.
 //!
 //! The plant holds only the SHA-256 of each secret. The hash of the presented secret is compared
 //! with every token's in constant time, so neither the answer's timing nor its content tells

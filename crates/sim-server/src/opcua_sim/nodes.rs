@@ -1,8 +1,7 @@
 //! The simulated devices as OPC UA nodes: each device an object `ns=2;s={device}`, its natural
 //! variables `ns=2;s={device}.{Name}` and methods, every access delegated to the device's
 //! register map (docs/simulator.md) through its `Driver` implementation — so the device's faults
-//! (nak,
-//! latency, drop_rate, stall, brownout, swapped contacts) act on OPC UA exactly as on Modbus.
+//! (nak, latency, drop_rate, stall, brownout, swapped contacts) act on OPC UA exactly as on Modbus.
 
 use std::collections::HashMap;
 use std::time::Duration;
