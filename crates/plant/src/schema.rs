@@ -5,7 +5,7 @@
 
 use crate::action::{Action, Verification};
 use crate::params::ParamType;
-use crate::plant::{Device, Plant, ToolMode};
+use crate::plant::{Alarm, Device, Plant, ToolMode};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
@@ -127,85 +127,107 @@ pub fn render_surface(plant: &Plant) -> String {
         out.push_str("tools = \"generic\": actions are run through one generic tool; per-action schemas below.\n");
     }
     for device in &plant.devices {
-        let signals: Vec<String> = device
-            .signals
-            .iter()
-            .map(|s| format!("{} ({})", s.name, s.source.describe()))
-            .collect();
-        let _ = writeln!(
-            out,
-            "\ndevice {} [{}], poll {} ms, offline after {} s\n  signals: {}",
-            device.id,
-            device.driver.kind(),
-            device.poll_ms,
-            device.liveness.max_silence_s,
-            if signals.is_empty() {
-                "none".to_string()
-            } else {
-                signals.join(", ")
-            }
-        );
-        for action in &device.actions {
-            let _ = writeln!(
-                out,
-                "\n  tool {}  (verification {}, {}, {})",
-                action.tool_name,
-                action.verification.as_str(),
-                if action.idempotent {
-                    "idempotent"
-                } else {
-                    "not idempotent"
-                },
-                if action.destructive {
-                    "destructive"
-                } else {
-                    "not destructive"
-                },
-            );
-            let mut rates: Vec<String> =
-                [("action", &action.max_rate), ("device", &device.max_rate)]
-                    .iter()
-                    .filter_map(|(whose, r)| {
-                        r.as_ref()
-                            .map(|r| format!("{whose} max_rate {} (burst {})", r.text, r.burst))
-                    })
-                    .collect();
-            if let Some(k) = action.keepalive_s {
-                rates.push(format!("keepalive {k} s (dead-man)"));
-            }
-            let blocked_by: Vec<&str> = plant
-                .alarms
-                .iter()
-                .filter(|a| a.blocks.contains(&device.id))
-                .map(|a| a.name.as_str())
-                .collect();
-            if !blocked_by.is_empty() {
-                rates.push(format!("blocked by alarm {}", blocked_by.join(", ")));
-            }
-            if !rates.is_empty() {
-                let _ = writeln!(out, "    envelope: {}", rates.join(", "));
-            }
-            let _ = writeln!(out, "    {}", action.tool_description(device));
-            let schema = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
-            for line in schema.lines() {
-                let _ = writeln!(out, "    {line}");
-            }
-        }
+        render_device(&mut out, plant, device);
     }
     for a in &plant.alarms {
-        let _ = writeln!(
-            out,
-            "\nalarm {} ({}) blocks {} while `{}`{}",
-            a.name,
-            a.severity,
-            a.blocks.join(", "),
-            a.when.source(),
-            if a.for_ms > 0 {
-                format!(" for {} ms", a.for_ms)
-            } else {
-                String::new()
-            }
-        );
+        render_alarm(&mut out, a);
     }
     out
+}
+
+/// One device of the listing: its driver, polling and signals, then each action tool.
+fn render_device(out: &mut String, plant: &Plant, device: &Device) {
+    let signals: Vec<String> = device
+        .signals
+        .iter()
+        .map(|s| format!("{} ({})", s.name, s.source.describe()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\ndevice {} [{}], poll {} ms, offline after {} s\n  signals: {}",
+        device.id,
+        device.driver.kind(),
+        device.poll_ms,
+        device.liveness.max_silence_s,
+        if signals.is_empty() {
+            "none".to_string()
+        } else {
+            signals.join(", ")
+        }
+    );
+    for action in &device.actions {
+        render_action(out, plant, device, action);
+    }
+}
+
+/// One action tool of the listing: its verification and effects, its envelope, the
+/// description an agent reads and the input schema.
+fn render_action(out: &mut String, plant: &Plant, device: &Device, action: &Action) {
+    let _ = writeln!(
+        out,
+        "\n  tool {}  (verification {}, {}, {})",
+        action.tool_name,
+        action.verification.as_str(),
+        if action.idempotent {
+            "idempotent"
+        } else {
+            "not idempotent"
+        },
+        if action.destructive {
+            "destructive"
+        } else {
+            "not destructive"
+        },
+    );
+    let envelope = envelope(plant, device, action);
+    if !envelope.is_empty() {
+        let _ = writeln!(out, "    envelope: {}", envelope.join(", "));
+    }
+    let _ = writeln!(out, "    {}", action.tool_description(device));
+    let schema = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
+    for line in schema.lines() {
+        let _ = writeln!(out, "    {line}");
+    }
+}
+
+/// What limits when the action may run: rate limits, the dead-man keepalive and the alarms
+/// that block its device.
+fn envelope(plant: &Plant, device: &Device, action: &Action) -> Vec<String> {
+    let mut rates: Vec<String> = [("action", &action.max_rate), ("device", &device.max_rate)]
+        .iter()
+        .filter_map(|(whose, r)| {
+            r.as_ref()
+                .map(|r| format!("{whose} max_rate {} (burst {})", r.text, r.burst))
+        })
+        .collect();
+    if let Some(k) = action.keepalive_s {
+        rates.push(format!("keepalive {k} s (dead-man)"));
+    }
+    let blocked_by: Vec<&str> = plant
+        .alarms
+        .iter()
+        .filter(|a| a.blocks.contains(&device.id))
+        .map(|a| a.name.as_str())
+        .collect();
+    if !blocked_by.is_empty() {
+        rates.push(format!("blocked by alarm {}", blocked_by.join(", ")));
+    }
+    rates
+}
+
+/// One alarm of the listing: what it blocks, and while which condition.
+fn render_alarm(out: &mut String, a: &Alarm) {
+    let _ = writeln!(
+        out,
+        "\nalarm {} ({}) blocks {} while `{}`{}",
+        a.name,
+        a.severity,
+        a.blocks.join(", "),
+        a.when.source(),
+        if a.for_ms > 0 {
+            format!(" for {} ms", a.for_ms)
+        } else {
+            String::new()
+        }
+    );
 }

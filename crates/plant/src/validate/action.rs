@@ -1,12 +1,11 @@
-//! `[[device.action]]`: params, criteria and the rules between them (write and cancel plans
-//! are in `write.rs`).
+//! `[[device.action]]`: name, params and criteria (write and cancel plans are in `write.rs`,
+//! the rules between keys in `rules.rs`).
 
 use super::Dev;
 use super::device::Pending;
 use super::exprs::{Catalog, ExprCtx, Want, check, check_name};
-use crate::action::{Action, Verification, WriteEntry};
+use crate::action::Action;
 use crate::error::Sink;
-use crate::limits;
 use crate::model::{RawAction, RawExpr, RawParam, typed};
 use crate::params::{ParamSpec, ParamType};
 use crate::plant::DriverConfig;
@@ -77,6 +76,8 @@ impl ActionCheck<'_> {
         self.dev.err(self.sink, &format!("{}.{key}", self.key), msg);
     }
 
+    /// Checks one action: its name, params, expressions and plans, then the rules between
+    /// them; None when anything in it was refused.
     fn action(
         &mut self,
         mut raw: RawAction,
@@ -85,24 +86,7 @@ impl ActionCheck<'_> {
         catalog: &Catalog,
     ) -> Option<Action> {
         let before = self.sink.count();
-        if raw.name.is_empty()
-            || !raw
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
-            self.err(
-                "name",
-                format!(
-                    "\"{}\" is not a valid action name; use lower-case letters, digits and _",
-                    raw.name
-                ),
-            );
-        }
-        let tool_name = format!("{device}_{}", raw.name);
-        if tool_name.len() > MAX_TOOL_NAME {
-            self.err("name", format!("the tool name \"{tool_name}\" is longer than {MAX_TOOL_NAME} characters; shorten the device id or the action name"));
-        }
+        let tool_name = self.name(&raw.name, device);
         let params = self.params(std::mem::take(&mut raw.params));
         let ctx = ExprCtx {
             device,
@@ -120,45 +104,13 @@ impl ActionCheck<'_> {
         let expect_s = self.expr(&ctx, "expect_s", Some(&expect_src), Want::Number);
         let write = self.plan("write", &raw.write, &ctx);
         let cancel = self.plan("cancel", &raw.cancel, &ctx);
-        if raw.write.is_empty() {
-            self.err("write", "an action must write something; add write = [{ coil = 0, value = \"true\" }] or similar");
-        }
-        if stopped_when.is_some() && raw.cancel.is_empty() {
-            self.err("stopped_when", "stopped_when only applies after a cancel plan; add cancel = [...] or remove stopped_when");
-        }
+        self.plan_rules(&raw, stopped_when.is_some());
         let verification = raw.verification.unwrap_or_default();
         self.verification_rules(&raw, verification, done_when.as_ref(), &write);
         let timing = self.timing(&raw, expect_s.as_ref());
-        if raw.exclusive.as_deref() == Some("") {
-            self.err(
-                "exclusive",
-                "exclusive must name a group (default: the device id)",
-            );
-        }
-        let exclusive = raw.exclusive.unwrap_or_else(|| device.to_string());
-        let max_rate = match raw.max_rate.as_deref() {
-            Some(text) => crate::RateLimit::parse(text, raw.max_burst)
-                .map_err(|m| self.err("max_rate", m))
-                .ok(),
-            None if raw.max_burst.is_some() => {
-                self.err(
-                    "max_burst",
-                    "max_burst needs a max_rate (like max_rate = \"6/min\")",
-                );
-                None
-            }
-            None => None,
-        };
-        let keepalive_s = raw.keepalive_s;
-        if let Some(k) = keepalive_s {
-            if !(k.is_finite() && (0.1..=3600.0).contains(&k)) {
-                self.err("keepalive_s", format!(
-                    "keepalive_s = {k} is outside 0.1 to 3600 s; write how long the action may run without its caller asking about it"
-                ));
-            } else if raw.cancel.is_empty() {
-                self.err("keepalive_s", "keepalive_s needs a cancel plan: when the caller stops renewing, the stop in cancel is what ends the motion; add cancel (and stopped_when)");
-            }
-        }
+        let exclusive = self.exclusive(raw.exclusive.take(), device);
+        let max_rate = self.max_rate(&raw);
+        let keepalive_s = self.keepalive(&raw);
         if self.sink.count() > before {
             return None;
         }
@@ -190,6 +142,84 @@ impl ActionCheck<'_> {
         })
     }
 
+    /// Checks the action's name and returns its tool name (`<device>_<action>`), which MCP
+    /// clients accept only in lower case and up to [`MAX_TOOL_NAME`] characters.
+    fn name(&mut self, name: &str, device: &str) -> String {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            self.err(
+                "name",
+                format!(
+                    "\"{name}\" is not a valid action name; use lower-case letters, digits and _"
+                ),
+            );
+        }
+        let tool_name = format!("{device}_{name}");
+        if tool_name.len() > MAX_TOOL_NAME {
+            self.err("name", format!("the tool name \"{tool_name}\" is longer than {MAX_TOOL_NAME} characters; shorten the device id or the action name"));
+        }
+        tool_name
+    }
+
+    /// An action must write something, and `stopped_when` (`stopped`: it is given) only
+    /// means something after a cancel plan.
+    fn plan_rules(&mut self, raw: &RawAction, stopped: bool) {
+        if raw.write.is_empty() {
+            self.err("write", "an action must write something; add write = [{ coil = 0, value = \"true\" }] or similar");
+        }
+        if stopped && raw.cancel.is_empty() {
+            self.err("stopped_when", "stopped_when only applies after a cancel plan; add cancel = [...] or remove stopped_when");
+        }
+    }
+
+    /// The action's exclusive group (default: the device id), which must not be empty.
+    fn exclusive(&mut self, exclusive: Option<String>, device: &str) -> String {
+        if exclusive.as_deref() == Some("") {
+            self.err(
+                "exclusive",
+                "exclusive must name a group (default: the device id)",
+            );
+        }
+        exclusive.unwrap_or_else(|| device.to_string())
+    }
+
+    /// The action's `max_rate` (with `max_burst`); a burst without a rate is reported, since
+    /// it would limit nothing.
+    fn max_rate(&mut self, raw: &RawAction) -> Option<crate::RateLimit> {
+        match raw.max_rate.as_deref() {
+            Some(text) => crate::RateLimit::parse(text, raw.max_burst)
+                .map_err(|m| self.err("max_rate", m))
+                .ok(),
+            None if raw.max_burst.is_some() => {
+                self.err(
+                    "max_burst",
+                    "max_burst needs a max_rate (like max_rate = \"6/min\")",
+                );
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The dead-man period: within its range, and only with a cancel plan that can stop the
+    /// motion when the caller stops renewing.
+    fn keepalive(&mut self, raw: &RawAction) -> Option<f64> {
+        let keepalive_s = raw.keepalive_s;
+        if let Some(k) = keepalive_s {
+            if !(k.is_finite() && (0.1..=3600.0).contains(&k)) {
+                self.err("keepalive_s", format!(
+                    "keepalive_s = {k} is outside 0.1 to 3600 s; write how long the action may run without its caller asking about it"
+                ));
+            } else if raw.cancel.is_empty() {
+                self.err("keepalive_s", "keepalive_s needs a cancel plan: when the caller stops renewing, the stop in cancel is what ends the motion; add cancel (and stopped_when)");
+            }
+        }
+        keepalive_s
+    }
+
     /// `fail_when = { CODE = "expr" }`: codes in capitals, none of the contract's own.
     fn fail_when(
         &mut self,
@@ -215,106 +245,9 @@ impl ActionCheck<'_> {
         fail_when
     }
 
-    /// What each verification mode needs, and keys a mode would silently ignore.
-    fn verification_rules(
-        &mut self,
-        raw: &RawAction,
-        verification: Verification,
-        done_when: Option<&crate::expr::Expr>,
-        write: &[WriteEntry],
-    ) {
-        match verification {
-            Verification::Feedback if raw.done_when.is_none() => self.err(
-                "done_when",
-                "verification = \"feedback\" (the default) needs done_when, the signal condition that shows the action took effect; add done_when, or set verification = \"readback\" or \"none\"",
-            ),
-            Verification::Feedback if done_when.is_some_and(|d| !d.reads_signals()) => self.err(
-                "done_when",
-                "done_when reads no signal, so it cannot confirm anything; name the signal that senses the effect, or set verification = \"none\"",
-            ),
-            Verification::None if raw.done_when.is_some() => self.err(
-                "verification",
-                "verification = \"none\" means nothing can confirm the action, but done_when is given; remove done_when or set verification = \"feedback\"",
-            ),
-            Verification::Readback if write.iter().any(|w| !matches!(w, WriteEntry::Register { .. } | WriteEntry::OpcuaNode { .. })) => self.err(
-                "verification",
-                "readback needs writes that can be read back (registers, OPC UA nodes); use verification = \"feedback\" with done_when, or \"none\"",
-            ),
-            _ => {}
-        }
-        if verification == Verification::Readback {
-            // Readback compares the written values; done_when and started_when would be
-            // accepted and then never looked at.
-            for (key, given) in [
-                ("done_when", raw.done_when.is_some()),
-                ("started_when", raw.started_when.is_some()),
-            ] {
-                if given {
-                    self.err(key, format!(
-                        "{key} is never checked with verification = \"readback\": the written registers or nodes are read back and compared instead; remove {key}, or set verification = \"feedback\" so it is checked"
-                    ));
-                }
-            }
-            return;
-        }
-        if verification != Verification::None {
-            return;
-        }
-        // With "none" the command ends as `sent` once the write is acknowledged: nothing is
-        // read afterwards, so these keys would be accepted and then never act.
-        let ignored = [
-            ("started_when", raw.started_when.is_some()),
-            ("hold_ms", raw.hold_ms.is_some_and(|h| h > 0)),
-            ("fail_when", !raw.fail_when.is_empty()),
-        ];
-        for (key, given) in ignored {
-            // Readback checks fail_when and hold_ms but never started_when.
-            let modes = match key {
-                "started_when" => "verification = \"feedback\" (with done_when)",
-                _ => "verification = \"feedback\" (with done_when) or \"readback\"",
-            };
-            if given {
-                self.err(key, format!(
-                    "{key} is never checked with verification = \"none\": nothing is read back after the write, so the action ends as sent without looking at it; remove {key}, or set {modes} so it is checked"
-                ));
-            }
-        }
-    }
-
-    /// The deadline and queue keys, each refused outside its range in [`crate::limits`].
-    fn timing(&mut self, raw: &RawAction, expect_s: Option<&crate::expr::Expr>) -> Timing {
-        let t = Timing {
-            timeout_factor: raw.timeout_factor.unwrap_or(3.0),
-            timeout_floor_ms: raw.timeout_floor_ms.unwrap_or(100),
-            queue_timeout_s: raw.queue_timeout_s.unwrap_or(10.0),
-            hold_ms: raw.hold_ms.unwrap_or(0),
-        };
-        let checks = [
-            limits::TIMEOUT_FACTOR.check_f64(t.timeout_factor, "the deadline is expect_s × timeout_factor + timeout_floor_ms + poll_ms: below 1 it cuts off actions that run as expected, above 100 a stuck action goes unnoticed; write a factor in that range, or remove timeout_factor for the default 3"),
-            limits::TIMEOUT_FLOOR_MS.check_u64(t.timeout_floor_ms, "write the slack added to every deadline, in that range, or remove timeout_floor_ms for the default 100"),
-            limits::QUEUE_TIMEOUT_S.check_f64(t.queue_timeout_s, "write how long a command may wait for its device, in that range, or remove queue_timeout_s for the default 10"),
-            limits::HOLD_MS.check_u64(t.hold_ms, "write how long done_when must stay true, in that range, or remove hold_ms for the default 0"),
-            match expect_s.and_then(constant) {
-                Some(v) => limits::EXPECT_S.check_f64(v, "write how long the action is expected to take, 0 or more seconds (a number or an expression)"),
-                None => Ok(()),
-            },
-        ];
-        let keys = [
-            "timeout_factor",
-            "timeout_floor_ms",
-            "queue_timeout_s",
-            "hold_ms",
-            "expect_s",
-        ];
-        for (key, check) in keys.into_iter().zip(checks) {
-            if let Err(m) = check {
-                self.err(key, m);
-            }
-        }
-        t
-    }
-
-    fn expr(
+    /// Checks one expression at `key` (nothing when it is not given), reporting a refusal
+    /// there: every expression key of an action and of its write entries goes through it.
+    pub(super) fn expr(
         &mut self,
         ctx: &ExprCtx,
         key: &str,
@@ -375,27 +308,4 @@ impl ActionCheck<'_> {
         }
         out
     }
-}
-
-/// The deadline and queue keys of an action, defaults filled in.
-struct Timing {
-    timeout_factor: f64,
-    timeout_floor_ms: u64,
-    queue_timeout_s: f64,
-    hold_ms: u64,
-}
-
-/// The value of an expression that reads nothing (a constant), if it evaluates to a number.
-fn constant(e: &crate::expr::Expr) -> Option<f64> {
-    if e.reads_signals() || !e.params().is_empty() {
-        return None;
-    }
-    let none = BTreeMap::new();
-    let scope = crate::expr::Scope {
-        signals: &none,
-        params: &Default::default(),
-        devices: &Default::default(),
-        extra_strings: &[],
-    };
-    e.eval_f64(&scope).ok()
 }

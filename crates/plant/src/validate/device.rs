@@ -1,14 +1,14 @@
-//! One `[[device]]`: its own keys, liveness and `[device.sim]`; the driver table and the
-//! signals are checked in `driver.rs` and `signal.rs`.
+//! One `[[device]]`: its own keys and liveness; the driver table, `[device.sim]` and the
+//! signals are checked in `driver.rs`, `sim.rs` and `signal.rs`.
 
 use super::Dev;
 use super::driver::driver;
 use super::signal::signals;
+use super::sim::device_sim;
 use crate::error::Sink;
 use crate::limits;
-use crate::model::{RawDeviceHead, RawLiveness, RawSimCan, typed, typed_keys};
-use crate::plant::{DeviceSim, DriverConfig, Liveness, SimCan};
-use closedloop_sim::{SimConfig, SimConfigError};
+use crate::model::{RawDeviceHead, RawLiveness, typed_keys};
+use crate::plant::{DeviceSim, DriverConfig, Liveness};
 use std::path::Path;
 
 /// A device whose own keys and signals are checked; its actions wait for the catalog of
@@ -65,6 +65,8 @@ const DEVICE_KEYS: &[&str] = &[
     "action",
 ];
 
+/// Checks one `[[device]]` but its actions: the id first (every message names it), then the
+/// head keys, the driver, liveness, `[device.sim]` and the signals, in that order.
 pub(crate) fn device(
     index: usize,
     value: toml::Value,
@@ -80,35 +82,8 @@ pub(crate) fn device(
         return None;
     };
     let raw_id = t.remove("id");
-    let dev = match raw_id.as_ref().and_then(|v| v.as_str()) {
-        Some(id) => Dev {
-            id: Some(id.to_string()),
-            prefix: String::new(),
-        },
-        None => Dev {
-            id: None,
-            prefix: format!("device[{index}]"),
-        },
-    };
-    let raw_id = match raw_id {
-        Some(toml::Value::String(id)) => Some(id),
-        Some(_) => {
-            dev.err(
-                sink,
-                "id",
-                "the device id must be a string such as \"lamp\"",
-            );
-            None
-        }
-        None => {
-            dev.err(
-                sink,
-                "id",
-                "missing key \"id\"; add id = \"...\" (lower-case letters, digits and _)",
-            );
-            None
-        }
-    };
+    let dev = dev_for(index, raw_id.as_ref());
+    let raw_id = id_string(raw_id, &dev, sink);
     let driver_t = t.remove("driver");
     let sim_t = t.remove("sim");
     let signals_t = t.remove("signals");
@@ -117,75 +92,16 @@ pub(crate) fn device(
         .map_err(|(k, m)| dev.err(sink, &k, m))
         .ok();
     let label = raw_id.clone();
-    let id = raw_id.filter(|id| {
-        let ok = !id.is_empty() && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-        if !ok {
-            dev.err(sink, "id", format!("\"{id}\" is not a valid device id; use lower-case letters, digits and _ (e.g. \"{}\")", suggest_id(id)));
-        }
-        ok
-    });
-    let poll_ms = head
-        .as_ref()
-        .and_then(|h| h.poll_ms)
-        .unwrap_or(DEFAULT_POLL_MS);
-    if let Err(m) = limits::POLL_MS.check_u64(
-        poll_ms,
-        "write how often the device is read, in that range, or remove poll_ms for the default 100",
-    ) {
-        dev.err(sink, "poll_ms", m);
-    }
-    let driver = match driver_t {
-        None => {
-            dev.err(
-                sink,
-                "driver",
-                "missing key \"driver\"; add e.g. driver = { kind = \"sim\", model = \"relay\" }",
-            );
-            None
-        }
-        Some(toml::Value::Table(d)) => driver(d, base, &dev, sink),
-        Some(_) => {
-            dev.err(
-                sink,
-                "driver",
-                "driver must be a table such as { kind = \"modbus-tcp\", address = \"host:502\" }",
-            );
-            None
-        }
-    };
+    let id = raw_id.filter(|id| valid_id(id, &dev, sink));
+    let poll_ms = poll_ms(head.as_ref(), &dev, sink);
+    let driver = driver_table(driver_t, base, &dev, sink);
     let raw_live = head.as_ref().and_then(|h| h.liveness.as_ref());
     let liveness = liveness(raw_live, poll_ms, driver.as_ref(), &dev, sink);
     let sim = sim_t.and_then(|v| device_sim(v, base, &dev, sink));
     let mut broken_signals = Vec::new();
     let signals = signals(signals_t, driver.as_ref(), &dev, sink, &mut broken_signals);
-    let actions = match actions_t {
-        None => Vec::new(),
-        Some(toml::Value::Array(a)) => a,
-        Some(_) => {
-            dev.err(
-                sink,
-                "action",
-                "write each action as a [[device.action]] table",
-            );
-            Vec::new()
-        }
-    };
-    let max_rate = head.as_ref().and_then(|h| {
-        let text = h.max_rate.as_deref()?;
-        crate::RateLimit::parse(text, h.max_burst)
-            .map_err(|m| dev.err(sink, "max_rate", m))
-            .ok()
-    });
-    if head
-        .as_ref()
-        .is_some_and(|h| h.max_burst.is_some() && h.max_rate.is_none())
-    {
-        dev.err(
-            sink,
-            "max_burst",
-            "max_burst needs a max_rate (like max_rate = \"6/min\")",
-        );
-    }
+    let actions = action_tables(actions_t, &dev, sink);
+    let max_rate = max_rate(head.as_ref(), &dev, sink);
     let (description, raw_access) = head
         .map(|h| (h.description, h.raw_access))
         .unwrap_or_default();
@@ -204,6 +120,131 @@ pub(crate) fn device(
         signals,
         actions,
     })
+}
+
+/// Where the device's errors go: under its id when it has a string one (even an invalid id
+/// names the device better than its index), else under `device[index]`.
+fn dev_for(index: usize, raw_id: Option<&toml::Value>) -> Dev {
+    match raw_id.and_then(|v| v.as_str()) {
+        Some(id) => Dev {
+            id: Some(id.to_string()),
+            prefix: String::new(),
+        },
+        None => Dev {
+            id: None,
+            prefix: format!("device[{index}]"),
+        },
+    }
+}
+
+/// The id as written, if it is a string; a missing or mistyped id is reported.
+fn id_string(raw_id: Option<toml::Value>, dev: &Dev, sink: &mut Sink) -> Option<String> {
+    match raw_id {
+        Some(toml::Value::String(id)) => Some(id),
+        Some(_) => {
+            dev.err(
+                sink,
+                "id",
+                "the device id must be a string such as \"lamp\"",
+            );
+            None
+        }
+        None => {
+            dev.err(
+                sink,
+                "id",
+                "missing key \"id\"; add id = \"...\" (lower-case letters, digits and _)",
+            );
+            None
+        }
+    }
+}
+
+/// Whether `id` is a valid device id (it becomes part of tool names); reports it if not.
+fn valid_id(id: &str, dev: &Dev, sink: &mut Sink) -> bool {
+    let ok = !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !ok {
+        dev.err(sink, "id", format!("\"{id}\" is not a valid device id; use lower-case letters, digits and _ (e.g. \"{}\")", suggest_id(id)));
+    }
+    ok
+}
+
+/// `poll_ms` with its default, refused outside [`limits::POLL_MS`]; liveness defaults follow it.
+fn poll_ms(head: Option<&RawDeviceHead>, dev: &Dev, sink: &mut Sink) -> u64 {
+    let poll_ms = head.and_then(|h| h.poll_ms).unwrap_or(DEFAULT_POLL_MS);
+    if let Err(m) = limits::POLL_MS.check_u64(
+        poll_ms,
+        "write how often the device is read, in that range, or remove poll_ms for the default 100",
+    ) {
+        dev.err(sink, "poll_ms", m);
+    }
+    poll_ms
+}
+
+/// The `driver` key, which every device needs and which must be a table.
+fn driver_table(
+    value: Option<toml::Value>,
+    base: &Path,
+    dev: &Dev,
+    sink: &mut Sink,
+) -> Option<DriverConfig> {
+    match value {
+        None => {
+            dev.err(
+                sink,
+                "driver",
+                "missing key \"driver\"; add e.g. driver = { kind = \"sim\", model = \"relay\" }",
+            );
+            None
+        }
+        Some(toml::Value::Table(d)) => driver(d, base, dev, sink),
+        Some(_) => {
+            dev.err(
+                sink,
+                "driver",
+                "driver must be a table such as { kind = \"modbus-tcp\", address = \"host:502\" }",
+            );
+            None
+        }
+    }
+}
+
+/// The `[[device.action]]` tables, kept unchecked until every device's signals are known.
+fn action_tables(value: Option<toml::Value>, dev: &Dev, sink: &mut Sink) -> Vec<toml::Value> {
+    match value {
+        None => Vec::new(),
+        Some(toml::Value::Array(a)) => a,
+        Some(_) => {
+            dev.err(
+                sink,
+                "action",
+                "write each action as a [[device.action]] table",
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// The device's `max_rate` (with `max_burst`); a burst without a rate is reported, since it
+/// would limit nothing.
+fn max_rate(head: Option<&RawDeviceHead>, dev: &Dev, sink: &mut Sink) -> Option<crate::RateLimit> {
+    let max_rate = head.and_then(|h| {
+        let text = h.max_rate.as_deref()?;
+        crate::RateLimit::parse(text, h.max_burst)
+            .map_err(|m| dev.err(sink, "max_rate", m))
+            .ok()
+    });
+    if head.is_some_and(|h| h.max_burst.is_some() && h.max_rate.is_none()) {
+        dev.err(
+            sink,
+            "max_burst",
+            "max_burst needs a max_rate (like max_rate = \"6/min\")",
+        );
+    }
+    max_rate
 }
 
 fn suggest_id(id: &str) -> String {
@@ -263,124 +304,4 @@ fn liveness(
         online: raw.online.clone().unwrap_or_else(|| "online".into()),
         offline: raw.offline.clone().unwrap_or_else(|| "offline".into()),
     }
-}
-
-fn device_sim(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<DeviceSim> {
-    let toml::Value::Table(mut t) = v else {
-        dev.err(
-            sink,
-            "sim",
-            "[device.sim] must be a table with model = \"...\" and its options",
-        );
-        return None;
-    };
-    let listen = t.remove("listen");
-    let unit = t.remove("unit");
-    let broker = t.remove("broker");
-    let can = t.remove("can").and_then(|v| sim_can(v, base, dev, sink));
-    let opcua = t.remove("opcua");
-    let taken = ["model", "listen", "unit", "broker", "can", "opcua"];
-    let config: SimConfig = typed_keys(toml::Value::Table(t), "sim", &taken)
-        .map_err(|(k, m)| dev.err(sink, &k, m))
-        .ok()?;
-    match config.validate() {
-        Ok(_) | Err(SimConfigError::NotInProcess { .. }) => {}
-        Err(e) => dev.err(sink, &format!("sim.{}", e.key()), e.to_string()),
-    }
-    let text = |v: Option<toml::Value>, key: &str, sink: &mut Sink| match v {
-        None => None,
-        Some(toml::Value::String(s)) => Some(s),
-        Some(_) => {
-            dev.err(
-                sink,
-                &format!("sim.{key}"),
-                "must be a string such as \"127.0.0.1:5020\"",
-            );
-            None
-        }
-    };
-    let listen = text(listen, "listen", sink);
-    let broker = text(broker, "broker", sink);
-    let opcua = text(opcua, "opcua", sink);
-    if let Some(l) = &opcua
-        && l.parse::<std::net::SocketAddr>().is_err()
-    {
-        dev.err(
-            sink,
-            "sim.opcua",
-            format!("\"{l}\" is not an ip:port address; write e.g. \"127.0.0.1:4840\""),
-        );
-    }
-    let unit = match unit {
-        None => None,
-        Some(toml::Value::Integer(u)) if (0..=255).contains(&u) => Some(u as u8),
-        Some(_) => {
-            dev.err(sink, "sim.unit", "must be a Modbus unit id from 0 to 255");
-            None
-        }
-    };
-    if let Some(l) = &listen
-        && l.parse::<std::net::SocketAddr>().is_err()
-    {
-        dev.err(
-            sink,
-            "sim.listen",
-            format!("\"{l}\" is not an ip:port address; write e.g. \"127.0.0.1:5020\""),
-        );
-    }
-    Some(DeviceSim {
-        config,
-        listen,
-        unit,
-        broker,
-        can,
-        opcua,
-    })
-}
-
-/// `[device.sim] can = { bus, dbc, status, command, period_ms = 50 }`.
-fn sim_can(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<SimCan> {
-    let raw: RawSimCan = typed(v, "sim.can")
-        .map_err(|(k, m)| dev.err(sink, &k, m))
-        .ok()?;
-    if raw.bus.is_empty()
-        || !raw
-            .bus
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        dev.err(
-            sink,
-            "sim.can.bus",
-            format!(
-                "bus \"{}\" must be a plain name (letters, digits, _ and -): it names the pty link closedloop sim makes",
-                raw.bus
-            ),
-        );
-    }
-    let period_ms = raw.period_ms.unwrap_or(50);
-    if let Err(m) = limits::PERIOD_MS.check_u64(
-        period_ms,
-        "write how often the node sends its status, in that range, or remove period_ms for the default 50",
-    ) {
-        dev.err(sink, "sim.can.period_ms", m);
-    }
-    let dbc = base.join(&raw.dbc);
-    if !dbc.is_file() {
-        dev.err(
-            sink,
-            "sim.can.dbc",
-            format!(
-                "{} does not exist (relative paths are relative to the plant file)",
-                dbc.display()
-            ),
-        );
-    }
-    Some(SimCan {
-        bus: raw.bus,
-        dbc,
-        status: raw.status,
-        command: raw.command,
-        period_ms,
-    })
 }

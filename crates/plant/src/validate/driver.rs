@@ -9,13 +9,16 @@ use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
 use std::path::{Path, PathBuf};
 
+/// Every driver kind, in the order messages list them.
+const KINDS: &str = "sim, modbus-tcp, modbus-rtu, mqtt, opcua, can";
+
+/// Types and checks a `driver` table: its `kind` picks the checker for the rest of its keys.
 pub(crate) fn driver(
     mut t: toml::Table,
     base: &Path,
     dev: &Dev,
     sink: &mut Sink,
 ) -> Option<DriverConfig> {
-    const KINDS: &str = "sim, modbus-tcp, modbus-rtu, mqtt, opcua, can";
     let kind = match t.remove("kind") {
         Some(toml::Value::String(k)) => k,
         _ => {
@@ -28,157 +31,13 @@ pub(crate) fn driver(
         }
     };
     let v = toml::Value::Table(t);
-    let mut fail = |(k, m): (String, String)| dev.err(sink, &k, m);
-    let cfg = match kind.as_str() {
-        "sim" => {
-            let c: SimConfig = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            if let Err(e) = c.validate() {
-                dev.err(sink, &format!("driver.{}", e.key()), e.to_string());
-                return None;
-            }
-            DriverConfig::Sim(c)
-        }
-        "modbus-tcp" => {
-            let c: RawModbusTcp = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            if c.address
-                .rsplit_once(':')
-                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-            {
-                dev.err(
-                    sink,
-                    "driver.address",
-                    format!(
-                        "\"{}\" is not host:port; write e.g. \"192.168.1.20:502\"",
-                        c.address
-                    ),
-                );
-            }
-            DriverConfig::ModbusTcp {
-                address: c.address,
-                unit: c.unit.unwrap_or(1),
-                timeout_ms: timeout(c.timeout_ms, dev, sink),
-            }
-        }
-        "modbus-rtu" => {
-            let c: RawModbusRtu = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            let parity = match c.parity.as_deref().unwrap_or("N") {
-                "N" | "n" => Parity::None,
-                "E" | "e" => Parity::Even,
-                "O" | "o" => Parity::Odd,
-                other => {
-                    dev.err(
-                        sink,
-                        "driver.parity",
-                        format!("\"{other}\" is not a parity; write \"N\", \"E\" or \"O\""),
-                    );
-                    Parity::None
-                }
-            };
-            let baud = c.baud.unwrap_or(19200);
-            if baud == 0 {
-                dev.err(
-                    sink,
-                    "driver.baud",
-                    "baud must be above 0; the default is 19200",
-                );
-            }
-            DriverConfig::ModbusRtu {
-                port: c.port,
-                baud,
-                parity,
-                unit: c.unit.unwrap_or(1),
-                timeout_ms: timeout(c.timeout_ms, dev, sink),
-            }
-        }
-        "mqtt" => {
-            let c: RawMqtt = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            let broker = BrokerUrl::parse(&c.broker);
-            if let Err(e) = &broker {
-                dev.err(sink, "driver.broker", e.clone());
-            }
-            if c.client_id.is_empty() {
-                dev.err(
-                    sink,
-                    "driver.client_id",
-                    "client_id must not be empty; the broker tells clients apart by it",
-                );
-            }
-            let plain = broker.as_ref().is_ok_and(|b| !b.tls);
-            let tls = mqtt_tls(&c, plain, base, dev, sink);
-            DriverConfig::Mqtt {
-                broker: broker.ok()?,
-                client_id: c.client_id,
-                username: c.username,
-                password: c.password.map(Secret),
-                tls,
-            }
-        }
-        "opcua" => {
-            let c: RawOpcua = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            if !c.endpoint.starts_with("opc.tcp://") {
-                dev.err(
-                    sink,
-                    "driver.endpoint",
-                    format!(
-                        "\"{}\" is not an OPC UA endpoint; write e.g. \"opc.tcp://host:4840/path\"",
-                        c.endpoint
-                    ),
-                );
-            }
-            let security = OpcuaSecurity::parse(c.security.as_deref().unwrap_or("none"));
-            if let Err(e) = &security {
-                dev.err(sink, "driver.security", e.clone());
-            }
-            // With an unknown mode (reported above) the certificates cannot be judged.
-            let secured = security.as_ref().ok().map(|s| *s != OpcuaSecurity::None);
-            let file = |key: &str, v: Option<String>, sink: &mut Sink| {
-                let path = base.join(v?);
-                if !path.is_file() {
-                    dev.err(
-                        sink,
-                        &format!("driver.{key}"),
-                        format!(
-                            "{} does not exist (relative paths are relative to the plant file)",
-                            path.display()
-                        ),
-                    );
-                }
-                Some(path)
-            };
-            let server_cert = file("server_cert", c.server_cert, sink);
-            let client_cert = file("client_cert", c.client_cert, sink);
-            let client_key = file("client_key", c.client_key, sink);
-            if secured == Some(true) && server_cert.is_none() {
-                dev.err(sink, "driver.server_cert", "with security, the server's certificate must be pinned: add server_cert = \"server.der\" (the file the server presents)");
-            }
-            if secured == Some(false)
-                && (server_cert.is_some() || client_cert.is_some() || client_key.is_some())
-            {
-                dev.err(sink, "driver.security", "certificates are given but security = \"none\"; set security = \"sign\" or \"sign_and_encrypt\", or remove them");
-            }
-            if client_cert.is_some() != client_key.is_some() {
-                dev.err(sink, "driver.client_key", "give client_cert and client_key together, or neither (a certificate is then generated)");
-            }
-            DriverConfig::Opcua {
-                endpoint: c.endpoint,
-                security: security.ok()?,
-                server_cert,
-                client_cert,
-                client_key,
-            }
-        }
-        "can" => {
-            let c: RawCan = typed_keys(v, "driver", &["kind"]).map_err(&mut fail).ok()?;
-            let interface = CanInterface::parse(&c.interface);
-            if let Err(e) = &interface {
-                dev.err(sink, "driver.interface", e.clone());
-            }
-            DriverConfig::Can {
-                interface: interface.ok()?,
-                bitrate: c.bitrate.unwrap_or(500_000),
-                dbc: base.join(c.dbc),
-            }
-        }
+    match kind.as_str() {
+        "sim" => sim(v, dev, sink),
+        "modbus-tcp" => modbus_tcp(v, dev, sink),
+        "modbus-rtu" => modbus_rtu(v, dev, sink),
+        "mqtt" => mqtt(v, base, dev, sink),
+        "opcua" => opcua(v, base, dev, sink),
+        "can" => can(v, base, dev, sink),
         other => {
             let hint = crate::suggest::did_you_mean(other, KINDS.split(", "))
                 .map(|b| format!(" (did you mean \"{b}\"?)"))
@@ -188,10 +47,197 @@ pub(crate) fn driver(
                 "driver.kind",
                 format!("unknown driver kind \"{other}\"{hint}; write one of {KINDS}"),
             );
-            return None;
+            None
+        }
+    }
+}
+
+/// The kind's own typed table (`kind` already taken out); a key the kind does not take is
+/// reported here, so each checker starts from typed values.
+fn keys<T: serde::de::DeserializeOwned>(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<T> {
+    typed_keys(v, "driver", &["kind"])
+        .map_err(|(k, m)| dev.err(sink, &k, m))
+        .ok()
+}
+
+/// `kind = "sim"`: the simulator checks its own table, so `closedloop check` and the simulator
+/// agree on what is valid.
+fn sim(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
+    let c: SimConfig = keys(v, dev, sink)?;
+    if let Err(e) = c.validate() {
+        dev.err(sink, &format!("driver.{}", e.key()), e.to_string());
+        return None;
+    }
+    Some(DriverConfig::Sim(c))
+}
+
+/// `kind = "modbus-tcp"`: the address must be `host:port` before anything dials it.
+fn modbus_tcp(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
+    let c: RawModbusTcp = keys(v, dev, sink)?;
+    if c.address
+        .rsplit_once(':')
+        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+    {
+        dev.err(
+            sink,
+            "driver.address",
+            format!(
+                "\"{}\" is not host:port; write e.g. \"192.168.1.20:502\"",
+                c.address
+            ),
+        );
+    }
+    Some(DriverConfig::ModbusTcp {
+        address: c.address,
+        unit: c.unit.unwrap_or(1),
+        timeout_ms: timeout(c.timeout_ms, dev, sink),
+    })
+}
+
+/// `kind = "modbus-rtu"`: parity and baud rate are the serial line settings that a typo
+/// silently breaks, so both are checked here.
+fn modbus_rtu(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
+    let c: RawModbusRtu = keys(v, dev, sink)?;
+    let parity = match c.parity.as_deref().unwrap_or("N") {
+        "N" | "n" => Parity::None,
+        "E" | "e" => Parity::Even,
+        "O" | "o" => Parity::Odd,
+        other => {
+            dev.err(
+                sink,
+                "driver.parity",
+                format!("\"{other}\" is not a parity; write \"N\", \"E\" or \"O\""),
+            );
+            Parity::None
         }
     };
-    Some(cfg)
+    let baud = c.baud.unwrap_or(19200);
+    if baud == 0 {
+        dev.err(
+            sink,
+            "driver.baud",
+            "baud must be above 0; the default is 19200",
+        );
+    }
+    Some(DriverConfig::ModbusRtu {
+        port: c.port,
+        baud,
+        parity,
+        unit: c.unit.unwrap_or(1),
+        timeout_ms: timeout(c.timeout_ms, dev, sink),
+    })
+}
+
+/// `kind = "mqtt"`: the broker URL is parsed once here, and decides whether TLS files fit.
+fn mqtt(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
+    let c: RawMqtt = keys(v, dev, sink)?;
+    let broker = BrokerUrl::parse(&c.broker);
+    if let Err(e) = &broker {
+        dev.err(sink, "driver.broker", e.clone());
+    }
+    if c.client_id.is_empty() {
+        dev.err(
+            sink,
+            "driver.client_id",
+            "client_id must not be empty; the broker tells clients apart by it",
+        );
+    }
+    let plain = broker.as_ref().is_ok_and(|b| !b.tls);
+    let tls = mqtt_tls(&c, plain, base, dev, sink);
+    Some(DriverConfig::Mqtt {
+        broker: broker.ok()?,
+        client_id: c.client_id,
+        username: c.username,
+        password: c.password.map(Secret),
+        tls,
+    })
+}
+
+/// `kind = "opcua"`: the endpoint, the security mode, and certificates that fit the mode.
+fn opcua(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
+    let c: RawOpcua = keys(v, dev, sink)?;
+    if !c.endpoint.starts_with("opc.tcp://") {
+        dev.err(
+            sink,
+            "driver.endpoint",
+            format!(
+                "\"{}\" is not an OPC UA endpoint; write e.g. \"opc.tcp://host:4840/path\"",
+                c.endpoint
+            ),
+        );
+    }
+    let security = OpcuaSecurity::parse(c.security.as_deref().unwrap_or("none"));
+    if let Err(e) = &security {
+        dev.err(sink, "driver.security", e.clone());
+    }
+    let server_cert = opcua_file("server_cert", c.server_cert, base, dev, sink);
+    let client_cert = opcua_file("client_cert", c.client_cert, base, dev, sink);
+    let client_key = opcua_file("client_key", c.client_key, base, dev, sink);
+    // With an unknown mode (reported above) the certificates cannot be judged.
+    let secured = security.as_ref().ok().map(|s| *s != OpcuaSecurity::None);
+    let certs = [&server_cert, &client_cert, &client_key].map(Option::is_some);
+    opcua_certs(secured, certs, dev, sink);
+    Some(DriverConfig::Opcua {
+        endpoint: c.endpoint,
+        security: security.ok()?,
+        server_cert,
+        client_cert,
+        client_key,
+    })
+}
+
+/// One OPC UA certificate or key file, resolved against the plant file's folder; a missing
+/// file is reported now rather than at the first connection.
+fn opcua_file(
+    key: &str,
+    value: Option<String>,
+    base: &Path,
+    dev: &Dev,
+    sink: &mut Sink,
+) -> Option<PathBuf> {
+    let path = base.join(value?);
+    if !path.is_file() {
+        dev.err(
+            sink,
+            &format!("driver.{key}"),
+            format!(
+                "{} does not exist (relative paths are relative to the plant file)",
+                path.display()
+            ),
+        );
+    }
+    Some(path)
+}
+
+/// Whether the certificates given (`[server_cert, client_cert, client_key]`) fit the security
+/// mode (`secured`: None when the mode is unknown): a secured link without a pinned server
+/// certificate, or certificates that nothing would use, would pass unnoticed otherwise.
+fn opcua_certs(secured: Option<bool>, given: [bool; 3], dev: &Dev, sink: &mut Sink) {
+    let [server_cert, client_cert, client_key] = given;
+    if secured == Some(true) && !server_cert {
+        dev.err(sink, "driver.server_cert", "with security, the server's certificate must be pinned: add server_cert = \"server.der\" (the file the server presents)");
+    }
+    if secured == Some(false) && (server_cert || client_cert || client_key) {
+        dev.err(sink, "driver.security", "certificates are given but security = \"none\"; set security = \"sign\" or \"sign_and_encrypt\", or remove them");
+    }
+    if client_cert != client_key {
+        dev.err(sink, "driver.client_key", "give client_cert and client_key together, or neither (a certificate is then generated)");
+    }
+}
+
+/// `kind = "can"`: the interface name is parsed once here; the DBC file resolves against the
+/// plant file's folder.
+fn can(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
+    let c: RawCan = keys(v, dev, sink)?;
+    let interface = CanInterface::parse(&c.interface);
+    if let Err(e) = &interface {
+        dev.err(sink, "driver.interface", e.clone());
+    }
+    Some(DriverConfig::Can {
+        interface: interface.ok()?,
+        bitrate: c.bitrate.unwrap_or(500_000),
+        dbc: base.join(c.dbc),
+    })
 }
 
 /// The `mqtt` driver's TLS files (`plain`: the broker URL is a valid non-TLS one): only with a
@@ -260,6 +306,8 @@ fn mqtt_tls(c: &RawMqtt, plain: bool, base: &Path, dev: &Dev, sink: &mut Sink) -
     }
 }
 
+/// `timeout_ms` with its default, refused outside [`crate::limits::TIMEOUT_MS`] so that a
+/// typo cannot make a dead device look slow (or a slow one dead).
 fn timeout(ms: Option<u64>, dev: &Dev, sink: &mut Sink) -> u64 {
     let ms = ms.unwrap_or(crate::plant::DEFAULT_TIMEOUT_MS);
     if let Err(m) = crate::limits::TIMEOUT_MS.check_u64(

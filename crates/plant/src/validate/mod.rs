@@ -10,14 +10,18 @@ mod device;
 mod driver;
 mod exprs;
 mod register;
+mod rules;
 mod server;
 mod signal;
+mod sim;
+mod types;
 mod write;
 
+use crate::action::Action;
 use crate::env::{self, Seg};
 use crate::error::{PlantErrors, Sink};
 use crate::model::typed;
-use crate::plant::{Device, Plant};
+use crate::plant::{Device, Plant, Server};
 use crate::syntax;
 use device::Pending;
 mod alarm;
@@ -52,25 +56,50 @@ pub(crate) fn run(
     let mut doc: toml::Table = match src.parse() {
         Ok(t) => t,
         Err(e) => {
-            let span = e.span().unwrap_or(0..0);
-            let text = src.get(span.clone()).unwrap_or("");
-            let msg = e.message().trim().to_string();
-            let dup = msg.contains("duplicate key");
-            let w = syntax::locate(src, span.start, text, dup);
-            let msg = if dup {
-                format!(
-                    "{msg}: this key is given twice; keep one (names of signals, params and \
-                         tables must be unique)"
-                )
-            } else {
-                format!("TOML syntax error: {msg}")
-            };
-            sink.push_at(w.device, w.key, w.line, msg);
+            syntax_error(src, &e, &mut sink);
             return Err(sink.into_errors());
         }
     };
-    for m in env::substitute(&mut doc, lookup) {
-        let (device, key) = locate(&doc, &m.path);
+    substitute_env(&mut doc, lookup, &mut sink);
+    let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
+    let file = base_dir.join(Path::new(file_label).file_name().unwrap_or_default());
+    let stem = Path::new(file_label)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("closedloop");
+    top_level_keys(&doc, &mut sink);
+    let server = server(&mut doc, stem, &base_dir, &mut sink);
+    let pending = pending_devices(doc.remove("device"), &base_dir, &mut sink);
+    let catalog = catalog(&pending);
+    let alarms = alarm::alarms(doc.remove("alarm"), &catalog, &mut sink);
+    let devices = devices(pending, &catalog, &mut sink);
+    sink.finish(Plant::new(file, server, devices, alarms))
+}
+
+/// Reports a TOML syntax error at its device, key and line: nothing else can be checked in a
+/// file that does not parse, so it is the only error.
+fn syntax_error(src: &str, e: &toml::de::Error, sink: &mut Sink) {
+    let span = e.span().unwrap_or(0..0);
+    let text = src.get(span.clone()).unwrap_or("");
+    let msg = e.message().trim().to_string();
+    let dup = msg.contains("duplicate key");
+    let w = syntax::locate(src, span.start, text, dup);
+    let msg = if dup {
+        format!(
+            "{msg}: this key is given twice; keep one (names of signals, params and \
+                 tables must be unique)"
+        )
+    } else {
+        format!("TOML syntax error: {msg}")
+    };
+    sink.push_at(w.device, w.key, w.line, msg);
+}
+
+/// Replaces `${env:NAME}` in `doc`; a variable that is not set is reported, and its key muted
+/// so that the placeholder left there causes no follow-on error.
+fn substitute_env(doc: &mut toml::Table, lookup: &dyn Fn(&str) -> Option<String>, sink: &mut Sink) {
+    for m in env::substitute(doc, lookup) {
+        let (device, key) = locate(doc, &m.path);
         sink.push(
             device.as_deref(),
             &key,
@@ -78,13 +107,11 @@ pub(crate) fn run(
         );
         sink.mute(device.as_deref(), &key);
     }
-    let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
-    let file = base_dir.join(Path::new(file_label).file_name().unwrap_or_default());
-    let stem = Path::new(file_label)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("closedloop");
+}
 
+/// Reports top-level keys other than `server`, `device` and `alarm`, which would otherwise be
+/// ignored without a word.
+fn top_level_keys(doc: &toml::Table, sink: &mut Sink) {
     for k in doc
         .keys()
         .filter(|k| !["server", "device", "alarm"].contains(&k.as_str()))
@@ -100,6 +127,10 @@ pub(crate) fn run(
             ),
         );
     }
+}
+
+/// Takes `[server]` out of `doc` and checks it (defaults when it is absent).
+fn server(doc: &mut toml::Table, stem: &str, base_dir: &Path, sink: &mut Sink) -> Server {
     let raw_server = match doc.remove("server") {
         None => Default::default(),
         Some(v) => typed(v, "server").unwrap_or_else(|(k, m)| {
@@ -107,7 +138,6 @@ pub(crate) fn run(
             Default::default()
         }),
     };
-
     // Token scopes name devices; the ids as written are enough to check them, and checking
     // the server first keeps the messages in file order.
     let ids: Vec<String> = doc
@@ -119,9 +149,13 @@ pub(crate) fn run(
                 .collect()
         })
         .unwrap_or_default();
-    let server = server::server(raw_server, stem, &base_dir, &ids, &mut sink);
+    server::server(raw_server, stem, base_dir, &ids, sink)
+}
 
-    let device_values = match doc.remove("device") {
+/// Checks every `[[device]]` but its actions (which need every device's signals), and that
+/// ids are unique and there is at least one device.
+fn pending_devices(value: Option<toml::Value>, base_dir: &Path, sink: &mut Sink) -> Vec<Pending> {
+    let device_values = match value {
         None => Vec::new(),
         Some(toml::Value::Array(items)) => items,
         Some(_) => {
@@ -133,14 +167,14 @@ pub(crate) fn run(
     // Ids seen so far: a search through `pending` per device made loading quadratic.
     let mut seen = std::collections::HashSet::new();
     for (i, value) in device_values.into_iter().enumerate() {
-        let Some(p) = device::device(i, value, &base_dir, &mut sink) else {
+        let Some(p) = device::device(i, value, base_dir, sink) else {
             continue;
         };
         if let Some(id) = &p.id
             && !seen.insert(id.clone())
         {
             p.dev.err(
-                &mut sink,
+                sink,
                 "id",
                 format!("the device id \"{id}\" is used twice; give each device its own id"),
             );
@@ -154,9 +188,14 @@ pub(crate) fn run(
             "the plant declares no device; add a [[device]] table",
         );
     }
+    pending
+}
 
+/// Every device's signals, for the expressions of actions and alarms (the first device of an
+/// id wins; a repeated id is reported on its own).
+fn catalog(pending: &[Pending]) -> Catalog {
     let mut catalog = Catalog::default();
-    for p in &pending {
+    for p in pending {
         if let Some(id) = &p.label {
             catalog
                 .devices
@@ -164,23 +203,17 @@ pub(crate) fn run(
                 .or_insert_with(|| p.signal_kinds());
         }
     }
-    let alarms = alarm::alarms(doc.remove("alarm"), &catalog, &mut sink);
+    catalog
+}
+
+/// Checks each device's actions against the catalog and assembles the devices that are
+/// complete (a valid id and driver).
+fn devices(pending: Vec<Pending>, catalog: &Catalog, sink: &mut Sink) -> Vec<Device> {
     let mut devices = Vec::new();
     let mut tool_names: BTreeMap<String, String> = BTreeMap::new();
     for mut p in pending {
-        let actions = action::actions(&mut p, &catalog, &mut sink);
-        for a in &actions {
-            let owner = format!("{}.{}", p.label.as_deref().unwrap_or("?"), a.name);
-            // A repeated action name is reported as such; only clashes between different
-            // (device, action) pairs are tool-name clashes.
-            if let Some(first) = tool_names
-                .insert(a.tool_name.clone(), owner.clone())
-                .filter(|f| *f != owner)
-            {
-                p.dev.err(&mut sink, &format!("action.{}.name", a.name), format!(
-                    "the tool name \"{}\" is also produced by {first}; rename the action or the device", a.tool_name));
-            }
-        }
+        let actions = action::actions(&mut p, catalog, sink);
+        tool_name_clashes(&p, &actions, &mut tool_names, sink);
         if let (Some(id), Some(driver)) = (p.id, p.driver) {
             devices.push(Device {
                 id,
@@ -196,7 +229,30 @@ pub(crate) fn run(
             });
         }
     }
-    sink.finish(Plant::new(file, server, devices, alarms))
+    devices
+}
+
+/// Reports actions whose tool name another (device, action) pair already produced
+/// (`tool_names`: tool name → `device.action` that first produced it), since MCP tools must
+/// have unique names.
+fn tool_name_clashes(
+    p: &Pending,
+    actions: &[Action],
+    tool_names: &mut BTreeMap<String, String>,
+    sink: &mut Sink,
+) {
+    for a in actions {
+        let owner = format!("{}.{}", p.label.as_deref().unwrap_or("?"), a.name);
+        // A repeated action name is reported as such; only clashes between different
+        // (device, action) pairs are tool-name clashes.
+        if let Some(first) = tool_names
+            .insert(a.tool_name.clone(), owner.clone())
+            .filter(|f| *f != owner)
+        {
+            p.dev.err(sink, &format!("action.{}.name", a.name), format!(
+                "the tool name \"{}\" is also produced by {first}; rename the action or the device", a.tool_name));
+        }
+    }
 }
 
 /// The device id and device-relative key of a path into the document, for error messages.

@@ -156,77 +156,15 @@ impl From<&RawWrite> for RegKeys {
 impl RegKeys {
     /// Area, address and encoding; the error names the key (relative) and the fix.
     pub fn resolve(&self) -> Result<(Area, u16, Encoding), (String, String)> {
-        let err = |k: &str, m: String| Err((k.to_string(), m));
         let Some((area, address)) = self.addr.iter().find_map(|(a, v)| v.map(|v| (*a, v))) else {
             return err("", "no address given".into());
         };
         if area.is_bit() {
-            for (k, given) in [
-                ("word_order", self.word_order.is_some()),
-                ("byte_swap", self.byte_swap.is_some()),
-                ("bit", self.bit.is_some()),
-                ("scale", self.scale.is_some()),
-                ("offset", self.offset.is_some()),
-            ] {
-                if given {
-                    return err(
-                        k,
-                        format!(
-                            "{k} does not apply to a {}, which is one bit; remove it",
-                            area.key()
-                        ),
-                    );
-                }
-            }
-            if let Some(ty) = self.ty.filter(|t| *t != ValueType::Bool) {
-                return err(
-                    "type",
-                    format!("a {} is a bool, not {ty}; remove type", area.key()),
-                );
-            }
-            return Ok((
-                area,
-                address,
-                Encoding {
-                    ty: ValueType::Bool,
-                    ..Encoding::default()
-                },
-            ));
+            return self.bit_area(area, address);
         }
         let ty = self.ty.unwrap_or(ValueType::U16);
-        if let Some(bit) = self.bit {
-            if bit > 15 {
-                return err(
-                    "bit",
-                    format!("bit {bit} does not exist; a register has bits 0 to 15"),
-                );
-            }
-            if ty.words() != 1 || ty == ValueType::Bool {
-                return err(
-                    "bit",
-                    format!(
-                        "bit takes one bit of a single u16/i16 register, not of {} {ty}; remove type or bit",
-                        article(&ty.to_string())
-                    ),
-                );
-            }
-        }
-        let scale = self.scale.unwrap_or(1.0);
-        let offset = self.offset.unwrap_or(0.0);
-        if !scale.is_finite() || scale == 0.0 {
-            return err(
-                "scale",
-                format!("scale {scale} cannot be undone on write; use a finite non-zero number"),
-            );
-        }
-        if !offset.is_finite() {
-            return err("offset", "offset must be a finite number".into());
-        }
-        if (ty == ValueType::Bool || self.bit.is_some())
-            && (self.scale.is_some() || self.offset.is_some())
-        {
-            return err("scale", "a bool has no scale or offset; remove them".into());
-        }
+        self.check_bit(ty)?;
+        let (scale, offset) = self.scale_offset(ty)?;
         let words = if self.bit.is_some() { 1 } else { ty.words() };
         if u32::from(address) + u32::from(words) - 1 > u32::from(u16::MAX) {
             return err(
@@ -247,6 +185,97 @@ impl RegKeys {
         };
         Ok((area, address, encoding))
     }
+
+    /// A coil or discrete input is one bit: a bool, with none of the keys that shape a
+    /// register's value.
+    fn bit_area(
+        &self,
+        area: Area,
+        address: u16,
+    ) -> Result<(Area, u16, Encoding), (String, String)> {
+        for (k, given) in [
+            ("word_order", self.word_order.is_some()),
+            ("byte_swap", self.byte_swap.is_some()),
+            ("bit", self.bit.is_some()),
+            ("scale", self.scale.is_some()),
+            ("offset", self.offset.is_some()),
+        ] {
+            if given {
+                return err(
+                    k,
+                    format!(
+                        "{k} does not apply to a {}, which is one bit; remove it",
+                        area.key()
+                    ),
+                );
+            }
+        }
+        if let Some(ty) = self.ty.filter(|t| *t != ValueType::Bool) {
+            return err(
+                "type",
+                format!("a {} is a bool, not {ty}; remove type", area.key()),
+            );
+        }
+        Ok((
+            area,
+            address,
+            Encoding {
+                ty: ValueType::Bool,
+                ..Encoding::default()
+            },
+        ))
+    }
+
+    /// `bit` picks one of the 16 bits of a single one-word register of type `ty`.
+    fn check_bit(&self, ty: ValueType) -> Result<(), (String, String)> {
+        let Some(bit) = self.bit else {
+            return Ok(());
+        };
+        if bit > 15 {
+            return err(
+                "bit",
+                format!("bit {bit} does not exist; a register has bits 0 to 15"),
+            );
+        }
+        if ty.words() != 1 || ty == ValueType::Bool {
+            return err(
+                "bit",
+                format!(
+                    "bit takes one bit of a single u16/i16 register, not of {} {ty}; remove type or bit",
+                    article(&ty.to_string())
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Scale and offset with their defaults: finite, a scale that can be undone on write, and
+    /// neither on a bool.
+    fn scale_offset(&self, ty: ValueType) -> Result<(f64, f64), (String, String)> {
+        let scale = self.scale.unwrap_or(1.0);
+        let offset = self.offset.unwrap_or(0.0);
+        if !scale.is_finite() || scale == 0.0 {
+            return err(
+                "scale",
+                format!("scale {scale} cannot be undone on write; use a finite non-zero number"),
+            );
+        }
+        if !offset.is_finite() {
+            return err("offset", "offset must be a finite number".into());
+        }
+        if (ty == ValueType::Bool || self.bit.is_some())
+            && (self.scale.is_some() || self.offset.is_some())
+        {
+            return err("scale", "a bool has no scale or offset; remove them".into());
+        }
+        Ok((scale, offset))
+    }
+}
+
+/// A refusal of key `k` (relative to the entry) with message `m`, as [`RegKeys::resolve`]
+/// returns it.
+fn err<T>(k: &str, m: String) -> Result<T, (String, String)> {
+    Err((k.to_string(), m))
 }
 
 /// "a" or "an" before a type name as it is spoken (an i32, an f64, a u16).
