@@ -207,11 +207,10 @@ impl Frames {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(feature = "socketcan")))]
 mod tests {
     use super::*;
 
-    #[cfg(not(feature = "socketcan"))]
     #[tokio::test]
     async fn socketcan_without_the_feature_says_so() {
         let e = CanBus::open(&Interface::SocketCan("can0".into()), 500_000)
