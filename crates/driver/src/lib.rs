@@ -16,6 +16,10 @@
 //! [`codec`] is the pure register codec (types, word order, byte swap, bit, scale, offset; refuses,
 //! never saturates) that the plant loader, the engine and `closedloop check` share.
 //!
+//! [`contract`] holds the contract's statuses and error codes, [`sample`] what a device's reads
+//! become (numbered values and liveness) and the channel that publishes them: protocol-neutral,
+//! so a protocol crate can publish samples and name error codes without the engine.
+//!
 //! [`endpoint`] says where a device is reached (a broker URL, an OPC UA security mode, a CAN
 //! interface): parsed once by the plant loader, taken as typed values by the protocol crates.
 //!
@@ -26,14 +30,17 @@
 
 pub mod address;
 pub mod codec;
+pub mod contract;
 pub mod endpoint;
 pub mod error;
+pub mod sample;
 
 use std::future::Future;
 use std::pin::Pin;
 
 pub use address::{Area, Data, Write};
 pub use codec::{EncodeError, Encoding, Value, ValueType, WordOrder};
+pub use contract::{ErrorCode, Status};
 pub use endpoint::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{Exception, TransportError};
 

@@ -21,14 +21,12 @@ pub mod can;
 mod mqtt;
 mod opcua;
 mod poller;
-mod samples;
 
 use crate::clock::Clock;
 use crate::plan::{self, Publish, Request, WriteError};
 use closedloop_driver::{Answer, Area, Data, Driver, Encoding, TransportError, Value, Write};
 use closedloop_mqtt::{Link, MqttBroker};
 use closedloop_plant::{Device, Source};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,66 +34,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-/// Whether a device is answering (docs/architecture.md, liveness).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Liveness {
-    /// No valid answer yet, and polling began less than `max_silence_s` ago.
-    Unknown,
-    /// A valid answer (data or a Modbus exception) within `max_silence_s`.
-    Online,
-    /// No valid answer for longer than `max_silence_s` (or none at all in the first window).
-    Offline,
-}
-
-/// One cached signal value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SignalValue {
-    /// The decoded value.
-    pub value: Value,
-    /// Wall-clock ms of the read.
-    pub at_ms: i64,
-    /// Where it came from, e.g. `holding:2`.
-    pub source: String,
-    /// The read cycle that produced it (see the module doc).
-    pub seq: u64,
-}
-
-/// The device's cache and liveness after a read cycle.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    /// The cycle this snapshot closes.
-    pub seq: u64,
-    /// Latest value of each signal that has ever been read.
-    pub values: BTreeMap<String, SignalValue>,
-    /// Liveness after this cycle.
-    pub liveness: Liveness,
-    /// Wall-clock ms of the last valid answer.
-    pub last_seen_ms: Option<i64>,
-    /// The last thing that went wrong reading the device, for `detail` texts.
-    pub last_error: Option<String>,
-    /// Whether the last failure was a checksum error (answers arrive, garbled).
-    pub crc_failing: bool,
-    /// Monotonic instant of the last valid answer, for judging liveness at any later moment.
-    pub last_valid: Option<Instant>,
-    /// Offline whatever the silence says: the device announced it (its last will on the status
-    /// topic), or the connection to its broker is down. `last_error` says which.
-    pub down: bool,
-    /// Signals whose last read the device refused (a Modbus exception: the address or the
-    /// width is wrong), by name, with the code and the answer; cleared when the signal reads
-    /// again. A signal that cannot be read must say so, not vanish.
-    pub unreadable: BTreeMap<String, (crate::ErrorCode, String)>,
-}
-
-impl Snapshot {
-    /// Plain values by signal name, for expression scopes.
-    pub fn plain(&self) -> BTreeMap<String, Value> {
-        self.values
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value))
-            .collect()
-    }
-}
+pub use closedloop_driver::sample::{Liveness, SignalValue, Snapshot};
+use closedloop_driver::sample::SnapshotTx;
 
 /// How the engine reaches one device.
 #[derive(Clone)]
@@ -119,7 +59,7 @@ pub struct DeviceRuntime {
     blocks: Vec<poller::Block>,
     issued: AtomicU64,
     poll_now: Notify,
-    tx: samples::SnapshotTx,
+    tx: SnapshotTx,
     clock: Clock,
     /// When this runtime was created: a device silent for a whole window since then is offline.
     started: Instant,
@@ -131,7 +71,7 @@ impl DeviceRuntime {
     /// Wraps a driver; call [`DeviceRuntime::spawn_poller`] to start reading.
     pub fn new(spec: Arc<Device>, io: DeviceIo, clock: Clock) -> Arc<DeviceRuntime> {
         let blocks = poller::plan_blocks(&spec);
-        let tx = samples::SnapshotTx::new(Snapshot {
+        let tx = SnapshotTx::new(Snapshot {
             seq: 0,
             values: BTreeMap::new(),
             liveness: Liveness::Unknown,

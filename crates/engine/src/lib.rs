@@ -42,7 +42,7 @@
 //! - `device`: one device at run time: its connection, poller or listener, signal cache,
 //!   numbered samples and liveness; `DeviceRuntime::send` returns each write's fence. Submodules
 //!   `device::mqtt`, `device::opcua` and `device::can` hold the push-fed protocols'
-//!   listeners, `device::samples` the channel that lets a supervisor see every sample.
+//!   listeners, `closedloop_driver::sample` the channel that lets a supervisor see every sample.
 //! - `judge`: which values may count (the fence of every device an expression reads) and what a
 //!   fresh sample says (done, failed, started, stopped, moved, early); readback.
 //! - `others`: wakes a supervisor when another device its criteria read delivers a sample.
@@ -52,7 +52,8 @@
 //!   the evidence.
 //! - `result`: the result object an agent sees, built from the journal's rows, and
 //!   `CommandResult::for_model`, sized for a model.
-//! - [`contract`]: the contract's statuses and error codes, each code with its hint.
+//! - [`contract`]: the contract's statuses and error codes, each code with its hint (defined in
+//!   `closedloop_driver::contract`, beside the driver seam, so every protocol can name them).
 //! - `connections`: the plant's driver tables (addresses already typed by the plant) to a
 //!   [`Connection`] per device ([`build_drivers`]); devices sharing a broker, endpoint or bus must
 //!   agree on how it is reached.
@@ -72,7 +73,6 @@ mod bridge;
 pub mod clock;
 mod connections;
 mod context;
-pub mod contract;
 pub mod detail;
 mod device;
 mod dispatch;
@@ -97,6 +97,7 @@ pub use api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal
 pub use bridge::{CanDecoded, CanSignalState, MAX_BROWSE, MAX_READ, OpcuaValue};
 pub use connections::{Connection, Drivers, build_drivers};
 pub use context::Change;
+pub use closedloop_driver::contract;
 pub use contract::{ErrorCode, Status};
 pub use device::{Liveness, SignalValue, Snapshot};
 pub use engine::{Engine, MAX_WAIT};

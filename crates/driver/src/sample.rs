@@ -1,10 +1,79 @@
-//! A device's snapshot channel, with two kinds of readers: those who want the present (the
+//! What a device's reads become: a [`Snapshot`] of its signal values, each numbered by the read
+//! that produced it, and its [`Liveness`]; and the channel that publishes them ([`SnapshotTx`]).
+//! Here, beside the driver seam, because every protocol's reader publishes the same samples and
+//! the engine judges them one way, whatever the protocol.
+//!
+//! The channel has two kinds of readers: those who want the present (the
 //! latest snapshot: device state, resources, dispatch) and supervisors, who must judge every
 //! sample a driver delivered — a watch channel alone keeps only the latest, and a `fail_when`
 //! pulse between two snapshots read by a busy supervisor would be lost.
 
-use super::Snapshot;
+use crate::Value;
+use serde::Serialize;
+use std::collections::BTreeMap;
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+/// Whether a device is answering (docs/architecture.md, liveness).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// No valid answer yet, and polling began less than `max_silence_s` ago.
+    Unknown,
+    /// A valid answer (data or a Modbus exception) within `max_silence_s`.
+    Online,
+    /// No valid answer for longer than `max_silence_s` (or none at all in the first window).
+    Offline,
+}
+
+/// One cached signal value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalValue {
+    /// The decoded value.
+    pub value: Value,
+    /// Wall-clock ms of the read.
+    pub at_ms: i64,
+    /// Where it came from, e.g. `holding:2`.
+    pub source: String,
+    /// The read cycle that produced it (see the module doc).
+    pub seq: u64,
+}
+
+/// The device's cache and liveness after a read cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The cycle this snapshot closes.
+    pub seq: u64,
+    /// Latest value of each signal that has ever been read.
+    pub values: BTreeMap<String, SignalValue>,
+    /// Liveness after this cycle.
+    pub liveness: Liveness,
+    /// Wall-clock ms of the last valid answer.
+    pub last_seen_ms: Option<i64>,
+    /// The last thing that went wrong reading the device, for `detail` texts.
+    pub last_error: Option<String>,
+    /// Whether the last failure was a checksum error (answers arrive, garbled).
+    pub crc_failing: bool,
+    /// Monotonic instant of the last valid answer, for judging liveness at any later moment.
+    pub last_valid: Option<Instant>,
+    /// Offline whatever the silence says: the device announced it (its last will on the status
+    /// topic), or the connection to its broker is down. `last_error` says which.
+    pub down: bool,
+    /// Signals whose last read the device refused (a Modbus exception: the address or the
+    /// width is wrong), by name, with the code and the answer; cleared when the signal reads
+    /// again. A signal that cannot be read must say so, not vanish.
+    pub unreadable: BTreeMap<String, (crate::contract::ErrorCode, String)>,
+}
+
+impl Snapshot {
+    /// Plain values by signal name, for expression scopes.
+    pub fn plain(&self) -> BTreeMap<String, Value> {
+        self.values
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value))
+            .collect()
+    }
+}
 
 /// How many samples a supervisor may fall behind before it loses the oldest (it is told, and
 /// judges the latest snapshot then).
@@ -16,7 +85,7 @@ const SAMPLES: usize = 256;
 /// The every-sample channel exists only while someone listens: a broadcast channel allocates
 /// all its slots up front (256 snapshots), which for thousands of idle devices was most of the
 /// gateway's memory.
-pub(crate) struct SnapshotTx {
+pub struct SnapshotTx {
     latest: watch::Sender<Snapshot>,
     every: std::sync::Mutex<Option<broadcast::Sender<Snapshot>>>,
 }
@@ -81,7 +150,6 @@ impl SnapshotTx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Liveness;
     use std::collections::BTreeMap;
 
     fn snap(seq: u64) -> Snapshot {
