@@ -1,6 +1,7 @@
 //! The contract's statuses and error codes (docs/architecture.md), with the hint each code gives
 //! an agent.
 
+use crate::{Answer, Exception, TransportError, Write};
 use serde::{Serialize, Serializer};
 use std::fmt;
 
@@ -223,9 +224,119 @@ impl Serialize for ErrorCode {
     }
 }
 
+/// A write that did not get a clean acknowledgement, mapped to the contract.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteError {
+    /// The contract code.
+    pub code: ErrorCode,
+    /// The exception's or transport error's name and what was being written.
+    pub detail: String,
+    /// A transport error or a busy answer: an idempotent write may be re-sent.
+    pub transient: bool,
+    /// The request may have reached the device (no answer, or a garbled one).
+    pub maybe_applied: bool,
+}
+
+/// Maps one write answer: `Ok` for an acknowledgement (exception 5, "Acknowledge", means the
+/// device took the request and is still working: the criterion decides the rest).
+pub fn register_write(answer: Answer<()>, w: &Write) -> Result<(), WriteError> {
+    let err = |code, detail: String, transient, maybe_applied| {
+        Err(WriteError {
+            code,
+            detail: format!("writing {w}: {detail}"),
+            transient,
+            maybe_applied,
+        })
+    };
+    match answer {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(Exception::ACKNOWLEDGE)) => Ok(()),
+        Ok(Err(e)) => match e.0 {
+            1..=3 => err(
+                ErrorCode::RegisterInvalid,
+                format!("the device answered {e}"),
+                false,
+                false,
+            ),
+            6 => err(
+                ErrorCode::BusNak,
+                format!("the device answered {e}"),
+                true,
+                false,
+            ),
+            0x0A | 0x0B => err(
+                ErrorCode::DeviceOffline,
+                format!("the gateway answered {e}"),
+                true,
+                false,
+            ),
+            _ => err(
+                ErrorCode::BusNak,
+                format!("the device answered {e}"),
+                false,
+                false,
+            ),
+        },
+        Err(TransportError::Crc) => err(
+            ErrorCode::CrcMismatch,
+            "the answer's checksum did not verify".into(),
+            true,
+            true,
+        ),
+        Err(TransportError::Disconnected(m)) => err(
+            ErrorCode::DeviceOffline,
+            format!("not connected: {m}"),
+            true,
+            false,
+        ),
+        Err(e) => err(ErrorCode::DeviceOffline, e.to_string(), true, true),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn w() -> Write {
+        Write::Coils {
+            start: 0,
+            values: vec![true],
+        }
+    }
+
+    #[test]
+    fn exceptions_map_to_contract_codes() {
+        let code = |e: u8| {
+            register_write(Ok(Err(Exception(e))), &w())
+                .unwrap_err()
+                .code
+        };
+        assert_eq!(code(1), ErrorCode::RegisterInvalid);
+        assert_eq!(code(2), ErrorCode::RegisterInvalid);
+        assert_eq!(code(3), ErrorCode::RegisterInvalid);
+        assert_eq!(code(4), ErrorCode::BusNak);
+        assert_eq!(code(0x0B), ErrorCode::DeviceOffline);
+        assert_eq!(code(0x0A), ErrorCode::DeviceOffline);
+        assert!(
+            register_write(Ok(Err(Exception(6))), &w())
+                .unwrap_err()
+                .transient
+        );
+        assert!(register_write(Ok(Err(Exception(5))), &w()).is_ok());
+        let e = register_write(Ok(Err(Exception(4))), &w()).unwrap_err();
+        assert!(e.detail.contains("Server Device Failure"), "{}", e.detail);
+    }
+
+    #[test]
+    fn transport_errors_are_transient_and_may_have_applied() {
+        let e = register_write(Err(TransportError::Crc), &w()).unwrap_err();
+        assert_eq!(
+            (e.code, e.transient, e.maybe_applied),
+            (ErrorCode::CrcMismatch, true, true)
+        );
+        let e = register_write(Err(TransportError::Timeout(500)), &w()).unwrap_err();
+        assert_eq!((e.code, e.maybe_applied), (ErrorCode::DeviceOffline, true));
+    }
 
     #[test]
     fn codes_round_trip_through_their_spelling() {

@@ -23,7 +23,7 @@ mod opcua;
 mod poller;
 
 use crate::clock::Clock;
-use crate::plan::{self, Publish, Request, WriteError};
+use crate::plan::{Publish, Request, WriteError};
 use closedloop_driver::{Answer, Area, Data, Driver, Encoding, TransportError, Value, Write};
 use closedloop_mqtt::{Link, MqttBroker};
 use closedloop_plant::{Device, Source};
@@ -34,8 +34,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-pub use closedloop_driver::sample::{Liveness, SignalValue, Snapshot};
 use closedloop_driver::sample::SnapshotTx;
+pub use closedloop_driver::sample::{Liveness, SignalValue, Snapshot};
 
 /// How the engine reaches one device.
 #[derive(Clone)]
@@ -199,7 +199,7 @@ impl DeviceRuntime {
     pub async fn send(&self, req: &Request, expiry: Duration) -> Result<u64, WriteError> {
         match (req, &self.io) {
             (Request::Register(w), DeviceIo::Registers(_)) => {
-                plan::interpret(self.write(w.clone()).await, w)?;
+                closedloop_driver::contract::register_write(self.write(w.clone()).await, w)?;
                 Ok(self.issued_seq())
             }
             (Request::Publish(p), DeviceIo::Mqtt(broker)) => self.publish(broker, p, expiry).await,
@@ -209,8 +209,8 @@ impl DeviceRuntime {
                     .await
                 {
                     Ok(Ok(ack)) => Ok(self.opcua_fence(&ack)),
-                    Ok(Err(e)) => Err(plan::interpret_opcua(&e, &what)),
-                    Err(_) => Err(plan::opcua_no_answer(&what)),
+                    Ok(Err(e)) => Err(closedloop_opcua::write_error(&e, &what)),
+                    Err(_) => Err(closedloop_opcua::no_answer(&what)),
                 }
             }
             (
@@ -229,8 +229,8 @@ impl DeviceRuntime {
                 .await
                 {
                     Ok(Ok((ack, _outputs))) => Ok(self.opcua_fence(&ack)),
-                    Ok(Err(e)) => Err(plan::interpret_opcua(&e, &what)),
-                    Err(_) => Err(plan::opcua_no_answer(&what)),
+                    Ok(Err(e)) => Err(closedloop_opcua::write_error(&e, &what)),
+                    Err(_) => Err(closedloop_opcua::no_answer(&what)),
                 }
             }
             (Request::Can(c), DeviceIo::Can(io)) => {
@@ -238,7 +238,7 @@ impl DeviceRuntime {
                     .await
                 {
                     Ok(Ok(fence)) => Ok(fence),
-                    Ok(Err(e)) => Err(plan::interpret_can(&e, c)),
+                    Ok(Err(e)) => Err(closedloop_can::write_error(&e, &format!("sending {c}"))),
                     Err(_) => Err(WriteError {
                         code: crate::ErrorCode::DeviceOffline,
                         detail: format!("sending {c}: the adapter did not take it in time"),
@@ -265,7 +265,7 @@ impl DeviceRuntime {
         let sent = broker.publish(&p.topic, p.payload.clone().into_bytes(), p.qos, expiry);
         match tokio::time::timeout(expiry, sent).await {
             Ok(Ok(ack)) => Ok(ack.seq),
-            Ok(Err(e)) => Err(plan::interpret_publish(&e, p)),
+            Ok(Err(e)) => Err(closedloop_mqtt::write_error(&e, &p.topic)),
             Err(_) => Err(WriteError {
                 code: crate::ErrorCode::DeviceOffline,
                 detail: format!(

@@ -37,8 +37,8 @@
 //! - `dispatch`: a fresh read, the `dispatched` record committed before anything is sent, then
 //!   the write plan, re-sent only as the machine allows.
 //! - `plan`: write plans from the plant's entries and CEL values to requests (register writes,
-//!   publishes, OPC UA writes and calls, CAN frames), all encoded before anything is sent; driver
-//!   answers to contract error codes.
+//!   publishes, OPC UA writes and calls, CAN frames), all encoded before anything is sent. A
+//!   failed write is put in the contract's words by its protocol crate (`write_error`).
 //! - `device`: one device at run time: its connection, poller or listener, signal cache,
 //!   numbered samples and liveness; `DeviceRuntime::send` returns each write's fence. Submodules
 //!   `device::mqtt`, `device::opcua` and `device::can` hold the push-fed protocols'
@@ -95,9 +95,9 @@ mod terminal;
 pub use alarms::AlarmInfo;
 pub use api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
 pub use bridge::{CanDecoded, CanSignalState, MAX_BROWSE, MAX_READ, OpcuaValue};
+pub use closedloop_driver::contract;
 pub use connections::{Connection, Drivers, build_drivers};
 pub use context::Change;
-pub use closedloop_driver::contract;
 pub use contract::{ErrorCode, Status};
 pub use device::{Liveness, SignalValue, Snapshot};
 pub use engine::{Engine, MAX_WAIT};

@@ -1,5 +1,5 @@
-//! Write plans: from the plant's entries and CEL values to driver requests, and from the
-//! driver's answers to contract error codes.
+//! Write plans: from the plant's entries and CEL values to driver requests. What a failed write
+//! means in the contract's words is the protocol crate's to say (`write_error`).
 //!
 //! Every value is evaluated and encoded *before* anything is sent, so a value the register cannot
 //! hold refuses the whole plan (`INVALID_PARAMS`) with nothing written — never half a plan, never a
@@ -7,10 +7,8 @@
 
 mod answer;
 
-pub use answer::{
-    WriteError, interpret, interpret_can, interpret_opcua, interpret_publish, matches,
-    opcua_no_answer, value_json,
-};
+pub use answer::{matches, value_json};
+pub use closedloop_driver::contract::WriteError;
 use closedloop_driver::{Value, Write};
 use closedloop_plant::{Scope, WriteEntry};
 use std::fmt;
@@ -272,45 +270,7 @@ fn can_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::ErrorCode;
-    use closedloop_driver::{Data, Exception, TransportError};
-
-    fn w() -> Write {
-        Write::Coils {
-            start: 0,
-            values: vec![true],
-        }
-    }
-
-    #[test]
-    fn exceptions_map_to_contract_codes() {
-        let code = |e: u8| interpret(Ok(Err(Exception(e))), &w()).unwrap_err().code;
-        assert_eq!(code(1), ErrorCode::RegisterInvalid);
-        assert_eq!(code(2), ErrorCode::RegisterInvalid);
-        assert_eq!(code(3), ErrorCode::RegisterInvalid);
-        assert_eq!(code(4), ErrorCode::BusNak);
-        assert_eq!(code(0x0B), ErrorCode::DeviceOffline);
-        assert_eq!(code(0x0A), ErrorCode::DeviceOffline);
-        assert!(
-            interpret(Ok(Err(Exception(6))), &w())
-                .unwrap_err()
-                .transient
-        );
-        assert!(interpret(Ok(Err(Exception(5))), &w()).is_ok());
-        let e = interpret(Ok(Err(Exception(4))), &w()).unwrap_err();
-        assert!(e.detail.contains("Server Device Failure"), "{}", e.detail);
-    }
-
-    #[test]
-    fn transport_errors_are_transient_and_may_have_applied() {
-        let e = interpret(Err(TransportError::Crc), &w()).unwrap_err();
-        assert_eq!(
-            (e.code, e.transient, e.maybe_applied),
-            (ErrorCode::CrcMismatch, true, true)
-        );
-        let e = interpret(Err(TransportError::Timeout(500)), &w()).unwrap_err();
-        assert_eq!((e.code, e.maybe_applied), (ErrorCode::DeviceOffline, true));
-    }
+    use closedloop_driver::Data;
 
     #[test]
     fn a_coil_takes_a_bool_or_exactly_zero_or_one() {

@@ -198,7 +198,8 @@ impl Engine {
             _permits.push(permit);
         }
         let answer = dev.write(write.clone()).await;
-        plan::interpret(answer, &write).map_err(|e| refuse(e.code, e.detail))
+        closedloop_driver::contract::register_write(answer, &write)
+            .map_err(|e| refuse(e.code, e.detail))
     }
 }
 

@@ -18,6 +18,7 @@
 
 mod bus;
 mod codec;
+mod contract;
 pub mod dbc;
 mod error;
 mod frame;
@@ -27,6 +28,7 @@ mod socketcan;
 
 pub use bus::{ANSWER_TIMEOUT, CanBus, FRAME_BUFFER, Frames, Interface, SEND_QUEUE, Stats};
 pub use codec::{decode, decode_signal, encode};
+pub use contract::write_error;
 pub use dbc::{ByteOrder, Dbc, Message, Mux, Signal};
 pub use error::{BusError, DbcError, EncodeError, FrameError};
 pub use frame::Frame;

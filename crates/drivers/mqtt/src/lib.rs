@@ -14,10 +14,12 @@
 
 mod broker;
 mod codec;
+mod contract;
 mod error;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use broker::{Ack, BrokerConfig, BrokerTls, Link, Message, MqttBroker, Subscription, Will};
 pub use codec::{decode, expiry_secs, parse_broker_url, topic_matches};
+pub use contract::write_error;
 pub use error::Error;

@@ -30,6 +30,7 @@
 mod browse;
 mod client;
 mod config;
+mod contract;
 mod convert;
 mod error;
 mod monitor;
@@ -41,6 +42,7 @@ mod write;
 pub use browse::{Browse, BrowseEntry};
 pub use client::{Link, OpcuaClient};
 pub use config::{DEFAULT_REQUEST_TIMEOUT, OpcuaConfig, Security, SecurityMode};
+pub use contract::{no_answer, write_error};
 pub use error::{Class, Error, classify, classify_status, status_name};
 pub use monitor::{Monitor, MonitorMode};
 pub use update::{Ack, Update};
