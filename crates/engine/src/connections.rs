@@ -5,12 +5,14 @@
 //! what one device cannot know alone is checked: devices sharing a broker, an endpoint or a bus
 //! must agree on how it is reached, because each is opened once.
 
+mod check;
+
 use crate::EngineError;
+use check::check_can;
 use closedloop_driver::Driver;
 use closedloop_mqtt::BrokerConfig;
 use closedloop_plant::{
-    BrokerUrl, CanInterface, Device, DriverConfig, MqttTls, OpcuaSecurity, Plant, Secret, Source,
-    WriteEntry,
+    BrokerUrl, CanInterface, Device, DriverConfig, MqttTls, OpcuaSecurity, Plant, Secret,
 };
 use closedloop_sim::SimDevice;
 use std::collections::BTreeMap;
@@ -290,56 +292,66 @@ impl Shared {
     }
 }
 
-/// Every CAN signal and write of a device must name a message and signals its DBC has, so that a
-/// typo is refused at load (`closedloop check`), not at the first command.
-fn check_can(d: &Device, dbc: &closedloop_can::Dbc) -> Result<(), EngineError> {
-    let fail = |key: String, message: String| driver_error(d, format!("{key}: {message}"));
-    let missing = |signal: &str, m: &closedloop_can::Message| {
-        format!(
-            "{} has no signal {signal:?} in message {}",
-            dbc.file(),
-            m.name()
-        )
-    };
-    for s in &d.signals {
-        if let Source::Can {
-            message, signal, ..
-        } = &s.source
-        {
-            let key = format!("signals.{}", s.name);
-            let m =
-                crate::device::can::find_message(dbc, message).map_err(|e| fail(key.clone(), e))?;
-            if m.signal(signal).is_none() {
-                return Err(fail(key, missing(signal, m)));
-            }
-        }
-    }
-    for a in &d.actions {
-        for (plan, entries) in [("write", &a.write), ("cancel", &a.cancel)] {
-            for e in entries.iter() {
-                let WriteEntry::Can {
-                    message, signals, ..
-                } = e
-                else {
-                    continue;
-                };
-                let key = format!("action {}: {plan}", a.name);
-                let m = crate::device::can::find_message(dbc, message)
-                    .map_err(|e| fail(key.clone(), e))?;
-                if let Some((name, _)) = signals.iter().find(|(n, _)| m.signal(n).is_none()) {
-                    return Err(fail(key, missing(name, m)));
+/// What [`crate::Engine::start`] has opened so far: one broker connection per broker, one OPC UA
+/// session per endpoint, one port per CAN interface, each shared by every device on it.
+#[derive(Default)]
+pub(crate) struct Opened {
+    brokers: BTreeMap<String, closedloop_mqtt::MqttBroker>,
+    sessions: BTreeMap<String, closedloop_opcua::OpcuaClient>,
+    ports: BTreeMap<String, Arc<crate::device::can::CanPort>>,
+}
+
+impl Opened {
+    /// How the engine reaches device `id` through `connection`, opening what its protocol
+    /// shares the first time a device needs it (connecting needs the async runtime).
+    pub(crate) fn open(
+        &mut self,
+        id: &str,
+        connection: &Connection,
+    ) -> Result<crate::device::DeviceIo, EngineError> {
+        use crate::device::DeviceIo;
+        let fail = |e: &dyn std::fmt::Display| EngineError::Driver {
+            device: id.to_string(),
+            message: e.to_string(),
+        };
+        Ok(match connection {
+            Connection::Registers(driver) => DeviceIo::Registers(Arc::clone(driver)),
+            Connection::Mqtt(config) => match self.brokers.get(&config.url) {
+                Some(b) => DeviceIo::Mqtt(b.clone()),
+                None => {
+                    let b = closedloop_mqtt::MqttBroker::connect(config.clone())
+                        .map_err(|e| fail(&e))?;
+                    self.brokers.insert(config.url.clone(), b.clone());
+                    DeviceIo::Mqtt(b)
                 }
-                if m.fd() || m.size() > 8 {
-                    return Err(fail(
-                        key,
-                        format!(
-                            "message {} is a CAN FD frame; slcan and SocketCAN here carry classic frames of up to 8 bytes",
-                            m.name()
-                        ),
-                    ));
+            },
+            Connection::Opcua(config) => match self.sessions.get(&config.endpoint) {
+                Some(c) => DeviceIo::Opcua(c.clone()),
+                None => {
+                    let c = closedloop_opcua::OpcuaClient::connect((**config).clone())
+                        .map_err(|e| fail(&e))?;
+                    self.sessions.insert(config.endpoint.clone(), c.clone());
+                    DeviceIo::Opcua(c)
                 }
+            },
+            Connection::Can {
+                interface,
+                bitrate,
+                dbc,
+            } => {
+                let port = self
+                    .ports
+                    .entry(interface.to_string())
+                    .or_insert_with(|| {
+                        crate::device::can::CanPort::start(interface.clone(), *bitrate)
+                    })
+                    .clone();
+                DeviceIo::Can(Arc::new(crate::device::can::CanIo {
+                    port,
+                    dbc: Arc::clone(dbc),
+                    seen: std::sync::Mutex::new(BTreeMap::new()),
+                }))
             }
-        }
+        })
     }
-    Ok(())
 }

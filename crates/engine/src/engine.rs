@@ -4,7 +4,7 @@
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::{Clock, rfc3339};
 use crate::context::{Change, Context};
-use crate::device::{DeviceIo, DeviceRuntime};
+use crate::device::DeviceRuntime;
 use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
@@ -45,60 +45,12 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         let clock = Clock::new();
         let mut devices = BTreeMap::new();
-        // One connection per broker URL, shared by every device on it.
-        let mut brokers: BTreeMap<String, closedloop_mqtt::MqttBroker> = BTreeMap::new();
-        // One session per OPC UA endpoint.
-        let mut sessions: BTreeMap<String, closedloop_opcua::OpcuaClient> = BTreeMap::new();
-        // One port per CAN interface, shared by every node on that bus.
-        let mut ports: BTreeMap<String, Arc<crate::device::can::CanPort>> = BTreeMap::new();
+        let mut opened = crate::connections::Opened::default();
         for d in &plant.devices {
-            let io = match drivers.get(&d.id) {
-                None => return Err(EngineError::NoDriver(d.id.clone())),
-                Some(Connection::Registers(driver)) => DeviceIo::Registers(Arc::clone(driver)),
-                Some(Connection::Mqtt(config)) => match brokers.get(&config.url) {
-                    Some(b) => DeviceIo::Mqtt(b.clone()),
-                    None => {
-                        let b =
-                            closedloop_mqtt::MqttBroker::connect(config.clone()).map_err(|e| {
-                                EngineError::Driver {
-                                    device: d.id.clone(),
-                                    message: e.to_string(),
-                                }
-                            })?;
-                        brokers.insert(config.url.clone(), b.clone());
-                        DeviceIo::Mqtt(b)
-                    }
-                },
-                Some(Connection::Opcua(config)) => match sessions.get(&config.endpoint) {
-                    Some(c) => DeviceIo::Opcua(c.clone()),
-                    None => {
-                        let c = closedloop_opcua::OpcuaClient::connect((**config).clone())
-                            .map_err(|e| EngineError::Driver {
-                                device: d.id.clone(),
-                                message: e.to_string(),
-                            })?;
-                        sessions.insert(config.endpoint.clone(), c.clone());
-                        DeviceIo::Opcua(c)
-                    }
-                },
-                Some(Connection::Can {
-                    interface,
-                    bitrate,
-                    dbc,
-                }) => {
-                    let port = ports
-                        .entry(interface.to_string())
-                        .or_insert_with(|| {
-                            crate::device::can::CanPort::start(interface.clone(), *bitrate)
-                        })
-                        .clone();
-                    DeviceIo::Can(Arc::new(crate::device::can::CanIo {
-                        port,
-                        dbc: Arc::clone(dbc),
-                        seen: std::sync::Mutex::new(BTreeMap::new()),
-                    }))
-                }
-            };
+            let connection = drivers
+                .get(&d.id)
+                .ok_or_else(|| EngineError::NoDriver(d.id.clone()))?;
+            let io = opened.open(&d.id, connection)?;
             devices.insert(
                 d.id.clone(),
                 DeviceRuntime::new(Arc::new(d.clone()), io, clock),
