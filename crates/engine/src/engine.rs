@@ -87,6 +87,13 @@ impl Engine {
         tasks.push(handle);
     }
 
+    /// The clock that stamps this engine's timelines and journal rows: whoever must map those
+    /// wall-clock milliseconds back to instants (a test on a paused clock) uses this one rather
+    /// than reading the wall clock again at another moment.
+    pub fn clock(&self) -> crate::clock::Clock {
+        self.ctx.clock
+    }
+
     /// The plant this engine serves.
     pub fn plant(&self) -> &Plant {
         &self.ctx.plant

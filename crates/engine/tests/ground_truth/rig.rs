@@ -106,6 +106,11 @@ impl Log {
     pub fn now_ms(&self) -> i64 {
         Instant::now().duration_since(self.t0).as_millis() as i64
     }
+
+    /// The instant `ms` milliseconds after the log began.
+    pub fn instant_of(&self, ms: i64) -> Instant {
+        self.t0 + std::time::Duration::from_millis(ms.max(0) as u64)
+    }
 }
 
 fn data_len(d: &Data) -> u16 {
@@ -253,20 +258,6 @@ fn template() -> std::path::PathBuf {
     path
 }
 
-/// Wall-clock ms now, taken just after a millisecond boundary so that the engine's own reading
-/// (a few microseconds later, in `Engine::start`) falls in the same millisecond.
-fn wall_ms_at_boundary() -> i64 {
-    loop {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970");
-        if now.subsec_micros() % 1000 < 300 {
-            return now.as_millis() as i64;
-        }
-        std::hint::spin_loop();
-    }
-}
-
 struct Running {
     engine: Arc<Engine>,
     sims: Vec<SimDevice>,
@@ -305,11 +296,14 @@ async fn start(
     // the paused clock skips, so its retries ran out in no real time (`PoolTimedOut`, about
     // one case in 5,000). The pools work on from the case's runtime.
     let journal = on_real_clock(Journal::open(url)).expect("journal opens");
-    let wall_ms = wall_ms_at_boundary();
     let start_ms = log.now_ms();
     let engine = Engine::start(Arc::clone(plant), journal, map)
         .await
         .expect("engine starts");
+    // The engine's own mapping of the paused clock to wall-clock ms: reading the wall clock here
+    // instead, a thread descheduled between that reading and the engine's (16 ms on a loaded
+    // machine) shifted every journal time and the harness found writes "by no command".
+    let wall_ms = engine.clock().wall_ms(log.instant_of(start_ms));
     epochs.push(Epoch { start_ms, wall_ms });
     Running {
         engine: Arc::new(engine),
