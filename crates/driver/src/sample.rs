@@ -66,6 +66,21 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A device's snapshot before its first read: no values, liveness unknown.
+    pub fn before_first_read() -> Snapshot {
+        Snapshot {
+            seq: 0,
+            values: BTreeMap::new(),
+            liveness: Liveness::Unknown,
+            last_seen_ms: None,
+            last_error: None,
+            crc_failing: false,
+            last_valid: None,
+            down: false,
+            unreadable: BTreeMap::new(),
+        }
+    }
+
     /// Plain values by signal name, for expression scopes.
     pub fn plain(&self) -> BTreeMap<String, Value> {
         self.values
@@ -150,19 +165,12 @@ impl SnapshotTx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn snap(seq: u64) -> Snapshot {
         Snapshot {
             seq,
-            values: BTreeMap::new(),
             liveness: Liveness::Online,
-            last_seen_ms: None,
-            last_error: None,
-            crc_failing: false,
-            last_valid: None,
-            down: false,
-            unreadable: BTreeMap::new(),
+            ..Snapshot::before_first_read()
         }
     }
 

@@ -71,17 +71,7 @@ impl DeviceRuntime {
     /// Wraps a driver; call [`DeviceRuntime::spawn_poller`] to start reading.
     pub fn new(spec: Arc<Device>, io: DeviceIo, clock: Clock) -> Arc<DeviceRuntime> {
         let blocks = poller::plan_blocks(&spec);
-        let tx = SnapshotTx::new(Snapshot {
-            seq: 0,
-            values: BTreeMap::new(),
-            liveness: Liveness::Unknown,
-            last_seen_ms: None,
-            last_error: None,
-            crc_failing: false,
-            last_valid: None,
-            down: false,
-            unreadable: BTreeMap::new(),
-        });
+        let tx = SnapshotTx::new(Snapshot::before_first_read());
         Arc::new(DeviceRuntime {
             timeout: Duration::from_millis(spec.request_timeout_ms()),
             spec,

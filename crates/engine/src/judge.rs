@@ -119,16 +119,20 @@ impl Supervisor {
             .collect()
     }
 
-    /// The evidence names of `done_when`'s signals (`position_mm`, `devices.meter.contact`), or
-    /// `None` without a `done_when`.
-    fn feedback_names(&self) -> Option<BTreeSet<String>> {
-        let done = self.action.done_when.as_ref()?;
-        let own = done.signals().iter().cloned();
-        let others = done
-            .devices()
-            .iter()
-            .map(|(d, s)| format!("devices.{d}.{s}"));
-        Some(own.chain(others).collect())
+    /// Whether the criterion value named `name` (`position_mm`, `devices.meter.contact`) is
+    /// feedback: one of `done_when`'s signals, or any criterion without a `done_when`. Asked per
+    /// value of every sample, so it allocates nothing.
+    fn is_feedback(&self, name: &str) -> bool {
+        let Some(done) = &self.action.done_when else {
+            return true;
+        };
+        match name
+            .strip_prefix("devices.")
+            .and_then(|r| r.split_once('.'))
+        {
+            Some((d, sig)) => done.devices().iter().any(|(dd, ss)| dd == d && ss == sig),
+            None => done.signals().iter().any(|s| s == name),
+        }
     }
 
     /// Right after the acknowledgement: the fence of every other device the criteria read, and
@@ -155,10 +159,9 @@ impl Supervisor {
         let unit_of = |dev: &crate::device::DeviceRuntime, n: &str| {
             dev.spec.signal(n).and_then(|s| s.unit.clone())
         };
-        let feedback = self.feedback_names();
         let mut note = |name: String, v: &crate::device::SignalValue, unit: Option<String>| {
             key.push(v.seq);
-            if feedback.as_ref().is_none_or(|f| f.contains(&name)) {
+            if self.is_feedback(&name) {
                 oldest_ms = oldest_ms.min(v.at_ms);
             }
             let mut e =
