@@ -46,9 +46,10 @@ async fn start_engine_with(
                 plant.server.journal
             )
         })?;
-    let drivers = closedloop_engine::build_drivers(&plant)
+    let drivers = closedloop_connect::build_drivers(&plant)
         .with_context(|| format!("{}", plant_path.display()))?;
-    let engine = Engine::start(Arc::new(plant), journal, drivers.map).await?;
+    let links = drivers.open(&plant.devices)?;
+    let engine = Engine::start(Arc::new(plant), journal, links).await?;
     Ok(Arc::new(engine))
 }
 

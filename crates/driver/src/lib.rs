@@ -1,20 +1,18 @@
-//! The register-level seam between closedloop's engine and the devices it polls.
+//! What every protocol of closedloop shares: the register-level [`Driver`] of polled devices,
+//! the register codec, the contract's codes, numbered samples, and typed device addresses.
 //!
 //! Register devices implement [`Driver`]: the in-process simulator (`closedloop_sim::SimDevice`)
-//! and Modbus TCP and RTU units (`closedloop_modbus::ModbusDevice`). For them the engine knows
-//! nothing else about a device: it reads blocks of bits or registers, writes them, and judges the
-//! answers. Keeping the seam this narrow is what lets the simulator stand in for real hardware in
-//! every engine test.
+//! and Modbus TCP and RTU units (`closedloop_modbus::ModbusDevice`). Their link reads blocks of
+//! bits or registers, writes them, and publishes the answers as samples; keeping this seam narrow
+//! is what lets the simulator stand in for a Modbus unit in every engine test.
 //!
-//! MQTT, OPC UA and CAN devices push their values rather than answer polls, and do not implement
-//! [`Driver`]: the engine reaches them through its own `DeviceIo` variants (`Mqtt`, `Opcua`,
-//! `Can` in `closedloop_engine::device`), over `closedloop_mqtt::MqttBroker`,
-//! `closedloop_opcua::OpcuaClient` and a bus port around `closedloop_can::CanBus`. A single
-//! device-link seam for every protocol is planned; until then this trait covers register devices
-//! only.
+//! [`Driver`] is one kind of device, not the seam of every protocol: the engine reaches every
+//! device, register-based or not, through `closedloop_link::Link`. A register device's link
+//! (`closedloop_connect::registers::RegisterLink`) polls its `Driver`; MQTT, OPC UA and CAN links
+//! listen to what their devices push.
 //!
 //! [`codec`] is the pure register codec (types, word order, byte swap, bit, scale, offset; refuses,
-//! never saturates) that the plant loader, the engine and `closedloop check` share.
+//! never saturates) that the plant loader, the register link and `closedloop check` share.
 //!
 //! [`contract`] holds the contract's statuses and error codes, [`sample`] what a device's reads
 //! become (numbered values and liveness) and the channel that publishes them: protocol-neutral,
@@ -50,12 +48,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// The two-layer answer of a device: reached or not, then accepted or refused.
 pub type Answer<T> = Result<Result<T, Exception>, TransportError>;
 
-/// One register device as the engine sees it (sim, Modbus): something that answers
-/// register-level reads and writes. MQTT, OPC UA and CAN devices are not `Driver`s (see the
-/// crate doc).
+/// One register device (sim, Modbus): something that answers register-level reads and writes.
+/// MQTT, OPC UA and CAN devices are not `Driver`s (see the crate doc).
 ///
 /// Implementations do not apply request timeouts of their own unless their protocol demands it:
-/// the engine wraps every call in the device's `timeout_ms`, so a device that never answers
+/// the caller (the register link, a raw tool) wraps every call in the device's `timeout_ms`, so a device that never answers
 /// (powered off, or a zombie whose TCP stack accepts and then says nothing) is simply a future
 /// that never resolves. Dropping the future must be safe at any point.
 pub trait Driver: Send + Sync + 'static {

@@ -49,7 +49,7 @@ impl Engine {
             devices: &devices,
             extra_strings: &[("command_id", "cmd_pending")],
         };
-        plan::evaluate(&action.write, &scope, dev.dbc()).map_err(|e| {
+        plan::evaluate(&action.write, &scope, dev.link().as_ref()).map_err(|e| {
             (
                 ErrorCode::InvalidParams,
                 format!("{e}; nothing was written."),

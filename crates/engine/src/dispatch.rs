@@ -9,6 +9,7 @@ use crate::device::Liveness;
 use crate::machine::{Effect, Event};
 use crate::plan::{self, Request, WriteError};
 use crate::supervisor::{Supervisor, offline_detail, shutdown_signal};
+use closedloop_link::Reporting;
 use closedloop_plant::Scope;
 use serde_json::json;
 use std::time::Duration;
@@ -96,7 +97,7 @@ impl Supervisor {
             let detail = format!("On a fresh read of {}, {why}.", self.dev.id());
             return Err((ErrorCode::Interlock, detail));
         }
-        let writes = plan::evaluate(&self.action.write, scope, self.dev.dbc())
+        let writes = plan::evaluate(&self.action.write, scope, self.dev.link().as_ref())
             .map_err(|e| (ErrorCode::InvalidParams, e.to_string()))?;
         let expect_s = crate::admit::expected_duration(&self.action, scope)
             .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
@@ -112,7 +113,7 @@ impl Supervisor {
         let floor_s = self.action.timeout_floor_ms as f64 / 1000.0;
         let budget =
             expect_s * self.action.timeout_factor + floor_s + self.dev.spec.poll_ms as f64 / 1000.0;
-        if self.baseline_done && !self.dev.is_register_based() {
+        if self.baseline_done && self.dev.reporting() != Reporting::Polled {
             budget.max(expect_s + self.dev.spec.liveness.max_silence_s + floor_s)
         } else {
             budget

@@ -2,14 +2,15 @@
 //! cancel, list, device state, and a stream of changes.
 
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
-use crate::clock::{Clock, rfc3339};
+use crate::clock::rfc3339;
 use crate::context::{Change, Context};
 use crate::device::DeviceRuntime;
 use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
-use crate::{Connection, EngineError, plan};
+use crate::{EngineError, plan};
 use closedloop_journal::{Journal, ListFilter};
+use closedloop_link::Links;
 use closedloop_plant::{Action, Plant, Verification};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,23 +38,22 @@ pub struct Engine {
 
 impl Engine {
     /// Starts pollers for every device, recovers unfinished commands from the journal, and
-    /// returns once the engine takes submissions. `drivers` must hold one driver per device.
+    /// returns once the engine takes submissions. `links` must hold one link per device
+    /// (`closedloop_connect::Drivers::open` builds them from the plant).
     pub async fn start(
         plant: Arc<Plant>,
         journal: Journal,
-        drivers: BTreeMap<String, Connection>,
+        links: Links,
     ) -> Result<Engine, EngineError> {
-        let clock = Clock::new();
+        let Links { clock, map } = links;
         let mut devices = BTreeMap::new();
-        let mut opened = crate::connections::Opened::default();
         for d in &plant.devices {
-            let connection = drivers
+            let link = map
                 .get(&d.id)
                 .ok_or_else(|| EngineError::NoDriver(d.id.clone()))?;
-            let io = opened.open(&d.id, connection)?;
             devices.insert(
                 d.id.clone(),
-                DeviceRuntime::new(Arc::new(d.clone()), io, clock),
+                DeviceRuntime::new(Arc::new(d.clone()), Arc::clone(link)),
             );
         }
         let ctx = Arc::new(Context::new(plant, journal, clock, devices));
@@ -61,7 +61,7 @@ impl Engine {
         let mut pollers = ctx
             .devices
             .values()
-            .map(|d| d.spawn_poller(Arc::clone(&stop_pollers)))
+            .map(|d| d.spawn_reader(Arc::clone(&stop_pollers)))
             .collect::<Vec<_>>();
         pollers.extend(crate::alarms::spawn_watchers(&ctx, &stop_pollers));
         let engine = Engine {

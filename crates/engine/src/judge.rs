@@ -12,7 +12,7 @@ use crate::device::{Liveness, Snapshot};
 use crate::machine::{Event, Reading};
 use crate::plan::{self, Request};
 use crate::supervisor::{Supervisor, offline_detail};
-use closedloop_driver::{Value, Write};
+use closedloop_driver::Value;
 use closedloop_plant::{Action, Expr, Scope};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -331,14 +331,11 @@ impl Supervisor {
         };
         let mut all = true;
         let mut evidence = serde_json::Map::new();
-        for w in writes.iter().filter_map(Request::as_register) {
-            all &= self.read_back_block(w, &mut evidence).await;
-        }
-        if self.dev.opcua().is_some() {
-            for w in &writes {
-                if let Request::OpcuaWrite { node, value } = w {
-                    all &= self.read_back_node(node, *value, &mut evidence).await;
-                }
+        for w in &writes {
+            // Only what the link can read back (registers, node writes) is compared.
+            if let Some(back) = self.dev.read_back(w).await {
+                all &= back.matched;
+                evidence.extend(back.evidence);
             }
         }
         self.evidence = serde_json::Value::Object(evidence);
@@ -362,65 +359,7 @@ impl Supervisor {
     /// The plan evaluated on this snapshot (for a recovered command's readback).
     fn planned_writes(&self, snap: &Snapshot) -> Option<Vec<Request>> {
         self.in_latest_scope(snap, |scope| {
-            plan::evaluate(&self.action.write, scope, self.dev.dbc()).ok()
+            plan::evaluate(&self.action.write, scope, self.dev.link().as_ref()).ok()
         })
-    }
-
-    /// Reads one written register block back; whether it holds what was written.
-    async fn read_back_block(
-        &self,
-        w: &Write,
-        evidence: &mut serde_json::Map<String, serde_json::Value>,
-    ) -> bool {
-        let (area, start, count) = match w {
-            Write::Coils { start, values } => (w.area(), *start, values.len() as u16),
-            Write::Registers { start, values } => (w.area(), *start, values.len() as u16),
-        };
-        // Self-clearing outputs (a start coil) cannot be read back as written; a plant that
-        // wants readback declares registers that hold their value.
-        let Ok(Ok(data)) = self.dev.read(area, start, count).await else {
-            return false;
-        };
-        let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
-        let value = match &data {
-            closedloop_driver::Data::Bits(b) => json!(b),
-            closedloop_driver::Data::Words(ws) => json!(ws),
-        };
-        evidence.insert(
-            format!("{area}:{start}"),
-            json!({"value": value, "at": at, "source": format!("{area}:{start}")}),
-        );
-        plan::matches(&data, w)
-    }
-
-    /// Reads an OPC UA variable after the acknowledgement and compares it with the value
-    /// written (a Float node holds it to single precision).
-    async fn read_back_node(
-        &self,
-        node: &str,
-        value: Value,
-        evidence: &mut serde_json::Map<String, serde_json::Value>,
-    ) -> bool {
-        let Some(client) = self.dev.opcua() else {
-            return false;
-        };
-        let read = client.read(&[node.to_string()]).await;
-        let Some(u) = read.ok().and_then(|mut v| v.pop()) else {
-            return false;
-        };
-        let matched = u.good
-            && match (u.value, value) {
-                (Some(Value::Number(a)), Value::Number(b)) => {
-                    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
-                }
-                (Some(a), b) => a == b,
-                (None, _) => false,
-            };
-        let at = crate::clock::rfc3339(self.ctx.clock.now_ms());
-        evidence.insert(
-            node.to_string(),
-            json!({"value": u.value, "status": u.status, "at": at, "source": node}),
-        );
-        matched
     }
 }

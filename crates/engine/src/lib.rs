@@ -1,14 +1,12 @@
 //! closedloop's engine: the command lifecycle (docs/architecture.md), from a submission to an
 //! outcome the journal holds and the hardware confirmed (or the reason it could not).
 //!
-//! The engine knows no MCP. It still knows the wire protocols, one module each under `device/`:
-//! register devices (sim, Modbus) are [`closedloop_driver::Driver`]s read by a poller; MQTT
-//! devices are clients of a shared [`closedloop_mqtt::MqttBroker`], OPC UA devices nodes of a
-//! shared [`closedloop_opcua::OpcuaClient`] session, CAN devices nodes on a shared bus port, each
-//! read by a listener: one `DeviceIo` variant each (`device.rs`). One device-link seam that would
-//! let the engine depend on no protocol crate is planned, not built. [`build_drivers`] turns a
-//! plant into a [`Connection`] per device; [`Engine::start`] opens them, starts every device's
-//! poller or listener and recovers the journal's unfinished commands.
+//! The engine knows no MCP and no wire protocol. Everything it needs from a device goes through
+//! the one seam of `closedloop-link`: a [`Link`] per device publishes numbered samples, returns a
+//! fence when a write is acknowledged, reads afresh on request and encodes the write entries of an
+//! action. `closedloop-connect` builds the links of a plant (the simulator, Modbus, MQTT, OPC UA,
+//! CAN); a test can hand [`Engine::start`] a link of its own (`tests/fake_link.rs`).
+//! [`Engine::start`] starts every link's reader and recovers the journal's unfinished commands.
 //!
 //! Modules, roughly in the order a command meets them (docs/architecture.md follows one tool
 //! call through them, function by function):
@@ -36,13 +34,10 @@
 //!   until a terminal status, carry out the machine's effects (cancel plan, safe state).
 //! - `dispatch`: a fresh read, the `dispatched` record committed before anything is sent, then
 //!   the write plan, re-sent only as the machine allows.
-//! - `plan`: write plans from the plant's entries and CEL values to requests (register writes,
-//!   publishes, OPC UA writes and calls, CAN frames), all encoded before anything is sent. A
-//!   failed write is put in the contract's words by its protocol crate (`write_error`).
-//! - `device`: one device at run time: its connection, poller or listener, signal cache,
-//!   numbered samples and liveness; `DeviceRuntime::send` returns each write's fence. Submodules
-//!   `device::mqtt`, `device::opcua` and `device::can` hold the push-fed protocols'
-//!   listeners, `closedloop_driver::sample` the channel that lets a supervisor see every sample.
+//! - `plan`: write plans: each entry's expressions evaluated to typed values (a payload template
+//!   rendered), then encoded by the device's link, all before anything is sent.
+//! - `device`: one device at run time: its declaration and its link; `DeviceRuntime::send`
+//!   returns each write's fence.
 //! - `judge`: which values may count (the fence of every device an expression reads) and what a
 //!   fresh sample says (done, failed, started, stopped, moved, early); readback.
 //! - `others`: wakes a supervisor when another device its criteria read delivers a sample.
@@ -54,24 +49,18 @@
 //!   `CommandResult::for_model`, sized for a model.
 //! - [`contract`]: the contract's statuses and error codes, each code with its hint (defined in
 //!   `closedloop_driver::contract`, beside the driver seam, so every protocol can name them).
-//! - `connections`: the plant's driver tables (addresses already typed by the plant) to a
-//!   [`Connection`] per device ([`build_drivers`]); devices sharing a broker, endpoint or bus must
-//!   agree on how it is reached.
 //! - [`clock`]: one monotonic base mapped to wall-clock milliseconds, so timelines follow a
-//!   paused test clock.
+//!   paused test clock (defined in `closedloop-link`: links stamp samples with the same clock).
 //! - `terminal`: the one place a terminal row is made from the machine's outcome (`Ending`).
 //! - `recovery`: start-up recovery of what the journal says was unfinished.
-//! - `raw`: raw register reads and writes for `raw_access` devices, outside the lifecycle.
-//! - `bridge`: read-only bridge tools for `raw_access` devices (`can_signals`, `can_decode`,
-//!   `opcua_browse`, `opcua_read`).
+//! - `raw`: raw register reads and writes for `raw_access` devices whose link has registers,
+//!   outside the lifecycle, and the link of a `raw_access` device for the bridge tools of one
+//!   protocol (`closedloop_connect::bridge`).
 
 mod admission;
 mod admit;
 mod alarms;
 mod api;
-mod bridge;
-pub mod clock;
-mod connections;
 mod context;
 pub mod detail;
 mod device;
@@ -94,9 +83,9 @@ mod terminal;
 // The API the MCP layer and the CLI use; everything else stays inside the crate.
 pub use alarms::AlarmInfo;
 pub use api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
-pub use bridge::{CanDecoded, CanSignalState, MAX_BROWSE, MAX_READ, OpcuaValue};
 pub use closedloop_driver::contract;
-pub use connections::{Connection, Drivers, build_drivers};
+pub use closedloop_link::clock;
+pub use closedloop_link::{Link, Links};
 pub use context::Change;
 pub use contract::{ErrorCode, Status};
 pub use device::{Liveness, SignalValue, Snapshot};
@@ -119,35 +108,9 @@ pub enum EngineError {
     /// No command has this id (contract code `UNKNOWN_COMMAND`).
     #[error("no command has id {0:?}")]
     UnknownCommand(String),
-    /// A device has no driver.
-    #[error("device {0:?} has no driver")]
+    /// A device has no link.
+    #[error("device {0:?} has no link; give Engine::start one link per device of the plant")]
     NoDriver(String),
-    /// A driver kind this build cannot run yet.
-    #[error(
-        "device {device:?}: driver kind {kind:?} is not available in this build; use kind = \"sim\", \"modbus-tcp\", \"modbus-rtu\", \"mqtt\", \"opcua\" or \"can\""
-    )]
-    UnsupportedDriver {
-        /// Device id.
-        device: String,
-        /// Driver kind.
-        kind: String,
-    },
-    /// A driver could not be set up (a bad address, a serial port opened twice with other settings).
-    #[error("device {device:?}: {message}")]
-    Driver {
-        /// Device id.
-        device: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A simulated device's options are invalid.
-    #[error("device {device:?}: {message}")]
-    Sim {
-        /// Device id.
-        device: String,
-        /// What is wrong.
-        message: String,
-    },
     /// The journal failed.
     #[error(transparent)]
     Journal(#[from] closedloop_journal::JournalError),

@@ -30,14 +30,7 @@ pub struct RawRead {
     pub at: String,
 }
 
-/// Why a raw request did not succeed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RawError {
-    /// The contract code.
-    pub code: ErrorCode,
-    /// What happened.
-    pub detail: String,
-}
+pub use closedloop_link::RawError;
 
 pub(crate) fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
     RawError {
@@ -71,12 +64,22 @@ impl Engine {
         Ok(dev)
     }
 
+    /// The link of a `raw_access` device, for a bridge tool of its protocol
+    /// (`closedloop_connect::bridge`), with the engine's clock reading now.
+    pub fn raw_access_link(
+        &self,
+        device: &str,
+    ) -> Result<(std::sync::Arc<dyn closedloop_link::Link>, i64), RawError> {
+        let dev = self.raw_access_device(device, "bridge access")?;
+        Ok((std::sync::Arc::clone(dev.link()), self.ctx.clock.now_ms()))
+    }
+
     fn raw_device(
         &self,
         device: &str,
     ) -> Result<&std::sync::Arc<crate::device::DeviceRuntime>, RawError> {
         let dev = self.raw_access_device(device, "raw register access")?;
-        if !dev.is_register_based() {
+        if !dev.has_registers() {
             return Err(refuse(
                 ErrorCode::InvalidParams,
                 format!(

@@ -23,7 +23,7 @@ impl Supervisor {
         // A cyclic start frame must not keep going out beside the stop.
         self.stop_cycling();
         let planned = self.in_latest_scope(&self.dev.snapshot(), |scope| {
-            plan::evaluate(&self.action.cancel, scope, self.dev.dbc())
+            plan::evaluate(&self.action.cancel, scope, self.dev.link().as_ref())
         });
         let result = match planned {
             Ok(writes) => self.write_all(&writes, CANCEL_EXPIRY).await.map(|_| ()),

@@ -12,6 +12,7 @@ use crate::device::Snapshot;
 use crate::engine::AsCheck;
 use crate::machine::{Check, Event};
 use crate::supervisor::{Supervisor, shutdown_signal};
+use closedloop_link::Reporting;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -127,7 +128,7 @@ impl Supervisor {
             readback,
             poll_every,
             next_readback: Instant::now(),
-            reads_on_request: self.dev.opcua().is_some() && !readback,
+            reads_on_request: self.dev.reporting() == Reporting::ChangesOnly && !readback,
             next_read: Instant::now() + poll_every,
             settle_poll: (self.baseline_done && settle_ms >= 0)
                 .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1)),

@@ -6,7 +6,7 @@ use crate::contract::Status;
 use crate::device::{DeviceRuntime, Snapshot};
 use crate::live::LiveCommand;
 use crate::machine::{Effect, Event, Found, Machine, Outcome};
-use crate::plan::{self, Request};
+use crate::plan::Request;
 use crate::terminal::Ending;
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Params};
@@ -218,15 +218,13 @@ impl Supervisor {
         all
     }
 
-    /// Starts re-sending the plan's cyclic frames (`cycle_ms`) until the command ends or its
-    /// cancel plan is written. A failed re-send is logged; the criterion judges the effect.
+    /// Starts re-sending the plan's cyclic requests (a CAN frame with `cycle_ms`) until the
+    /// command ends or its cancel plan is written. A failed re-send is logged; the criterion
+    /// judges the effect.
     pub(crate) fn start_cycling(&mut self, writes: &[Request]) {
-        let cyclic: Vec<(plan::CanWrite, u64)> = writes
+        let cyclic: Vec<(Request, Duration)> = writes
             .iter()
-            .filter_map(|w| match w {
-                Request::Can(c) => c.cycle_ms.map(|ms| (c.clone(), ms.max(1))),
-                _ => None,
-            })
+            .filter_map(|w| w.repeat_every().map(|period| (Arc::clone(w), period)))
             .collect();
         if cyclic.is_empty() {
             return;
@@ -235,21 +233,17 @@ impl Supervisor {
         let command_id = self.cmd.row().command_id;
         self.cycling = Some(AbortOnDrop(tokio::spawn(async move {
             let start = Instant::now();
-            let mut next: Vec<Instant> = cyclic
-                .iter()
-                .map(|(_, ms)| start + Duration::from_millis(*ms))
-                .collect();
+            let mut next: Vec<Instant> = cyclic.iter().map(|(_, period)| start + *period).collect();
             loop {
                 let Some((i, at)) = next.iter().copied().enumerate().min_by_key(|(_, t)| *t) else {
                     return;
                 };
                 sleep_until(at).await;
-                let (c, ms) = &cyclic[i];
-                let period = Duration::from_millis(*ms);
-                if let Err(e) = dev.send(&Request::Can(c.clone()), period).await {
-                    tracing::warn!(%command_id, device = %dev.id(), error = %e.detail, "cyclic CAN frame not sent");
+                let (request, period) = &cyclic[i];
+                if let Err(e) = dev.send(request, *period).await {
+                    tracing::warn!(%command_id, device = %dev.id(), error = %e.detail, "cyclic request not sent");
                 }
-                next[i] = at + period;
+                next[i] = at + *period;
             }
         })));
     }

@@ -29,8 +29,9 @@ async fn crash_child() {
     let plant = plant(&crash_plant());
     let url = format!("sqlite://{dir}/journal.db");
     let journal = Journal::open(&url).await.unwrap();
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
-    let engine = closedloop_engine::Engine::start(std::sync::Arc::new(plant), journal, drivers.map)
+    let drivers = closedloop_connect::build_drivers(&plant).unwrap();
+    let links = drivers.open(&plant.devices).expect("links");
+    let engine = closedloop_engine::Engine::start(std::sync::Arc::new(plant), journal, links)
         .await
         .unwrap();
     let sub = |device: &str, action: &str, args: serde_json::Value| closedloop_engine::Submission {

@@ -365,9 +365,10 @@ async fn a_write_whose_dispatch_record_the_journal_never_took_is_never_sent() {
         &relay(r#"{ kind = "latency_ms", ms = 300 }"#)
             .replace("max_silence_s = 0.5", "max_silence_s = 3.0"),
     );
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
+    let drivers = closedloop_connect::build_drivers(&plant).unwrap();
     let lamp = drivers.sims["lamp"].clone();
-    let engine = Engine::start(Arc::new(plant), journal.clone(), drivers.map)
+    let links = drivers.open(&plant.devices).expect("links");
+    let engine = Engine::start(Arc::new(plant), journal.clone(), links)
         .await
         .unwrap();
     let r = engine

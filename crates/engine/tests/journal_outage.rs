@@ -17,9 +17,10 @@ async fn a_command_waits_for_its_journal_and_then_ends_as_the_hardware_says() {
     let url = format!("sqlite://{}", dir.path().join("journal.db").display());
     let journal = Journal::open(&url).await.unwrap();
     let plant = plant(&slide(""));
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
+    let drivers = closedloop_connect::build_drivers(&plant).unwrap();
     let slide_sim = drivers.sims["slide"].clone();
-    let engine = Engine::start(Arc::new(plant), journal.clone(), drivers.map)
+    let links = drivers.open(&plant.devices).expect("links");
+    let engine = Engine::start(Arc::new(plant), journal.clone(), links)
         .await
         .unwrap();
     let submit = |target: f64| Submission {
@@ -79,8 +80,9 @@ async fn a_start_whose_journal_takes_no_writes_fails_instead_of_hanging() {
     let src = slide("");
     let journal = Journal::open(&url).await.unwrap();
     let first = plant(&src);
-    let drivers = closedloop_engine::build_drivers(&first).unwrap();
-    let engine = Engine::start(Arc::new(first), journal, drivers.map)
+    let drivers = closedloop_connect::build_drivers(&first).unwrap();
+    let links = drivers.open(&first.devices).expect("links");
+    let engine = Engine::start(Arc::new(first), journal, links)
         .await
         .unwrap();
     let r = engine
@@ -99,10 +101,11 @@ async fn a_start_whose_journal_takes_no_writes_fails_instead_of_hanging() {
     let journal = Journal::open(&url).await.unwrap();
     journal.fail_writes(true);
     let second = plant(&src);
-    let drivers = closedloop_engine::build_drivers(&second).unwrap();
+    let drivers = closedloop_connect::build_drivers(&second).unwrap();
+    let links = drivers.open(&second.devices).expect("links");
     let started = tokio::time::timeout(
         Duration::from_secs(20),
-        Engine::start(Arc::new(second), journal, drivers.map),
+        Engine::start(Arc::new(second), journal, links),
     )
     .await
     .expect("the start ends instead of hanging");

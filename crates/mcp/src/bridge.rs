@@ -180,7 +180,13 @@ impl Server {
         depth: u32,
         page: usize,
     ) -> CallToolResult {
-        let b = match self.engine.opcua_browse(device, node, depth, page).await {
+        let browsed = match self.bridge_link(device) {
+            Ok((link, _)) => {
+                closedloop_connect::bridge::opcua_browse(&*link, node, depth, page).await
+            }
+            Err(e) => Err(e),
+        };
+        let b = match browsed {
             Ok(b) => b,
             Err(e) => return refused(device, e),
         };
@@ -213,7 +219,11 @@ impl Server {
 
     /// `opcua_read` once its arguments are valid: each node's value and status.
     async fn opcua_read(&self, device: &str, nodes: &[String]) -> CallToolResult {
-        let values = match self.engine.opcua_read(device, nodes).await {
+        let read = match self.bridge_link(device) {
+            Ok((link, _)) => closedloop_connect::bridge::opcua_read(&*link, nodes).await,
+            Err(e) => Err(e),
+        };
+        let values = match read {
             Ok(values) => values,
             Err(e) => return refused(device, e),
         };
@@ -261,7 +271,10 @@ impl Server {
 
     /// `can_signals` once its arguments are valid: each signal's latest value and age.
     fn can_signals(&self, device: &str, names: Option<&[String]>) -> CallToolResult {
-        let list = match self.engine.can_signals(device, names) {
+        let list = match self
+            .bridge_link(device)
+            .and_then(|(link, now)| closedloop_connect::bridge::can_signals(&*link, now, names))
+        {
             Ok(list) => list,
             Err(e) => return refused(device, e),
         };
@@ -280,7 +293,10 @@ impl Server {
 
     /// `can_decode` once its arguments are valid: the frame's message and signals.
     fn can_decode(&self, device: &str, id: u32, data: &[u8]) -> CallToolResult {
-        let d = match self.engine.can_decode(device, id, data) {
+        let d = match self
+            .bridge_link(device)
+            .and_then(|(link, _)| closedloop_connect::bridge::can_decode(&*link, id, data))
+        {
             Ok(d) => d,
             Err(e) => return refused(device, e),
         };
@@ -317,6 +333,16 @@ fn bounded(
             .as_u64()
             .filter(|n| range.contains(n))
             .ok_or_else(|| McpError::invalid_params(msg, None)),
+    }
+}
+
+impl Server {
+    /// The link of a `raw_access` device for a bridge tool, and the engine's time now.
+    fn bridge_link(
+        &self,
+        device: &str,
+    ) -> Result<(Arc<dyn closedloop_engine::Link>, i64), closedloop_engine::RawError> {
+        self.engine.raw_access_link(device)
     }
 }
 

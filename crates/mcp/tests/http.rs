@@ -81,9 +81,10 @@ impl Gateway {
         let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
         let journal_url = plant.server.journal.clone();
         let journal = Journal::open(&journal_url).await.unwrap();
-        let drivers = closedloop_engine::build_drivers(&plant).unwrap();
+        let drivers = closedloop_connect::build_drivers(&plant).unwrap();
+        let links = drivers.open(&plant.devices).expect("links");
         let engine = Arc::new(
-            Engine::start(Arc::new(plant), journal, drivers.map)
+            Engine::start(Arc::new(plant), journal, links)
                 .await
                 .unwrap(),
         );

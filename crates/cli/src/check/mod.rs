@@ -19,7 +19,7 @@ pub fn run(path: &Path) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if let Err(e) = closedloop_engine::build_drivers(&plant) {
+    if let Err(e) = closedloop_connect::build_drivers(&plant) {
         eprintln!("{}: {e}", path.display());
         return ExitCode::from(1);
     }

@@ -12,9 +12,12 @@
 //!   SocketCAN with the `socketcan` cargo feature. A transport failure ends the bus with an error
 //!   that every waiting caller receives; nothing hangs.
 //!
+//! - [`CanPort`] keeps one interface open for every device on it (reopened with backoff after a
+//!   failure), numbers its frames as they arrive, and returns a sent frame's fence.
+//!
 //! CAN is push, like MQTT: this crate does not implement the register-oriented
-//! `closedloop_driver::Driver`; the engine subscribes to [`CanBus::frames`], decodes each frame
-//! of a known [`Message`], and sends encoded frames with [`CanBus::send`].
+//! `closedloop_driver::Driver`; the CAN link of `closedloop-connect` listens to a [`CanPort`],
+//! decodes each frame of a known [`Message`], and sends encoded frames through the port.
 
 mod bus;
 mod codec;
@@ -22,6 +25,7 @@ mod contract;
 pub mod dbc;
 mod error;
 mod frame;
+mod port;
 pub mod slcan;
 #[cfg(feature = "socketcan")]
 mod socketcan;
@@ -32,3 +36,4 @@ pub use contract::write_error;
 pub use dbc::{ByteOrder, Dbc, Message, Mux, Signal};
 pub use error::{BusError, DbcError, EncodeError, FrameError};
 pub use frame::Frame;
+pub use port::{CanPort, Received};

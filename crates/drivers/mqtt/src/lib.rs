@@ -1,6 +1,6 @@
 //! MQTT for closedloop (docs/architecture.md, docs/plant-file.md): a shared MQTT 5 connection per
-//! broker and the pure pieces the engine needs to turn messages into signal values and actions into
-//! publishes.
+//! broker and the pure pieces the MQTT link (`closedloop-connect`) needs to turn messages into
+//! signal values and actions into publishes.
 //!
 //! MQTT is push, not poll, so this crate does not implement the register-oriented
 //! `closedloop_driver::Driver`; it offers [`MqttBroker`] (subscribe / publish-until-PUBACK /
@@ -9,7 +9,7 @@
 //! compared with [`Ack::seq`] tells whether it arrived after the write.
 //!
 //! Payloads go out as the caller rendered them: the plant's `${...}` templates are rendered by
-//! the engine, which knows the plant, so this crate deals in bytes and typed values only. The
+//! the engine's plan, which knows the plant, so this crate deals in bytes and typed values only. The
 //! `mqtt-relay` simulated device lives in closedloop-sim-server, as a client of this crate.
 
 mod broker;

@@ -1,5 +1,5 @@
-//! OPC UA for closedloop (docs/architecture.md, docs/plant-file.md): a client the engine drives
-//! devices with.
+//! OPC UA for closedloop (docs/architecture.md, docs/plant-file.md): the client the OPC UA link
+//! (`closedloop-connect`) drives devices with.
 //!
 //! OPC UA is push-fed like MQTT, so this crate does not implement the register-oriented
 //! `closedloop_driver::Driver`. [`OpcuaClient`] keeps one session per endpoint alive in the

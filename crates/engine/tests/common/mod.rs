@@ -35,8 +35,9 @@ pub async fn rig_in(src: &str, dir: tempfile::TempDir) -> Rig {
     let plant = plant(src);
     let url = format!("sqlite://{}", dir.path().join("journal.db").display());
     let journal = Journal::open(&url).await.unwrap();
-    let drivers = closedloop_engine::build_drivers(&plant).unwrap();
-    let engine = Engine::start(Arc::new(plant), journal, drivers.map)
+    let drivers = closedloop_connect::build_drivers(&plant).unwrap();
+    let links = drivers.open(&plant.devices).expect("links");
+    let engine = Engine::start(Arc::new(plant), journal, links)
         .await
         .unwrap();
     Rig {

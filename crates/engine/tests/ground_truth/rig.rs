@@ -4,8 +4,9 @@
 //! makes is logged with the device's physical state (`SimDevice::peek`) at that instant.
 
 use super::spec::*;
+use closedloop_connect::Connection;
 use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, Write};
-use closedloop_engine::{CommandResult, Connection, Engine, Submission};
+use closedloop_engine::{CommandResult, Engine, Submission};
 use closedloop_journal::{CommandRow, EventRow, Journal, ListFilter};
 use closedloop_sim::{SimDevice, SimState};
 use serde_json::json;
@@ -271,7 +272,7 @@ async fn start(
     keep: Option<Vec<SimDevice>>,
     epochs: &mut Vec<Epoch>,
 ) -> Running {
-    let built = closedloop_engine::build_drivers(plant).expect("drivers");
+    let built = closedloop_connect::build_drivers(plant).expect("drivers");
     let ids: Vec<String> = plant.devices.iter().map(|d| d.id.clone()).collect();
     let sims: Vec<SimDevice> = match keep {
         Some(s) => s,
@@ -297,7 +298,13 @@ async fn start(
     // one case in 5,000). The pools work on from the case's runtime.
     let journal = on_real_clock(Journal::open(url)).expect("journal opens");
     let start_ms = log.now_ms();
-    let engine = Engine::start(Arc::clone(plant), journal, map)
+    let links = closedloop_connect::Drivers {
+        map,
+        sims: BTreeMap::new(),
+    }
+    .open(&plant.devices)
+    .expect("links");
+    let engine = Engine::start(Arc::clone(plant), journal, links)
         .await
         .expect("engine starts");
     // The engine's own mapping of the paused clock to wall-clock ms: reading the wall clock here

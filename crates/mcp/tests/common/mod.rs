@@ -19,8 +19,9 @@ pub mod plants;
 pub async fn engine(src: &str, dir: &Path) -> (Arc<Engine>, BTreeMap<String, SimDevice>) {
     let plant = closedloop_plant::parse(src, "test.toml", dir).unwrap_or_else(|e| panic!("{e}"));
     let journal = Journal::open(&plant.server.journal).await.expect("journal");
-    let drivers = closedloop_engine::build_drivers(&plant).expect("drivers");
-    let engine = Engine::start(Arc::new(plant), journal, drivers.map)
+    let drivers = closedloop_connect::build_drivers(&plant).expect("drivers");
+    let links = drivers.open(&plant.devices).expect("links");
+    let engine = Engine::start(Arc::new(plant), journal, links)
         .await
         .expect("engine");
     (Arc::new(engine), drivers.sims)

@@ -3,12 +3,12 @@
 //! not found at the first command.
 
 use super::driver_error;
-use crate::EngineError;
+use crate::ConnectError;
 use closedloop_plant::{Device, Source, WriteEntry};
 
 /// Every CAN signal and write of a device must name a message and signals its DBC has, so that a
 /// typo is refused at load (`closedloop check`), not at the first command.
-pub(super) fn check_can(d: &Device, dbc: &closedloop_can::Dbc) -> Result<(), EngineError> {
+pub(super) fn check_can(d: &Device, dbc: &closedloop_can::Dbc) -> Result<(), ConnectError> {
     let fail = |key: String, message: String| driver_error(d, format!("{key}: {message}"));
     let missing = |signal: &str, m: &closedloop_can::Message| {
         format!(
@@ -23,8 +23,7 @@ pub(super) fn check_can(d: &Device, dbc: &closedloop_can::Dbc) -> Result<(), Eng
         } = &s.source
         {
             let key = format!("signals.{}", s.name);
-            let m =
-                crate::device::can::find_message(dbc, message).map_err(|e| fail(key.clone(), e))?;
+            let m = crate::can::find_message(dbc, message).map_err(|e| fail(key.clone(), e))?;
             if m.signal(signal).is_none() {
                 return Err(fail(key, missing(signal, m)));
             }
@@ -40,8 +39,7 @@ pub(super) fn check_can(d: &Device, dbc: &closedloop_can::Dbc) -> Result<(), Eng
                     continue;
                 };
                 let key = format!("action {}: {plan}", a.name);
-                let m = crate::device::can::find_message(dbc, message)
-                    .map_err(|e| fail(key.clone(), e))?;
+                let m = crate::can::find_message(dbc, message).map_err(|e| fail(key.clone(), e))?;
                 if let Some((name, _)) = signals.iter().find(|(n, _)| m.signal(n).is_none()) {
                     return Err(fail(key, missing(name, m)));
                 }

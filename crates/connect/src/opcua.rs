@@ -2,7 +2,7 @@
 //! one endpoint.
 //!
 //! A value's sequence number is its update's number on the session, and a write's or call's
-//! fence is its acknowledgement's (`Ack::seq`): the parent module's rule. Only Good values enter
+//! fence is its acknowledgement's (`Ack::seq`): the rule of `closedloop-link`. Only Good values enter
 //! the cache; a Bad or Uncertain one is named in `last_error` and leaves the last Good value, with
 //! its old number, in place — it can never confirm a command. A `poll_now` (after a write, at
 //! dispatch, when "already so" may confirm) reads every node, because a value that does not
@@ -20,15 +20,88 @@
 //! the acknowledgement) and is never sent again by the subscription, so a read issued after the
 //! acknowledgement is fresh by its number alone.
 
-use super::*;
-use closedloop_opcua::{Link, OpcuaClient, Update};
+use crate::base::Base;
+use closedloop_driver::{BoxFuture, Value};
+use closedloop_link::{
+    Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, SignalValue,
+    Snapshot, SnapshotTx, WriteError,
+};
+use closedloop_opcua::{OpcuaClient, Update};
+use closedloop_plant::{Device, Source, WriteEntry};
+use serde_json::json;
+use std::any::Any;
 use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
 
-impl DeviceRuntime {
-    /// The OPC UA listener: a monitor of the device's nodes into the cache, the session's state
-    /// into liveness, and a republished snapshot every `poll_ms`.
-    pub(super) async fn listen_opcua(self: Arc<Self>, client: OpcuaClient, stop: Arc<Notify>) {
+/// An OPC UA request: a variable written in the node's own data type, or a method called.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpcuaRequest {
+    /// A variable write.
+    Write {
+        /// NodeId.
+        node: String,
+        /// The value.
+        value: Value,
+    },
+    /// A method call.
+    Call {
+        /// The object the method is called on.
+        object: String,
+        /// The method's NodeId.
+        method: String,
+        /// Its arguments.
+        args: Vec<Value>,
+    },
+}
+
+impl fmt::Display for OpcuaRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpcuaRequest::Write { node, value } => write!(f, "write {node} = {value}"),
+            OpcuaRequest::Call { method, args, .. } => {
+                let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+                write!(f, "call {method}({})", args.join(", "))
+            }
+        }
+    }
+}
+
+impl Encoded for OpcuaRequest {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// An OPC UA device: nodes of a session shared by every device on one endpoint.
+pub struct OpcuaLink {
+    base: Base,
+    client: OpcuaClient,
+    /// The last acknowledgement's fence and server time.
+    ack: Mutex<Option<(u64, i64)>>,
+}
+
+impl OpcuaLink {
+    /// A link for the device `spec` on `client`'s session; [`Link::run`] starts monitoring.
+    pub fn new(spec: Arc<Device>, client: OpcuaClient, clock: Clock) -> OpcuaLink {
+        OpcuaLink {
+            base: Base::new(spec, clock),
+            client,
+            ack: Mutex::new(None),
+        }
+    }
+
+    /// The session, for the bridge tools (`opcua_browse`, `opcua_read`).
+    pub fn client(&self) -> &OpcuaClient {
+        &self.client
+    }
+
+    /// The nodes the device's signals come from, each once.
+    fn nodes(&self) -> Vec<String> {
         let mut nodes: Vec<String> = self
+            .base
             .spec
             .signals
             .iter()
@@ -39,24 +112,92 @@ impl DeviceRuntime {
             .collect();
         nodes.sort();
         nodes.dedup();
-        let mut monitor = client.monitor(&nodes, self.spec.poll_ms.max(1));
+        nodes
+    }
+
+    /// Records an acknowledgement (fence and server time) and returns its fence.
+    fn fence_of(&self, ack: &closedloop_opcua::Ack) -> u64 {
+        if let Some(t) = ack.server_ms {
+            *self.ack.lock().unwrap_or_else(|p| p.into_inner()) = Some((ack.seq, t));
+        }
+        ack.seq
+    }
+
+    /// Sends one write or call, bounded by the longer of `expiry` and the device's timeout.
+    async fn request(&self, r: &OpcuaRequest, expiry: Duration) -> Result<u64, WriteError> {
+        let bound = expiry.max(self.base.timeout);
+        let (what, sent) = match r {
+            OpcuaRequest::Write { node, value } => (
+                format!("writing {node}"),
+                tokio::time::timeout(bound, self.client.write(node, *value)).await,
+            ),
+            OpcuaRequest::Call {
+                object,
+                method,
+                args,
+            } => (
+                format!("calling {method}"),
+                tokio::time::timeout(bound, self.client.call(object, method, args.clone()))
+                    .await
+                    .map(|r| r.map(|(ack, _outputs)| ack)),
+            ),
+        };
+        match sent {
+            Ok(Ok(ack)) => Ok(self.fence_of(&ack)),
+            Ok(Err(e)) => Err(closedloop_opcua::write_error(&e, &what)),
+            Err(_) => Err(closedloop_opcua::no_answer(&what)),
+        }
+    }
+
+    /// Reads a variable after the acknowledgement and compares it with the value written (a
+    /// Float node holds it to single precision).
+    async fn read_back_node(&self, node: &str, value: Value) -> ReadBack {
+        let read = self.client.read(&[node.to_string()]).await;
+        let Some(u) = read.ok().and_then(|mut v| v.pop()) else {
+            return ReadBack {
+                matched: false,
+                evidence: None,
+            };
+        };
+        let matched = u.good
+            && match (u.value, value) {
+                (Some(Value::Number(a)), Value::Number(b)) => {
+                    (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+                }
+                (Some(a), b) => a == b,
+                (None, _) => false,
+            };
+        let at = closedloop_link::clock::rfc3339(self.base.clock.now_ms());
+        let evidence = json!({"value": u.value, "status": u.status, "at": at, "source": node});
+        ReadBack {
+            matched,
+            evidence: Some((node.to_string(), evidence)),
+        }
+    }
+
+    /// The OPC UA listener: a monitor of the device's nodes into the cache, the session's state
+    /// into liveness, and a republished snapshot every `poll_ms`.
+    async fn listen(self: Arc<Self>, stop: Arc<Notify>) {
+        let client = self.client.clone();
+        let nodes = self.nodes();
+        let mut monitor = client.monitor(&nodes, self.base.spec.poll_ms.max(1));
         let mut link = client.link();
-        let mut tick = tokio::time::interval(Duration::from_millis(self.spec.poll_ms.max(1)));
+        let mut tick = tokio::time::interval(Duration::from_millis(self.base.spec.poll_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A read of every node three times per liveness window: a server may simply stop sending
         // a dead device's values (nothing changes), and only a read then says Bad.
-        let check = Duration::from_secs_f64(self.spec.liveness.max_silence_s / 3.0)
-            .max(Duration::from_millis(self.spec.poll_ms.max(1)));
+        let check = Duration::from_secs_f64(self.base.spec.liveness.max_silence_s / 3.0)
+            .max(Duration::from_millis(self.base.spec.poll_ms.max(1)));
         let mut check = tokio::time::interval(check);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let endpoint = match &self.spec.driver {
+        let endpoint = match &self.base.spec.driver {
             closedloop_plant::DriverConfig::Opcua { endpoint, .. } => endpoint.clone(),
             _ => String::new(),
         };
         // Nodes whose latest status is not Good.
         let mut bad: BTreeSet<String> = BTreeSet::new();
         loop {
-            let mut snap = self.snapshot();
+            let mut snap = self.base.snapshot();
             tokio::select! {
                 u = monitor.recv() => match u {
                     Some(u) => self.take_update(&mut snap, &mut bad, &u),
@@ -74,42 +215,33 @@ impl DeviceRuntime {
                 _ = check.tick(), if !nodes.is_empty() && link.borrow().is_connected() => {
                     self.read_all(&client, &nodes, &mut snap, &mut bad).await;
                 }
-                _ = self.poll_now.notified(), if !nodes.is_empty() => {
+                _ = self.base.poll_now.notified(), if !nodes.is_empty() => {
                     self.read_all(&client, &nodes, &mut snap, &mut bad).await;
                 }
                 _ = stop.notified() => return,
             }
             let state = link.borrow_and_update().clone();
             match &state {
-                Link::Disconnected(why) => {
+                closedloop_opcua::Link::Disconnected(why) => {
                     snap.last_error = Some(format!("no session with {endpoint}: {why}"));
                 }
-                Link::Connected => {
+                closedloop_opcua::Link::Connected => {
                     if snap.down {
                         snap.last_error = None;
                     }
                 }
             }
             snap.down = !state.is_connected();
-            snap.last_seen_ms = snap.last_valid.map(|t| self.clock.wall_ms(t));
-            snap.liveness = self.judge_liveness(&snap, self.started);
-            self.tx.send_replace(snap);
+            self.base.publish(snap);
         }
     }
 
     /// The current snapshot with every node read now (bounded by `within`), for judging a
     /// command at dispatch. The listener's own snapshot is left to the listener.
-    pub(super) async fn read_opcua_now(&self, client: &OpcuaClient, within: Duration) -> Snapshot {
-        let mut snap = self.current();
-        let nodes: Vec<String> = self
-            .spec
-            .signals
-            .iter()
-            .filter_map(|s| match &s.source {
-                Source::Node { node, .. } => Some(node.clone()),
-                _ => None,
-            })
-            .collect();
+    async fn read_now(&self, within: Duration) -> Snapshot {
+        let client = &self.client;
+        let mut snap = self.base.current();
+        let nodes = self.nodes();
         if nodes.is_empty() {
             return snap;
         }
@@ -139,15 +271,15 @@ impl DeviceRuntime {
     }
 
     /// One update into the snapshot: Good values only.
-    pub(super) fn take_update(&self, snap: &mut Snapshot, bad: &mut BTreeSet<String>, u: &Update) {
+    fn take_update(&self, snap: &mut Snapshot, bad: &mut BTreeSet<String>, u: &Update) {
         if !u.good {
             bad.insert(u.node.clone());
             snap.last_error = Some(format!("{} reads {}", u.node, u.status));
             return;
         }
         bad.remove(&u.node);
-        let at_ms = self.clock.wall_ms(u.received_at);
-        let seq = match *self.opcua_ack.lock().unwrap_or_else(|p| p.into_inner()) {
+        let at_ms = self.base.clock.wall_ms(u.received_at);
+        let seq = match *self.ack.lock().unwrap_or_else(|p| p.into_inner()) {
             // A subscription sample taken at or before the last acknowledgement: not fresh for
             // that write. A read's number (at issue) already says when it was taken.
             Some((fence, ack_ms))
@@ -159,7 +291,7 @@ impl DeviceRuntime {
             }
             _ => u.seq,
         };
-        for s in &self.spec.signals {
+        for s in &self.base.spec.signals {
             let Source::Node { node, .. } = &s.source else {
                 continue;
             };
@@ -196,9 +328,104 @@ impl DeviceRuntime {
     }
 }
 
+/// An OPC UA write or call from its entry and the values the plan evaluated.
+pub fn encode(entry: &WriteEntry, values: &Evaluated) -> Result<Request, PlanError> {
+    match entry {
+        WriteEntry::OpcuaNode { node, .. } => Ok(Arc::new(OpcuaRequest::Write {
+            node: node.clone(),
+            value: values
+                .values
+                .first()
+                .copied()
+                .ok_or_else(|| PlanError(format!("{node}: no value was evaluated")))?,
+        })),
+        WriteEntry::OpcuaMethod { method, object, .. } => Ok(Arc::new(OpcuaRequest::Call {
+            object: object.clone(),
+            method: method.clone(),
+            args: values.values.clone(),
+        })),
+        other => Err(PlanError(format!(
+            "{} is not an OPC UA write; an OPC UA device takes `node` and `method` write entries",
+            other.describe()
+        ))),
+    }
+}
+
+impl Link for OpcuaLink {
+    fn describe(&self) -> String {
+        match &self.base.spec.driver {
+            closedloop_plant::DriverConfig::Opcua { endpoint, .. } => format!("opcua {endpoint}"),
+            other => other.kind().to_string(),
+        }
+    }
+
+    fn reporting(&self) -> Reporting {
+        Reporting::ChangesOnly
+    }
+
+    fn samples(&self) -> &SnapshotTx {
+        &self.base.tx
+    }
+
+    fn current(&self) -> Snapshot {
+        self.base.current()
+    }
+
+    fn fence(&self) -> u64 {
+        self.client.fence()
+    }
+
+    fn encode(&self, entry: &WriteEntry, values: &Evaluated) -> Result<Request, PlanError> {
+        encode(entry, values)
+    }
+
+    fn send<'a>(
+        &'a self,
+        request: &'a dyn Encoded,
+        expiry: Duration,
+    ) -> BoxFuture<'a, Result<u64, WriteError>> {
+        Box::pin(async move {
+            match request.as_any().downcast_ref::<OpcuaRequest>() {
+                Some(r) => self.request(r, expiry).await,
+                None => Err(crate::misfit(request, self.base.id())),
+            }
+        })
+    }
+
+    fn ask(&self) {
+        self.base.poll_now.notify_one();
+    }
+
+    /// A subscription's next update may carry a sample taken before this call: the nodes are
+    /// read.
+    fn fresh(&self, within: Duration) -> BoxFuture<'_, Snapshot> {
+        Box::pin(self.read_now(within))
+    }
+
+    fn read_back<'a>(&'a self, request: &'a dyn Encoded) -> BoxFuture<'a, Option<ReadBack>> {
+        Box::pin(async move {
+            match request.as_any().downcast_ref::<OpcuaRequest>()? {
+                OpcuaRequest::Write { node, value } => {
+                    Some(self.read_back_node(node, *value).await)
+                }
+                OpcuaRequest::Call { .. } => None,
+            }
+        })
+    }
+
+    fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()> {
+        Box::pin(self.listen(stop))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::Instant;
 
     fn update(node: &str, value: Option<Value>, status: &str, seq: u64) -> Update {
         Update {
@@ -216,7 +443,7 @@ mod tests {
     }
 
     /// A pump on an OPC UA endpoint that is never reached: updates are fed by hand.
-    fn pump() -> Arc<DeviceRuntime> {
+    fn pump() -> OpcuaLink {
         let plant = closedloop_plant::parse(
             r#"
 [[device]]
@@ -235,17 +462,13 @@ running = { node = "ns=2;s=Pump1.Running", type = "bool" }
             "opc.tcp://127.0.0.1:9/x",
         ))
         .expect("config");
-        DeviceRuntime::new(
-            Arc::new(plant.devices[0].clone()),
-            DeviceIo::Opcua(client),
-            Clock::new(),
-        )
+        OpcuaLink::new(Arc::new(plant.devices[0].clone()), client, Clock::new())
     }
 
     #[tokio::test]
     async fn only_good_values_enter_the_cache_and_a_late_resync_never_replaces_a_newer_one() {
         let dev = pump();
-        let mut snap = dev.snapshot();
+        let mut snap = dev.base.snapshot();
         let mut bad = BTreeSet::new();
         let speed = "ns=2;s=Pump1.Speed";
         dev.take_update(
@@ -285,7 +508,7 @@ running = { node = "ns=2;s=Pump1.Running", type = "bool" }
         assert!(!bad.contains(speed));
         // A sample the server took at or before a write's acknowledgement is never fresh for
         // it, even when it arrives (and is numbered) after it.
-        *dev.opcua_ack.lock().unwrap() = Some((20, 5_000));
+        *dev.ack.lock().unwrap() = Some((20, 5_000));
         let mut early = update(speed, Some(Value::Number(30.0)), "Good", 21);
         early.server_ms = Some(4_990);
         dev.take_update(&mut snap, &mut bad, &early);
@@ -308,12 +531,12 @@ running = { node = "ns=2;s=Pump1.Running", type = "bool" }
     #[tokio::test]
     async fn a_read_after_the_ack_is_fresh_whatever_its_timestamp_a_subscription_sample_is_not() {
         let dev = pump();
-        let mut snap = dev.snapshot();
+        let mut snap = dev.base.snapshot();
         let mut bad = BTreeSet::new();
         let running = "ns=2;s=Pump1.Running";
         // The call set Running at 4_990 on the server's clock and was acknowledged at 5_000
         // with fence 20.
-        *dev.opcua_ack.lock().unwrap() = Some((20, 5_000));
+        *dev.ack.lock().unwrap() = Some((20, 5_000));
         // The subscription's sample of that change (taken before the ack, received after it):
         // numbered at the fence, never fresh.
         let mut sample = update(running, Some(Value::Bool(true)), "Good", 21);

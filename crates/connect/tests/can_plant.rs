@@ -1,7 +1,7 @@
 //! A CAN plant is checked against its DBC file when the drivers are built (`closedloop check`
 //! builds them too): a message or signal the DBC lacks is refused, naming the device and the key.
 
-use closedloop_engine::{EngineError, build_drivers};
+use closedloop_connect::{ConnectError, build_drivers};
 
 const DBC: &str = r#"VERSION ""
 
@@ -42,7 +42,7 @@ expect_s = 0.05
 
 fn refusal(p: &closedloop_plant::Plant) -> String {
     match build_drivers(p) {
-        Err(e @ EngineError::Driver { .. }) => e.to_string(),
+        Err(e @ ConnectError::Driver { .. }) => e.to_string(),
         Err(e) => panic!("another error: {e}"),
         Ok(_) => panic!("accepted"),
     }

@@ -1,4 +1,4 @@
-//! From the plant's driver tables to a [`Connection`] per device, before the engine starts.
+//! From the plant's driver tables to a [`Connection`] per device, before anything is opened.
 //!
 //! The plant has already parsed every address (broker URL, OPC UA security, CAN interface) into
 //! typed values at load; here they are only mapped onto the protocol crates' configurations, and
@@ -7,7 +7,7 @@
 
 mod check;
 
-use crate::EngineError;
+use crate::ConnectError;
 use check::check_can;
 use closedloop_driver::Driver;
 use closedloop_mqtt::BrokerConfig;
@@ -24,15 +24,15 @@ use std::sync::Arc;
 pub enum Connection {
     /// A register driver, ready to use.
     Registers(Arc<dyn Driver>),
-    /// The broker an MQTT device is a client of. [`crate::Engine::start`] opens one connection
-    /// per broker for all the devices on it (connecting needs the async runtime, which
+    /// The broker an MQTT device is a client of. [`Drivers::open`] opens one connection per
+    /// broker for all the devices on it (connecting needs the async runtime, which
     /// `closedloop check` does not start); its `url` names the broker one way however the plant
     /// wrote it.
     Mqtt(BrokerConfig),
-    /// An OPC UA server's nodes. [`crate::Engine::start`] opens one session per endpoint.
+    /// An OPC UA server's nodes. [`Drivers::open`] opens one session per endpoint.
     Opcua(Box<closedloop_opcua::OpcuaConfig>),
     /// A CAN node: the interface its bus is on and its DBC, loaded and checked against the
-    /// plant's signals and writes. [`crate::Engine::start`] opens one port per interface.
+    /// plant's signals and writes. [`Drivers::open`] opens one port per interface.
     Can {
         /// The interface (`slcan:/dev/ttyACM0`, `socketcan:can0`).
         interface: closedloop_can::Interface,
@@ -66,7 +66,7 @@ struct Shared {
 /// Builds a driver for every device of the plant. Modbus devices with the same address (or serial
 /// port) share one connection, which serialises the units behind it; MQTT devices on one broker
 /// share one client connection, so they must agree on its client id, credentials and TLS files.
-pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
+pub fn build_drivers(plant: &Plant) -> Result<Drivers, ConnectError> {
     let mut map = BTreeMap::new();
     let mut sims = BTreeMap::new();
     let mut shared = Shared::default();
@@ -75,7 +75,7 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
         let fail = |e: &dyn std::fmt::Display| driver_error(d, e.to_string());
         let connection = match &d.driver {
             DriverConfig::Sim(cfg) => {
-                let sim = SimDevice::from_config(cfg).map_err(|e| EngineError::Sim {
+                let sim = SimDevice::from_config(cfg).map_err(|e| ConnectError::Sim {
                     device: d.id.clone(),
                     message: e.to_string(),
                 })?;
@@ -143,7 +143,7 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
                 }
             }
             other => {
-                return Err(EngineError::UnsupportedDriver {
+                return Err(ConnectError::UnsupportedDriver {
                     device: d.id.clone(),
                     kind: other.kind().into(),
                 });
@@ -154,8 +154,8 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, EngineError> {
     Ok(Drivers { map, sims })
 }
 
-fn driver_error(d: &Device, message: String) -> EngineError {
-    EngineError::Driver {
+fn driver_error(d: &Device, message: String) -> ConnectError {
+    ConnectError::Driver {
         device: d.id.clone(),
         message,
     }
@@ -186,7 +186,7 @@ fn opcua_config(
     endpoint: &str,
     security: OpcuaSecurity,
     [server_cert, client_cert, client_key]: [&Option<PathBuf>; 3],
-) -> Result<closedloop_opcua::OpcuaConfig, EngineError> {
+) -> Result<closedloop_opcua::OpcuaConfig, ConnectError> {
     let mut config = closedloop_opcua::OpcuaConfig::new(endpoint.to_string());
     let mode = match security {
         OpcuaSecurity::None => None,
@@ -222,7 +222,7 @@ impl Shared {
         d: &Device,
         url: &BrokerUrl,
         config: &BrokerConfig,
-    ) -> Result<(), EngineError> {
+    ) -> Result<(), ConnectError> {
         let Some((first, seen)) = self.brokers.get(&url.key()) else {
             self.brokers
                 .insert(url.key(), (d.id.clone(), config.clone()));
@@ -250,7 +250,7 @@ impl Shared {
         d: &Device,
         endpoint: &str,
         config: &closedloop_opcua::OpcuaConfig,
-    ) -> Result<(), EngineError> {
+    ) -> Result<(), ConnectError> {
         let Some((first, seen)) = self.endpoints.get(endpoint) else {
             self.endpoints
                 .insert(endpoint.to_string(), (d.id.clone(), config.clone()));
@@ -273,7 +273,7 @@ impl Shared {
         d: &Device,
         interface: &CanInterface,
         bitrate: u32,
-    ) -> Result<(), EngineError> {
+    ) -> Result<(), ConnectError> {
         let key = interface.to_string();
         if let Some((first, rate)) = self.buses.get(&key)
             && *rate != bitrate
@@ -289,69 +289,5 @@ impl Shared {
             .entry(key)
             .or_insert_with(|| (d.id.clone(), bitrate));
         Ok(())
-    }
-}
-
-/// What [`crate::Engine::start`] has opened so far: one broker connection per broker, one OPC UA
-/// session per endpoint, one port per CAN interface, each shared by every device on it.
-#[derive(Default)]
-pub(crate) struct Opened {
-    brokers: BTreeMap<String, closedloop_mqtt::MqttBroker>,
-    sessions: BTreeMap<String, closedloop_opcua::OpcuaClient>,
-    ports: BTreeMap<String, Arc<crate::device::can::CanPort>>,
-}
-
-impl Opened {
-    /// How the engine reaches device `id` through `connection`, opening what its protocol
-    /// shares the first time a device needs it (connecting needs the async runtime).
-    pub(crate) fn open(
-        &mut self,
-        id: &str,
-        connection: &Connection,
-    ) -> Result<crate::device::DeviceIo, EngineError> {
-        use crate::device::DeviceIo;
-        let fail = |e: &dyn std::fmt::Display| EngineError::Driver {
-            device: id.to_string(),
-            message: e.to_string(),
-        };
-        Ok(match connection {
-            Connection::Registers(driver) => DeviceIo::Registers(Arc::clone(driver)),
-            Connection::Mqtt(config) => match self.brokers.get(&config.url) {
-                Some(b) => DeviceIo::Mqtt(b.clone()),
-                None => {
-                    let b = closedloop_mqtt::MqttBroker::connect(config.clone())
-                        .map_err(|e| fail(&e))?;
-                    self.brokers.insert(config.url.clone(), b.clone());
-                    DeviceIo::Mqtt(b)
-                }
-            },
-            Connection::Opcua(config) => match self.sessions.get(&config.endpoint) {
-                Some(c) => DeviceIo::Opcua(c.clone()),
-                None => {
-                    let c = closedloop_opcua::OpcuaClient::connect((**config).clone())
-                        .map_err(|e| fail(&e))?;
-                    self.sessions.insert(config.endpoint.clone(), c.clone());
-                    DeviceIo::Opcua(c)
-                }
-            },
-            Connection::Can {
-                interface,
-                bitrate,
-                dbc,
-            } => {
-                let port = self
-                    .ports
-                    .entry(interface.to_string())
-                    .or_insert_with(|| {
-                        crate::device::can::CanPort::start(interface.clone(), *bitrate)
-                    })
-                    .clone();
-                DeviceIo::Can(Arc::new(crate::device::can::CanIo {
-                    port,
-                    dbc: Arc::clone(dbc),
-                    seen: std::sync::Mutex::new(BTreeMap::new()),
-                }))
-            }
-        })
     }
 }

@@ -1,12 +1,98 @@
-//! MQTT devices: a listener instead of a poller (see the parent module's doc).
+//! MQTT devices: clients of a broker connection shared by every device on that broker.
+//!
+//! A listener takes the messages of the device's topics. A value's number is the message's
+//! number on the connection, and a publish's fence is the number of the last message received
+//! before its PUBACK: only messages that arrived after the acknowledgement count. Retained
+//! messages (delivered on subscribe) update the cache with number 0, so they are never evidence
+//! and never a sign of life. The device is offline when its status topic carries the `offline`
+//! payload (its last will), when the broker connection is down, or after `max_silence_s`
+//! without a message; every `poll_ms` the listener republishes the sample so supervisors see a
+//! silence as it happens.
 
-use super::*;
+use crate::base::Base;
+use closedloop_driver::{BoxFuture, ErrorCode};
+use closedloop_link::{
+    Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, SignalValue,
+    Snapshot, SnapshotTx, WriteError,
+};
+use closedloop_mqtt::MqttBroker;
+use closedloop_plant::{Device, Source, WriteEntry};
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
 
-impl DeviceRuntime {
+/// An MQTT publish with its payload rendered: never retained, expiring at the command's
+/// deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publish {
+    /// Topic.
+    pub topic: String,
+    /// Rendered payload.
+    pub payload: String,
+    /// QoS 0 or 1.
+    pub qos: u8,
+}
+
+impl fmt::Display for Publish {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "publish {} {} (QoS {})",
+            self.topic, self.payload, self.qos
+        )
+    }
+}
+
+impl Encoded for Publish {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// An MQTT device.
+pub struct MqttLink {
+    base: Base,
+    broker: MqttBroker,
+}
+
+impl MqttLink {
+    /// A link for the device `spec` on `broker` (a connection shared with the broker's other
+    /// devices); [`Link::run`] starts listening.
+    pub fn new(spec: Arc<Device>, broker: MqttBroker, clock: Clock) -> MqttLink {
+        MqttLink {
+            base: Base::new(spec, clock),
+            broker,
+        }
+    }
+
+    async fn publish(&self, p: &Publish, expiry: Duration) -> Result<u64, WriteError> {
+        let sent = self
+            .broker
+            .publish(&p.topic, p.payload.clone().into_bytes(), p.qos, expiry);
+        match tokio::time::timeout(expiry, sent).await {
+            Ok(Ok(ack)) => Ok(ack.seq),
+            Ok(Err(e)) => Err(closedloop_mqtt::write_error(&e, &p.topic)),
+            Err(_) => Err(WriteError {
+                code: ErrorCode::DeviceOffline,
+                detail: format!(
+                    "publishing to {}: the broker did not acknowledge within {:.1} s",
+                    p.topic,
+                    expiry.as_secs_f64()
+                ),
+                transient: false,
+                maybe_applied: true,
+            }),
+        }
+    }
+
     /// The MQTT listener: messages of the device's topics into the cache, link and status-topic
     /// changes into liveness, and a republished snapshot every `poll_ms`.
-    pub(super) async fn listen(self: Arc<Self>, broker: MqttBroker, stop: Arc<Notify>) {
+    async fn listen(self: Arc<Self>, stop: Arc<Notify>) {
+        let broker = self.broker.clone();
         let mut topics: Vec<String> = self
+            .base
             .spec
             .signals
             .iter()
@@ -15,7 +101,7 @@ impl DeviceRuntime {
                 _ => None,
             })
             .collect();
-        let status = self.spec.liveness.status_topic.clone();
+        let status = self.base.spec.liveness.status_topic.clone();
         topics.extend(status.clone());
         topics.sort();
         topics.dedup();
@@ -34,27 +120,27 @@ impl DeviceRuntime {
         }
         drop(msg_tx);
         let mut link = broker.link();
-        let mut tick = tokio::time::interval(Duration::from_millis(self.spec.poll_ms.max(1)));
+        let mut tick = tokio::time::interval(Duration::from_millis(self.base.spec.poll_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let url = match &self.spec.driver {
+        let url = match &self.base.spec.driver {
             closedloop_plant::DriverConfig::Mqtt { broker, .. } => broker.to_string(),
             _ => String::new(),
         };
         let mut announced_offline = false;
         let mut offline_seq = 0u64;
-        let mut link_up = *link.borrow_and_update() == Link::Connected;
+        let mut link_up = *link.borrow_and_update() == closedloop_mqtt::Link::Connected;
         loop {
-            let mut snap = self.snapshot();
+            let mut snap = self.base.snapshot();
             tokio::select! {
                 m = msgs.recv() => {
                     let Some(m) = m else { return };
                     if status.as_deref() == Some(m.topic.as_str()) {
                         let text = String::from_utf8_lossy(&m.payload);
                         let text = text.trim();
-                        if text == self.spec.liveness.offline {
+                        if text == self.base.spec.liveness.offline {
                             announced_offline = true;
                             offline_seq = m.seq;
-                        } else if text == self.spec.liveness.online {
+                        } else if text == self.base.spec.liveness.online {
                             announced_offline = false;
                             if !m.retained {
                                 snap.last_valid = Some(m.received_at);
@@ -73,7 +159,7 @@ impl DeviceRuntime {
                     if changed.is_err() {
                         return;
                     }
-                    link_up = *link.borrow_and_update() == Link::Connected;
+                    link_up = *link.borrow_and_update() == closedloop_mqtt::Link::Connected;
                 }
                 _ = tick.tick() => {}
                 _ = stop.notified() => return,
@@ -87,8 +173,8 @@ impl DeviceRuntime {
             } else if announced_offline {
                 snap.last_error = Some(format!(
                     "{} announced {:?} on its status topic {}",
-                    self.id(),
-                    self.spec.liveness.offline,
+                    self.base.id(),
+                    self.base.spec.liveness.offline,
                     status.as_deref().unwrap_or_default()
                 ));
             } else if snap.down {
@@ -96,20 +182,18 @@ impl DeviceRuntime {
                 snap.last_error = None;
             }
             snap.down = down;
-            snap.last_seen_ms = snap.last_valid.map(|t| self.clock.wall_ms(t));
-            snap.liveness = self.judge_liveness(&snap, self.started);
-            self.tx.send_replace(snap);
+            self.base.publish(snap);
         }
     }
 
     /// One message of a signal topic into the snapshot.
-    pub(super) fn take_message(&self, snap: &mut Snapshot, m: &closedloop_mqtt::Message) {
+    fn take_message(&self, snap: &mut Snapshot, m: &closedloop_mqtt::Message) {
         // Retained: the broker's memory of some earlier moment — a value to show, never
         // evidence (sequence 0) and never a sign of life.
         let seq = if m.retained { 0 } else { m.seq };
-        let at_ms = self.clock.wall_ms(m.received_at);
+        let at_ms = self.base.clock.wall_ms(m.received_at);
         let mut undecoded = Vec::new();
-        for s in &self.spec.signals {
+        for s in &self.base.spec.signals {
             let Source::Topic {
                 topic,
                 json,
@@ -156,9 +240,92 @@ impl DeviceRuntime {
     }
 }
 
+/// An MQTT publish from its entry and the payload the plan rendered.
+pub fn encode(entry: &WriteEntry, values: &Evaluated) -> Result<Request, PlanError> {
+    let WriteEntry::Mqtt { topic, qos, .. } = entry else {
+        return Err(PlanError(format!(
+            "{} is not a publish; an MQTT device takes `mqtt` write entries",
+            entry.describe()
+        )));
+    };
+    let payload = values
+        .text
+        .clone()
+        .ok_or_else(|| PlanError(format!("mqtt {topic}: no payload was rendered")))?;
+    Ok(Arc::new(Publish {
+        topic: topic.clone(),
+        payload,
+        qos: *qos,
+    }))
+}
+
+impl Link for MqttLink {
+    fn describe(&self) -> String {
+        match &self.base.spec.driver {
+            closedloop_plant::DriverConfig::Mqtt { broker, .. } => format!("mqtt {broker}"),
+            other => other.kind().to_string(),
+        }
+    }
+
+    fn reporting(&self) -> Reporting {
+        Reporting::WhenItLikes
+    }
+
+    fn samples(&self) -> &SnapshotTx {
+        &self.base.tx
+    }
+
+    fn current(&self) -> Snapshot {
+        self.base.current()
+    }
+
+    fn fence(&self) -> u64 {
+        self.broker.last_seq()
+    }
+
+    fn encode(&self, entry: &WriteEntry, values: &Evaluated) -> Result<Request, PlanError> {
+        encode(entry, values)
+    }
+
+    fn send<'a>(
+        &'a self,
+        request: &'a dyn Encoded,
+        expiry: Duration,
+    ) -> BoxFuture<'a, Result<u64, WriteError>> {
+        Box::pin(async move {
+            match request.as_any().downcast_ref::<Publish>() {
+                Some(p) => self.publish(p, expiry).await,
+                None => Err(crate::misfit(request, self.base.id())),
+            }
+        })
+    }
+
+    /// An MQTT device reports when it likes: nothing to ask.
+    fn ask(&self) {}
+
+    /// The cache is as fresh as it gets.
+    fn fresh(&self, _within: Duration) -> BoxFuture<'_, Snapshot> {
+        Box::pin(async move { self.base.current() })
+    }
+
+    fn read_back<'a>(&'a self, _request: &'a dyn Encoded) -> BoxFuture<'a, Option<ReadBack>> {
+        Box::pin(async { None })
+    }
+
+    fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()> {
+        Box::pin(self.listen(stop))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use closedloop_driver::Value;
+    use tokio::time::Instant;
 
     fn lamp() -> Device {
         closedloop_plant::parse(
@@ -197,8 +364,8 @@ level = { topic = "lab/+/level" }
             "t",
         ))
         .expect("config");
-        let dev = DeviceRuntime::new(Arc::new(lamp()), DeviceIo::Mqtt(broker), Clock::new());
-        let mut snap = dev.snapshot();
+        let dev = MqttLink::new(Arc::new(lamp()), broker, Clock::new());
+        let mut snap = dev.base.snapshot();
         dev.take_message(
             &mut snap,
             &message("lab/lamp/state", r#"{"on": true}"#, true, 7),

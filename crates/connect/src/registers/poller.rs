@@ -2,7 +2,15 @@
 //! addresses of one area merged into one request and never across gaps, and changes the
 //! snapshot in place (see the parent module's doc for the numbering that makes reads fresh).
 
-use super::*;
+use super::RegisterLink;
+use closedloop_driver::{Area, Data, Encoding, ErrorCode, TransportError, Value};
+use closedloop_link::SignalValue;
+use closedloop_plant::{Device, Source};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// What the poller knows about the device being alive.
 #[derive(Debug, Default)]
@@ -22,34 +30,33 @@ pub(super) struct Block {
     signals: Vec<(String, u16, Encoding)>,
 }
 
-impl DeviceRuntime {
+impl RegisterLink {
     /// The poll loop: a cycle every `poll_ms`, or at once when asked (`poll_now`), until `stop`.
     pub(super) async fn poll(self: Arc<Self>, stop: Arc<Notify>) {
-        let poll = Duration::from_millis(self.spec.poll_ms.max(1));
+        let poll = Duration::from_millis(self.base.spec.poll_ms.max(1));
         let mut alive = Alive::default();
-        let started = Instant::now();
         // Made once and kept across cycles: a `Notified` made and dropped every cycle took
         // the lock of the stop signal all devices share, thousands of times a second.
         let stopped = stop.notified();
         tokio::pin!(stopped);
-        let asked = self.poll_now.notified();
+        let asked = self.base.poll_now.notified();
         tokio::pin!(asked);
         loop {
-            self.cycle(&mut alive, started).await;
+            self.cycle(&mut alive).await;
             tokio::select! {
                 _ = tokio::time::sleep(poll) => {}
-                _ = &mut asked => asked.set(self.poll_now.notified()),
+                _ = &mut asked => asked.set(self.base.poll_now.notified()),
                 _ = &mut stopped => return,
             }
         }
     }
 
-    async fn cycle(&self, alive: &mut Alive, started: Instant) {
+    async fn cycle(&self, alive: &mut Alive) {
         let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         let mut got = Cycle::default();
         // With a heartbeat register, only a changed counter proves the firmware runs: a frozen
         // controller whose TCP stack still answers reads is offline all the same.
-        let heartbeat = self.spec.liveness.counter;
+        let heartbeat = self.base.spec.liveness.counter;
         let silent = match heartbeat {
             Some(addr) => self.read_heartbeat(addr, alive, &mut got).await,
             None => false,
@@ -64,9 +71,9 @@ impl DeviceRuntime {
             }
         }
         let last_valid = alive.last_valid;
-        let last_seen_ms = last_valid.map(|t| self.clock.wall_ms(t));
+        let last_seen_ms = last_valid.map(|t| self.base.clock.wall_ms(t));
         // Changed in place: an idle device's cycle clones no snapshot and allocates no name.
-        self.tx.send_modify(|snap| {
+        self.base.tx.send_modify(|snap| {
             for (block, i, value, at_ms) in got.values {
                 let (name, offset, _) = &block.signals[i];
                 match snap.values.get_mut(name) {
@@ -98,7 +105,7 @@ impl DeviceRuntime {
             snap.crc_failing = got.crc;
             snap.last_seen_ms = last_seen_ms;
             snap.last_valid = last_valid;
-            snap.liveness = self.judge_liveness(snap, started);
+            snap.liveness = self.base.judge_liveness(snap);
         });
     }
 
@@ -143,7 +150,7 @@ impl DeviceRuntime {
                 if answers_are_life {
                     alive.last_valid = Some(Instant::now());
                 }
-                let at_ms = self.clock.now_ms();
+                let at_ms = self.base.clock.now_ms();
                 for (i, (name, offset, enc)) in block.signals.iter().enumerate() {
                     got.unreadable.push((name, None));
                     if let Some(value) = decode(&data, *offset, enc) {
@@ -160,8 +167,8 @@ impl DeviceRuntime {
                         alive.last_valid = Some(Instant::now());
                     }
                     let code = match exception.0 {
-                        1..=3 => crate::ErrorCode::RegisterInvalid,
-                        _ => crate::ErrorCode::BusNak,
+                        1..=3 => ErrorCode::RegisterInvalid,
+                        _ => ErrorCode::BusNak,
                     };
                     for (name, offset, _) in &block.signals {
                         let at = format!("{}:{}", block.area, block.start + offset);
@@ -190,7 +197,7 @@ struct Cycle<'b> {
     /// Each decoded value: its block, the signal's index in it, the value and when it was read.
     values: Vec<(&'b Block, usize, Value, i64)>,
     /// Signals that read again (`None`) or that the device refused (code and answer).
-    unreadable: Vec<(&'b str, Option<(crate::ErrorCode, String)>)>,
+    unreadable: Vec<(&'b str, Option<(ErrorCode, String)>)>,
     error: Option<String>,
     crc: bool,
 }
