@@ -8,7 +8,7 @@
 
 use crate::base::Base;
 use closedloop_can::{CanPort, Dbc, Frame, Message, Received};
-use closedloop_driver::{BoxFuture, ErrorCode, Value};
+use closedloop_driver::{BoxFuture, Value};
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, SignalValue,
     Snapshot, SnapshotTx, WriteError,
@@ -90,12 +90,9 @@ impl CanLink {
         match tokio::time::timeout(bound, self.port.send(c.frame.clone())).await {
             Ok(Ok(fence)) => Ok(fence),
             Ok(Err(e)) => Err(closedloop_can::write_error(&e, &format!("sending {c}"))),
-            Err(_) => Err(WriteError {
-                code: ErrorCode::DeviceOffline,
-                detail: format!("sending {c}: the adapter did not take it in time"),
-                transient: false,
-                maybe_applied: true,
-            }),
+            Err(_) => Err(WriteError::unanswered(format!(
+                "sending {c}: the adapter did not take it in time"
+            ))),
         }
     }
 

@@ -95,16 +95,9 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, ConnectError> {
                 parity,
                 unit,
                 timeout_ms,
-            } => {
-                let parity = match parity {
-                    closedloop_plant::Parity::None => closedloop_modbus::Parity::None,
-                    closedloop_plant::Parity::Even => closedloop_modbus::Parity::Even,
-                    closedloop_plant::Parity::Odd => closedloop_modbus::Parity::Odd,
-                };
-                closedloop_modbus::modbus_rtu(&modbus, port, *baud, parity, *unit, *timeout_ms)
-                    .map(|dev| Connection::Registers(Arc::new(dev)))
-                    .map_err(|e| fail(&e))?
-            }
+            } => closedloop_modbus::modbus_rtu(&modbus, port, *baud, *parity, *unit, *timeout_ms)
+                .map(|dev| Connection::Registers(Arc::new(dev)))
+                .map_err(|e| fail(&e))?,
             DriverConfig::Mqtt {
                 broker,
                 client_id,

@@ -70,10 +70,8 @@ pub enum ConnectError {
 
 /// A request handed to a link that did not encode it: nothing was sent.
 pub(crate) fn misfit(request: &dyn Encoded, device: &str) -> WriteError {
-    WriteError {
-        code: ErrorCode::BusNak,
-        detail: format!("{request} does not fit the driver of {device}"),
-        transient: false,
-        maybe_applied: false,
-    }
+    WriteError::refused(
+        ErrorCode::BusNak,
+        format!("{request} does not fit the driver of {device}"),
+    )
 }

@@ -10,7 +10,7 @@
 //! silence as it happens.
 
 use crate::base::Base;
-use closedloop_driver::{BoxFuture, ErrorCode};
+use closedloop_driver::BoxFuture;
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, SignalValue,
     Snapshot, SnapshotTx, WriteError,
@@ -74,16 +74,11 @@ impl MqttLink {
         match tokio::time::timeout(expiry, sent).await {
             Ok(Ok(ack)) => Ok(ack.seq),
             Ok(Err(e)) => Err(closedloop_mqtt::write_error(&e, &p.topic)),
-            Err(_) => Err(WriteError {
-                code: ErrorCode::DeviceOffline,
-                detail: format!(
-                    "publishing to {}: the broker did not acknowledge within {:.1} s",
-                    p.topic,
-                    expiry.as_secs_f64()
-                ),
-                transient: false,
-                maybe_applied: true,
-            }),
+            Err(_) => Err(WriteError::unanswered(format!(
+                "publishing to {}: the broker did not acknowledge within {:.1} s",
+                p.topic,
+                expiry.as_secs_f64()
+            ))),
         }
     }
 

@@ -139,6 +139,26 @@ impl ErrorCode {
         }
     }
 
+    /// Every code of the contract except the plant's own `fail_when` codes ([`ErrorCode::Signal`]).
+    pub const FIXED: [ErrorCode; 16] = [
+        ErrorCode::InvalidParams,
+        ErrorCode::Interlock,
+        ErrorCode::DeviceOffline,
+        ErrorCode::DeviceBusy,
+        ErrorCode::BusNak,
+        ErrorCode::RegisterInvalid,
+        ErrorCode::FeedbackMismatch,
+        ErrorCode::Timeout,
+        ErrorCode::CrcMismatch,
+        ErrorCode::Interrupted,
+        ErrorCode::Cancelled,
+        ErrorCode::Unauthorized,
+        ErrorCode::UnknownCommand,
+        ErrorCode::UnknownDevice,
+        ErrorCode::RateLimited,
+        ErrorCode::Deadman,
+    ];
+
     /// Parses a stored code; anything not in the contract table is a plant `fail_when` code.
     pub fn parse(s: &str) -> ErrorCode {
         match s {
@@ -235,6 +255,30 @@ pub struct WriteError {
     pub transient: bool,
     /// The request may have reached the device (no answer, or a garbled one).
     pub maybe_applied: bool,
+}
+
+impl WriteError {
+    /// Refused before anything could reach the device (a plan that does not encode, a request
+    /// for another link): not to be re-sent, certainly not applied.
+    pub fn refused(code: ErrorCode, detail: impl Into<String>) -> WriteError {
+        WriteError {
+            code,
+            detail: detail.into(),
+            transient: false,
+            maybe_applied: false,
+        }
+    }
+
+    /// Sent, and no acknowledgement came before the command's time ran out: the device may
+    /// have taken it (`DEVICE_OFFLINE`, not re-sent).
+    pub fn unanswered(detail: impl Into<String>) -> WriteError {
+        WriteError {
+            code: ErrorCode::DeviceOffline,
+            detail: detail.into(),
+            transient: false,
+            maybe_applied: true,
+        }
+    }
 }
 
 /// Maps one write answer: `Ok` for an acknowledgement (exception 5, "Acknowledge", means the
@@ -340,25 +384,8 @@ mod tests {
 
     #[test]
     fn codes_round_trip_through_their_spelling() {
-        for c in [
-            ErrorCode::InvalidParams,
-            ErrorCode::Interlock,
-            ErrorCode::DeviceOffline,
-            ErrorCode::DeviceBusy,
-            ErrorCode::BusNak,
-            ErrorCode::RegisterInvalid,
-            ErrorCode::Signal("MOTOR_STALL".into()),
-            ErrorCode::FeedbackMismatch,
-            ErrorCode::Timeout,
-            ErrorCode::CrcMismatch,
-            ErrorCode::Interrupted,
-            ErrorCode::Cancelled,
-            ErrorCode::Unauthorized,
-            ErrorCode::UnknownCommand,
-            ErrorCode::UnknownDevice,
-            ErrorCode::RateLimited,
-            ErrorCode::Deadman,
-        ] {
+        let signal = ErrorCode::Signal("MOTOR_STALL".into());
+        for c in ErrorCode::FIXED.into_iter().chain([signal]) {
             assert_eq!(ErrorCode::parse(c.as_str()), c);
             assert!(!c.hint().is_empty());
         }

@@ -173,6 +173,38 @@ impl fmt::Display for CanInterface {
     }
 }
 
+/// The parity of a serial line (`modbus-rtu`), as the plant writes it: `"N"`, `"E"` or `"O"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Parity {
+    /// `"N"`.
+    None,
+    /// `"E"`.
+    Even,
+    /// `"O"`.
+    Odd,
+}
+
+impl Parity {
+    /// `N`, `E` or `O` (either case); `None` for anything else.
+    pub fn parse(s: &str) -> Option<Parity> {
+        match s {
+            "N" | "n" => Some(Parity::None),
+            "E" | "e" => Some(Parity::Even),
+            "O" | "o" => Some(Parity::Odd),
+            _ => None,
+        }
+    }
+
+    /// The letter the plant file and the configuration resource show.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Parity::None => "N",
+            Parity::Even => "E",
+            Parity::Odd => "O",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@ use std::pin::Pin;
 pub use address::{Area, Data, Write};
 pub use codec::{EncodeError, Encoding, Value, ValueType, WordOrder};
 pub use contract::{ErrorCode, Status};
-pub use endpoint::{BrokerUrl, CanInterface, OpcuaSecurity};
+pub use endpoint::{BrokerUrl, CanInterface, OpcuaSecurity, Parity};
 pub use error::{Exception, TransportError};
 
 /// A boxed future, so that drivers can be used as `dyn Driver`.

@@ -27,12 +27,7 @@ impl Supervisor {
         });
         let result = match planned {
             Ok(writes) => self.write_all(&writes, CANCEL_EXPIRY).await.map(|_| ()),
-            Err(e) => Err(WriteError {
-                code: ErrorCode::InvalidParams,
-                detail: e.to_string(),
-                transient: false,
-                maybe_applied: false,
-            }),
+            Err(e) => Err(WriteError::refused(ErrorCode::InvalidParams, e.to_string())),
         };
         match result {
             Ok(()) => {

@@ -4,6 +4,7 @@
 //! expression compiled and was dry-run. Consumers never re-check the file.
 
 use crate::action::Action;
+pub use closedloop_driver::Parity;
 use closedloop_driver::{Area, Encoding, ValueType};
 use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
@@ -343,17 +344,6 @@ impl DriverConfig {
             DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. }
         )
     }
-}
-
-/// Serial parity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parity {
-    /// `N`.
-    None,
-    /// `E`.
-    Even,
-    /// `O`.
-    Odd,
 }
 
 /// When a device counts as online (docs/architecture.md, liveness).

@@ -28,10 +28,5 @@ pub fn write_error(e: &Error, what: &str) -> WriteError {
 
 /// An OPC UA request that got no answer before the command's deadline.
 pub fn no_answer(what: &str) -> WriteError {
-    WriteError {
-        code: ErrorCode::DeviceOffline,
-        detail: format!("{what}: the server did not answer in time"),
-        transient: false,
-        maybe_applied: true,
-    }
+    WriteError::unanswered(format!("{what}: the server did not answer in time"))
 }

@@ -61,11 +61,7 @@ fn driver(cfg: &DriverConfig) -> Value {
         } => {
             v["port"] = json!(port);
             v["baud"] = json!(baud);
-            v["parity"] = json!(match parity {
-                closedloop_plant::Parity::None => "N",
-                closedloop_plant::Parity::Even => "E",
-                closedloop_plant::Parity::Odd => "O",
-            });
+            v["parity"] = json!(parity.letter());
             v["unit"] = json!(unit);
             v["timeout_ms"] = json!(timeout_ms);
         }

@@ -98,15 +98,14 @@ fn modbus_tcp(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig
 /// silently breaks, so both are checked here.
 fn modbus_rtu(v: toml::Value, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
     let c: RawModbusRtu = keys(v, dev, sink)?;
-    let parity = match c.parity.as_deref().unwrap_or("N") {
-        "N" | "n" => Parity::None,
-        "E" | "e" => Parity::Even,
-        "O" | "o" => Parity::Odd,
-        other => {
+    let given = c.parity.as_deref().unwrap_or("N");
+    let parity = match Parity::parse(given) {
+        Some(parity) => parity,
+        None => {
             dev.err(
                 sink,
                 "driver.parity",
-                format!("\"{other}\" is not a parity; write \"N\", \"E\" or \"O\""),
+                format!("\"{given}\" is not a parity; write \"N\", \"E\" or \"O\""),
             );
             Parity::None
         }

@@ -90,16 +90,8 @@ where
     }
 }
 
-/// Serial line settings of a `modbus-rtu` driver table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Parity {
-    /// `"N"`.
-    None,
-    /// `"E"`.
-    Even,
-    /// `"O"`.
-    Odd,
-}
+/// Serial line parity of a `modbus-rtu` driver table (the plant's typed value).
+pub use closedloop_driver::Parity;
 
 /// Opens a serial port as 8 data bits, the given parity and one stop bit. (The serial line
 /// specification asks for two stop bits without parity, but 8N1 is what devices ship with, and
