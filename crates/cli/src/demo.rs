@@ -14,6 +14,8 @@ use std::sync::Arc;
 /// The bundled plant (also `examples/workshop.toml`).
 pub const WORKSHOP: &str = include_str!("../../../examples/workshop.toml");
 
+/// One call of the demo and the outcome it must have: the demo fails when the simulated
+/// hardware answers anything else.
 struct Step {
     title: &'static str,
     tool: &'static str,
@@ -81,24 +83,76 @@ fn program() -> String {
     }
 }
 
+/// The MCP client side of the demo's in-process session.
+type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
 /// Runs the demo; returns an error when an outcome differs from the expected one.
 pub async fn run() -> Result<()> {
     let dir = dir();
     let (plant_path, _lock) = prepare(&dir)?;
-    let engine = crate::serve::start_engine(&plant_path).await?;
-    let server = closedloop_mcp::Server::new(Arc::clone(&engine), "demo");
-    let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server_task = tokio::spawn(async move {
-        match server.serve(server_io).await {
-            Ok(running) => {
-                let _ = running.waiting().await;
-            }
-            Err(e) => eprintln!("demo server: {e}"),
-        }
-    });
-    let client = ().serve(client_io).await.context("MCP client handshake")?;
+    let session = Session::start(&plant_path).await?;
 
     println!("closedloop demo — a simulated workshop driven through MCP\n");
+    print_tools(&session.client).await?;
+    let mut wrong = Vec::new();
+    let mut ids = Vec::new();
+    for step in &steps() {
+        let outcome = run_step(&session.client, step).await?;
+        ids.extend(outcome.command_id.map(|id| (step.tool, id)));
+        wrong.extend(outcome.wrong);
+    }
+    session.close().await;
+    if !wrong.is_empty() {
+        bail!(
+            "the demo did not see what it expected:\n  {}",
+            wrong.join("\n  ")
+        );
+    }
+    println!("All six outcomes are what the hardware showed.");
+    print_how_to_look_again(&dir, &plant_path, &ids);
+    Ok(())
+}
+
+/// The engine, the MCP server serving it over an in-process pipe, and the client on the other
+/// end: everything the demo must shut down once its steps are done.
+struct Session {
+    engine: Arc<closedloop_engine::Engine>,
+    server_task: tokio::task::JoinHandle<()>,
+    client: Client,
+}
+
+impl Session {
+    /// Starts the engine on the plant at `plant_path`, serves it, and completes the MCP handshake.
+    async fn start(plant_path: &Path) -> Result<Session> {
+        let engine = crate::serve::start_engine(plant_path).await?;
+        let server = closedloop_mcp::Server::new(Arc::clone(&engine), "demo");
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server_task = tokio::spawn(async move {
+            match server.serve(server_io).await {
+                Ok(running) => {
+                    let _ = running.waiting().await;
+                }
+                Err(e) => eprintln!("demo server: {e}"),
+            }
+        });
+        let client = ().serve(client_io).await.context("MCP client handshake")?;
+        Ok(Session {
+            engine,
+            server_task,
+            client,
+        })
+    }
+
+    /// Ends the client, the server and the engine, in that order.
+    async fn close(self) {
+        let _ = self.client.cancel().await;
+        self.server_task.abort();
+        self.engine.shutdown().await;
+    }
+}
+
+/// Prints the names `tools/list` answers, as a client first sees them.
+async fn print_tools(client: &Client) -> Result<()> {
     let tools = client.list_all_tools().await?;
     println!(
         "tools/list: {}\n",
@@ -108,8 +162,12 @@ pub async fn run() -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    Ok(())
+}
 
-    let steps = [
+/// The six calls of the demo, each with the outcome the simulated hardware must produce.
+fn steps() -> [Step; 6] {
+    [
         Step {
             title: "1. The lamp: switched, and its relay contact confirms it",
             tool: "lamp_switch",
@@ -152,59 +210,52 @@ pub async fn run() -> Result<()> {
             expect_status: "completed",
             expect_code: None,
         },
-    ];
-    let mut wrong = Vec::new();
-    let mut ids = Vec::new();
-    for step in &steps {
-        println!("── {}", step.title);
-        let mut result = call(&client, step.tool, step.args.clone()).await?;
-        // Follow an accepted command to its end, as an agent would.
-        while matches!(status_of(&result).as_str(), "accepted" | "running") {
-            let id = result
-                .structured_content
-                .as_ref()
-                .and_then(|v| v["command_id"].as_str())
-                .unwrap_or("")
-                .to_string();
-            result = call(
-                &client,
-                "get_command_status",
-                json!({"command_id": id, "wait_s": 10}),
-            )
-            .await?;
-        }
-        if let Some(id) = result
-            .structured_content
-            .as_ref()
-            .and_then(|v| v["command_id"].as_str())
-        {
-            ids.push((step.tool, id.to_string()));
-        }
-        let status = status_of(&result);
-        let code = result
-            .structured_content
-            .as_ref()
-            .and_then(|v| v["error_code"].as_str())
-            .map(str::to_string);
-        if status != step.expect_status || code.as_deref() != step.expect_code {
-            wrong.push(format!(
-                "{}: expected {} {:?}, got {status} {code:?}",
-                step.tool, step.expect_status, step.expect_code
-            ));
-        }
-        print_timeline(&result);
-        println!();
+    ]
+}
+
+/// What one step left behind: the command it created, and how its outcome differed from the
+/// expected one (if it did).
+struct StepOutcome {
+    command_id: Option<String>,
+    wrong: Option<String>,
+}
+
+/// Calls the step's tool, follows the command to its end, and prints its timeline.
+async fn run_step(client: &Client, step: &Step) -> Result<StepOutcome> {
+    println!("── {}", step.title);
+    let first = call(client, step.tool, step.args.clone()).await?;
+    let result = follow_to_end(client, first).await?;
+    let command_id = text_field(&result, "command_id").map(str::to_string);
+    let status = status_of(&result);
+    let code = text_field(&result, "error_code").map(str::to_string);
+    let wrong = (status != step.expect_status || code.as_deref() != step.expect_code).then(|| {
+        format!(
+            "{}: expected {} {:?}, got {status} {code:?}",
+            step.tool, step.expect_status, step.expect_code
+        )
+    });
+    print_timeline(&result);
+    println!();
+    Ok(StepOutcome { command_id, wrong })
+}
+
+/// Follows an accepted command to its end, as an agent would: asks `get_command_status` until
+/// the status is neither `accepted` nor `running`.
+async fn follow_to_end(client: &Client, mut result: CallToolResult) -> Result<CallToolResult> {
+    while matches!(status_of(&result).as_str(), "accepted" | "running") {
+        let id = text_field(&result, "command_id").unwrap_or("").to_string();
+        result = call(
+            client,
+            "get_command_status",
+            json!({"command_id": id, "wait_s": 10}),
+        )
+        .await?;
     }
-    let _ = client.cancel().await;
-    server_task.abort();
-    engine.shutdown().await;
-    if !wrong.is_empty() {
-        bail!(
-            "the demo did not see what it expected:\n  {}",
-            wrong.join("\n  ")
-        );
-    }
-    println!("All six outcomes are what the hardware showed.");
+    Ok(result)
+}
+
+/// Prints where the run's journal is kept and the commands that read it again.
+fn print_how_to_look_again(dir: &Path, plant_path: &Path, ids: &[(&str, String)]) {
     let me = program();
     let plant = crate::serve::shell_word(&plant_path.display().to_string());
     println!(
@@ -215,14 +266,10 @@ pub async fn run() -> Result<()> {
         println!("  {me} trace {plant} {id}     # {tool}: the stall");
     }
     println!("  {me} commands {plant}     # every command of this run, with its id");
-    Ok(())
 }
 
-async fn call(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
-    tool: &str,
-    args: Value,
-) -> Result<CallToolResult> {
+/// Calls `tool` with `args`, printing the call and the first text of its answer.
+async fn call(client: &Client, tool: &str, args: Value) -> Result<CallToolResult> {
     println!("→ {tool} {args}");
     let params = CallToolRequestParams::new(tool.to_string())
         .with_arguments(args.as_object().cloned().unwrap_or_default());
@@ -248,12 +295,14 @@ async fn call(
     Ok(r)
 }
 
+/// A string field of the result's structured content, when it has one.
+fn text_field<'a>(r: &'a CallToolResult, name: &str) -> Option<&'a str> {
+    r.structured_content.as_ref().and_then(|v| v[name].as_str())
+}
+
+/// The result's `status`, or an empty string when it has none.
 fn status_of(r: &CallToolResult) -> String {
-    r.structured_content
-        .as_ref()
-        .and_then(|v| v["status"].as_str())
-        .unwrap_or("")
-        .to_string()
+    text_field(r, "status").unwrap_or("").to_string()
 }
 
 fn print_timeline(r: &CallToolResult) {

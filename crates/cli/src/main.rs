@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing_subscriber::Layer;
 
+mod bench;
 mod check;
 mod demo;
 mod journal_cmds;
@@ -89,6 +90,10 @@ enum Cmd {
     /// a pty) and OPC UA servers until SIGINT/SIGTERM; or, with `fault`/`clear`, change a running
     /// simulator's faults.
     Sim(sim::SimArgs),
+    /// Measure the speed figures of a plant (a bundled one of simulated relays by default) and
+    /// print them beside a bare rmcp server's, with `--hall N` also loading, memory and CPU at
+    /// rest with N relays. Build with `--release` for figures worth comparing.
+    Bench(bench::BenchArgs),
     /// Print one command's timeline with the milliseconds between steps.
     Trace {
         /// The plant file whose journal to read.
@@ -154,6 +159,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             runtime()?.block_on(journal_cmds::commands(&plant, device, status, limit))
         }
         Cmd::Sim(args) => runtime()?.block_on(sim::run(args)),
+        Cmd::Bench(args) => {
+            let rt = runtime()?;
+            let result = rt.block_on(bench::run(args));
+            // The echo server's stdin is read by a blocking thread: do not wait for it.
+            rt.shutdown_timeout(std::time::Duration::from_millis(200));
+            result
+        }
         Cmd::Trace { plant, command_id } => {
             let plant = load(&plant)?;
             runtime()?.block_on(journal_cmds::trace(&plant, &command_id))

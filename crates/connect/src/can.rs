@@ -355,7 +355,7 @@ level = { message = "0x101", signal = "Level", unit = "%" }
         .expect("plant parses");
         let dbc = Arc::new(Dbc::parse("t.dbc", DBC).expect("parses"));
         let port = CanPort::start(Interface::parse("slcan:/nonexistent").unwrap(), 500_000);
-        let dev = CanLink::new(Arc::new(plant.devices[0].clone()), port, dbc, Clock::new());
+        let dev = CanLink::new(Arc::clone(&plant.devices[0]), port, dbc, Clock::new());
         let mine = [(257, false)];
         let mut snap = dev.base.snapshot();
         let other = Received {

@@ -85,70 +85,18 @@ impl MqttLink {
     /// The MQTT listener: messages of the device's topics into the cache, link and status-topic
     /// changes into liveness, and a republished snapshot every `poll_ms`.
     async fn listen(self: Arc<Self>, stop: Arc<Notify>) {
-        let broker = self.broker.clone();
-        let mut topics: Vec<String> = self
-            .base
-            .spec
-            .signals
-            .iter()
-            .filter_map(|s| match &s.source {
-                Source::Topic { topic, .. } => Some(topic.clone()),
-                _ => None,
-            })
-            .collect();
-        let status = self.base.spec.liveness.status_topic.clone();
-        topics.extend(status.clone());
-        topics.sort();
-        topics.dedup();
-        let (msg_tx, mut msgs) = tokio::sync::mpsc::channel(256);
-        let mut forwarders = tokio::task::JoinSet::new();
-        for topic in &topics {
-            let mut sub = broker.subscribe(topic);
-            let tx = msg_tx.clone();
-            forwarders.spawn(async move {
-                while let Some(m) = sub.recv().await {
-                    if tx.send(m).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(msg_tx);
-        let mut link = broker.link();
+        let (mut msgs, _forwarders) = forward(&self.broker, &self.topics());
+        let mut link = self.broker.link();
         let mut tick = tokio::time::interval(Duration::from_millis(self.base.spec.poll_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let url = match &self.base.spec.driver {
-            closedloop_plant::DriverConfig::Mqtt { broker, .. } => broker.to_string(),
-            _ => String::new(),
-        };
-        let mut announced_offline = false;
-        let mut offline_seq = 0u64;
+        let mut presence = Presence::default();
         let mut link_up = *link.borrow_and_update() == closedloop_mqtt::Link::Connected;
         loop {
             let mut snap = self.base.snapshot();
             tokio::select! {
                 m = msgs.recv() => {
                     let Some(m) = m else { return };
-                    if status.as_deref() == Some(m.topic.as_str()) {
-                        let text = String::from_utf8_lossy(&m.payload);
-                        let text = text.trim();
-                        if text == self.base.spec.liveness.offline {
-                            announced_offline = true;
-                            offline_seq = m.seq;
-                        } else if text == self.base.spec.liveness.online {
-                            announced_offline = false;
-                            if !m.retained {
-                                snap.last_valid = Some(m.received_at);
-                            }
-                        }
-                    } else {
-                        // A live message sent after the will: the device is back, whether or
-                        // not its `online` reached us.
-                        if !m.retained && m.seq > offline_seq {
-                            announced_offline = false;
-                        }
-                        self.take_message(&mut snap, &m);
-                    }
+                    self.take(&mut presence, &mut snap, &m);
                 }
                 changed = link.changed() => {
                     if changed.is_err() {
@@ -159,26 +107,78 @@ impl MqttLink {
                 _ = tick.tick() => {}
                 _ = stop.notified() => return,
             }
-            let down = !link_up || announced_offline;
-            if !link_up {
-                snap.last_error = Some(match broker.last_error() {
-                    Some(why) => format!("the connection to the broker {url} is down: {why}"),
-                    None => format!("the connection to the broker {url} is down"),
-                });
-            } else if announced_offline {
-                snap.last_error = Some(format!(
-                    "{} announced {:?} on its status topic {}",
-                    self.base.id(),
-                    self.base.spec.liveness.offline,
-                    status.as_deref().unwrap_or_default()
-                ));
-            } else if snap.down {
-                // Back: the reason it was down no longer holds.
-                snap.last_error = None;
-            }
-            snap.down = down;
+            self.judge_down(&mut snap, link_up, presence.announced_offline);
             self.base.publish(snap);
         }
+    }
+
+    /// The device's signal topics and its status topic, each once.
+    fn topics(&self) -> Vec<String> {
+        let spec = &self.base.spec;
+        let mut topics: Vec<String> = spec
+            .signals
+            .iter()
+            .filter_map(|s| match &s.source {
+                Source::Topic { topic, .. } => Some(topic.clone()),
+                _ => None,
+            })
+            .collect();
+        topics.extend(spec.liveness.status_topic.clone());
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+
+    /// One message: the status topic's payload into presence, a signal topic's into the cache.
+    fn take(&self, presence: &mut Presence, snap: &mut Snapshot, m: &closedloop_mqtt::Message) {
+        let liveness = &self.base.spec.liveness;
+        if liveness.status_topic.as_deref() != Some(m.topic.as_str()) {
+            // A live message sent after the will: the device is back, whether or not its
+            // `online` reached us.
+            if !m.retained && m.seq > presence.offline_seq {
+                presence.announced_offline = false;
+            }
+            self.take_message(snap, m);
+            return;
+        }
+        let text = String::from_utf8_lossy(&m.payload);
+        let text = text.trim();
+        if text == liveness.offline {
+            presence.announced_offline = true;
+            presence.offline_seq = m.seq;
+        } else if text == liveness.online {
+            presence.announced_offline = false;
+            if !m.retained {
+                snap.last_valid = Some(m.received_at);
+            }
+        }
+    }
+
+    /// Down while the broker connection is, or while the device's will says so; the reason in
+    /// `last_error`, cleared when the device is back.
+    fn judge_down(&self, snap: &mut Snapshot, link_up: bool, announced_offline: bool) {
+        let spec = &self.base.spec;
+        if !link_up {
+            let url = match &spec.driver {
+                closedloop_plant::DriverConfig::Mqtt { broker, .. } => broker.to_string(),
+                _ => String::new(),
+            };
+            snap.last_error = Some(match self.broker.last_error() {
+                Some(why) => format!("the connection to the broker {url} is down: {why}"),
+                None => format!("the connection to the broker {url} is down"),
+            });
+        } else if announced_offline {
+            snap.last_error = Some(format!(
+                "{} announced {:?} on its status topic {}",
+                self.base.id(),
+                spec.liveness.offline,
+                spec.liveness.status_topic.as_deref().unwrap_or_default()
+            ));
+        } else if snap.down {
+            // Back: the reason it was down no longer holds.
+            snap.last_error = None;
+        }
+        snap.down = !link_up || announced_offline;
     }
 
     /// One message of a signal topic into the snapshot.
@@ -233,6 +233,40 @@ impl MqttLink {
             });
         }
     }
+}
+
+/// What the device's status topic last said.
+#[derive(Default)]
+struct Presence {
+    /// Its `offline` payload (its last will) came, and no live message since.
+    announced_offline: bool,
+    /// The number of that `offline` message.
+    offline_seq: u64,
+}
+
+/// Every message of `topics`, forwarded into one channel by one task per subscription (the
+/// tasks end with the returned set).
+fn forward(
+    broker: &MqttBroker,
+    topics: &[String],
+) -> (
+    tokio::sync::mpsc::Receiver<closedloop_mqtt::Message>,
+    tokio::task::JoinSet<()>,
+) {
+    let (msg_tx, msgs) = tokio::sync::mpsc::channel(256);
+    let mut forwarders = tokio::task::JoinSet::new();
+    for topic in topics {
+        let mut sub = broker.subscribe(topic);
+        let tx = msg_tx.clone();
+        forwarders.spawn(async move {
+            while let Some(m) = sub.recv().await {
+                if tx.send(m).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    (msgs, forwarders)
 }
 
 /// An MQTT publish from its entry and the payload the plan rendered.
@@ -322,7 +356,7 @@ mod tests {
     use closedloop_driver::Value;
     use tokio::time::Instant;
 
-    fn lamp() -> Device {
+    fn lamp() -> Arc<Device> {
         closedloop_plant::parse(
             r#"
 [[device]]
@@ -359,7 +393,7 @@ level = { topic = "lab/+/level" }
             "t",
         ))
         .expect("config");
-        let dev = MqttLink::new(Arc::new(lamp()), broker, Clock::new());
+        let dev = MqttLink::new(lamp(), broker, Clock::new());
         let mut snap = dev.base.snapshot();
         dev.take_message(
             &mut snap,

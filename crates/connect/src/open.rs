@@ -25,7 +25,7 @@ struct Opened {
 impl Drivers {
     /// A link for every device of `devices` (the plant the drivers were built from), on one
     /// clock; call inside a tokio runtime. Nothing reads yet: the engine runs each link.
-    pub fn open(&self, devices: &[Device]) -> Result<Links, ConnectError> {
+    pub fn open(&self, devices: &[Arc<Device>]) -> Result<Links, ConnectError> {
         let clock = Clock::new();
         let mut opened = Opened::default();
         let mut map = BTreeMap::new();
@@ -34,7 +34,7 @@ impl Drivers {
                 .map
                 .get(&d.id)
                 .ok_or_else(|| ConnectError::NoDriver(d.id.clone()))?;
-            let link = opened.link(Arc::new(d.clone()), connection, clock)?;
+            let link = opened.link(Arc::clone(d), connection, clock)?;
             map.insert(d.id.clone(), link);
         }
         Ok(Links { clock, map })

@@ -53,7 +53,7 @@ impl Engine {
                 .ok_or_else(|| EngineError::NoDriver(d.id.clone()))?;
             devices.insert(
                 d.id.clone(),
-                DeviceRuntime::new(Arc::new(d.clone()), Arc::clone(link)),
+                DeviceRuntime::new(Arc::clone(d), Arc::clone(link)),
             );
         }
         let ctx = Arc::new(Context::new(plant, journal, clock, devices));

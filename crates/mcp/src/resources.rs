@@ -13,6 +13,7 @@
 //! 2026-07-28 clients, both fed by the same watchers.
 
 mod config;
+mod subscription_requests;
 mod subscriptions;
 
 pub(crate) use subscriptions::Subscriptions;
@@ -22,17 +23,17 @@ use closedloop_engine::EngineError;
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, SubscribeRequestParams, SubscriptionFilter,
-    UnsubscribeRequestParams,
+    ResourceContents, ResourceTemplate,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::json;
 use std::time::Duration;
-use subscriptions::{Owner, Sink, Source};
 
 /// The MIME type of every resource.
 const JSON: &str = "application/json";
+/// The `not_found` reason for a URI of no known shape: the shapes there are.
+const NO_SUCH_RESOURCE: &str = "resources are device://{id}/state, device://{id}/config, command://{id} and command://{id}/timeline";
 /// Longest command id accepted in a `command://` URI (a UUIDv7 has 36 characters).
 const MAX_COMMAND_ID: usize = 64;
 
@@ -55,6 +56,7 @@ pub(crate) enum Uri {
 pub(crate) const TIMELINE_PAGE: usize = 100;
 
 impl Uri {
+    /// The resource `uri` names, or `None` when it has none of the four shapes.
     pub(crate) fn parse(uri: &str) -> Option<Uri> {
         if let Some(rest) = uri.strip_prefix("device://") {
             let (id, what) = rest.split_once('/')?;
@@ -103,6 +105,7 @@ fn timeline_page(r: &closedloop_engine::CommandResult, page: usize) -> serde_jso
            "total": total, "entries": entries, "next": next})
 }
 
+/// Whether `id` has the shape of a plant-file device id (lower case, digits, `_`).
 fn is_device_id(id: &str) -> bool {
     !id.is_empty()
         && id
@@ -120,6 +123,7 @@ pub(crate) fn config_uri(device: &str) -> String {
     format!("device://{device}/config")
 }
 
+/// `resource_not_found` for `uri`, with the reason and the URI in its data.
 fn not_found(uri: &str, why: &str) -> McpError {
     McpError::resource_not_found(
         format!("no resource {uri:?}: {why}"),
@@ -139,6 +143,7 @@ pub(crate) fn forbidden(caller: &crate::Caller, what: &str) -> McpError {
 }
 
 impl Server {
+    /// Refuses a caller without the `read` scope; `what` names the refused request.
     fn check_read(&self, cx: &RequestContext<RoleServer>, what: &str) -> Result<(), McpError> {
         let caller = self.caller(cx);
         if caller.may_read() {
@@ -148,6 +153,8 @@ impl Server {
         }
     }
 
+    /// `resources/list`: the state and the config of every device. Commands are too many to
+    /// list; they are offered through their URI templates only.
     pub(crate) async fn list_resources_impl(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -185,6 +192,7 @@ impl Server {
         Ok(ListResourcesResult::with_all_items(list))
     }
 
+    /// `resources/templates/list`: the four URI shapes, described for a model that reads them.
     pub(crate) async fn list_resource_templates_impl(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -226,6 +234,7 @@ impl Server {
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
+    /// `resources/read`: the resource's JSON, pretty-printed, or `not_found` naming what exists.
     pub(crate) async fn read_resource_impl(
         &self,
         request: ReadResourceRequestParams,
@@ -236,26 +245,13 @@ impl Server {
         let value = match Uri::parse(&uri) {
             Some(Uri::State(id)) => self.engine.device_state(&id).map(|s| json!(s)),
             Some(Uri::Config(id)) => self.engine.plant().device(&id).map(config::device),
-            Some(Uri::Command(id)) => match self.engine.status(&id, Duration::ZERO).await {
-                Ok(r) => Some(json!(r.for_model())),
-                Err(EngineError::UnknownCommand(_)) => {
-                    return Err(not_found(&uri, "no command has this id"));
-                }
-                Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
-            },
-            Some(Uri::Timeline(id, page)) => match self.engine.status(&id, Duration::ZERO).await {
-                Ok(r) => Some(timeline_page(&r, page)),
-                Err(EngineError::UnknownCommand(_)) => {
-                    return Err(not_found(&uri, "no command has this id"));
-                }
-                Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
-            },
-            None => {
-                return Err(not_found(
-                    &uri,
-                    "resources are device://{id}/state, device://{id}/config, command://{id} and command://{id}/timeline",
-                ));
+            Some(Uri::Command(id)) => {
+                Some(json!(self.command_result(&uri, &id).await?.for_model()))
             }
+            Some(Uri::Timeline(id, page)) => {
+                Some(timeline_page(&self.command_result(&uri, &id).await?, page))
+            }
+            None => return Err(not_found(&uri, NO_SUCH_RESOURCE)),
         };
         let Some(value) = value else {
             return Err(not_found(&uri, &self.no_device_text()));
@@ -268,6 +264,20 @@ impl Server {
         )
     }
 
+    /// A command's result object, or the error a request about `uri` answers when there is none.
+    async fn command_result(
+        &self,
+        uri: &str,
+        id: &str,
+    ) -> Result<closedloop_engine::CommandResult, McpError> {
+        match self.engine.status(id, Duration::ZERO).await {
+            Ok(r) => Ok(r),
+            Err(EngineError::UnknownCommand(_)) => Err(not_found(uri, "no command has this id")),
+            Err(e) => Err(McpError::internal_error(e.to_string(), None)),
+        }
+    }
+
+    /// The `not_found` reason for a device id the plant does not have: the ids it has.
     fn no_device_text(&self) -> String {
         let ids: Vec<&str> = self
             .engine
@@ -277,117 +287,6 @@ impl Server {
             .map(|d| d.id.as_str())
             .collect();
         format!("no such device; the devices are {}", ids.join(", "))
-    }
-
-    /// What a subscription to `uri` watches, or why it cannot be subscribed.
-    async fn source(&self, uri: &str) -> Result<Source, McpError> {
-        match Uri::parse(uri) {
-            Some(Uri::State(id)) => self
-                .engine
-                .watch_device(&id)
-                .map(Source::device)
-                .ok_or_else(|| not_found(uri, &self.no_device_text())),
-            Some(Uri::Config(id)) => match self.engine.plant().device(&id) {
-                Some(_) => Ok(Source::fixed()),
-                None => Err(not_found(uri, &self.no_device_text())),
-            },
-            Some(Uri::Command(id) | Uri::Timeline(id, _)) => {
-                match self.engine.status(&id, Duration::ZERO).await {
-                    Ok(_) => Ok(Source::command(id, &self.engine)),
-                    Err(EngineError::UnknownCommand(_)) => {
-                        Err(not_found(uri, "no command has this id"))
-                    }
-                    Err(e) => Err(McpError::internal_error(e.to_string(), None)),
-                }
-            }
-            None => Err(not_found(
-                uri,
-                "resources are device://{id}/state, device://{id}/config, command://{id} and command://{id}/timeline",
-            )),
-        }
-    }
-
-    pub(crate) async fn subscribe_impl(
-        &self,
-        request: SubscribeRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.check_read(&cx, "subscribe to resources")?;
-        let source = self.source(&request.uri).await?;
-        let owner = Owner::client(&cx.peer);
-        self.subscriptions
-            .add(request.uri, owner, source, Sink::Peer(cx.peer.clone()))
-    }
-
-    pub(crate) async fn unsubscribe_impl(
-        &self,
-        request: UnsubscribeRequestParams,
-        cx: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        // Unknown or never-subscribed URIs are fine: unsubscribing is idempotent.
-        self.subscriptions
-            .remove_matching(&request.uri, &Owner::client(&cx.peer));
-        Ok(())
-    }
-
-    /// `subscriptions/listen` (2026-07-28): the part of the requested filter this server can
-    /// serve — resource updates for its own URIs. List-changed notifications are not offered:
-    /// the tool, prompt and resource lists are fixed by the plant file.
-    pub(crate) fn accepted_subscription_filter_impl(
-        &self,
-        requested: &SubscriptionFilter,
-    ) -> SubscriptionFilter {
-        let plant = self.engine.plant();
-        let ours = requested
-            .resource_subscriptions
-            .iter()
-            .flatten()
-            .filter(|uri| match Uri::parse(uri) {
-                Some(Uri::State(id) | Uri::Config(id)) => plant.device(&id).is_some(),
-                Some(Uri::Command(_) | Uri::Timeline(..)) => true,
-                None => false,
-            })
-            .cloned()
-            .collect::<Vec<_>>();
-        if ours.is_empty() {
-            SubscriptionFilter::new()
-        } else {
-            SubscriptionFilter::builder()
-                .resource_subscriptions(ours)
-                .build()
-        }
-    }
-
-    /// `subscriptions/listen` (2026-07-28): streams `notifications/resources/updated` for the
-    /// accepted URIs until the client cancels the request or goes away.
-    pub(crate) async fn listen_impl(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        self.check_read(context.request_context(), "subscribe to resources")?;
-        let uris = context
-            .accepted()
-            .resource_subscriptions
-            .clone()
-            .unwrap_or_default();
-        let owner = self.subscriptions.listen_owner();
-        // Removes this stream's watchers however the request ends (cancelled, dropped, error).
-        let _guard = self.subscriptions.guard(owner.clone());
-        for uri in uris {
-            let source = match self.source(&uri).await {
-                Ok(s) => s,
-                // A command id that was accepted by shape but does not exist: nothing to watch.
-                Err(e) if e.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND => continue,
-                Err(e) => return Err(e),
-            };
-            let sink = Sink::Stream(context.sink().clone());
-            self.subscriptions.add(uri, owner.clone(), source, sink)?;
-        }
-        context.cancelled().await;
-        Ok(())
-    }
-
-    /// How many resource subscriptions are active (both protocol generations), for tests and
-    /// diagnostics.
-    pub fn subscription_count(&self) -> usize {
-        self.subscriptions.len()
     }
 }
 

@@ -10,6 +10,7 @@ use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A validated plant file.
 #[derive(Debug, Clone)]
@@ -18,8 +19,9 @@ pub struct Plant {
     pub file: PathBuf,
     /// The `[server]` table.
     pub server: Server,
-    /// The devices, in file order.
-    pub devices: Vec<Device>,
+    /// The devices, in file order. Shared: the engine and each device's link hold the same
+    /// declaration (a hall of 8,000 devices would otherwise keep three copies of each).
+    pub devices: Vec<Arc<Device>>,
     /// Standing alarms (`[[alarm]]`), in file order.
     pub alarms: Vec<Alarm>,
     /// Devices by id and actions by tool name, built once at load: every MCP request looks a
@@ -71,6 +73,7 @@ impl Plant {
         devices: Vec<Device>,
         alarms: Vec<Alarm>,
     ) -> Plant {
+        let devices: Vec<Arc<Device>> = devices.into_iter().map(Arc::new).collect();
         let mut index = Index::default();
         for (i, d) in devices.iter().enumerate() {
             index.devices.insert(d.id.clone(), i);
@@ -89,14 +92,14 @@ impl Plant {
 
     /// The device with this id.
     pub fn device(&self, id: &str) -> Option<&Device> {
-        self.index.devices.get(id).map(|&i| &self.devices[i])
+        self.index.devices.get(id).map(|&i| &*self.devices[i])
     }
 
     /// Every action of every device, with its device, in file order.
     pub fn actions(&self) -> impl Iterator<Item = (&Device, &Action)> {
         self.devices
             .iter()
-            .flat_map(|d| d.actions.iter().map(move |a| (d, a)))
+            .flat_map(|d| d.actions.iter().map(move |a| (&**d, a)))
     }
 
     /// The action behind a tool name (`slide_move_to`).

@@ -7,110 +7,36 @@
 //! `mqtts://` connections use rustls with the `ring` provider, configured in `broker/tls.rs`
 //! (trusted roots, client certificate) rather than by rumqttc, so no process-wide crypto provider
 //! is needed.
+//!
+//! The configuration (and its rumqttc options) lives in `broker/config.rs`, the event-loop task in
+//! `broker/event_loop.rs`; this file holds the handle and the state both share.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use rumqttc::v5::AsyncClient;
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{LastWill, Packet, PubAckReason, PublishProperties};
-use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
-use rumqttc::{Outgoing, TlsConfiguration, Transport};
+use rumqttc::v5::mqttbytes::v5::PublishProperties;
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::Error;
-use crate::codec::{expiry_secs, parse_broker, topic_matches};
+use crate::codec::expiry_secs;
 
+mod config;
+mod event_loop;
 mod tls;
+
+use config::mqtt_options;
+pub use config::{BrokerConfig, BrokerTls, Will};
+use event_loop::EventLoopTask;
 
 /// Messages buffered per subscription filter. On overflow the oldest are dropped and the receiver
 /// learns how many it missed ([`Subscription::recv`] skips them and counts them in `lagged`).
 const SUBSCRIPTION_BUFFER: usize = 256;
-/// Longest wait between reconnect attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
-
-/// How to reach a broker.
-#[derive(Debug, Clone)]
-pub struct BrokerConfig {
-    /// `mqtt://host[:port]` (plain) or `mqtts://host[:port]` (TLS); see
-    /// [`crate::parse_broker_url`].
-    pub url: String,
-    /// MQTT client id; the broker drops an older connection with the same id.
-    pub client_id: String,
-    /// User name, if the broker wants one.
-    pub username: Option<String>,
-    /// Password, if the broker wants one.
-    pub password: Option<String>,
-    /// Last will the broker publishes when this connection dies without a DISCONNECT.
-    pub will: Option<Will>,
-    /// MQTT keep-alive; a dead broker is noticed within ~1.5× this.
-    pub keep_alive: Duration,
-    /// Requests (publishes, subscribes) queued towards the broker; beyond it `publish` is
-    /// [`Error::Busy`] rather than waiting.
-    pub capacity: usize,
-    /// `mqtts://` only: whom to trust and who to be. Boxed because most brokers are plain and
-    /// the config travels by value inside larger enums (the engine's connections).
-    pub tls: Box<BrokerTls>,
-}
-
-/// The TLS files of an `mqtts://` connection (PEM); all empty means the system's trusted roots
-/// and no client certificate. Read by [`MqttBroker::connect`], which refuses them on a plain URL.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BrokerTls {
-    /// The CA certificate(s) to trust *instead of* the system's roots — for a self-signed
-    /// broker or a private CA. `None`: the system's roots.
-    pub ca_file: Option<PathBuf>,
-    /// A certificate chain presented to a broker that asks for client certificates (mutual
-    /// TLS). Goes with `client_key`: both or neither.
-    pub client_cert: Option<PathBuf>,
-    /// The private key (PKCS#8, PKCS#1 or SEC1) of `client_cert`.
-    pub client_key: Option<PathBuf>,
-}
-
-impl BrokerTls {
-    /// The first file set, by its plant key (for "only with `mqtts://`").
-    fn first_set(&self) -> Option<&'static str> {
-        [
-            ("ca_file", &self.ca_file),
-            ("client_cert", &self.client_cert),
-            ("client_key", &self.client_key),
-        ]
-        .into_iter()
-        .find_map(|(key, v)| v.as_ref().map(|_| key))
-    }
-}
-
-impl BrokerConfig {
-    /// A config with defaults: no credentials, no will, keep-alive 5 s, capacity 64; with
-    /// `mqtts://`, the system's trusted roots and no client certificate.
-    pub fn new(url: impl Into<String>, client_id: impl Into<String>) -> BrokerConfig {
-        BrokerConfig {
-            url: url.into(),
-            client_id: client_id.into(),
-            username: None,
-            password: None,
-            will: None,
-            keep_alive: Duration::from_secs(5),
-            capacity: 64,
-            tls: Box::default(),
-        }
-    }
-}
-
-/// A last will (QoS 1).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Will {
-    /// Where the broker publishes it.
-    pub topic: String,
-    /// What it publishes (`offline`).
-    pub payload: String,
-    /// Whether it is retained (a status topic's will is).
-    pub retain: bool,
-}
 
 /// The state of the connection to the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,32 +148,7 @@ impl MqttBroker {
     /// [`Error::Tls`] at once; a handshake that fails later is a lost connection, reported by
     /// [`MqttBroker::last_error`] and the logs.
     pub fn connect(config: BrokerConfig) -> Result<MqttBroker, Error> {
-        let addr = parse_broker(&config.url)?;
-        let mut options = MqttOptions::new(config.client_id.clone(), addr.host, addr.port);
-        options
-            .set_keep_alive(config.keep_alive)
-            .set_clean_start(true);
-        if addr.tls {
-            let tls = TlsConfiguration::Rustls(Arc::new(tls::client_config(&config.tls)?));
-            options.set_transport(Transport::tls_with_config(tls));
-        } else if let Some(key) = config.tls.first_set() {
-            return Err(Error::Tls(format!(
-                "{key} is set but the broker {} is plain MQTT; write it as mqtts://",
-                config.url
-            )));
-        }
-        if let Some(user) = &config.username {
-            options.set_credentials(user.clone(), config.password.clone().unwrap_or_default());
-        }
-        if let Some(w) = &config.will {
-            options.set_last_will(LastWill::new(
-                w.topic.clone(),
-                w.payload.clone().into_bytes(),
-                QoS::AtLeastOnce,
-                w.retain,
-                None,
-            ));
-        }
+        let options = mqtt_options(&config)?;
         let (client, eventloop) = AsyncClient::new(options, config.capacity.max(1));
         let shared = Arc::new(Mutex::new(Shared {
             link: Link::Disconnected,
@@ -258,14 +159,14 @@ impl MqttBroker {
             last_error: None,
         }));
         let (link_tx, link_rx) = watch::channel(Link::Disconnected);
-        let task = tokio::spawn(run(
+        let task = EventLoopTask {
             eventloop,
-            client.clone(),
-            shared.clone(),
-            link_tx,
-            config.url,
-        ))
-        .abort_handle();
+            client: client.clone(),
+            shared: shared.clone(),
+            link: link_tx,
+            url: config.url,
+        };
+        let task = tokio::spawn(task.run()).abort_handle();
         Ok(MqttBroker {
             inner: Arc::new(Inner {
                 client,
@@ -376,111 +277,5 @@ impl MqttBroker {
     /// Used by the simulator's `power_off`; a real driver just drops the handle.
     pub fn abort(&self) {
         self.inner.task.abort();
-    }
-}
-
-async fn run(
-    mut eventloop: EventLoop,
-    client: AsyncClient,
-    shared: Arc<Mutex<Shared>>,
-    link: watch::Sender<Link>,
-    url: String,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match eventloop.poll().await {
-            Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                backoff = Duration::from_millis(100);
-                let mut s = lock(&shared);
-                s.link = Link::Connected;
-                s.last_error = None;
-                for (filter, _) in &s.subs {
-                    let _ = client.try_subscribe(filter.clone(), QoS::AtLeastOnce);
-                }
-                link.send_replace(Link::Connected);
-            }
-            Ok(Event::Incoming(Packet::Publish(p))) => {
-                let mut s = lock(&shared);
-                s.seq += 1;
-                let topic = String::from_utf8_lossy(&p.topic).into_owned();
-                let msg = Message {
-                    retained: p.retain,
-                    payload: p.payload,
-                    received_at: Instant::now(),
-                    seq: s.seq,
-                    expiry_s: p.properties.and_then(|pr| pr.message_expiry_interval),
-                    topic,
-                };
-                for (filter, tx) in &s.subs {
-                    if topic_matches(filter, &msg.topic) {
-                        let _ = tx.send(msg.clone());
-                    }
-                }
-            }
-            Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
-                let mut s = lock(&shared);
-                if let Some((qos, waiter)) = s.queued.pop_front() {
-                    if qos == QoS::AtMostOnce {
-                        let _ = waiter.send(Ok(Ack {
-                            pkid,
-                            seq: s.seq,
-                            at: Instant::now(),
-                        }));
-                    } else {
-                        s.inflight.insert(pkid, waiter);
-                    }
-                }
-            }
-            Ok(Event::Incoming(Packet::PubAck(ack))) => {
-                let mut s = lock(&shared);
-                if let Some(waiter) = s.inflight.remove(&ack.pkid) {
-                    let r = match ack.reason {
-                        PubAckReason::Success | PubAckReason::NoMatchingSubscribers => Ok(Ack {
-                            pkid: ack.pkid,
-                            seq: s.seq,
-                            at: Instant::now(),
-                        }),
-                        other => Err(Error::Refused(format!("{other:?}"))),
-                    };
-                    let _ = waiter.send(r);
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let why = tls::explain(&e);
-                {
-                    let mut s = lock(&shared);
-                    // The same failure again and again (a broker that stays unreachable, a
-                    // certificate that stays wrong) is logged once at warn, then at debug.
-                    if s.last_error.as_deref() == Some(why.as_str()) {
-                        tracing::debug!(
-                            broker = %url,
-                            error = %why,
-                            "MQTT still not connected; retrying in {backoff:?}"
-                        );
-                    } else {
-                        tracing::warn!(
-                            broker = %url,
-                            error = %why,
-                            "MQTT connection failed or lost; reconnecting in {backoff:?}"
-                        );
-                    }
-                    s.last_error = Some(why);
-                    // Drop everything rumqttc would replay: a publish is never re-sent blindly.
-                    eventloop.clean();
-                    eventloop.pending.clear();
-                    s.link = Link::Disconnected;
-                    for (_, w) in s.queued.drain(..) {
-                        let _ = w.send(Err(Error::Disconnected));
-                    }
-                    for (_, w) in s.inflight.drain() {
-                        let _ = w.send(Err(Error::Disconnected));
-                    }
-                }
-                link.send_replace(Link::Disconnected);
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
-        }
     }
 }

@@ -53,8 +53,30 @@ impl OpcuaClient {
     ) -> Result<Browse, Error> {
         let start = parse_node(node)?;
         self.ensure_connected()?;
-        // Some servers answer a browse of an unknown node with an empty Good result; its
-        // NodeClass tells an unknown node from a leaf.
+        self.check_exists(node, &start).await?;
+        let mut walk = Walk::new(start, max_results);
+        while let Some((parent, level)) = walk.queue.pop_front() {
+            if level >= depth {
+                continue;
+            }
+            let references = self
+                .children(&parent, level, walk.entries.len(), max_results)
+                .await?;
+            if !walk.record(references, level) {
+                break;
+            }
+        }
+        self.fill_data_types(&mut walk.entries, &walk.variables)
+            .await?;
+        Ok(Browse {
+            entries: walk.entries,
+            truncated: walk.truncated,
+        })
+    }
+
+    /// Refuses a start node the server does not know. Some servers answer a browse of an
+    /// unknown node with an empty Good result; its NodeClass tells an unknown node from a leaf.
+    async fn check_exists(&self, node: &str, start: &NodeId) -> Result<(), Error> {
         let op = format!("browse {node}");
         let class = ReadValueId {
             attribute_id: AttributeId::NodeClass as u32,
@@ -72,67 +94,51 @@ impl OpcuaClient {
         if status.is_bad() {
             return Err(Error::status(op, status));
         }
-        let mut entries: Vec<BrowseEntry> = Vec::new();
-        let mut truncated = false;
-        let mut seen = HashSet::from([start.clone()]);
-        let mut queue = VecDeque::from([(start, 0u32)]);
-        let mut variables: Vec<(usize, NodeId)> = Vec::new();
-        'walk: while let Some((parent, level)) = queue.pop_front() {
-            if level >= depth {
-                continue;
+        Ok(())
+    }
+
+    /// The hierarchical references below `parent` (at `level`), page after page. Once `found`
+    /// entries plus these reach `max_results`, the rest is not fetched: the continuation point
+    /// is released instead. A child that cannot be browsed has none; a start node (level 0)
+    /// that cannot be browsed is an error.
+    async fn children(
+        &self,
+        parent: &NodeId,
+        level: u32,
+        found: usize,
+        max_results: usize,
+    ) -> Result<Vec<ReferenceDescription>, Error> {
+        let mut references = Vec::new();
+        let op = format!("browse {parent}");
+        let session = &self.inner.session;
+        let description = BrowseDescription {
+            node_id: parent.clone(),
+            browse_direction: BrowseDirection::Forward,
+            reference_type_id: ReferenceTypeId::HierarchicalReferences.into(),
+            include_subtypes: true,
+            node_class_mask: NodeClassMask::all().bits(),
+            result_mask: BrowseDescriptionResultMask::all().bits(),
+        };
+        let mut result = first(session.browse(&[description], PAGE, None).await, &op)?;
+        loop {
+            if result.status_code.is_bad() {
+                if level == 0 {
+                    return Err(Error::status(op, result.status_code));
+                }
+                break;
             }
-            let mut refs = Vec::new();
-            let op = format!("browse {parent}");
-            let session = &self.inner.session;
-            let description = BrowseDescription {
-                node_id: parent.clone(),
-                browse_direction: BrowseDirection::Forward,
-                reference_type_id: ReferenceTypeId::HierarchicalReferences.into(),
-                include_subtypes: true,
-                node_class_mask: NodeClassMask::all().bits(),
-                result_mask: BrowseDescriptionResultMask::all().bits(),
-            };
-            let mut result = first(session.browse(&[description], PAGE, None).await, &op)?;
-            loop {
-                if result.status_code.is_bad() {
-                    // A child that cannot be browsed is skipped; the start node is an error.
-                    if level == 0 {
-                        return Err(Error::status(op, result.status_code));
-                    }
-                    break;
-                }
-                refs.extend(result.references.take().unwrap_or_default());
-                let cp: ByteString = result.continuation_point.clone();
-                if cp.is_null() {
-                    break;
-                }
-                if entries.len() + refs.len() >= max_results {
-                    let _ = session.browse_next(true, &[cp]).await;
-                    break;
-                }
-                result = first(session.browse_next(false, &[cp]).await, &op)?;
+            references.extend(result.references.take().unwrap_or_default());
+            let continuation: ByteString = result.continuation_point.clone();
+            if continuation.is_null() {
+                break;
             }
-            for r in refs {
-                let Some(entry) = entry(&r, level + 1) else {
-                    continue;
-                };
-                let id = r.node_id.node_id.clone();
-                if !seen.insert(id.clone()) {
-                    continue;
-                }
-                if entries.len() >= max_results {
-                    truncated = true;
-                    break 'walk;
-                }
-                if r.node_class == NodeClass::Variable {
-                    variables.push((entries.len(), id.clone()));
-                }
-                entries.push(entry);
-                queue.push_back((id, level + 1));
+            if found + references.len() >= max_results {
+                let _ = session.browse_next(true, &[continuation]).await;
+                break;
             }
+            result = first(session.browse_next(false, &[continuation]).await, &op)?;
         }
-        self.fill_data_types(&mut entries, &variables).await?;
-        Ok(Browse { entries, truncated })
+        Ok(references)
     }
 
     /// Reads the DataType attribute of the variables found, in one request.
@@ -163,6 +169,57 @@ impl OpcuaClient {
             }
         }
         Ok(())
+    }
+}
+
+/// The state of a breadth-first walk: what was found so far and what is left to browse.
+struct Walk {
+    entries: Vec<BrowseEntry>,
+    truncated: bool,
+    /// Every node met, the start included, so a node reachable twice is listed once.
+    seen: HashSet<NodeId>,
+    /// Nodes still to browse, with their level (the start is at 0).
+    queue: VecDeque<(NodeId, u32)>,
+    /// The variables among `entries` (index, node), whose data types are read at the end.
+    variables: Vec<(usize, NodeId)>,
+    max_results: usize,
+}
+
+impl Walk {
+    fn new(start: NodeId, max_results: usize) -> Walk {
+        Walk {
+            entries: Vec::new(),
+            truncated: false,
+            seen: HashSet::from([start.clone()]),
+            queue: VecDeque::from([(start, 0u32)]),
+            variables: Vec::new(),
+            max_results,
+        }
+    }
+
+    /// Adds the nodes `references` point to (children of a node at `level`) that are new and
+    /// on this server, and queues them for browsing. `false` once `max_results` is reached and
+    /// a further node was left out: the walk stops there, truncated.
+    fn record(&mut self, references: Vec<ReferenceDescription>, level: u32) -> bool {
+        for r in references {
+            let Some(entry) = entry(&r, level + 1) else {
+                continue;
+            };
+            let id = r.node_id.node_id.clone();
+            if !self.seen.insert(id.clone()) {
+                continue;
+            }
+            if self.entries.len() >= self.max_results {
+                self.truncated = true;
+                return false;
+            }
+            if r.node_class == NodeClass::Variable {
+                self.variables.push((self.entries.len(), id.clone()));
+            }
+            self.entries.push(entry);
+            self.queue.push_back((id, level + 1));
+        }
+        true
     }
 }
 

@@ -34,6 +34,7 @@ mod contract;
 mod convert;
 mod error;
 mod monitor;
+mod session;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod update;

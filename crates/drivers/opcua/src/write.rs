@@ -8,8 +8,8 @@ use closedloop_driver::Value;
 use opcua::client::UARequest;
 use opcua::client::services::{Call, Write};
 use opcua::types::{
-    AttributeId, BrowsePath, CallMethodRequest, DataValue, NodeId, NumericRange, QualifiedName,
-    ReadValueId, ReferenceTypeId, RelativePath, RelativePathElement, StatusCode,
+    AttributeId, BrowsePath, CallMethodRequest, CallMethodResult, DataValue, NodeId, NumericRange,
+    QualifiedName, ReadValueId, ReferenceTypeId, RelativePath, RelativePathElement, StatusCode,
     TimestampsToReturn, Variant, WriteValue,
 };
 use tokio::time::Instant;
@@ -127,32 +127,7 @@ impl OpcuaClient {
         let method_id = parse_node(method)?;
         self.ensure_connected()?;
         let declared = self.input_types(method, &method_id).await?;
-        let mut inputs = Vec::with_capacity(args.len());
-        for (i, arg) in args.into_iter().enumerate() {
-            let ty = declared.as_ref().and_then(|d| d.get(i));
-            let variant = match ty {
-                Some(NodeType {
-                    scalar: Some(s),
-                    name,
-                }) => s.encode(arg).map_err(|why| Error::Value {
-                    node: format!("{method} argument {}", i + 1),
-                    data_type: name.clone(),
-                    why,
-                })?,
-                Some(NodeType { scalar: None, name }) => {
-                    return Err(Error::Value {
-                        node: format!("{method} argument {}", i + 1),
-                        data_type: name.clone(),
-                        why: "closedloop passes only booleans and numbers".into(),
-                    });
-                }
-                None => match arg {
-                    Value::Bool(b) => Variant::Boolean(b),
-                    Value::Number(n) => Variant::Double(n),
-                },
-            };
-            inputs.push(variant);
-        }
+        let inputs = encode_arguments(method, declared.as_deref(), args)?;
         let op = format!("call {method} on {object}");
         let request = CallMethodRequest {
             object_id,
@@ -170,20 +145,7 @@ impl OpcuaClient {
             return Err(Error::status(op, StatusCode::BadUnexpectedError));
         };
         if result.status_code.is_bad() {
-            let bad_args: Vec<String> = result
-                .input_argument_results
-                .iter()
-                .flatten()
-                .enumerate()
-                .filter(|(_, s)| s.is_bad())
-                .map(|(i, s)| format!("argument {}: {}", i + 1, status_name(*s)))
-                .collect();
-            let op = if bad_args.is_empty() {
-                op
-            } else {
-                format!("{op} ({})", bad_args.join(", "))
-            };
-            return Err(Error::status(op, result.status_code));
+            return Err(call_refused(op, &result));
         }
         let outputs = result
             .output_arguments
@@ -344,4 +306,60 @@ fn node_type_of(data_type: &NodeId, current: Option<&Variant>) -> NodeType {
         scalar,
         name: convert::data_type_name(data_type),
     }
+}
+
+/// The input arguments of a call to `method`, each converted to its `declared` type; an
+/// argument beyond the declared ones (or of a method that declares none) goes as Boolean or
+/// Double. The first argument that cannot be converted is the error, and nothing is sent.
+fn encode_arguments(
+    method: &str,
+    declared: Option<&[NodeType]>,
+    args: Vec<Value>,
+) -> Result<Vec<Variant>, Error> {
+    let mut inputs = Vec::with_capacity(args.len());
+    for (i, arg) in args.into_iter().enumerate() {
+        let ty = declared.and_then(|d| d.get(i));
+        let variant = match ty {
+            Some(NodeType {
+                scalar: Some(s),
+                name,
+            }) => s.encode(arg).map_err(|why| Error::Value {
+                node: format!("{method} argument {}", i + 1),
+                data_type: name.clone(),
+                why,
+            })?,
+            Some(NodeType { scalar: None, name }) => {
+                return Err(Error::Value {
+                    node: format!("{method} argument {}", i + 1),
+                    data_type: name.clone(),
+                    why: "closedloop passes only booleans and numbers".into(),
+                });
+            }
+            None => match arg {
+                Value::Bool(b) => Variant::Boolean(b),
+                Value::Number(n) => Variant::Double(n),
+            },
+        };
+        inputs.push(variant);
+    }
+    Ok(inputs)
+}
+
+/// The error for a call answered Bad: `op`, followed by the arguments the server marked Bad
+/// (when it says which), so the person sees which argument to fix.
+fn call_refused(op: String, result: &CallMethodResult) -> Error {
+    let bad_args: Vec<String> = result
+        .input_argument_results
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, s)| s.is_bad())
+        .map(|(i, s)| format!("argument {}: {}", i + 1, status_name(*s)))
+        .collect();
+    let op = if bad_args.is_empty() {
+        op
+    } else {
+        format!("{op} ({})", bad_args.join(", "))
+    };
+    Error::status(op, result.status_code)
 }

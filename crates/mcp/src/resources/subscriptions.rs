@@ -22,15 +22,18 @@
 //! - Every entry's task is running or about to remove its own entry; removing an entry aborts
 //!   its task.
 
-use closedloop_engine::Snapshot;
-use closedloop_engine::{Change, Engine};
+mod source;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use source::Source;
+
 use rmcp::model::{InitializeRequestParams, ResourceUpdatedNotificationParam};
 use rmcp::service::{Peer, SubscriptionSink};
 use rmcp::{ErrorData as McpError, RoleServer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -103,14 +106,17 @@ impl Owner {
     }
 }
 
+/// One subscription: what it watches, for whom, and the task that watches it.
 struct Entry {
     uri: String,
     owner: Owner,
     task: AbortHandle,
 }
 
+/// The registry's state, behind its mutex.
 #[derive(Default)]
 struct Inner {
+    /// The last id handed out, for entries and listen owners alike.
     next_id: u64,
     entries: HashMap<u64, Entry>,
 }
@@ -258,95 +264,6 @@ impl Drop for Guard {
     }
 }
 
-/// A change feed for one resource.
-pub(crate) enum Source {
-    Device {
-        rx: watch::Receiver<Snapshot>,
-        /// The state the subscriber was last told about (or that was current at subscription).
-        last: Snapshot,
-    },
-    Command {
-        id: String,
-        rx: broadcast::Receiver<Change>,
-    },
-    Fixed,
-}
-
-impl Source {
-    /// `device://{id}/state`: a device's snapshots; the current one counts as already known.
-    pub(crate) fn device(mut rx: watch::Receiver<Snapshot>) -> Source {
-        let last = rx.borrow_and_update().clone();
-        Source::Device { rx, last }
-    }
-
-    /// `command://{id}`: the engine's change feed, filtered to one command.
-    pub(crate) fn command(id: String, engine: &Engine) -> Source {
-        Source::Command {
-            id,
-            rx: engine.changes(),
-        }
-    }
-
-    /// Something that never changes while the server runs (`device://{id}/config`).
-    pub(crate) fn fixed() -> Source {
-        Source::Fixed
-    }
-
-    /// Waits for the next change a reader would see; `None` when the feed ended.
-    /// Cancel-safe: its only await points are `watch::changed` and `broadcast::recv`.
-    async fn next(&mut self) -> Option<()> {
-        match self {
-            Source::Device { rx, last } => loop {
-                rx.changed().await.ok()?;
-                let now = rx.borrow_and_update();
-                if !same_state(&now, last) {
-                    *last = now.clone();
-                    return Some(());
-                }
-            },
-            Source::Command { id, rx } => loop {
-                match rx.recv().await {
-                    Ok(Change::Command { command_id, .. }) if command_id == *id => return Some(()),
-                    Ok(_) => continue,
-                    // Some changes were lost; one of them may have been ours.
-                    Err(broadcast::error::RecvError::Lagged(_)) => return Some(()),
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            },
-            Source::Fixed => std::future::pending().await,
-        }
-    }
-
-    /// Takes in every change already pending: the notification about to be sent covers them.
-    fn absorb(&mut self) {
-        match self {
-            Source::Device { rx, last } => {
-                if rx.has_changed().unwrap_or(false) {
-                    *last = rx.borrow_and_update().clone();
-                }
-            }
-            Source::Command { rx, .. } => {
-                use broadcast::error::TryRecvError;
-                while !matches!(
-                    rx.try_recv(),
-                    Err(TryRecvError::Empty | TryRecvError::Closed)
-                ) {}
-            }
-            Source::Fixed => {}
-        }
-    }
-}
-
-/// Same signal values and liveness (read times and cycle numbers aside).
-fn same_state(a: &Snapshot, b: &Snapshot) -> bool {
-    a.liveness == b.liveness
-        && a.values.len() == b.values.len()
-        && a.values
-            .iter()
-            .zip(&b.values)
-            .all(|((ka, va), (kb, vb))| ka == kb && va.value == vb.value)
-}
-
 /// Sends one notification per change of `source`, at most one per `throttle`, until the
 /// receiver or the feed goes away.
 async fn pump(mut source: Source, sink: Sink, uri: &str, throttle: Duration) {
@@ -377,153 +294,5 @@ async fn pump(mut source: Source, sink: Sink, uri: &str, throttle: Duration) {
             return;
         }
         last_sent = Some(Instant::now());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use closedloop_engine::Liveness;
-    use std::collections::BTreeMap;
-    use tokio::sync::mpsc;
-
-    type Sent = mpsc::UnboundedReceiver<(String, Instant)>;
-
-    fn snapshot(seq: u64, liveness: Liveness) -> Snapshot {
-        Snapshot {
-            seq,
-            values: BTreeMap::new(),
-            liveness,
-            last_seen_ms: None,
-            last_error: None,
-            crc_failing: false,
-            last_valid: None,
-            down: false,
-            unreadable: Default::default(),
-        }
-    }
-
-    fn change(id: &str) -> Change {
-        Change::Command {
-            command_id: id.into(),
-            device: "lamp".into(),
-            status: "running".into(),
-        }
-    }
-
-    async fn next_within(rx: &mut Sent, ms: u64) -> Option<Instant> {
-        let got = tokio::time::timeout(Duration::from_millis(ms), rx.recv()).await;
-        got.ok().flatten().map(|(_, at)| at)
-    }
-
-    #[tokio::test]
-    async fn a_burst_is_throttled_and_its_last_change_is_never_lost() {
-        let hub = Arc::new(Subscriptions::with_limits(8, THROTTLE));
-        let (tx, rx) = broadcast::channel(64);
-        let (sink, mut sent) = mpsc::unbounded_channel();
-        let source = Source::Command {
-            id: "c1".into(),
-            rx,
-        };
-        hub.add(
-            "command://c1".into(),
-            Owner::Listen(1),
-            source,
-            Sink::Test(sink),
-        )
-        .unwrap();
-        let first = Instant::now();
-        for _ in 0..5 {
-            tx.send(change("c1")).unwrap();
-            tx.send(change("other")).unwrap();
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let last_change = Instant::now();
-        let mut at = Vec::new();
-        while let Some(t) = next_within(&mut sent, 400).await {
-            at.push(t);
-        }
-        assert!(at.len() >= 2, "one at once, one trailing: {at:?}");
-        let most = 2 + (last_change - first).as_millis() / THROTTLE.as_millis();
-        assert!(at.len() as u128 <= most, "{} notifications", at.len());
-        assert!(at.windows(2).all(|w| w[1] - w[0] >= THROTTLE), "{at:?}");
-        assert!(
-            *at.last().unwrap() >= last_change,
-            "the last change was dropped"
-        );
-        // Another command's changes send nothing.
-        tx.send(change("other")).unwrap();
-        assert_eq!(next_within(&mut sent, 250).await, None);
-    }
-
-    #[tokio::test]
-    async fn a_read_cycle_without_a_new_value_sends_nothing() {
-        let hub = Arc::new(Subscriptions::new());
-        let (tx, rx) = watch::channel(snapshot(1, Liveness::Unknown));
-        let (sink, mut sent) = mpsc::unbounded_channel();
-        let uri = "device://lamp/state".to_string();
-        hub.add(uri, Owner::Listen(1), Source::device(rx), Sink::Test(sink))
-            .unwrap();
-        tx.send_replace(snapshot(2, Liveness::Unknown));
-        assert_eq!(next_within(&mut sent, 250).await, None);
-        tx.send_replace(snapshot(3, Liveness::Online));
-        assert!(next_within(&mut sent, 1000).await.is_some());
-        tx.send_replace(snapshot(4, Liveness::Online));
-        assert_eq!(next_within(&mut sent, 250).await, None);
-    }
-
-    #[tokio::test]
-    async fn subscriptions_are_bounded_deduplicated_and_removable() {
-        let hub = Arc::new(Subscriptions::with_limits(2, THROTTLE));
-        let sink = || Sink::Test(mpsc::unbounded_channel().0);
-        let uri = "device://lamp/config".to_string();
-        let client = Owner::Client(None);
-        hub.add(uri.clone(), client.clone(), Source::fixed(), sink())
-            .unwrap();
-        hub.add(uri.clone(), client.clone(), Source::fixed(), sink())
-            .unwrap();
-        assert_eq!(
-            hub.len(),
-            1,
-            "the same client subscribing twice is one subscription"
-        );
-        {
-            let owner = hub.listen_owner();
-            let _guard = hub.guard(owner.clone());
-            hub.add(uri.clone(), owner.clone(), Source::fixed(), sink())
-                .unwrap();
-            let err = hub
-                .add(uri.clone(), owner, Source::fixed(), sink())
-                .unwrap_err();
-            assert!(err.message.contains("limit 2"), "{}", err.message);
-            assert_eq!(hub.len(), 2);
-        }
-        assert_eq!(
-            hub.len(),
-            1,
-            "the listen stream's subscriptions end with it"
-        );
-        hub.remove_matching(&uri, &client);
-        assert_eq!(hub.len(), 0);
-    }
-
-    #[tokio::test]
-    async fn a_subscription_whose_client_went_away_is_dropped() {
-        let hub = Arc::new(Subscriptions::new());
-        let (sink, sent) = mpsc::unbounded_channel();
-        hub.add(
-            "device://lamp/config".into(),
-            Owner::Client(None),
-            Source::fixed(),
-            Sink::Test(sink),
-        )
-        .unwrap();
-        assert_eq!(hub.len(), 1);
-        drop(sent);
-        let until = Instant::now() + CLOSED_CHECK * 3;
-        while hub.len() > 0 && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(hub.len(), 0);
     }
 }

@@ -37,23 +37,22 @@
 //! the oldest.
 
 mod adapter;
+mod bus;
 mod faults;
 mod node;
 mod signals;
 mod socat;
 
-use closedloop_can::{Dbc, DbcError, Frame};
+use closedloop_can::{Dbc, DbcError, Message};
 use closedloop_plant::SimCan;
 use closedloop_sim::{SimConfig, SimConfigError};
 use thiserror::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinSet;
-use tokio::time::{Duration, Instant};
+use tokio::time::Duration;
 
+use bus::spawn_bus;
+use node::Plan;
 pub use node::{CanNode, MAX_DELAYED};
-use node::{HOST, Origin, Plan};
 use signals::Kind;
 
 /// Frames from the nodes waiting to be written to the pty, per bus; one more is dropped.
@@ -253,42 +252,22 @@ fn prepare(spec: &CanNodeSpec) -> Result<(CanNode, Plan), CanSimError> {
     let status = message("status", &spec.can.status)?;
     let command = message("command", &spec.can.command)?;
     let model = valid.model.name();
-    for (key, m, needed) in [
-        ("status", &status, kind.status_signals()),
-        ("command", &command, kind.command_signals()),
-    ] {
-        let refuse = |reason: String| CanSimError::Message {
-            device: device(),
-            key,
-            file: dbc.file().to_string(),
-            message: m.name().to_string(),
-            reason,
-        };
-        if m.size() > CLASSIC_MAX || m.fd() {
-            return Err(refuse(format!(
-                "it is a {}-byte{} frame; slcan carries classic CAN frames of at most 8 bytes",
-                m.size(),
-                if m.fd() { " CAN FD" } else { "" }
-            )));
-        }
-        if key == "status" && m.switch().is_some() {
-            return Err(refuse(
-                "it is multiplexed; a simulated node sends plain status messages only: name a \
-                 message without a multiplexer"
-                    .into(),
-            ));
-        }
-        if let Some(&missing) = needed.iter().find(|s| m.signal(s).is_none()) {
-            return Err(CanSimError::MissingSignal {
-                device: device(),
-                key,
-                file: dbc.file().to_string(),
-                message: m.name().to_string(),
-                signal: missing,
-                model,
-            });
-        }
-    }
+    check_message(
+        &spec.device,
+        &dbc,
+        "status",
+        &status,
+        kind.status_signals(),
+        model,
+    )?;
+    check_message(
+        &spec.device,
+        &dbc,
+        "command",
+        &command,
+        kind.command_signals(),
+        model,
+    )?;
     let plan = Plan {
         kind,
         status,
@@ -296,6 +275,51 @@ fn prepare(spec: &CanNodeSpec) -> Result<(CanNode, Plan), CanSimError> {
         period: Duration::from_millis(spec.can.period_ms),
     };
     Ok((node, plan))
+}
+
+/// Refuses a message a simulated node cannot use as its `key` (`status` or `command`) over
+/// slcan: larger than a classic frame, a multiplexed status, or without a signal in `needed`
+/// (the signals a `model` reports or takes).
+fn check_message(
+    device: &str,
+    dbc: &Dbc,
+    key: &'static str,
+    m: &Message,
+    needed: &[&'static str],
+    model: &'static str,
+) -> Result<(), CanSimError> {
+    let refuse = |reason: String| CanSimError::Message {
+        device: device.to_string(),
+        key,
+        file: dbc.file().to_string(),
+        message: m.name().to_string(),
+        reason,
+    };
+    if m.size() > CLASSIC_MAX || m.fd() {
+        return Err(refuse(format!(
+            "it is a {}-byte{} frame; slcan carries classic CAN frames of at most 8 bytes",
+            m.size(),
+            if m.fd() { " CAN FD" } else { "" }
+        )));
+    }
+    if key == "status" && m.switch().is_some() {
+        return Err(refuse(
+            "it is multiplexed; a simulated node sends plain status messages only: name a \
+             message without a multiplexer"
+                .into(),
+        ));
+    }
+    if let Some(&missing) = needed.iter().find(|s| m.signal(s).is_none()) {
+        return Err(CanSimError::MissingSignal {
+            device: device.to_string(),
+            key,
+            file: dbc.file().to_string(),
+            message: m.name().to_string(),
+            signal: missing,
+            model,
+        });
+    }
+    Ok(())
 }
 
 impl Drop for SimBus {
@@ -314,108 +338,4 @@ impl Drop for SimBus {
 /// each other: give each its own name.
 pub fn link_path(bus: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("closedloop-can-{bus}"))
-}
-
-/// Makes the pty and starts the adapter and the nodes of one bus.
-async fn spawn_bus(name: String, nodes: Vec<(CanNode, Plan)>) -> Result<SimBus, CanSimError> {
-    let link = link_path(&name);
-    let pair = socat::spawn(Some(&link))
-        .await
-        .map_err(|reason| CanSimError::Socat {
-            bus: name.clone(),
-            devices: nodes
-                .iter()
-                .map(|(n, _)| n.device())
-                .collect::<Vec<_>>()
-                .join(", "),
-            reason,
-        })?;
-    let (out_tx, out_rx) = mpsc::channel(BUS_QUEUE);
-    let (bus_tx, _) = broadcast::channel(BUS_FANOUT);
-    let mut tasks = JoinSet::new();
-    let mut handles = Vec::with_capacity(nodes.len());
-    for (index, (node, plan)) in nodes.into_iter().enumerate() {
-        handles.push(node.clone());
-        tasks.spawn(node::run(
-            node,
-            plan,
-            index,
-            bus_tx.subscribe(),
-            out_tx.clone(),
-        ));
-    }
-    tasks.spawn(serve_adapter(
-        name.clone(),
-        pair.to_host,
-        pair.from_host,
-        out_rx,
-        out_tx,
-        bus_tx,
-    ));
-    tracing::info!(bus = %name, pty = %pair.pty, "simulated CAN bus up");
-    Ok(SimBus {
-        name,
-        pty: pair.pty,
-        nodes: handles,
-        _tasks: tasks,
-        _socat: pair.child,
-    })
-}
-
-/// The adapter: the host's bytes in (answers back, frames onto the bus), the nodes' frames out
-/// (onto the bus, and to the host while the channel is open). Ends when socat goes away.
-///
-/// `_keep` is a sender of `from_nodes` that keeps the channel open, so it never reports closed
-/// while the nodes come and go.
-async fn serve_adapter(
-    bus: String,
-    mut to_host: ChildStdin,
-    mut from_host: ChildStdout,
-    mut from_nodes: mpsc::Receiver<(Origin, Frame)>,
-    _keep: mpsc::Sender<(Origin, Frame)>,
-    on_bus: broadcast::Sender<(Origin, Frame)>,
-) {
-    let started = Instant::now();
-    let mut adapter = adapter::Adapter::default();
-    let mut buf = [0u8; 1024];
-    loop {
-        let out = tokio::select! {
-            read = from_host.read(&mut buf) => match read {
-                Ok(0) | Err(_) => {
-                    tracing::warn!(bus = %bus, "the pty went away (socat exited)");
-                    return;
-                }
-                Ok(n) => {
-                    let before = adapter.channel();
-                    let fed = adapter.feed(&buf[..n]);
-                    if adapter.channel() != before {
-                        tracing::info!(bus = %bus, "the host set the channel {:?}", adapter.channel());
-                    }
-                    for frame in fed.frames {
-                        // No node listening is no error.
-                        let _ = on_bus.send((HOST, frame));
-                    }
-                    fed.reply
-                }
-            },
-            Some((from, frame)) = from_nodes.recv() => {
-                let now_ms = started.elapsed().as_millis() as u64;
-                let line = adapter.report(&frame, now_ms).unwrap_or_default();
-                let _ = on_bus.send((from, frame));
-                line
-            }
-        };
-        if out.is_empty() {
-            continue;
-        }
-        if let Err(e) = async {
-            to_host.write_all(&out).await?;
-            to_host.flush().await
-        }
-        .await
-        {
-            tracing::warn!(bus = %bus, "writing to the pty: {e}");
-            return;
-        }
-    }
 }

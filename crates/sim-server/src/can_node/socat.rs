@@ -12,8 +12,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 /// How long socat may take to report its pty.
 pub(crate) const SOCAT_START: Duration = Duration::from_secs(5);
@@ -42,11 +42,38 @@ pub(crate) async fn spawn(link: Option<&std::path::Path>) -> Result<Socat, Strin
         // A link left by an earlier run (socat does not always remove it): replace it.
         let _ = std::fs::remove_file(l);
     }
+    let mut child = start(link)?;
+    let (Some(to_host), Some(from_host), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err("socat started without the pipes asked for".into());
+    };
+    let mut lines = BufReader::new(stderr).lines();
+    let pty = read_pty(&mut lines).await?;
+    if let Some(l) = link {
+        wait_for_link(l).await?;
+    }
+    // Keep reading stderr so socat never blocks on a full pipe; it says little after starting.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!("socat: {line}");
+        }
+    });
+    Ok(Socat {
+        child,
+        pty,
+        to_host,
+        from_host,
+    })
+}
+
+/// Runs socat with all three pipes, making a pty (linked at `link`, if given).
+fn start(link: Option<&std::path::Path>) -> Result<Child, String> {
     let pty = match link {
         Some(l) => format!("pty,raw,echo=0,link={}", l.display()),
         None => "pty,raw,echo=0".to_string(),
     };
-    let mut child = Command::new("socat")
+    Command::new("socat")
         .args(["-d", "-d", pty.as_str(), "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -62,13 +89,12 @@ pub(crate) async fn spawn(link: Option<&std::path::Path>) -> Result<Socat, Strin
                                              brew install socat)"
                 .to_string(),
             _ => format!("cannot start socat: {e}"),
-        })?;
-    let (Some(to_host), Some(from_host), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return Err("socat started without the pipes asked for".into());
-    };
-    let mut lines = BufReader::new(stderr).lines();
+        })
+}
+
+/// Reads socat's stderr, at most [`SOCAT_START`], until it reports its pty; returns the pty's
+/// path, or what socat said instead.
+async fn read_pty(lines: &mut Lines<BufReader<ChildStderr>>) -> Result<String, String> {
     let mut said = Vec::new();
     let found = tokio::time::timeout(SOCAT_START, async {
         while let Ok(Some(line)) = lines.next_line().await {
@@ -80,41 +106,28 @@ pub(crate) async fn spawn(link: Option<&std::path::Path>) -> Result<Socat, Strin
         None
     })
     .await;
-    let pty = match found {
-        Ok(Some(pty)) => pty,
-        Ok(None) => {
-            return Err(format!(
-                "socat exited without making a pty: {}",
-                said.join(" / ")
-            ));
-        }
-        Err(_) => {
-            return Err(format!(
-                "socat did not report a pty within {} s",
-                SOCAT_START.as_secs()
-            ));
-        }
-    };
-    // socat may report the pty a moment before it makes the link.
-    if let Some(l) = link {
-        let deadline = tokio::time::Instant::now() + SOCAT_START;
-        while std::fs::symlink_metadata(l).is_err() {
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("socat did not make the link {}", l.display()));
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+    match found {
+        Ok(Some(pty)) => Ok(pty),
+        Ok(None) => Err(format!(
+            "socat exited without making a pty: {}",
+            said.join(" / ")
+        )),
+        Err(_) => Err(format!(
+            "socat did not report a pty within {} s",
+            SOCAT_START.as_secs()
+        )),
     }
-    // Keep reading stderr so socat never blocks on a full pipe; it says little after starting.
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::debug!("socat: {line}");
+}
+
+/// Waits, at most [`SOCAT_START`], for `link` to exist: socat may report the pty a moment before
+/// it makes the link.
+async fn wait_for_link(link: &std::path::Path) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + SOCAT_START;
+    while std::fs::symlink_metadata(link).is_err() {
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("socat did not make the link {}", link.display()));
         }
-    });
-    Ok(Socat {
-        child,
-        pty,
-        to_host,
-        from_host,
-    })
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
 }

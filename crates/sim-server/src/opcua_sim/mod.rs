@@ -11,6 +11,7 @@
 //! # Structure
 //! - here: checking and binding a plant's `opcua` tables, and the faults OPC UA cannot carry.
 //! - `server`: [`SimServer`], the OPC UA stack around the devices, sampling for subscribers.
+//! - `stack`: how that stack is configured (endpoints, security, limits) and reached.
 //! - `nodes`: each device's variables and methods, delegated to its register map.
 //! - `gate`: the TCP front door that goes dark or freezes for `power_off` and `zombie`.
 //!
@@ -49,6 +50,7 @@
 mod gate;
 mod nodes;
 mod server;
+mod stack;
 
 pub use server::{SAMPLE_PERIOD, SIM_NAMESPACE, SimError, SimOptions, SimServer};
 

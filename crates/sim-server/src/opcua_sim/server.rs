@@ -19,14 +19,12 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use closedloop_sim::{Model, SimDevice};
-use opcua::crypto::SecurityPolicy;
-use opcua::server::node_manager::memory::{InMemoryNodeManager, InMemoryNodeManagerBuilder};
-use opcua::server::{ANONYMOUS_USER_TOKEN_ID, ServerBuilder, ServerHandle, SubscriptionCache};
-use opcua::types::{DataValue, MessageSecurityMode, NodeId};
+use opcua::server::node_manager::memory::InMemoryNodeManager;
+use opcua::server::{ServerHandle, SubscriptionCache};
+use opcua::types::{DataValue, NodeId};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -34,6 +32,7 @@ use tokio::task::AbortHandle;
 
 use super::gate::{self, Gate};
 use super::nodes::{self, SimNodes};
+use super::stack::{Doors, serving, set_limits, stack_builder, url_host, with_security};
 
 pub use super::nodes::NAMESPACE as SIM_NAMESPACE;
 
@@ -123,133 +122,32 @@ impl SimServer {
         options: SimOptions,
     ) -> Result<SimServer, SimError> {
         check_devices(&devices)?;
-        let bind = |addr: SocketAddr| async move {
-            TcpListener::bind(addr)
-                .await
-                .map_err(|source| SimError::Bind { addr, source })
-        };
-        let public = bind(listen).await?;
-        let addr = public.local_addr().map_err(|source| SimError::Bind {
-            addr: listen,
-            source,
-        })?;
-        let internal = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let upstream = internal.local_addr().map_err(|source| SimError::Bind {
-            addr: listen,
-            source,
-        })?;
-        let host = match addr.ip() {
-            ip if ip.is_unspecified() => "127.0.0.1".to_string(),
-            std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-            ip => ip.to_string(),
-        };
-        let url = format!("opc.tcp://{host}:{}/", addr.port());
-
-        let for_nodes = devices.clone();
-        let mut builder = ServerBuilder::new()
-            .application_name("closedloop sim")
-            .application_uri("urn:closedloop:sim:server")
-            .product_uri("urn:closedloop")
-            .host(host.trim_matches(['[', ']']))
-            .port(addr.port())
-            .discovery_urls(vec![url.clone()])
-            .subscription_poll_interval_ms(10)
-            .add_endpoint(
-                "none",
-                (
-                    "/",
-                    SecurityPolicy::None,
-                    MessageSecurityMode::None,
-                    &[ANONYMOUS_USER_TOKEN_ID] as &[&str],
-                ),
-            )
-            .with_node_manager(InMemoryNodeManagerBuilder::new(
-                move |context: opcua::server::node_manager::ServerContext,
-                      space: &mut opcua::server::address_space::AddressSpace| {
-                    SimNodes::build(for_nodes, &context, space)
-                },
-            ));
-        let server_cert = match &options.pki_dir {
-            Some(pki) => {
-                for (id, mode) in [
-                    ("basic256sha256_sign", MessageSecurityMode::Sign),
-                    (
-                        "basic256sha256_sign_encrypt",
-                        MessageSecurityMode::SignAndEncrypt,
-                    ),
-                ] {
-                    builder = builder.add_endpoint(
-                        id,
-                        (
-                            "/",
-                            SecurityPolicy::Basic256Sha256,
-                            mode,
-                            &[ANONYMOUS_USER_TOKEN_ID] as &[&str],
-                        ),
-                    );
-                }
-                builder = builder
-                    .pki_dir(pki.clone())
-                    .create_sample_keypair(true)
-                    .trust_client_certs(true);
-                Some(pki.join("own").join("cert.der"))
-            }
-            None => {
-                builder = builder
-                    .pki_dir(std::env::temp_dir().join("closedloop-opcua-sim-pki"))
-                    .create_sample_keypair(false);
-                None
-            }
-        };
-        {
-            let limits = builder.limits_mut();
-            limits.subscriptions.min_sampling_interval_ms = 10.0;
-            limits.subscriptions.min_publishing_interval_ms = 10.0;
-            if !options.subscriptions {
-                limits.subscriptions.max_subscriptions_per_session = 0;
-            }
-        }
+        let doors = Doors::bind(listen).await?;
+        let host = url_host(doors.addr);
+        let url = format!("opc.tcp://{host}:{}/", doors.addr.port());
+        let builder = stack_builder(&host, doors.addr.port(), &url, devices.clone());
+        let (mut builder, server_cert) = with_security(builder, options.pki_dir.as_ref());
+        set_limits(&mut builder, options.subscriptions);
         let (server, handle) = builder.build().map_err(SimError::Server)?;
-        let run = tokio::spawn(server.run_with(internal));
-        let mut tasks = vec![run.abort_handle()];
-
-        // The stack advertises the port of the socket it was given; once it has stored it,
-        // put back the public port, so endpoint descriptions name the door clients came through.
-        let info = handle.info().clone();
-        let ready = async {
-            while info.port.load(Ordering::Relaxed) != upstream.port() {
-                tokio::time::sleep(Duration::from_millis(2)).await;
+        let run = tokio::spawn(server.run_with(doors.internal));
+        let manager = match serving(&handle, doors.upstream, doors.addr).await {
+            Ok(manager) => manager,
+            Err(e) => {
+                run.abort();
+                return Err(e);
             }
         };
-        if tokio::time::timeout(Duration::from_secs(10), ready)
-            .await
-            .is_err()
-        {
-            run.abort();
-            return Err(SimError::Server("did not start within 10 s".into()));
-        }
-        info.port.store(addr.port(), Ordering::Relaxed);
-
-        let Some(manager) = handle
-            .node_managers()
-            .get_of_type::<InMemoryNodeManager<SimNodes>>()
-        else {
-            run.abort();
-            return Err(SimError::Server(
-                "the device node manager is missing".into(),
-            ));
-        };
-        let subscriptions = handle.subscriptions().clone();
-        for index in 0..devices.len() {
-            let sampler = sample(manager.clone(), subscriptions.clone(), index);
-            tasks.push(tokio::spawn(sampler).abort_handle());
-        }
-        let (gate_tx, gate_rx) = watch::channel(gate::gate_for(&devices));
-        tasks.push(tokio::spawn(watch_gate(devices.clone(), gate_tx)).abort_handle());
-        tasks.push(tokio::spawn(gate::serve(public, upstream, gate_rx)).abort_handle());
+        let mut tasks = vec![run.abort_handle()];
+        tasks.extend(spawn_device_tasks(
+            &manager,
+            &handle,
+            &devices,
+            doors.public,
+            doors.upstream,
+        ));
         tracing::info!(%url, devices = devices.len(), "sim OPC UA server listening");
         Ok(SimServer {
-            addr,
+            addr: doors.addr,
             url,
             devices,
             server_cert,
@@ -282,6 +180,27 @@ impl SimServer {
     pub fn shutdown(self) {
         drop(self);
     }
+}
+
+/// Spawns what runs beside the stack: a sampler per device, the watch that recomputes the gate
+/// from the devices' faults, and the gate itself between `public` and `upstream`.
+fn spawn_device_tasks(
+    manager: &Arc<InMemoryNodeManager<SimNodes>>,
+    handle: &ServerHandle,
+    devices: &[(String, SimDevice)],
+    public: TcpListener,
+    upstream: SocketAddr,
+) -> Vec<AbortHandle> {
+    let subscriptions = handle.subscriptions().clone();
+    let mut tasks = Vec::with_capacity(devices.len() + 2);
+    for index in 0..devices.len() {
+        let sampler = sample(manager.clone(), subscriptions.clone(), index);
+        tasks.push(tokio::spawn(sampler).abort_handle());
+    }
+    let (gate_tx, gate_rx) = watch::channel(gate::gate_for(devices));
+    tasks.push(tokio::spawn(watch_gate(devices.to_vec(), gate_tx)).abort_handle());
+    tasks.push(tokio::spawn(gate::serve(public, upstream, gate_rx)).abort_handle());
+    tasks
 }
 
 /// Refuses empty, malformed or repeated ids and models without a register map.

@@ -5,6 +5,7 @@
 pub mod codec;
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering::Relaxed;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{Instant, sleep_until, timeout};
@@ -163,67 +164,33 @@ impl Link {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut pending: VecDeque<(Request, Instant, String)> = VecDeque::new();
+        let mut pending: VecDeque<Pending> = VecDeque::new();
         let mut buf = [0u8; 1024];
         let mut events: Vec<Event> = self.backlog.drain(..).collect();
         let error = 'run: loop {
-            for event in events.drain(..) {
-                match event {
-                    Event::Frame(f) => {
-                        ends.shared.received.fetch_add(1, Relaxed);
-                        // No receiver is not an error: nobody is listening yet.
-                        let _ = ends.frames.send(f);
-                    }
-                    Event::Ack => {
-                        if let Some((req, _, _)) = pending.pop_front() {
-                            ends.shared.sent.fetch_add(1, Relaxed);
-                            let _ = req.reply.send(Ok(()));
-                        }
-                    }
-                    Event::Nak => {
-                        if let Some((req, _, what)) = pending.pop_front() {
-                            let _ = req.reply.send(Err(BusError::Refused {
-                                interface: self.interface.clone(),
-                                what,
-                            }));
-                        }
-                    }
-                    Event::Reply(_) | Event::Invalid { .. } => {}
-                }
-            }
+            self.deliver(events.drain(..), &mut pending, &ends);
             ends.shared
                 .line_errors
                 .store(self.decoder.errors(), Relaxed);
-            let oldest = pending.front().map(|p| p.1);
+            let oldest = pending.front().map(|p| p.deadline);
             tokio::select! {
                 read = stream.read(&mut buf) => match read {
                     Ok(0) => break 'run self.closed("the port reached end of file (adapter unplugged?)"),
                     Err(e) => break 'run self.closed(format!("reading: {e}")),
                     Ok(n) => self.decoder.push(&buf[..n], &mut events),
                 },
-                req = ends.requests.recv(), if pending.len() < IN_FLIGHT => {
-                    let Some(req) = req else {
+                request = ends.requests.recv(), if pending.len() < IN_FLIGHT => {
+                    let Some(request) = request else {
                         // Every handle is gone: leave the adapter closed, as we found it.
                         let _ = self.write(&mut stream, codec::CLOSE, "C").await;
                         break 'run self.closed("the bus was shut down");
                     };
-                    let line = match codec::encode_frame(&req.frame) {
-                        Ok(line) => line,
-                        Err(e) => {
-                            let _ = req.reply.send(Err(e.into()));
-                            continue;
-                        }
-                    };
-                    let what = format!("frame {}", String::from_utf8_lossy(&line[..line.len() - 1]));
-                    if let Err(e) = self.write(&mut stream, &line, &what).await {
-                        let _ = req.reply.send(Err(e.clone()));
+                    if let Err(e) = self.transmit(&mut stream, request, &mut pending).await {
                         break 'run e;
                     }
-                    pending.push_back((req, Instant::now() + ANSWER_TIMEOUT, what));
                 }
                 () = sleep_until(oldest.unwrap_or_else(Instant::now)), if oldest.is_some() => {
-                    let what = pending.front().map(|p| p.2.clone()).unwrap_or_default();
+                    let what = pending.front().map(|p| p.what.clone()).unwrap_or_default();
                     break 'run BusError::NoAnswer {
                         interface: self.interface.clone(),
                         what,
@@ -232,149 +199,95 @@ impl Link {
                 }
             }
         };
-        ends.shared.close(error.clone());
-        for (req, _, _) in pending {
-            let _ = req.reply.send(Err(error.clone()));
+        fail_all(&mut ends, pending, &error);
+    }
+
+    /// Hands received frames to the listeners and settles the oldest pending frame with each
+    /// ack (sent) or nak (refused); the adapter answers in order.
+    fn deliver(
+        &self,
+        events: impl Iterator<Item = Event>,
+        pending: &mut VecDeque<Pending>,
+        ends: &TaskEnds,
+    ) {
+        for event in events {
+            match event {
+                Event::Frame(f) => {
+                    ends.shared.received.fetch_add(1, Relaxed);
+                    // No receiver is not an error: nobody is listening yet.
+                    let _ = ends.frames.send(f);
+                }
+                Event::Ack => {
+                    if let Some(p) = pending.pop_front() {
+                        ends.shared.sent.fetch_add(1, Relaxed);
+                        let _ = p.request.reply.send(Ok(()));
+                    }
+                }
+                Event::Nak => {
+                    if let Some(p) = pending.pop_front() {
+                        let _ = p.request.reply.send(Err(BusError::Refused {
+                            interface: self.interface.clone(),
+                            what: p.what,
+                        }));
+                    }
+                }
+                Event::Reply(_) | Event::Invalid { .. } => {}
+            }
         }
-        // Requests already queued get the same answer instead of a dropped channel.
-        ends.requests.close();
-        while let Ok(req) = ends.requests.try_recv() {
-            let _ = req.reply.send(Err(error.clone()));
+    }
+
+    /// Writes the line of one requested frame and queues it for the adapter's answer. A frame
+    /// slcan cannot carry is refused to its sender alone; a failed write is returned, and ends
+    /// the link.
+    async fn transmit<S: AsyncWrite + Unpin>(
+        &self,
+        stream: &mut S,
+        request: Request,
+        pending: &mut VecDeque<Pending>,
+    ) -> Result<(), BusError> {
+        let line = match codec::encode_frame(&request.frame) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = request.reply.send(Err(e.into()));
+                return Ok(());
+            }
+        };
+        let what = format!("frame {}", String::from_utf8_lossy(&line[..line.len() - 1]));
+        if let Err(e) = self.write(stream, &line, &what).await {
+            let _ = request.reply.send(Err(e.clone()));
+            return Err(e);
         }
+        pending.push_back(Pending {
+            request,
+            deadline: Instant::now() + ANSWER_TIMEOUT,
+            what,
+        });
+        Ok(())
+    }
+}
+
+/// A frame written to the adapter and not yet answered.
+struct Pending {
+    request: Request,
+    /// When the adapter's silence about it ends the link.
+    deadline: Instant,
+    /// The frame as written (`frame t123111`), for errors.
+    what: String,
+}
+
+/// Ends the bus with `error`: recorded for every handle, and sent to every frame still
+/// pending and every request still queued, so no caller waits on a dropped channel.
+fn fail_all(ends: &mut TaskEnds, pending: VecDeque<Pending>, error: &BusError) {
+    ends.shared.close(error.clone());
+    for p in pending {
+        let _ = p.request.reply.send(Err(error.clone()));
+    }
+    // Requests already queued get the same answer instead of a dropped channel.
+    ends.requests.close();
+    while let Ok(request) = ends.requests.try_recv() {
+        let _ = request.reply.send(Err(error.clone()));
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::frame::Frame;
-    use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, duplex};
-
-    /// Reads one `\r`-terminated line the host wrote.
-    async fn line(r: &mut BufReader<DuplexStream>) -> String {
-        let mut l = Vec::new();
-        r.read_until(b'\r', &mut l).await.unwrap();
-        String::from_utf8(l).unwrap()
-    }
-
-    /// Plays the adapter through the opening handshake; returns its reader.
-    async fn adapter_opens(theirs: DuplexStream) -> BufReader<DuplexStream> {
-        let mut r = BufReader::new(theirs);
-        assert_eq!(line(&mut r).await, "C\r");
-        r.get_mut().write_all(b"\x07").await.unwrap();
-        assert_eq!(line(&mut r).await, "S6\r");
-        r.get_mut().write_all(b"\r").await.unwrap();
-        assert_eq!(line(&mut r).await, "O\r");
-        r.get_mut().write_all(b"\r").await.unwrap();
-        r
-    }
-
-    #[tokio::test]
-    async fn opens_sends_and_receives() {
-        let (ours, theirs) = duplex(4096);
-        let adapter = tokio::spawn(async move {
-            let mut r = adapter_opens(theirs).await;
-            assert_eq!(line(&mut r).await, "t123111\r");
-            // Noise, a received frame split around the ack, then the ack (Lawicel's `z`).
-            r.get_mut().write_all(b"junk\rt3210").await.unwrap();
-            r.get_mut().write_all(b"\rz\r").await.unwrap();
-            assert_eq!(line(&mut r).await, "t124122\r");
-            r.get_mut().write_all(b"\x07").await.unwrap();
-            r
-        });
-        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
-        let mut frames = bus.frames();
-        bus.send(Frame::data(0x123, false, [0x11])).await.unwrap();
-        assert_eq!(frames.next().await.unwrap(), Frame::data(0x321, false, []));
-        let e = bus
-            .send(Frame::data(0x124, false, [0x22]))
-            .await
-            .unwrap_err();
-        assert_eq!(e.to_string(), "test: the adapter refused frame t124122");
-        let stats = bus.stats();
-        assert_eq!((stats.received, stats.sent, stats.line_errors), (1, 1, 1));
-        let _r = adapter.await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_refused_bitrate_fails_the_open() {
-        let (ours, theirs) = duplex(4096);
-        tokio::spawn(async move {
-            let mut r = BufReader::new(theirs);
-            assert_eq!(line(&mut r).await, "C\r");
-            r.get_mut().write_all(b"\r").await.unwrap();
-            assert_eq!(line(&mut r).await, "S8\r");
-            r.get_mut().write_all(b"\x07").await.unwrap();
-            r
-        });
-        let e = CanBus::slcan("test", ours, 1_000_000).await.unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "test: the adapter refused the bitrate command S8"
-        );
-    }
-
-    #[tokio::test]
-    async fn unknown_bitrates_are_refused_before_any_io() {
-        let (ours, _theirs) = duplex(64);
-        assert_eq!(
-            CanBus::slcan("test", ours, 83_333).await.unwrap_err(),
-            BusError::Bitrate(83_333)
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_silent_device_is_no_adapter() {
-        let (ours, _theirs) = duplex(4096);
-        let e = CanBus::slcan("test", ours, 500_000).await.unwrap_err();
-        assert!(matches!(e, BusError::NoAnswer { .. }), "{e}");
-        assert!(e.to_string().contains("is it an slcan adapter?"), "{e}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_unanswered_frame_closes_the_link() {
-        let (ours, theirs) = duplex(4096);
-        let adapter = tokio::spawn(async move {
-            let mut r = adapter_opens(theirs).await;
-            line(&mut r).await;
-            r // then silence, with the port still open
-        });
-        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
-        let e = bus.send(Frame::data(1, false, [])).await.unwrap_err();
-        assert!(matches!(e, BusError::NoAnswer { .. }), "{e}");
-        let later = bus.send(Frame::data(1, false, [])).await.unwrap_err();
-        assert_eq!(later, e);
-        assert_eq!(bus.closed(), Some(e.clone()));
-        assert_eq!(bus.frames().next().await.unwrap_err(), e);
-        drop(adapter);
-    }
-
-    #[tokio::test]
-    async fn a_vanished_port_ends_receivers_and_senders() {
-        let (ours, theirs) = duplex(4096);
-        let adapter = tokio::spawn(adapter_opens(theirs));
-        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
-        let mut frames = bus.frames();
-        drop(adapter.await.unwrap());
-        let e = frames.next().await.unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("test: link closed: the port reached end of file"),
-            "{e}"
-        );
-        assert_eq!(bus.send(Frame::data(1, false, [])).await.unwrap_err(), e);
-    }
-
-    #[tokio::test]
-    async fn invalid_frames_are_refused_without_reaching_the_adapter() {
-        let (ours, theirs) = duplex(4096);
-        let adapter = tokio::spawn(adapter_opens(theirs));
-        let bus = CanBus::slcan("test", ours, 500_000).await.unwrap();
-        let e = bus.send(Frame::data(0x800, false, [])).await.unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "id 0x800 does not fit an 11-bit standard identifier"
-        );
-        drop(adapter);
-    }
-}
+mod tests;

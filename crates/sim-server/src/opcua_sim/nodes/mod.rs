@@ -3,12 +3,14 @@
 //! register map (docs/simulator.md) through its `Driver` implementation — so the device's faults
 //! (nak, latency, drop_rate, stall, brownout, swapped contacts) act on OPC UA exactly as on Modbus.
 
+mod point;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use closedloop_driver::{Answer, Area, Data, Driver, Exception, TransportError, Write};
-use closedloop_sim::{Model, SimDevice};
+use closedloop_driver::{Answer, Driver, Exception, TransportError, Write};
+use closedloop_sim::SimDevice;
 use opcua::server::address_space::{AddressSpace, MethodBuilder, ObjectBuilder, VariableBuilder};
 use opcua::server::diagnostics::NamespaceMetadata;
 use opcua::server::node_manager::memory::InMemoryNodeManagerImpl;
@@ -22,80 +24,11 @@ use opcua::types::{
 };
 use tokio::task::JoinSet;
 
+use point::{Point, layout};
+
 /// The namespace of the simulated devices: index 2, after OPC UA (0) and the server's own
 /// application URI (1), which must differ from it.
 pub const NAMESPACE: &str = "urn:closedloop:sim";
-
-/// Where a variable lives in its device's register map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Point {
-    /// A coil or a discrete input, as Boolean.
-    Bit { area: Area, addr: u16 },
-    /// An i32 over two holding registers (high word first) in 0.01 units, as Double.
-    Hundredths { addr: u16 },
-    /// An i16 register in 0.1 units, as Double.
-    Tenths { area: Area, addr: u16 },
-}
-
-impl Point {
-    fn is_bool(self) -> bool {
-        matches!(self, Point::Bit { .. })
-    }
-
-    fn read_span(self) -> (Area, u16, u16) {
-        match self {
-            Point::Bit { area, addr } | Point::Tenths { area, addr } => (area, addr, 1),
-            Point::Hundredths { addr } => (Area::Holding, addr, 2),
-        }
-    }
-
-    fn decode(self, data: &Data) -> Option<Variant> {
-        match (self, data) {
-            (Point::Bit { .. }, Data::Bits(b)) => b.first().map(|b| Variant::Boolean(*b)),
-            (Point::Hundredths { .. }, Data::Words(w)) if w.len() == 2 => {
-                let raw = ((u32::from(w[0]) << 16) | u32::from(w[1])) as i32;
-                Some(Variant::Double(f64::from(raw) / 100.0))
-            }
-            (Point::Tenths { .. }, Data::Words(w)) => w
-                .first()
-                .map(|w| Variant::Double(f64::from(*w as i16) / 10.0)),
-            _ => None,
-        }
-    }
-
-    /// The register write for a value of the right type; `Bad_OutOfRange` when the register
-    /// cannot hold it (never saturated).
-    fn encode(self, value: &Variant) -> Result<Write, StatusCode> {
-        match (self, value) {
-            (Point::Bit { addr, .. }, Variant::Boolean(b)) => Ok(Write::Coils {
-                start: addr,
-                values: vec![*b],
-            }),
-            (Point::Hundredths { addr }, Variant::Double(x)) => {
-                let raw = (x * 100.0).round();
-                if !raw.is_finite() || raw < f64::from(i32::MIN) || raw > f64::from(i32::MAX) {
-                    return Err(StatusCode::BadOutOfRange);
-                }
-                let raw = raw as i32 as u32;
-                Ok(Write::Registers {
-                    start: addr,
-                    values: vec![(raw >> 16) as u16, raw as u16],
-                })
-            }
-            (Point::Tenths { addr, .. }, Variant::Double(x)) => {
-                let raw = (x * 10.0).round();
-                if !raw.is_finite() || raw < f64::from(i16::MIN) || raw > f64::from(i16::MAX) {
-                    return Err(StatusCode::BadOutOfRange);
-                }
-                Ok(Write::Registers {
-                    start: addr,
-                    values: vec![raw as i16 as u16],
-                })
-            }
-            _ => Err(StatusCode::BadTypeMismatch),
-        }
-    }
-}
 
 /// One variable of a device.
 #[derive(Debug, Clone, Copy)]
@@ -103,104 +36,6 @@ pub(crate) struct Var {
     pub device: usize,
     pub point: Point,
     pub writable: bool,
-}
-
-/// A variable of a model: its name, where it lives, whether clients may write it.
-type VarSpec = (&'static str, Point, bool);
-/// A method of a model: its name and the command coil it pulses.
-type MethodSpec = (&'static str, u16);
-
-/// The variables and methods of each model.
-fn layout(model: &Model) -> (Vec<VarSpec>, Vec<MethodSpec>) {
-    use Area::{Coil, DiscreteInput, Holding, Input};
-    match model {
-        Model::Relay(o) => {
-            let mut vars = vec![(
-                "Commanded",
-                Point::Bit {
-                    area: Coil,
-                    addr: 0,
-                },
-                true,
-            )];
-            if o.feedback {
-                vars.push((
-                    "Contact",
-                    Point::Bit {
-                        area: DiscreteInput,
-                        addr: 0,
-                    },
-                    false,
-                ));
-            }
-            (vars, vec![])
-        }
-        Model::Stepper(_) => (
-            vec![
-                ("TargetMm", Point::Hundredths { addr: 0 }, true),
-                ("PositionMm", Point::Hundredths { addr: 2 }, false),
-                (
-                    "Moving",
-                    Point::Bit {
-                        area: DiscreteInput,
-                        addr: 0,
-                    },
-                    false,
-                ),
-                (
-                    "Fault",
-                    Point::Bit {
-                        area: DiscreteInput,
-                        addr: 1,
-                    },
-                    false,
-                ),
-            ],
-            vec![("Start", 0), ("Stop", 1), ("Reset", 2)],
-        ),
-        Model::Heater(_) => (
-            vec![
-                (
-                    "SetpointC",
-                    Point::Tenths {
-                        area: Holding,
-                        addr: 0,
-                    },
-                    true,
-                ),
-                (
-                    "Enable",
-                    Point::Bit {
-                        area: Coil,
-                        addr: 0,
-                    },
-                    true,
-                ),
-                (
-                    "TemperatureC",
-                    Point::Tenths {
-                        area: Input,
-                        addr: 0,
-                    },
-                    false,
-                ),
-            ],
-            vec![],
-        ),
-        Model::Sensor(_) => (
-            vec![(
-                "Value",
-                Point::Tenths {
-                    area: Input,
-                    addr: 0,
-                },
-                false,
-            )],
-            vec![],
-        ),
-        // Refused before the server is built (`mqtt-relay` speaks MQTT, not registers).
-        Model::MqttRelay(_) => (vec![], vec![]),
-    }
 }
 
 /// The node manager of the simulated devices.
@@ -494,63 +329,6 @@ impl InMemoryNodeManagerImpl for SimNodes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn targets_encode_as_i32_hundredths_high_word_first_and_never_saturate() {
-        let p = Point::Hundredths { addr: 0 };
-        assert_eq!(
-            p.encode(&Variant::Double(150.0)),
-            Ok(Write::Registers {
-                start: 0,
-                values: vec![0, 15000]
-            })
-        );
-        assert_eq!(
-            p.encode(&Variant::Double(-1.0)),
-            Ok(Write::Registers {
-                start: 0,
-                values: vec![0xFFFF, 0xFF9C]
-            })
-        );
-        assert_eq!(
-            p.encode(&Variant::Double(3e7)),
-            Err(StatusCode::BadOutOfRange)
-        );
-        assert_eq!(
-            p.encode(&Variant::Float(1.0)),
-            Err(StatusCode::BadTypeMismatch)
-        );
-        let data = Data::Words(vec![0xFFFF, 0xFF9C]);
-        assert_eq!(p.decode(&data), Some(Variant::Double(-1.0)));
-    }
-
-    #[test]
-    fn tenths_are_signed_and_bits_are_booleans() {
-        let t = Point::Tenths {
-            area: Area::Input,
-            addr: 0,
-        };
-        assert_eq!(
-            t.decode(&Data::Words(vec![(-25i16) as u16])),
-            Some(Variant::Double(-2.5))
-        );
-        assert_eq!(
-            t.encode(&Variant::Double(4000.0)),
-            Err(StatusCode::BadOutOfRange)
-        );
-        let b = Point::Bit {
-            area: Area::Coil,
-            addr: 0,
-        };
-        assert_eq!(
-            b.encode(&Variant::Double(1.0)),
-            Err(StatusCode::BadTypeMismatch)
-        );
-        assert_eq!(
-            b.decode(&Data::Bits(vec![true])),
-            Some(Variant::Boolean(true))
-        );
-    }
 
     #[test]
     fn exceptions_map_to_the_statuses_the_client_classifies() {

@@ -1,0 +1,278 @@
+//! `closedloop bench`: the speed figures of a plant, measured on this machine and printed beside
+//! the same figures for a bare rmcp server, so what closedloop adds reads as a ratio.
+//!
+//! Every figure goes through `closedloop serve` started as a child process and a lean JSON-RPC
+//! client on its stdio (`rpc.rs`), as an MCP client would drive it. With no plant given, the
+//! bundled one is 100 simulated relays (10 ms pull-in, polled every 5 ms) and the figures include
+//! act-and-confirm against the physical floor (pull-in + half a poll period). A plant of yours is
+//! only read: the bench never actuates real devices. `--hall N` adds the figures at a hall's
+//! size (`hall.rs`): loading, memory and CPU at rest with N relays.
+
+mod act;
+mod echo;
+mod hall;
+mod rpc;
+mod stats;
+
+use anyhow::{Context, Result, bail};
+use rpc::Rpc;
+use serde_json::{Value, json};
+use stats::{Latencies, Progress, ms, table};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+pub use echo::serve as serve_echo;
+
+/// Relays of the bundled plant.
+const BUNDLED_RELAYS: usize = 100;
+/// Its relays' pull-in and poll period, ms.
+const PULL_IN_MS: u64 = 10;
+const POLL_MS: u64 = 5;
+/// Relays switched at once for the throughput figure.
+const PARALLEL: usize = 8;
+
+/// What to measure.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// A plant file to measure read-only (default: a bundled plant of 100 simulated relays,
+    /// switched too).
+    pub plant: Option<PathBuf>,
+    /// Calls per figure.
+    #[arg(long, default_value_t = 1000)]
+    pub calls: usize,
+    /// Also measure a plant of this many relays: `check` and `serve` loading time, memory and
+    /// CPU at rest (e.g. 8000).
+    #[arg(long, value_name = "RELAYS")]
+    pub hall: Option<usize>,
+    /// Serve the bare rmcp echo server the figures are compared with (used by the bench itself).
+    #[arg(long, hide = true)]
+    pub echo_server: bool,
+}
+
+/// One row of the main table.
+struct Row {
+    figure: String,
+    ours: String,
+    baseline: String,
+    ratio: Option<f64>,
+}
+
+/// Runs the bench and prints its tables on stdout.
+pub async fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.echo_server {
+        serve_echo().await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.calls == 0 {
+        bail!("--calls must be at least 1");
+    }
+    let exe = std::env::current_exe().context("finding the closedloop binary")?;
+    let dir = tempfile::tempdir()?;
+    let plant = match &args.plant {
+        Some(p) => std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))?,
+        None => {
+            let p = dir.path().join("bench.toml");
+            std::fs::write(&p, hall::relays(BUNDLED_RELAYS, POLL_MS, PULL_IN_MS))?;
+            p
+        }
+    };
+    let echo = measure_echo(&exe, dir.path(), args.calls).await?;
+    let rows = measure_plant(
+        &exe,
+        dir.path(),
+        &plant,
+        args.plant.is_none(),
+        args.calls,
+        &echo,
+    )
+    .await?;
+    print_rows(&plant, &rows);
+    if let Some(n) = args.hall {
+        let h = hall::measure(&exe, dir.path(), n).await?;
+        print_hall(&h);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The baseline: the bare echo server's ping, `tools/list` and tool call.
+struct Echo {
+    ping: Latencies,
+    tools_list: Latencies,
+    call: Latencies,
+}
+
+async fn measure_echo(exe: &Path, dir: &Path, calls: usize) -> Result<Echo> {
+    let mut rpc = Rpc::start(exe, &["bench", "--echo-server"], dir).await?;
+    let ping = repeat(&mut rpc, "bare rmcp: ping", calls, |r| {
+        Box::pin(r.call("ping", Value::Null))
+    })
+    .await?;
+    let tools_list = repeat(&mut rpc, "bare rmcp: tools/list", calls, |r| {
+        Box::pin(r.call("tools/list", Value::Null))
+    })
+    .await?;
+    let call = repeat(&mut rpc, "bare rmcp: echo", calls, |r| {
+        Box::pin(r.tool("echo", json!({"device": "relay0"})))
+    })
+    .await?;
+    rpc.stop().await;
+    Ok(Echo {
+        ping,
+        tools_list,
+        call,
+    })
+}
+
+type CallFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value>> + 'a>>;
+
+/// Calls `f` `calls` times one after the other, with a progress bar; the latencies.
+async fn repeat(
+    rpc: &mut Rpc,
+    label: &str,
+    calls: usize,
+    f: impl for<'a> Fn(&'a mut Rpc) -> CallFuture<'a>,
+) -> Result<Latencies> {
+    let mut bar = Progress::new(label, calls);
+    let mut samples = Vec::with_capacity(calls);
+    let start = Instant::now();
+    for i in 0..calls {
+        let t = Instant::now();
+        f(rpc).await?;
+        samples.push(t.elapsed());
+        bar.set(i + 1);
+    }
+    bar.finish();
+    Ok(Latencies::new(samples, start.elapsed()))
+}
+
+/// closedloop's figures on `plant`, each row beside its baseline.
+async fn measure_plant(
+    exe: &Path,
+    dir: &Path,
+    plant: &Path,
+    bundled: bool,
+    calls: usize,
+    echo: &Echo,
+) -> Result<Vec<Row>> {
+    let path = plant.display().to_string();
+    let mut rpc = Rpc::start(exe, &["serve", &path], dir).await?;
+    let device = first_online_device(&mut rpc).await?;
+    let ping = repeat(&mut rpc, "closedloop: ping", calls, |r| {
+        Box::pin(r.call("ping", Value::Null))
+    })
+    .await?;
+    let tools_list = repeat(&mut rpc, "closedloop: tools/list", calls, |r| {
+        Box::pin(r.call("tools/list", Value::Null))
+    })
+    .await?;
+    let state = repeat(&mut rpc, "closedloop: get_device_state", calls, |r| {
+        Box::pin(r.tool("get_device_state", json!({"device": device})))
+    })
+    .await?;
+    let list = repeat(&mut rpc, "closedloop: list_devices", calls, |r| {
+        Box::pin(r.tool("list_devices", json!({})))
+    })
+    .await?;
+    let mut rows = vec![
+        ratio_row("ping p50", &ping, &echo.ping),
+        ratio_row("tools/list p50", &tools_list, &echo.tools_list),
+        ratio_row("get_device_state p50 (vs echo tool)", &state, &echo.call),
+        ratio_row("list_devices p50 (vs echo tool)", &list, &echo.call),
+    ];
+    if bundled {
+        rows.extend(act::act(&mut rpc, calls, echo).await?);
+    }
+    rpc.stop().await;
+    Ok(rows)
+}
+
+/// A row of closedloop's p50 against the baseline's.
+fn ratio_row(figure: &str, ours: &Latencies, baseline: &Latencies) -> Row {
+    Row {
+        figure: figure.into(),
+        ours: ms(ours.p50()),
+        baseline: ms(baseline.p50()),
+        ratio: Some(ours.p50().as_secs_f64() / baseline.p50().as_secs_f64().max(1e-9)),
+    }
+}
+
+/// The first device `list_devices` shows, once it is online (bounded: 10 s).
+async fn first_online_device(rpc: &mut Rpc) -> Result<String> {
+    let listed = rpc.tool("list_devices", json!({})).await?;
+    let device = listed["devices"][0]["device"]
+        .as_str()
+        .context("the plant lists no device")?
+        .to_string();
+    for _ in 0..200 {
+        let s = rpc
+            .tool("get_device_state", json!({"device": device}))
+            .await?;
+        if s["liveness"] == "online" {
+            return Ok(device);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("{device} did not come online within 10 s")
+}
+
+/// The main table on stdout.
+fn print_rows(plant: &Path, rows: &[Row]) {
+    println!(
+        "closedloop bench: {} (release build figures need `cargo build --release`)\n",
+        plant.display()
+    );
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.figure.clone(),
+                r.ours.clone(),
+                r.baseline.clone(),
+                r.ratio.map(|x| format!("{x:.2} ×")).unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["figure", "closedloop", "bare rmcp / floor", "ratio"],
+            &cells
+        )
+    );
+}
+
+/// The hall table on stdout.
+fn print_hall(h: &hall::Hall) {
+    let n = h.relays;
+    let secs = |d: Duration| format!("{:.2} s", d.as_secs_f64());
+    let mib = h.resident as f64 / (1024.0 * 1024.0);
+    let rows = vec![
+        vec!["`check`, 1,000 relays".into(), secs(h.check_1000)],
+        vec![
+            format!("`check`, {n} relays"),
+            format!(
+                "{} ({:.1} × the 1,000-relay time)",
+                secs(h.check_big),
+                h.check_big.as_secs_f64() / h.check_1000.as_secs_f64().max(1e-9)
+            ),
+        ],
+        vec![
+            format!("`serve` of {n} relays: `tools/list` answered after"),
+            secs(h.tools_list_after_start),
+        ],
+        vec![
+            "resident memory at rest".into(),
+            format!(
+                "{mib:.0} MiB ({:.1} KiB a relay)",
+                h.resident as f64 / 1024.0 / n.max(1) as f64
+            ),
+        ],
+        vec![
+            "CPU at rest, polled every 100 ms".into(),
+            format!("{:.0} % of one core", h.cpu_at_rest * 100.0),
+        ],
+    ];
+    println!();
+    print!("{}", table(&["at a hall's size", "measured"], &rows));
+}

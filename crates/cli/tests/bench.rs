@@ -1,0 +1,60 @@
+//! `closedloop bench` end to end: the bundled relays served by the real binary, every figure
+//! printed beside the bare rmcp server's, and an act-and-confirm latency that physics allows.
+
+use std::process::Command;
+
+/// The number in a table cell such as `12.50 ms` or `1.30 ×`.
+fn number(cell: &str) -> f64 {
+    cell.split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number in {cell:?}"))
+}
+
+/// The cells of the table row whose figure starts with `figure`.
+fn row<'a>(out: &'a str, figure: &str) -> Vec<&'a str> {
+    out.lines()
+        .find(|l| l.trim_start_matches("| ").starts_with(figure))
+        .unwrap_or_else(|| panic!("no row {figure:?} in\n{out}"))
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+#[test]
+fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["bench", "--calls", "30"])
+        .output()
+        .expect("closedloop bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for figure in [
+        "ping p50",
+        "tools/list p50",
+        "get_device_state p50",
+        "list_devices p50",
+        "get_command_status p50, finished",
+    ] {
+        let cells = row(&stdout, figure);
+        assert_eq!(cells.len(), 4, "{cells:?}");
+        assert!(
+            number(cells[1]) > 0.0 && number(cells[2]) > 0.0,
+            "{cells:?}"
+        );
+        assert!(cells[3].ends_with('×'), "{cells:?}");
+    }
+    // Nothing can confirm a relay faster than it pulls in: a ratio below 1 would be a lie.
+    for figure in ["act-and-confirm p50", "act-and-confirm p99"] {
+        let cells = row(&stdout, figure);
+        assert!(cells[2].ends_with("(physics)"), "{cells:?}");
+        assert!(number(cells[3]) >= 1.0, "faster than physics: {cells:?}");
+    }
+    let throughput = row(&stdout, "act-and-confirm commands/s");
+    assert!(number(throughput[1]) > 0.0, "{throughput:?}");
+}

@@ -1,0 +1,155 @@
+//! The OPC UA link's numbering rules, fed by hand: only Good values enter the cache, and a
+//! sample the server took before an acknowledgement is never fresh for it.
+
+use super::*;
+use tokio::time::Instant;
+
+fn update(node: &str, value: Option<Value>, status: &str, seq: u64) -> Update {
+    Update {
+        node: node.into(),
+        value,
+        value_type: "Double".into(),
+        status: status.into(),
+        good: status == "Good",
+        source_ms: None,
+        server_ms: None,
+        seq,
+        from_read: false,
+        received_at: Instant::now(),
+    }
+}
+
+/// A pump on an OPC UA endpoint that is never reached: updates are fed by hand.
+fn pump() -> OpcuaLink {
+    let plant = closedloop_plant::parse(
+        r#"
+[[device]]
+id = "pump"
+description = "t"
+driver = { kind = "opcua", endpoint = "opc.tcp://127.0.0.1:9/x" }
+[device.signals]
+speed = { node = "ns=2;s=Pump1.Speed", unit = "rpm" }
+running = { node = "ns=2;s=Pump1.Running", type = "bool" }
+"#,
+        "t.toml",
+        std::path::Path::new("."),
+    )
+    .expect("plant parses");
+    let client = OpcuaClient::connect(closedloop_opcua::OpcuaConfig::new(
+        "opc.tcp://127.0.0.1:9/x",
+    ))
+    .expect("config");
+    OpcuaLink::new(Arc::clone(&plant.devices[0]), client, Clock::new())
+}
+
+#[tokio::test]
+async fn only_good_values_enter_the_cache_and_a_late_resync_never_replaces_a_newer_one() {
+    let dev = pump();
+    let mut snap = dev.base.snapshot();
+    let mut bad = BTreeSet::new();
+    let speed = "ns=2;s=Pump1.Speed";
+    dev.take_update(
+        &mut snap,
+        &mut bad,
+        &update(speed, Some(Value::Number(10.0)), "Good", 5),
+    );
+    assert_eq!(snap.values["speed"].value, Value::Number(10.0));
+    assert_eq!((snap.values["speed"].seq, snap.seq), (5, 5));
+    assert_eq!(snap.values["speed"].source, speed);
+    // A Bad value is named, and the last Good one stays with its old number.
+    dev.take_update(
+        &mut snap,
+        &mut bad,
+        &update(speed, None, "Bad_CommunicationError", 6),
+    );
+    assert_eq!(snap.values["speed"].seq, 5);
+    assert!(bad.contains(speed));
+    assert!(
+        snap.last_error
+            .as_deref()
+            .unwrap()
+            .contains("Bad_CommunicationError")
+    );
+    // A resync read issued before a newer update never replaces it.
+    dev.take_update(
+        &mut snap,
+        &mut bad,
+        &update(speed, Some(Value::Number(20.0)), "Good", 9),
+    );
+    dev.take_update(
+        &mut snap,
+        &mut bad,
+        &update(speed, Some(Value::Number(15.0)), "Good", 8),
+    );
+    assert_eq!(snap.values["speed"].value, Value::Number(20.0));
+    assert!(!bad.contains(speed));
+    // A sample the server took at or before a write's acknowledgement is never fresh for
+    // it, even when it arrives (and is numbered) after it.
+    *dev.ack.lock().unwrap() = Some((20, 5_000));
+    let mut early = update(speed, Some(Value::Number(30.0)), "Good", 21);
+    early.server_ms = Some(4_990);
+    dev.take_update(&mut snap, &mut bad, &early);
+    assert_eq!(snap.values["speed"].value, Value::Number(30.0));
+    assert_eq!(snap.values["speed"].seq, 20, "numbered at the fence");
+    let mut late = update(speed, Some(Value::Number(31.0)), "Good", 22);
+    late.server_ms = Some(5_010);
+    dev.take_update(&mut snap, &mut bad, &late);
+    assert_eq!(snap.values["speed"].seq, 22);
+    // A number on a bool signal is a bool.
+    let running = "ns=2;s=Pump1.Running";
+    dev.take_update(
+        &mut snap,
+        &mut bad,
+        &update(running, Some(Value::Number(1.0)), "Good", 10),
+    );
+    assert_eq!(snap.values["running"].value, Value::Bool(true));
+}
+
+#[tokio::test]
+async fn a_read_after_the_ack_is_fresh_whatever_its_timestamp_a_subscription_sample_is_not() {
+    let dev = pump();
+    let mut snap = dev.base.snapshot();
+    let mut bad = BTreeSet::new();
+    let running = "ns=2;s=Pump1.Running";
+    // The call set Running at 4_990 on the server's clock and was acknowledged at 5_000
+    // with fence 20.
+    *dev.ack.lock().unwrap() = Some((20, 5_000));
+    // The subscription's sample of that change (taken before the ack, received after it):
+    // numbered at the fence, never fresh.
+    let mut sample = update(running, Some(Value::Bool(true)), "Good", 21);
+    (sample.source_ms, sample.server_ms) = (Some(4_990), Some(4_990));
+    dev.take_update(&mut snap, &mut bad, &sample);
+    assert_eq!(snap.values["running"].value, Value::Bool(true));
+    assert_eq!((snap.values["running"].seq, snap.seq), (20, 20));
+    // A read issued after the ack answers the value the call set, with the timestamps it
+    // was set with: numbered at issue, fresh.
+    let mut read = update(running, Some(Value::Bool(true)), "Good", 22);
+    (read.source_ms, read.server_ms) = (Some(4_990), Some(4_990));
+    read.from_read = true;
+    dev.take_update(&mut snap, &mut bad, &read);
+    assert_eq!((snap.values["running"].seq, snap.seq), (22, 22));
+    // Only the server's source timestamp (node-opcua sends no server timestamp on a read):
+    // the same for either.
+    let mut sample = update(running, Some(Value::Bool(false)), "Good", 23);
+    sample.source_ms = Some(4_990);
+    dev.take_update(&mut snap, &mut bad, &sample);
+    assert_eq!(
+        snap.values["running"].value,
+        Value::Bool(true),
+        "seq 20 < 22"
+    );
+    assert_eq!(snap.values["running"].seq, 22);
+    let mut read = update(running, Some(Value::Bool(true)), "Good", 24);
+    read.source_ms = Some(4_990);
+    read.from_read = true;
+    dev.take_update(&mut snap, &mut bad, &read);
+    assert_eq!(snap.values["running"].seq, 24);
+    // A read issued before the ack (in flight when it came) is numbered at issue, below the
+    // fence: never fresh, whatever its timestamp.
+    let mut stale = update(running, Some(Value::Bool(false)), "Good", 19);
+    (stale.source_ms, stale.server_ms) = (Some(5_010), Some(5_010));
+    stale.from_read = true;
+    dev.take_update(&mut snap, &mut bad, &stale);
+    assert_eq!(snap.values["running"].value, Value::Bool(true));
+    assert_eq!(snap.values["running"].seq, 24);
+}

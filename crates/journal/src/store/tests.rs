@@ -1,0 +1,194 @@
+//! The store against SQLite itself: in memory, on disk, and read-only.
+
+use super::*;
+use crate::{CommandRow, EventRow};
+use serde_json::json;
+
+fn row(id: &str, device: &str, status: &str, at: i64) -> CommandRow {
+    CommandRow {
+        command_id: id.into(),
+        request_id: format!("req_{id}"),
+        device: device.into(),
+        action: "switch".into(),
+        params: json!({"on": true}),
+        status: status.into(),
+        verified: false,
+        verification: "feedback".into(),
+        error_code: None,
+        detail: None,
+        hint: None,
+        evidence: json!({}),
+        readback_matched: None,
+        accepted_at_ms: at,
+        updated_at_ms: at,
+        deadline_ms: None,
+        dispatched: false,
+        caller: Some("stdio".into()),
+        idempotency_key: None,
+    }
+}
+
+fn ev(at: i64, event: &str) -> EventRow {
+    EventRow {
+        at_ms: at,
+        event: event.into(),
+        data: serde_json::Value::Null,
+    }
+}
+
+#[tokio::test]
+async fn a_read_only_journal_reads_creates_nothing_and_takes_no_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = format!("sqlite://{}", dir.path().join("none.db").display());
+    assert!(Journal::open_read_only(&missing).await.is_err());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing created"
+    );
+    let url = format!("sqlite://{}", dir.path().join("j.db").display());
+    let j = Journal::open(&url).await.unwrap();
+    j.insert(&row("c1", "lamp", "completed", 10), &[ev(10, "accepted")])
+        .await
+        .unwrap();
+    j.close().await;
+    let r = Journal::open_read_only(&url).await.unwrap();
+    assert_eq!(r.get("c1").await.unwrap().unwrap().status, "completed");
+    let refused = r.insert(&row("c2", "lamp", "accepted", 20), &[]).await;
+    assert!(refused.is_err(), "a read-only journal took a write");
+    assert!(r.get("c2").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn insert_update_get_round_trip() {
+    let j = Journal::open("sqlite::memory:").await.unwrap();
+    let mut c = row("c1", "lamp", "accepted", 10);
+    j.insert(&c, &[ev(9, "received"), ev(10, "accepted")])
+        .await
+        .unwrap();
+    c.status = "completed".into();
+    c.verified = true;
+    c.evidence = json!({"contact": {"value": true}});
+    c.updated_at_ms = 30;
+    j.update(&c, &[ev(30, "completed")]).await.unwrap();
+    assert_eq!(j.get("c1").await.unwrap(), Some(c));
+    let events: Vec<String> = j
+        .events("c1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(events, ["received", "accepted", "completed"]);
+    assert_eq!(j.get("nope").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_memory_journal_keeps_its_commands_when_the_pool_reopens_its_connection() {
+    let j = Journal::open("sqlite::memory:").await.unwrap();
+    j.insert(&row("c1", "lamp", "accepted", 10), &[])
+        .await
+        .unwrap();
+    // What sqlx does to a connection whose query future was dropped mid-flight.
+    let mut conn = j.writer.acquire().await.unwrap();
+    conn.close_on_drop();
+    drop(conn);
+    for _ in 0..200 {
+        if j.writer.size() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(j.get("c1").await.unwrap().unwrap().status, "accepted");
+}
+
+#[tokio::test]
+async fn duplicate_insert_is_refused() {
+    let j = Journal::open("sqlite::memory:").await.unwrap();
+    let c = row("c1", "lamp", "accepted", 10);
+    j.insert(&c, &[]).await.unwrap();
+    assert!(matches!(
+        j.insert(&c, &[]).await,
+        Err(JournalError::Duplicate(_))
+    ));
+}
+
+#[tokio::test]
+async fn list_filters_and_orders_newest_first() {
+    let j = Journal::open("sqlite::memory:").await.unwrap();
+    j.insert(&row("a", "lamp", "completed", 1), &[])
+        .await
+        .unwrap();
+    j.insert(&row("b", "slide", "failed", 2), &[])
+        .await
+        .unwrap();
+    j.insert(&row("c", "lamp", "running", 3), &[])
+        .await
+        .unwrap();
+    let all = j
+        .list(&ListFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|c| c.command_id.as_str())
+            .collect::<Vec<_>>(),
+        ["c", "b", "a"]
+    );
+    let lamp = ListFilter {
+        device: Some("lamp".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(j.list(&lamp).await.unwrap().len(), 2);
+    let failed = ListFilter {
+        status: Some("failed".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(j.list(&failed).await.unwrap()[0].command_id, "b");
+    let one = ListFilter {
+        limit: 1,
+        ..Default::default()
+    };
+    assert_eq!(j.list(&one).await.unwrap().len(), 1);
+    let open: Vec<String> = j
+        .unfinished()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.command_id)
+        .collect();
+    assert_eq!(open, ["c"]);
+}
+
+#[tokio::test]
+async fn file_journal_survives_reopen_and_refuses_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("j.db").display());
+    {
+        let j = Journal::open(&url).await.unwrap();
+        let mut c = row("k", "lamp", "accepted", 5);
+        c.idempotency_key = Some("key-1".into());
+        j.insert(&c, &[ev(5, "accepted")]).await.unwrap();
+        j.close().await;
+    }
+    let j = Journal::open(&url).await.unwrap();
+    assert_eq!(j.unfinished().await.unwrap().len(), 1);
+    assert_eq!(
+        j.by_idempotency_key("key-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .command_id,
+        "k"
+    );
+    let err = Journal::open("postgres://localhost/test")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("scale-out"), "{err}");
+    assert!(Journal::open("mysql://x").await.is_err());
+}
