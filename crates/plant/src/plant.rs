@@ -8,9 +8,14 @@ pub use closedloop_driver::Parity;
 use closedloop_driver::{Area, Encoding, ValueType};
 use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+mod server;
+mod sim;
+
+pub use server::{Secret, Server, Token, TokenScope, ToolMode};
+pub use sim::{DeviceSim, SimCan};
 
 /// A validated plant file.
 #[derive(Debug, Clone)]
@@ -107,90 +112,6 @@ impl Plant {
         let &(i, j) = self.index.tools.get(tool_name)?;
         let d = &self.devices[i];
         Some((d, &d.actions[j]))
-    }
-}
-
-/// The `[server]` table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Server {
-    /// The server's name, reported to MCP clients. Default: the plant file's stem.
-    pub name: String,
-    /// `sqlite://<absolute path>` or `sqlite::memory:`.
-    pub journal: String,
-    /// Bearer tokens for HTTP.
-    pub tokens: Vec<Token>,
-    /// How actions become MCP tools.
-    pub tools: ToolMode,
-    /// How long a confirmation token of a `confirm = true` action stays valid. Default 120 s.
-    pub confirm_ttl_s: f64,
-    /// How long an action tool waits for a final status when the call gives no `wait_s`:
-    /// a fast action completes in one call, a slow one still answers `accepted` quickly.
-    /// Default 2 s, at most 10.
-    pub default_wait_s: f64,
-}
-
-/// How actions become MCP tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolMode {
-    /// One tool per action, `{device}_{action}` (the default).
-    #[default]
-    PerAction,
-    /// One generic tool taking device, action and params, for plants with very many actions.
-    Generic,
-}
-
-/// A bearer token of the HTTP transport. Only the hash of the secret is in the file.
-#[derive(Clone, PartialEq)]
-pub struct Token {
-    /// Who holds it, for logs.
-    pub name: String,
-    /// Lower-case hex SHA-256 of the secret (64 characters).
-    pub sha256: String,
-    /// What it allows.
-    pub scopes: Vec<TokenScope>,
-}
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Token")
-            .field("name", &self.name)
-            .field("scopes", &self.scopes)
-            .finish()
-    }
-}
-
-/// One scope of a token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenScope {
-    /// Read state, commands, resources.
-    Read,
-    /// Run actions of one device.
-    Actuate(String),
-    /// Run actions of every device (`actuate:*`).
-    ActuateAll,
-    /// Everything, including raw access.
-    Admin,
-}
-
-impl TokenScope {
-    /// Whether this scope lets its holder run actions of `device`.
-    pub fn allows_actuate(&self, device: &str) -> bool {
-        match self {
-            TokenScope::Admin | TokenScope::ActuateAll => true,
-            TokenScope::Actuate(d) => d == device,
-            TokenScope::Read => false,
-        }
-    }
-}
-
-/// A password or similar secret: kept out of `Debug` output, so logs never show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
     }
 }
 
@@ -362,40 +283,6 @@ pub struct Liveness {
     pub online: String,
     /// Payload of the status topic meaning offline.
     pub offline: String,
-}
-
-/// `[device.sim]`: the simulated counterpart `closedloop sim` serves over real protocols.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeviceSim {
-    /// Model, options and faults.
-    pub config: SimConfig,
-    /// Modbus TCP listen address (`127.0.0.1:PORT`).
-    pub listen: Option<String>,
-    /// Modbus unit id it answers as.
-    pub unit: Option<u8>,
-    /// Broker of an `mqtt-relay`.
-    pub broker: Option<String>,
-    /// The CAN node `closedloop sim` runs for it on a simulated slcan bus.
-    pub can: Option<SimCan>,
-    /// Where `closedloop sim` serves it as OPC UA variables and methods (`127.0.0.1:PORT`);
-    /// devices naming the same address share one server.
-    pub opcua: Option<String>,
-}
-
-/// `[device.sim] can = { ... }`: a simulated CAN node. Nodes naming the same `bus` share one
-/// simulated slcan adapter (one pty pair), as devices on one real bus share one adapter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SimCan {
-    /// The bus it is on.
-    pub bus: String,
-    /// The DBC file describing its frames (absolute).
-    pub dbc: PathBuf,
-    /// The message the node sends its state in, every `period_ms`.
-    pub status: String,
-    /// The message the node takes its commands from.
-    pub command: String,
-    /// Period of the status message.
-    pub period_ms: u64,
 }
 
 /// A named value read from a device.

@@ -1,0 +1,87 @@
+//! The `[server]` table: the gateway's name, journal, tool mode and HTTP tokens.
+
+use std::fmt;
+
+/// The `[server]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Server {
+    /// The server's name, reported to MCP clients. Default: the plant file's stem.
+    pub name: String,
+    /// `sqlite://<absolute path>` or `sqlite::memory:`.
+    pub journal: String,
+    /// Bearer tokens for HTTP.
+    pub tokens: Vec<Token>,
+    /// How actions become MCP tools.
+    pub tools: ToolMode,
+    /// How long a confirmation token of a `confirm = true` action stays valid. Default 120 s.
+    pub confirm_ttl_s: f64,
+    /// How long an action tool waits for a final status when the call gives no `wait_s`:
+    /// a fast action completes in one call, a slow one still answers `accepted` quickly.
+    /// Default 2 s, at most 10.
+    pub default_wait_s: f64,
+}
+
+/// How actions become MCP tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    /// One tool per action, `{device}_{action}` (the default).
+    #[default]
+    PerAction,
+    /// One generic tool taking device, action and params, for plants with very many actions.
+    Generic,
+}
+
+/// A bearer token of the HTTP transport. Only the hash of the secret is in the file.
+#[derive(Clone, PartialEq)]
+pub struct Token {
+    /// Who holds it, for logs.
+    pub name: String,
+    /// Lower-case hex SHA-256 of the secret (64 characters).
+    pub sha256: String,
+    /// What it allows.
+    pub scopes: Vec<TokenScope>,
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Token")
+            .field("name", &self.name)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
+}
+
+/// One scope of a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenScope {
+    /// Read state, commands, resources.
+    Read,
+    /// Run actions of one device.
+    Actuate(String),
+    /// Run actions of every device (`actuate:*`).
+    ActuateAll,
+    /// Everything, including raw access.
+    Admin,
+}
+
+impl TokenScope {
+    /// Whether this scope lets its holder run actions of `device`.
+    pub fn allows_actuate(&self, device: &str) -> bool {
+        match self {
+            TokenScope::Admin | TokenScope::ActuateAll => true,
+            TokenScope::Actuate(d) => d == device,
+            TokenScope::Read => false,
+        }
+    }
+}
+
+/// A password or similar secret: kept out of `Debug` output, so logs never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
