@@ -100,6 +100,8 @@ pub struct Context {
     pub devices: BTreeMap<String, Arc<DeviceRuntime>>,
     groups: Mutex<HashMap<String, Arc<Group>>>,
     live: Mutex<HashMap<String, Arc<LiveCommand>>>,
+    /// The results of recently finished commands (`finished.rs`).
+    pub finished: crate::finished::Finished,
     /// Change notifications (bounded: a slow subscriber misses changes, never blocks the engine).
     pub changes: broadcast::Sender<Change>,
     shutdown: watch::Sender<bool>,
@@ -123,6 +125,7 @@ impl Context {
             devices,
             groups: Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
+            finished: crate::finished::Finished::default(),
             changes: broadcast::channel(1024).0,
             shutdown: watch::channel(false).0,
         }
@@ -187,8 +190,10 @@ impl Context {
             .max()
     }
 
-    /// Drops a finished command from memory: from now on it is served from the journal.
+    /// Drops a finished command from memory: from now on it is served from the journal, or
+    /// from the recently finished results while it is among them.
     pub fn forget(&self, cmd: &LiveCommand) {
+        self.finished.keep(cmd.result());
         let id = cmd.row().command_id;
         self.live
             .lock()

@@ -114,6 +114,9 @@ impl Engine {
             }
             return Ok(cmd.result());
         }
+        if let Some(done) = self.ctx.finished.get(command_id) {
+            return Ok(done);
+        }
         self.read_journal(command_id).await
     }
 

@@ -25,6 +25,8 @@
 //! - `context`: what the engine's tasks share: devices, exclusive groups and their queues, live
 //!   commands, the journal, a command's scope of other devices (`Context::scope_for`: only those its
 //!   action reads), and `Context::record`, through which every change is journaled first.
+//! - `finished`: the results of recently finished commands, so a status read of one costs no
+//!   journal query.
 //! - `live`: a command held in memory (its journaled row and timeline), the handles callers
 //!   wait on (`wait_terminal`) and cancel through.
 //! - `stop`: the cancel plan written, and the device held until `stopped_when` (bounded).
@@ -66,6 +68,7 @@ pub mod detail;
 mod device;
 mod dispatch;
 mod engine;
+mod finished;
 mod judge;
 mod live;
 pub mod machine;

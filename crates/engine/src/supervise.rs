@@ -55,8 +55,10 @@ struct Watch {
     /// after the acknowledgement are fresh evidence.
     reads_on_request: bool,
     next_read: Instant,
-    /// "Already so" confirms only on a read taken `expect_s` after the ack: one is asked for
-    /// then, as a device that reports changes only would never send the unchanged value.
+    /// A read asked for `expect_s` after the ack, when the action should be done: without it
+    /// the confirmation waits for the next poll (up to a whole period late), and "already so",
+    /// which confirms only on a read taken then, would wait for a device that reports changes
+    /// only to send a value that did not change.
     settle_poll: Option<Instant>,
     keepalive: Option<Duration>,
     alarms: watch::Receiver<u64>,
@@ -130,7 +132,7 @@ impl Supervisor {
             next_readback: Instant::now(),
             reads_on_request: self.dev.reporting() == Reporting::ChangesOnly && !readback,
             next_read: Instant::now() + poll_every,
-            settle_poll: (self.baseline_done && settle_ms >= 0)
+            settle_poll: (settle_ms >= 0)
                 .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1)),
             keepalive: self.action.keepalive_s.map(Duration::from_secs_f64),
             alarms,

@@ -218,10 +218,12 @@ async fn first_online_device(rpc: &mut Rpc) -> Result<String> {
 
 /// The main table on stdout.
 fn print_rows(plant: &Path, rows: &[Row]) {
-    println!(
-        "closedloop bench: {} (release build figures need `cargo build --release`)\n",
-        plant.display()
-    );
+    let build = if cfg!(debug_assertions) {
+        "a debug build: build with --release for figures worth comparing"
+    } else {
+        "release build"
+    };
+    println!("closedloop bench: {} ({build})\n", plant.display());
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
