@@ -10,8 +10,8 @@ use crate::base::Base;
 use closedloop_can::{CanPort, Dbc, Frame, Message, Received};
 use closedloop_driver::{BoxFuture, Value};
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, SignalValue,
-    Snapshot, SnapshotTx, WriteError,
+    Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, SignalValue, Snapshot,
+    SnapshotTx, WriteError,
 };
 use closedloop_plant::{Device, Source, WriteEntry};
 use std::any::Any;
@@ -290,10 +290,6 @@ impl Link for CanLink {
 
     fn fresh(&self, within: Duration) -> BoxFuture<'_, Snapshot> {
         Box::pin(closedloop_link::ask_and_wait(self, within))
-    }
-
-    fn read_back<'a>(&'a self, _request: &'a dyn Encoded) -> BoxFuture<'a, Option<ReadBack>> {
-        Box::pin(async { None })
     }
 
     fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()> {

@@ -12,8 +12,8 @@
 use crate::base::Base;
 use closedloop_driver::BoxFuture;
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, SignalValue,
-    Snapshot, SnapshotTx, WriteError,
+    Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, SignalValue, Snapshot,
+    SnapshotTx, WriteError,
 };
 use closedloop_mqtt::MqttBroker;
 use closedloop_plant::{Device, Source, WriteEntry};
@@ -335,10 +335,6 @@ impl Link for MqttLink {
     /// The cache is as fresh as it gets.
     fn fresh(&self, _within: Duration) -> BoxFuture<'_, Snapshot> {
         Box::pin(async move { self.base.current() })
-    }
-
-    fn read_back<'a>(&'a self, _request: &'a dyn Encoded) -> BoxFuture<'a, Option<ReadBack>> {
-        Box::pin(async { None })
     }
 
     fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()> {

@@ -9,8 +9,8 @@ use closedloop_driver::{BoxFuture, ErrorCode, Value};
 use closedloop_engine::{Engine, Status, Submission};
 use closedloop_journal::Journal;
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, Links, PlanError, ReadBack, Reporting, Request, SignalValue,
-    Snapshot, SnapshotTx, WriteError, judge_liveness,
+    Clock, Encoded, Evaluated, Link, Links, PlanError, Reporting, Request, SignalValue, Snapshot,
+    SnapshotTx, WriteError, judge_liveness,
 };
 use closedloop_plant::WriteEntry;
 use std::any::Any;
@@ -189,10 +189,6 @@ impl Link for MemoryLink {
 
     fn fresh(&self, within: Duration) -> BoxFuture<'_, Snapshot> {
         Box::pin(closedloop_link::ask_and_wait(self, within))
-    }
-
-    fn read_back<'a>(&'a self, _request: &'a dyn Encoded) -> BoxFuture<'a, Option<ReadBack>> {
-        Box::pin(async { None })
     }
 
     fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()> {

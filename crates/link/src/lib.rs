@@ -136,8 +136,10 @@ pub trait Link: Send + Sync + 'static {
     fn fresh(&self, within: Duration) -> BoxFuture<'_, Snapshot>;
 
     /// Reads back what `request` wrote; `None` when this kind of request cannot be read back
-    /// (a publish, a frame, a method call).
-    fn read_back<'a>(&'a self, request: &'a dyn Encoded) -> BoxFuture<'a, Option<ReadBack>>;
+    /// (a publish, a frame, a method call) — the default, for links that write nothing readable.
+    fn read_back<'a>(&'a self, _request: &'a dyn Encoded) -> BoxFuture<'a, Option<ReadBack>> {
+        Box::pin(async { None })
+    }
 
     /// Reads (or listens) and publishes samples until `stop` is notified.
     fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()>;
