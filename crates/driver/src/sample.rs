@@ -26,6 +26,17 @@ pub enum Liveness {
     Offline,
 }
 
+impl Liveness {
+    /// The name MCP results use (`online`, `offline`, `unknown`), without serialising.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Unknown => "unknown",
+            Liveness::Online => "online",
+            Liveness::Offline => "offline",
+        }
+    }
+}
+
 /// One cached signal value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalValue {

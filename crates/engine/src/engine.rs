@@ -87,6 +87,12 @@ impl Engine {
         tasks.push(handle);
     }
 
+    /// The journal's writes and commits so far (see `Journal::write_counts`): how many writes
+    /// one fsync served.
+    pub fn journal_write_counts(&self) -> (u64, u64) {
+        self.ctx.journal.write_counts()
+    }
+
     /// The clock that stamps this engine's timelines and journal rows: whoever must map those
     /// wall-clock milliseconds back to instants (a test on a paused clock) uses this one rather
     /// than reading the wall clock again at another moment.
@@ -184,12 +190,15 @@ impl Engine {
             .collect())
     }
 
-    /// Every device with its liveness.
-    pub fn devices(&self) -> Vec<DeviceInfo> {
+    /// Up to `limit` devices from the `from`-th on (plant order), with their liveness: a page
+    /// of a hall's thousands costs what the page holds, not what the plant holds.
+    pub fn devices(&self, from: usize, limit: usize) -> Vec<DeviceInfo> {
         self.ctx
             .plant
             .devices
             .iter()
+            .skip(from)
+            .take(limit)
             .map(|d| DeviceInfo {
                 device: d.id.clone(),
                 description: d.description.clone(),

@@ -93,6 +93,9 @@ pub enum JournalError {
         /// What did not parse.
         reason: String,
     },
+    /// The journal's writer thread could not start or has stopped: nothing more can be written.
+    #[error("journal writer: {0}")]
+    Writer(String),
     /// A command id was inserted twice.
     #[error("command {0} is already in the journal")]
     Duplicate(String),

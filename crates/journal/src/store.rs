@@ -1,6 +1,10 @@
 //! The SQLite store behind [`Journal`]: opening and closing it here, its writes in `writes`, its
 //! reads in `reads`.
 
+mod batch;
+mod group;
+#[cfg(test)]
+mod group_tests;
 mod reads;
 #[cfg(test)]
 mod tests;
@@ -17,11 +21,13 @@ use std::time::Duration;
 /// A handle on the journal. Cheap to clone; safe to share between tasks.
 ///
 /// # Invariants
-/// All writes go through `writer`, a pool of exactly one connection, so transactions never race
-/// for SQLite's write lock; reads use `reader` and see committed data only (WAL).
+/// All writes go through `group`, one thread on `writer`, a pool of exactly one connection, so
+/// transactions never race for SQLite's write lock and writes waiting together share one commit;
+/// reads use `reader` and see committed data only (WAL).
 #[derive(Clone, Debug)]
 pub struct Journal {
     writer: SqlitePool,
+    group: group::Writer,
     reader: SqlitePool,
     /// `sqlite::memory:` only: an idle connection that keeps the shared in-memory database alive.
     /// SQLite drops an in-memory database with its last connection, and the pool closes a
@@ -122,6 +128,7 @@ impl Journal {
                 .await?
         };
         Ok(Journal {
+            group: group::Writer::start(writer.clone())?,
             writer,
             reader,
             _anchor: anchor,
@@ -144,12 +151,19 @@ impl Journal {
             .connect_with(options)
             .await?;
         Ok(Journal {
+            group: group::Writer::start(reader.clone())?,
             writer: reader.clone(),
             reader,
             _anchor: None,
             #[cfg(feature = "testing")]
             fail_writes: Default::default(),
         })
+    }
+
+    /// Writes taken and transactions committed since the journal opened: writes per commit is
+    /// how many callers one fsync served (group commit), a figure for benchmarks and metrics.
+    pub fn write_counts(&self) -> (u64, u64) {
+        self.group.counts()
     }
 
     /// Closes both pools, flushing the WAL.

@@ -76,7 +76,7 @@ impl Server {
             "get_command_status" => self.get_command_status(&args, cx).await,
             "cancel_command" => self.cancel_command(&args, caller).await,
             "list_commands" => self.list_commands(&args).await,
-            "list_devices" => Ok(self.list_devices()),
+            "list_devices" => self.list_devices(&args),
             "get_device_state" => self.get_device_state(&args),
             "list_alarms" if !plant.alarms.is_empty() => Ok(self.list_alarms()),
             "modbus_read" | "modbus_write" if plant.devices.iter().any(|d| d.raw_access) => {
@@ -179,12 +179,14 @@ fn unknown_command(id: &str) -> CallToolResult {
 }
 
 fn structured(value: Value, is_error: bool, text: String) -> CallToolResult {
-    let mut r = if is_error {
-        CallToolResult::structured_error(value)
-    } else {
-        CallToolResult::structured(value)
+    // Not `CallToolResult::structured`: it serialises the value into a text block that would be
+    // replaced at once (a whole `list_devices` page written for nothing).
+    let content = vec![ContentBlock::text(text)];
+    let mut r = match is_error {
+        true => CallToolResult::error(content),
+        false => CallToolResult::success(content),
     };
-    r.content = vec![ContentBlock::text(text)];
+    r.structured_content = Some(value);
     r
 }
 

@@ -37,6 +37,9 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerConfig, Tool};
 use std::sync::Arc;
 
 pub use tools::FIXED_TOOLS;
+/// The tools `serve` lists for a plant, built as `serve` builds them (the bench's bare server
+/// lists the same ones, so the two `tools/list` figures compare like with like).
+pub use tools::build as build_tools;
 
 /// The instructions a client shows its model at connection time.
 const INSTRUCTIONS: &str = "closedloop controls physical devices and reports only what the hardware confirmed. \

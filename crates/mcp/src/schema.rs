@@ -102,9 +102,23 @@ pub fn device_list() -> Value {
                     },
                     "required": ["device", "liveness"]
                 }
-            }
+            },
+            "total": {"type": "integer", "description": "Devices in the plant."},
+            "next_cursor": {"type": "string", "description": "Present when more devices follow: pass it as cursor for the next page."}
         },
-        "required": ["devices"]
+        "required": ["devices", "total"]
+    })
+}
+
+/// Input schema of `list_devices`.
+pub fn device_page_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "cursor": {"type": "string", "description": "The next_cursor of the page before; none for the first page."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20, "description": "Devices per page."}
+        },
+        "additionalProperties": false
     })
 }
 
@@ -159,7 +173,7 @@ pub fn device_input() -> Value {
     })
 }
 
-/// Input schema of `list_devices`.
+/// Input schema of a tool without arguments (`list_alarms`).
 pub fn empty_input() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
 }

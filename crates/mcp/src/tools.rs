@@ -4,6 +4,7 @@ use crate::schema;
 use closedloop_plant::{Action, Device, Plant, ToolMode};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The tools every plant gets, in `tools/list` order after the action tools.
@@ -40,10 +41,20 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
     // One result schema shared by every action tool: a copy per tool was kilobytes per device
     // in a plant of thousands.
     let result = object(schema::result_object());
+    // Likewise one copy of each distinct input schema: a hall of relays has one.
+    let mut inputs: HashMap<String, Arc<JsonObject>> = HashMap::new();
     let mut tools = match plant.server.tools {
         ToolMode::PerAction => plant
             .actions()
-            .map(|(device, action)| action_tool(plant, device, action, &result))
+            .map(|(device, action)| {
+                let input = action_input(plant, action);
+                let input = Arc::clone(
+                    inputs
+                        .entry(serde_json::to_string(&input).unwrap_or_default())
+                        .or_insert_with(|| Arc::new(input)),
+                );
+                action_tool(device, action, input, &result)
+            })
             .collect(),
         ToolMode::Generic => generic_tools(plant, &result),
     };
@@ -56,9 +67,10 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
     tools
 }
 
-/// The tool of one action (`[server] tools = "per_action"`): its own input schema, with the
-/// plant's default `wait_s` and, for a `confirm = true` action, the `confirmation_token`.
-fn action_tool(plant: &Plant, device: &Device, action: &Action, result: &Arc<JsonObject>) -> Tool {
+/// The input schema of one action's tool (`[server] tools = "per_action"`): the action's own,
+/// with the plant's default `wait_s` and, for a `confirm = true` action, the
+/// `confirmation_token`.
+fn action_input(plant: &Plant, action: &Action) -> JsonObject {
     let mut schema = action.input_schema();
     schema["properties"]["wait_s"]["default"] = json!(plant.server.default_wait_s);
     if action.confirm
@@ -69,10 +81,23 @@ fn action_tool(plant: &Plant, device: &Device, action: &Action, result: &Arc<Jso
             json!({"type": "string", "description": "From a needs_confirmation result, once the user agreed; the arguments must be the same."}),
         );
     }
+    match schema {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+/// The tool of one action, with its input schema and the shared result schema.
+fn action_tool(
+    device: &Device,
+    action: &Action,
+    input: Arc<JsonObject>,
+    result: &Arc<JsonObject>,
+) -> Tool {
     let mut t = Tool::new(
         action.tool_name.clone(),
         action.tool_description(device),
-        object(schema),
+        input,
     )
     .with_title(format!("{} {}", device.id, action.name))
     .with_raw_output_schema(Arc::clone(result));
@@ -141,8 +166,9 @@ fn fixed_tools() -> Vec<Tool> {
         ),
         (
             "list_devices",
-            "Every device with its description, liveness (online/offline/unknown), actions and signals.",
-            schema::empty_input(),
+            "Devices with their description, liveness (online/offline/unknown), actions and signals, 20 a page in plant order: \
+             when next_cursor is present, call again with it as cursor for the rest.",
+            schema::device_page_input(),
             schema::device_list(),
         ),
         (

@@ -723,7 +723,15 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(refused, "the readers never filled the general permits");
+    if !refused {
+        // Say what the readers got: a wait that ended early explains an unfilled permit pool.
+        let mut answers = Vec::new();
+        for w in waiting {
+            let r = w.await.unwrap().unwrap();
+            answers.push(format!("{} {}", r.status(), r.text().await.unwrap()));
+        }
+        panic!("the readers never filled the general permits; they got: {answers:#?}");
+    }
     // Acting and cancelling still get through, on the reserve.
     let lamp = result(
         raw_tool(

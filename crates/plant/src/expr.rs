@@ -6,6 +6,7 @@
 //! a variable resolver that reads the caller's maps directly, so an evaluation builds no maps.
 
 use crate::ast::{self, Names};
+use crate::interned::Interned;
 use crate::literal;
 use crate::params::{ParamValue, Params};
 use cel::common::types::{CelBool, CelDouble, CelString};
@@ -33,6 +34,28 @@ struct Compiled {
     source: String,
     program: Program,
     names: Names,
+}
+
+impl Compiled {
+    fn new(src: &str) -> Result<Compiled, String> {
+        let rewritten = literal::doubles(src);
+        let program = env().compile(&rewritten).map_err(|e| {
+            let first = e
+                .errors
+                .first()
+                .map(|p| p.msg.clone())
+                .unwrap_or_else(|| e.to_string());
+            format!("\"{src}\" is not a valid CEL expression: {first}")
+        })?;
+        let mut names = Names::default();
+        ast::collect(program.expression(), &mut Vec::new(), &mut names)
+            .map_err(|m| format!("in \"{src}\": {m}"))?;
+        Ok(Compiled {
+            source: src.to_string(),
+            program,
+            names,
+        })
+    }
 }
 
 /// The values an expression is evaluated against.
@@ -87,26 +110,14 @@ impl EvalError {
 
 impl Expr {
     /// Compiles `src` (integer literals become doubles first). The error says what is wrong.
+    /// Every expression with the same source shares one compiled program (see
+    /// [`crate::interned`]).
     pub fn compile(src: &str) -> Result<Expr, String> {
-        let rewritten = literal::doubles(src);
-        let program = env().compile(&rewritten).map_err(|e| {
-            let first = e
-                .errors
-                .first()
-                .map(|p| p.msg.clone())
-                .unwrap_or_else(|| e.to_string());
-            format!("\"{src}\" is not a valid CEL expression: {first}")
-        })?;
-        let mut names = Names::default();
-        ast::collect(program.expression(), &mut Vec::new(), &mut names)
-            .map_err(|m| format!("in \"{src}\": {m}"))?;
-        Ok(Expr {
-            inner: Arc::new(Compiled {
-                source: src.to_string(),
-                program,
-                names,
-            }),
-        })
+        static COMPILED: OnceLock<Interned<Compiled>> = OnceLock::new();
+        let inner = COMPILED
+            .get_or_init(Interned::new)
+            .get_or_make(src, || Compiled::new(src))?;
+        Ok(Expr { inner })
     }
 
     /// The expression as written in the plant file.

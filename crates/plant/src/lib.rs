@@ -32,6 +32,7 @@ mod ast;
 mod env;
 mod error;
 mod expr;
+mod interned;
 pub mod limits;
 mod literal;
 mod model;

@@ -1,8 +1,9 @@
 //! The baseline of the bench: a bare rmcp server built from this workspace, with one `echo`
 //! tool and nothing behind it. Its figures say what MCP over stdio costs on this machine, so
-//! closedloop's can be read as a ratio of them.
+//! closedloop's can be read as a ratio of them. Given the plant, it also lists the very tools
+//! `serve` would list for it (answering none of them), so `tools/list` compares like with like.
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -10,6 +11,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::json;
+use std::path::Path;
 use std::sync::Arc;
 
 /// The echo server.
@@ -19,20 +21,23 @@ struct Echo {
 }
 
 impl Echo {
-    fn new() -> Echo {
+    fn new(plant: Option<&Path>) -> Result<Echo> {
         let schema = json!({
             "type": "object",
             "properties": {"text": {"type": "string"}},
             "additionalProperties": true
         });
         let schema = Arc::new(schema.as_object().cloned().unwrap_or_default());
-        Echo {
-            tools: vec![Tool::new(
-                "echo",
-                "Answer with the arguments given.",
-                schema,
-            )],
+        let mut tools = vec![Tool::new(
+            "echo",
+            "Answer with the arguments given.",
+            schema,
+        )];
+        if let Some(path) = plant {
+            let plant = closedloop_plant::load(path).map_err(|e| anyhow!("{e}"))?;
+            tools.extend(closedloop_mcp::build_tools(&plant));
         }
+        Ok(Echo { tools })
     }
 }
 
@@ -67,9 +72,10 @@ impl ServerHandler for Echo {
     }
 }
 
-/// Serves the echo server on stdin/stdout until the client closes them.
-pub async fn serve() -> Result<()> {
-    let running = Echo::new().serve(rmcp::transport::stdio()).await?;
+/// Serves the echo server on stdin/stdout until the client closes them; with `plant`, it also
+/// lists that plant's tools.
+pub async fn serve(plant: Option<&Path>) -> Result<()> {
+    let running = Echo::new(plant)?.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     Ok(())
 }

@@ -10,6 +10,7 @@
 
 mod act;
 mod echo;
+mod engine;
 mod hall;
 mod rpc;
 mod stats;
@@ -45,9 +46,16 @@ pub struct BenchArgs {
     /// CPU at rest (e.g. 8000).
     #[arg(long, value_name = "RELAYS")]
     pub hall: Option<usize>,
+    /// Only the engine figures: commands per second and durable accepts through the engine's
+    /// API on in-process relays, with no MCP and no child process (for profiling the engine).
+    #[arg(long, conflicts_with_all = ["plant", "hall"])]
+    pub engine_only: bool,
     /// Serve the bare rmcp echo server the figures are compared with (used by the bench itself).
     #[arg(long, hide = true)]
     pub echo_server: bool,
+    /// The plant whose tools the echo server lists beside `echo` (used by the bench itself).
+    #[arg(long, hide = true, requires = "echo_server")]
+    pub echo_tools: Option<PathBuf>,
 }
 
 /// One row of the main table.
@@ -61,14 +69,18 @@ struct Row {
 /// Runs the bench and prints its tables on stdout.
 pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.echo_server {
-        serve_echo().await?;
+        serve_echo(args.echo_tools.as_deref()).await?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.calls == 0 {
         bail!("--calls must be at least 1");
     }
-    let exe = std::env::current_exe().context("finding the closedloop binary")?;
     let dir = tempfile::tempdir()?;
+    if args.engine_only {
+        print_engine(dir.path(), args.calls).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let exe = std::env::current_exe().context("finding the closedloop binary")?;
     let plant = match &args.plant {
         Some(p) => std::fs::canonicalize(p).with_context(|| format!("{}", p.display()))?,
         None => {
@@ -77,7 +89,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
             p
         }
     };
-    let echo = measure_echo(&exe, dir.path(), args.calls).await?;
+    let echo = measure_echo(&exe, dir.path(), &plant, args.calls).await?;
     let rows = measure_plant(
         &exe,
         dir.path(),
@@ -88,6 +100,10 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     )
     .await?;
     print_rows(&plant, &rows);
+    if args.plant.is_none() {
+        println!();
+        print_engine(dir.path(), args.calls).await?;
+    }
     if let Some(n) = args.hall {
         let h = hall::measure(&exe, dir.path(), n).await?;
         print_hall(&h);
@@ -95,15 +111,17 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The baseline: the bare echo server's ping, `tools/list` and tool call.
+/// The baseline: the bare echo server's ping, `tools/list` (of the plant's tools) and tool call.
 struct Echo {
     ping: Latencies,
     tools_list: Latencies,
     call: Latencies,
 }
 
-async fn measure_echo(exe: &Path, dir: &Path, calls: usize) -> Result<Echo> {
-    let mut rpc = Rpc::start(exe, &["bench", "--echo-server"], dir).await?;
+async fn measure_echo(exe: &Path, dir: &Path, plant: &Path, calls: usize) -> Result<Echo> {
+    let plant = plant.display().to_string();
+    let args = ["bench", "--echo-server", "--echo-tools", &plant];
+    let mut rpc = Rpc::start(exe, &args, dir).await?;
     let ping = repeat(&mut rpc, "bare rmcp: ping", calls, |r| {
         Box::pin(r.call("ping", Value::Null))
     })
@@ -176,9 +194,9 @@ async fn measure_plant(
     .await?;
     let mut rows = vec![
         ratio_row("ping p50", &ping, &echo.ping),
-        ratio_row("tools/list p50", &tools_list, &echo.tools_list),
+        ratio_row("tools/list p50 (the same tools in both)", &tools_list, &echo.tools_list),
         ratio_row("get_device_state p50 (vs echo tool)", &state, &echo.call),
-        ratio_row("list_devices p50 (vs echo tool)", &list, &echo.call),
+        ratio_row("list_devices p50, one page (vs echo tool)", &list, &echo.call),
     ];
     if bundled {
         rows.extend(act::act(&mut rpc, calls, echo).await?);
@@ -242,6 +260,14 @@ fn print_rows(plant: &Path, rows: &[Row]) {
             &cells
         )
     );
+}
+
+/// The engine's figures (`engine.rs`) as a table on stdout.
+async fn print_engine(dir: &Path, calls: usize) -> Result<()> {
+    let figures = engine::measure(dir, calls.max(engine::RELAYS)).await?;
+    let rows = engine::rows(&figures);
+    print!("{}", table(&["the engine alone (no MCP)", "measured"], &rows));
+    Ok(())
 }
 
 /// The hall table on stdout.

@@ -57,6 +57,7 @@ pub struct Progress {
     label: String,
     total: usize,
     shown: usize,
+    done: usize,
     tty: bool,
 }
 
@@ -72,6 +73,7 @@ impl Progress {
             label: label.to_string(),
             total: total.max(1),
             shown: usize::MAX,
+            done: 0,
             tty,
         }
     }
@@ -87,6 +89,12 @@ impl Progress {
         let bar: String = "#".repeat(filled) + &".".repeat(WIDTH - filled);
         eprint!("\r[{bar}] {}", self.label);
         let _ = std::io::stderr().flush();
+    }
+
+    /// One more step is done (for steps finished by several tasks in any order).
+    pub fn step(&mut self) {
+        self.done += 1;
+        self.set(self.done);
     }
 
     /// Clears the bar.

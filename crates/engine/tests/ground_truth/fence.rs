@@ -12,8 +12,8 @@
 //! checked.
 //!
 //! The fence: the runtime's `on_thread_park` hook runs before every park (and so before every
-//! auto-advance) and waits, in real time, until no sqlx worker thread is running (state `R` or
-//! `D` in `/proc/self/task/*/stat`). A worker that finishes wakes the engine's task first,
+//! auto-advance) and waits, in real time, until neither the journal's writer thread (group
+//! commit) nor an sqlx worker thread is running (state `R` or `D` in `/proc/self/task/*/stat`). A worker that finishes wakes the engine's task first,
 //! which makes the park return without advancing the clock. A thread sqlx has just spawned
 //! carries this thread's name until it names itself, so threads named like this one count too.
 //! Virtual time then passes only on timers: a journal write takes no virtual time at all, as if
@@ -154,7 +154,9 @@ mod linux {
                                 .and_then(|f| read(f, &mut buf))
                                 .is_some_and(|s| {
                                     parse(&s).is_some_and(|(name, _, _)| {
-                                        name.starts_with("sqlx-sqlite-wor") || name == self.my_name
+                                        name.starts_with("sqlx-sqlite-wor")
+                                            || name == "journal-writer"
+                                            || name == self.my_name
                                     })
                                 });
                         let wchan = File::open(entry.path().join("wchan")).ok();

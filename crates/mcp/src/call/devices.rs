@@ -5,16 +5,28 @@ use super::{opt_str, structured, unknown_device};
 use crate::Server;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, JsonObject};
-use serde_json::json;
+use closedloop_engine::DeviceInfo;
+use serde_json::{Value, json};
 
 impl Server {
-    /// `list_devices`: every device with its liveness, one line each in the text.
-    pub(super) fn list_devices(&self) -> CallToolResult {
-        structured(
-            json!({"devices": self.engine.devices()}),
-            false,
-            list_text(&self.engine),
-        )
+    /// `list_devices(cursor?, limit?)`: one page of devices in plant order with their
+    /// liveness, one line each in the text; `next_cursor` continues when more follow.
+    pub(super) fn list_devices(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+        let total = self.engine.plant().devices.len();
+        let limit = page_limit(args)?;
+        let from = page_start(args, total)?;
+        let devices = self.engine.devices(from, limit);
+        let next = from + devices.len();
+        let mut text = list_text(&devices);
+        let mut v = json!({"devices": devices, "total": total});
+        if next < total {
+            v["next_cursor"] = json!(next.to_string());
+            text.push_str(&format!(
+                "\n{} more of {total}: call list_devices with cursor \"{next}\".",
+                total - next
+            ));
+        }
+        Ok(structured(v, false, text))
     }
 
     /// `list_alarms`: every declared alarm; the text names the active ones.
@@ -90,8 +102,7 @@ impl Server {
                 )
             })
             .collect();
-        let liveness = serde_json::to_value(state.liveness).unwrap_or_default();
-        let mut text = format!("{device} is {}.", liveness.as_str().unwrap_or(""));
+        let mut text = format!("{device} is {}.", state.liveness.as_str());
         if !values.is_empty() {
             text.push_str(&format!(" {}.", values.join(", ")));
         }
@@ -106,18 +117,49 @@ impl Server {
     }
 }
 
-fn list_text(engine: &closedloop_engine::Engine) -> String {
-    engine
-        .devices()
+/// Devices on one page of `list_devices` unless the call asks for another size.
+const PAGE: u64 = 20;
+/// The largest page a call may ask for.
+const PAGE_MAX: u64 = 1000;
+
+/// `limit`: 1 to [`PAGE_MAX`], [`PAGE`] when absent.
+fn page_limit(args: &JsonObject) -> Result<usize, McpError> {
+    match args.get("limit") {
+        None | Some(Value::Null) => Ok(PAGE as usize),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=PAGE_MAX).contains(&n) => Ok(n as usize),
+            _ => Err(McpError::invalid_params(
+                format!("limit must be an integer from 1 to {PAGE_MAX}, got {v}"),
+                None,
+            )),
+        },
+    }
+}
+
+/// `cursor`: where a page starts, as an earlier page's `next_cursor` said (0 when absent).
+fn page_start(args: &JsonObject, total: usize) -> Result<usize, McpError> {
+    let Some(cursor) = opt_str(args, "cursor")? else {
+        return Ok(0);
+    };
+    match cursor.parse::<usize>() {
+        Ok(n) if n <= total => Ok(n),
+        _ => Err(McpError::invalid_params(
+            format!(
+                "cursor {cursor:?} is not one list_devices returned; pass an earlier page's next_cursor, or none for the first page"
+            ),
+            None,
+        )),
+    }
+}
+
+fn list_text(devices: &[DeviceInfo]) -> String {
+    devices
         .iter()
         .map(|d| {
             format!(
                 "{} ({}): {}",
                 d.device,
-                serde_json::to_value(d.liveness)
-                    .unwrap_or_default()
-                    .as_str()
-                    .unwrap_or(""),
+                d.liveness.as_str(),
                 d.description
             )
         })

@@ -1,0 +1,168 @@
+//! A batch of writes as a few multi-row statements: every new command in one `INSERT`, every
+//! changed command in one `UPDATE … FROM`, every timeline entry in one `INSERT`.
+//!
+//! Each statement is a round trip to SQLite's worker thread; written one row at a time, a batch
+//! of thirty commands took about a hundred of them, and those hops, not the disk, bounded the
+//! gateway's rate. The outcome is the one the writes would have had one after the other: an
+//! update later in the batch wins over an earlier one of the same command, a command id that
+//! is already taken (in the journal or earlier in the batch) is [`JournalError::Duplicate`] and
+//! writes nothing, and timeline entries keep the batch's order.
+
+use super::writes::Write;
+use crate::{CommandRow, EventRow, JournalError};
+// The SQL is built from constants and a count of `?` placeholders only: every value is bound.
+use sqlx::{AssertSqlSafe, Sqlite, Transaction};
+use std::collections::{HashMap, HashSet};
+
+/// Rows per statement: keeps every statement under SQLite's 32,766 bound parameters.
+const ROWS: usize = 500;
+
+/// Runs `writes` inside `tx`: each write's own outcome, or the error that stopped the
+/// transaction (which the caller rolls back).
+pub(super) async fn run(
+    tx: &mut Transaction<'_, Sqlite>,
+    writes: &[&Write],
+) -> Result<Vec<Result<(), JournalError>>, JournalError> {
+    let new: Vec<&CommandRow> = writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Insert(cmd, _) => Some(cmd),
+            _ => None,
+        })
+        .collect();
+    let mut inserted = insert_commands(tx, &new).await?;
+    let mut outcomes = Vec::with_capacity(writes.len());
+    for w in writes {
+        outcomes.push(match w {
+            // The first insert of an id takes it; any other is a duplicate.
+            Write::Insert(cmd, _) if !inserted.remove(&cmd.command_id) => {
+                Err(JournalError::Duplicate(cmd.command_id.clone()))
+            }
+            _ => Ok(()),
+        });
+    }
+    let mut latest: HashMap<&str, &CommandRow> = HashMap::new();
+    for w in writes {
+        if let Write::Update(cmd, _) = w {
+            latest.insert(&cmd.command_id, cmd);
+        }
+    }
+    update_commands(tx, &latest.into_values().collect::<Vec<_>>()).await?;
+    let events: Vec<(&str, &EventRow)> = writes
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.is_ok())
+        .flat_map(|(w, _)| {
+            let (id, evs) = match w {
+                Write::Insert(cmd, evs) | Write::Update(cmd, evs) => (&cmd.command_id, evs),
+                Write::Append(id, evs) => (id, evs),
+            };
+            evs.iter().map(move |e| (id.as_str(), e))
+        })
+        .collect();
+    insert_events(tx, &events).await?;
+    Ok(outcomes)
+}
+
+/// `(?, ?, …)` for `columns` columns, `rows` times, comma-separated.
+fn placeholders(columns: usize, rows: usize) -> String {
+    let row = format!("({})", vec!["?"; columns].join(", "));
+    vec![row; rows].join(", ")
+}
+
+/// Inserts the commands whose ids are free; the ids it inserted.
+async fn insert_commands(
+    tx: &mut Transaction<'_, Sqlite>,
+    rows: &[&CommandRow],
+) -> Result<HashSet<String>, JournalError> {
+    let mut inserted = HashSet::new();
+    for chunk in rows.chunks(ROWS) {
+        let sql = format!(
+            "INSERT INTO commands (command_id, request_id, device, action, params, status, verified,
+                verification, error_code, detail, hint, evidence, readback_matched, accepted_at_ms,
+                updated_at_ms, deadline_ms, dispatched, caller, idempotency_key)
+             VALUES {} ON CONFLICT (command_id) DO NOTHING RETURNING command_id",
+            placeholders(19, chunk.len())
+        );
+        let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql));
+        for cmd in chunk {
+            q = q
+                .bind(&cmd.command_id)
+                .bind(&cmd.request_id)
+                .bind(&cmd.device)
+                .bind(&cmd.action)
+                .bind(cmd.params.to_string())
+                .bind(&cmd.status)
+                .bind(cmd.verified)
+                .bind(&cmd.verification)
+                .bind(&cmd.error_code)
+                .bind(&cmd.detail)
+                .bind(&cmd.hint)
+                .bind(cmd.evidence.to_string())
+                .bind(cmd.readback_matched)
+                .bind(cmd.accepted_at_ms)
+                .bind(cmd.updated_at_ms)
+                .bind(cmd.deadline_ms)
+                .bind(cmd.dispatched)
+                .bind(&cmd.caller)
+                .bind(&cmd.idempotency_key);
+        }
+        inserted.extend(q.fetch_all(&mut **tx).await?);
+    }
+    Ok(inserted)
+}
+
+/// Replaces the state of each command in `rows` (one row per command id).
+async fn update_commands(
+    tx: &mut Transaction<'_, Sqlite>,
+    rows: &[&CommandRow],
+) -> Result<(), JournalError> {
+    for chunk in rows.chunks(ROWS) {
+        let sql = format!(
+            "WITH v (command_id, status, verified, error_code, detail, hint, evidence,
+                     readback_matched, updated_at_ms, deadline_ms, dispatched) AS (VALUES {})
+             UPDATE commands SET status = v.status, verified = v.verified,
+                error_code = v.error_code, detail = v.detail, hint = v.hint, evidence = v.evidence,
+                readback_matched = v.readback_matched, updated_at_ms = v.updated_at_ms,
+                deadline_ms = v.deadline_ms, dispatched = v.dispatched
+             FROM v WHERE commands.command_id = v.command_id",
+            placeholders(11, chunk.len())
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for cmd in chunk {
+            q = q
+                .bind(&cmd.command_id)
+                .bind(&cmd.status)
+                .bind(cmd.verified)
+                .bind(&cmd.error_code)
+                .bind(&cmd.detail)
+                .bind(&cmd.hint)
+                .bind(cmd.evidence.to_string())
+                .bind(cmd.readback_matched)
+                .bind(cmd.updated_at_ms)
+                .bind(cmd.deadline_ms)
+                .bind(cmd.dispatched);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Appends timeline entries, in the order given.
+async fn insert_events(
+    tx: &mut Transaction<'_, Sqlite>,
+    events: &[(&str, &EventRow)],
+) -> Result<(), JournalError> {
+    for chunk in events.chunks(ROWS) {
+        let sql = format!(
+            "INSERT INTO events (command_id, at_ms, event, data) VALUES {}",
+            placeholders(4, chunk.len())
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for (id, e) in chunk {
+            q = q.bind(*id).bind(e.at_ms).bind(&e.event).bind(e.data.to_string());
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! Group commit against SQLite itself: writes waiting together share a commit, each caller
+//! hears its own outcome, and the writer outlives the runtime that opened the journal.
+
+use super::*;
+use crate::{CommandRow, EventRow};
+use serde_json::json;
+
+fn row(id: &str) -> CommandRow {
+    CommandRow {
+        command_id: id.into(),
+        request_id: format!("req_{id}"),
+        device: "relay".into(),
+        action: "switch".into(),
+        params: json!({"on": true}),
+        status: "accepted".into(),
+        verified: false,
+        verification: "feedback".into(),
+        error_code: None,
+        detail: None,
+        hint: None,
+        evidence: json!({}),
+        readback_matched: None,
+        accepted_at_ms: 1,
+        updated_at_ms: 1,
+        deadline_ms: None,
+        dispatched: false,
+        caller: None,
+        idempotency_key: None,
+    }
+}
+
+fn ev(event: &str) -> EventRow {
+    EventRow {
+        at_ms: 1,
+        event: event.into(),
+        data: serde_json::Value::Null,
+    }
+}
+
+async fn file_journal(dir: &tempfile::TempDir) -> Journal {
+    Journal::open(&format!("sqlite://{}", dir.path().join("j.db").display()))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn writes_waiting_together_share_one_commit_and_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = file_journal(&dir).await;
+    let writes = (0..400).map(|i| {
+        let j = j.clone();
+        tokio::spawn(async move { j.insert(&row(&format!("c{i}")), &[ev("accepted")]).await })
+    });
+    for w in writes.collect::<Vec<_>>() {
+        w.await.unwrap().unwrap();
+    }
+    let (taken, commits) = j.write_counts();
+    assert_eq!(taken, 400);
+    assert!(
+        commits < 400,
+        "400 writes in flight at once took {commits} commits: nothing was grouped"
+    );
+    for i in [0, 199, 399] {
+        let id = format!("c{i}");
+        let cmd = j.get(&id).await.unwrap().expect("committed");
+        assert_eq!(cmd.command_id, id);
+        assert_eq!(j.events(&id).await.unwrap().len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_failing_write_fails_alone_and_its_batch_neighbours_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = file_journal(&dir).await;
+    j.insert(&row("taken"), &[]).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let j = j.clone();
+        tasks.push(tokio::spawn(async move {
+            match i % 3 {
+                // A timeline entry of no command: the foreign key refuses it.
+                0 => j.append("no-such-command", &[ev("signal")]).await,
+                1 => j.insert(&row("taken"), &[ev("accepted")]).await,
+                _ => j.insert(&row(&format!("ok{i}")), &[ev("accepted")]).await,
+            }
+        }));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let outcome = t.await.unwrap();
+        match i % 3 {
+            0 => assert!(
+                matches!(outcome, Err(JournalError::Database(_))),
+                "write {i}: {outcome:?}"
+            ),
+            1 => assert!(
+                matches!(&outcome, Err(JournalError::Duplicate(id)) if id == "taken"),
+                "write {i}: {outcome:?}"
+            ),
+            _ => {
+                assert!(outcome.is_ok(), "write {i}: {outcome:?}");
+                assert!(j.get(&format!("ok{i}")).await.unwrap().is_some());
+            }
+        }
+    }
+    let events = j.events("taken").await.unwrap();
+    assert!(events.is_empty(), "a refused duplicate left {events:?}");
+}
+
+#[test]
+fn the_writer_outlives_the_runtime_that_opened_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let opener = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let j = opener.block_on(file_journal(&dir));
+    drop(opener);
+    let user = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    user.block_on(async {
+        j.insert(&row("late"), &[ev("accepted")]).await.unwrap();
+        assert!(j.get("late").await.unwrap().is_some());
+    });
+}
+
+#[tokio::test]
+async fn one_batch_ends_as_its_writes_would_one_after_the_other() {
+    use super::writes::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let j = file_journal(&dir).await;
+    let mut running = row("a");
+    running.status = "running".into();
+    let mut done = row("a");
+    done.status = "completed".into();
+    done.verified = true;
+    let mut stolen = row("a");
+    stolen.device = "someone-else".into();
+    let writes = [
+        Write::Insert(row("a"), vec![ev("received"), ev("accepted")]),
+        Write::Update(running, vec![ev("running")]),
+        Write::Append("a".into(), vec![ev("signal")]),
+        Write::Insert(stolen, vec![ev("never")]),
+        Write::Update(done, vec![ev("completed")]),
+        Write::Insert(row("b"), vec![ev("accepted")]),
+    ];
+    let refs: Vec<&Write> = writes.iter().collect();
+    let mut tx = j.writer.begin().await.unwrap();
+    let outcomes = super::batch::run(&mut tx, &refs).await.unwrap();
+    tx.commit().await.unwrap();
+    let failed: Vec<usize> = (0..outcomes.len()).filter(|&i| outcomes[i].is_err()).collect();
+    assert_eq!(failed, [3], "{outcomes:?}");
+    assert!(matches!(&outcomes[3], Err(JournalError::Duplicate(id)) if id == "a"));
+    let a = j.get("a").await.unwrap().unwrap();
+    assert_eq!((a.status.as_str(), a.verified, a.device.as_str()), ("completed", true, "relay"));
+    let timeline: Vec<String> = j.events("a").await.unwrap().into_iter().map(|e| e.event).collect();
+    assert_eq!(timeline, ["received", "accepted", "running", "signal", "completed"]);
+    assert_eq!(j.events("b").await.unwrap().len(), 1);
+}
