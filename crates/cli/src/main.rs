@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing_subscriber::Layer;
 
+mod alloc;
 mod bench;
 mod check;
 mod demo;
@@ -104,6 +105,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    alloc::return_freed_memory();
     let cli = Cli::parse();
     let log_file = match &cli.command {
         Cmd::Serve { log_file, .. } => log_file.clone(),

@@ -57,4 +57,13 @@ fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
     }
     let throughput = row(&stdout, "act-and-confirm commands/s");
     assert!(number(throughput[1]) > 0.0, "{throughput:?}");
+    // The engine alone: 64 relays pulling in within 1 ms, so no command confirms sooner.
+    let engine = row(&stdout, "act-and-confirm commands/s, 64 relays at once");
+    assert!(number(engine[1]) > 0.0, "{engine:?}");
+    let latency = row(&stdout, "their latency p50 / p99");
+    assert!(number(latency[1]) >= 1.0, "faster than physics: {latency:?}");
+    let per_fsync = row(&stdout, "journal writes per fsync");
+    assert!(number(per_fsync[1]) >= 1.0, "{per_fsync:?}");
+    let accept = row(&stdout, "durable accept p50 / p99 under 1000 commands/s");
+    assert!(number(accept[1]) > 0.0, "{accept:?}");
 }

@@ -171,11 +171,11 @@ pub fn rows(f: &EngineFigures) -> Vec<Vec<String>> {
             format!("{:.0}", f.burst.per_second()),
         ],
         vec![
-            "  their latency p50 / p99".into(),
+            "their latency p50 / p99".into(),
             format!("{} / {}", ms(f.burst.p50()), ms(f.burst.p99())),
         ],
         vec![
-            "  journal writes per fsync".into(),
+            "journal writes per fsync during them".into(),
             format!("{:.1}", f.writes_per_commit),
         ],
         vec![

@@ -41,10 +41,15 @@ impl RegisterLink {
         tokio::pin!(stopped);
         let asked = self.base.poll_now.notified();
         tokio::pin!(asked);
+        // One timer kept and reset each cycle: a new `sleep` per cycle registered and dropped
+        // a timer entry per device per poll, an eighth of a hall's CPU at rest.
+        let next = tokio::time::sleep(poll);
+        tokio::pin!(next);
         loop {
             self.cycle(&mut alive).await;
+            next.as_mut().reset(Instant::now() + poll);
             tokio::select! {
-                _ = tokio::time::sleep(poll) => {}
+                _ = &mut next => {}
                 _ = &mut asked => asked.set(self.base.poll_now.notified()),
                 _ = &mut stopped => return,
             }
