@@ -61,7 +61,10 @@ fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
     let engine = row(&stdout, "act-and-confirm commands/s, 64 relays at once");
     assert!(number(engine[1]) > 0.0, "{engine:?}");
     let latency = row(&stdout, "their latency p50 / p99");
-    assert!(number(latency[1]) >= 1.0, "faster than physics: {latency:?}");
+    assert!(
+        number(latency[1]) >= 1.0,
+        "faster than physics: {latency:?}"
+    );
     let per_fsync = row(&stdout, "journal writes per fsync");
     assert!(number(per_fsync[1]) >= 1.0, "{per_fsync:?}");
     let accept = row(&stdout, "durable accept p50 / p99 under 1000 commands/s");

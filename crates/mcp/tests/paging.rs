@@ -46,7 +46,11 @@ fn ids(page: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_twenty_walk_every_device_once_in_plant_order() {
     let (engine, _sims) = common::engine(&plant(), std::path::Path::new(".")).await;
-    let c = ().serve(common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "t")))
+    let c = ()
+        .serve(common::pipe(closedloop_mcp::Server::new(
+            Arc::clone(&engine),
+            "t",
+        )))
         .await
         .unwrap();
     let mut seen = Vec::new();
@@ -61,7 +65,10 @@ async fn pages_of_twenty_walk_every_device_once_in_plant_order() {
         match page.get("next_cursor") {
             Some(cursor) => {
                 let text = format!("{:?}", r.content[0]);
-                assert!(text.contains(&format!("cursor \\\"{}\\\"", cursor.as_str().unwrap())), "{text}");
+                assert!(
+                    text.contains(&format!("cursor \\\"{}\\\"", cursor.as_str().unwrap())),
+                    "{text}"
+                );
                 args = json!({"cursor": cursor});
             }
             None => break,
@@ -81,7 +88,11 @@ async fn pages_of_twenty_walk_every_device_once_in_plant_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cursor_or_limit_list_devices_never_gave_is_refused_with_what_to_pass() {
     let (engine, _sims) = common::engine(&plant(), std::path::Path::new(".")).await;
-    let c = ().serve(common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "t")))
+    let c = ()
+        .serve(common::pipe(closedloop_mcp::Server::new(
+            Arc::clone(&engine),
+            "t",
+        )))
         .await
         .unwrap();
     let refused = |args: Value| {
@@ -93,12 +104,18 @@ async fn a_cursor_or_limit_list_devices_never_gave_is_refused_with_what_to_pass(
         }
     };
     let e = refused(json!({"cursor": "relay07"})).await;
-    assert!(e.contains("\"relay07\" is not one list_devices returned") && e.contains("next_cursor"), "{e}");
+    assert!(
+        e.contains("\"relay07\" is not one list_devices returned") && e.contains("next_cursor"),
+        "{e}"
+    );
     let e = refused(json!({"cursor": (RELAYS + 1).to_string()})).await;
     assert!(e.contains("is not one list_devices returned"), "{e}");
     for limit in [json!(0), json!(1001), json!("ten")] {
         let e = refused(json!({"limit": limit})).await;
-        assert!(e.contains("limit must be an integer from 1 to 1000"), "{limit}: {e}");
+        assert!(
+            e.contains("limit must be an integer from 1 to 1000"),
+            "{limit}: {e}"
+        );
     }
     c.cancel().await.unwrap();
 }

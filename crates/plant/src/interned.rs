@@ -46,7 +46,8 @@ impl<T> Interned<T> {
         if let Some(live) = t.by_source.get(source).and_then(Weak::upgrade) {
             return Ok(live);
         }
-        t.by_source.insert(source.to_string(), Arc::downgrade(&made));
+        t.by_source
+            .insert(source.to_string(), Arc::downgrade(&made));
         if t.by_source.len() >= 2 * t.swept_at.max(64) {
             t.by_source.retain(|_, w| w.strong_count() > 0);
             t.swept_at = t.by_source.len();
@@ -80,7 +81,10 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
         drop((a, b));
         let c = t.get_or_make("x", || Ok::<_, ()>("again".into())).unwrap();
-        assert_eq!(*c, "again", "a dropped value is made again, not resurrected");
+        assert_eq!(
+            *c, "again",
+            "a dropped value is made again, not resurrected"
+        );
     }
 
     #[test]

@@ -107,7 +107,7 @@ async fn burst(engine: &Arc<Engine>, calls: usize) -> Result<Latencies> {
                 let mut samples = Vec::with_capacity(per_relay);
                 for i in 0..per_relay {
                     let t = Instant::now();
-                    switch(&engine, relay, i % 2 == 0, Duration::from_secs(5)).await?;
+                    switch(&engine, relay, i.is_multiple_of(2), Duration::from_secs(5)).await?;
                     samples.push(t.elapsed());
                     bar.lock().unwrap_or_else(|p| p.into_inner()).step();
                 }
@@ -142,7 +142,13 @@ async fn steady(engine: &Arc<Engine>, calls: usize) -> Result<Latencies> {
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
             let relay = i % RELAYS;
-            let status = switch(&engine, relay, (i / RELAYS) % 2 == 0, Duration::ZERO).await;
+            let status = switch(
+                &engine,
+                relay,
+                (i / RELAYS).is_multiple_of(2),
+                Duration::ZERO,
+            )
+            .await;
             let took = t.elapsed();
             bar.lock().unwrap_or_else(|p| p.into_inner()).step();
             status.map(|_| took)
@@ -167,7 +173,9 @@ fn finish(bar: Arc<std::sync::Mutex<Progress>>) {
 pub fn rows(f: &EngineFigures) -> Vec<Vec<String>> {
     vec![
         vec![
-            format!("act-and-confirm commands/s, {RELAYS} relays at once (1 ms pull-in, 1 ms poll)"),
+            format!(
+                "act-and-confirm commands/s, {RELAYS} relays at once (1 ms pull-in, 1 ms poll)"
+            ),
             format!("{:.0}", f.burst.per_second()),
         ],
         vec![

@@ -194,9 +194,17 @@ async fn measure_plant(
     .await?;
     let mut rows = vec![
         ratio_row("ping p50", &ping, &echo.ping),
-        ratio_row("tools/list p50 (the same tools in both)", &tools_list, &echo.tools_list),
+        ratio_row(
+            "tools/list p50 (the same tools in both)",
+            &tools_list,
+            &echo.tools_list,
+        ),
         ratio_row("get_device_state p50 (vs echo tool)", &state, &echo.call),
-        ratio_row("list_devices p50, one page (vs echo tool)", &list, &echo.call),
+        ratio_row(
+            "list_devices p50, one page (vs echo tool)",
+            &list,
+            &echo.call,
+        ),
     ];
     if bundled {
         rows.extend(act::act(&mut rpc, calls, echo).await?);
@@ -266,7 +274,10 @@ fn print_rows(plant: &Path, rows: &[Row]) {
 async fn print_engine(dir: &Path, calls: usize) -> Result<()> {
     let figures = engine::measure(dir, calls.max(engine::RELAYS)).await?;
     let rows = engine::rows(&figures);
-    print!("{}", table(&["the engine alone (no MCP)", "measured"], &rows));
+    print!(
+        "{}",
+        table(&["the engine alone (no MCP)", "measured"], &rows)
+    );
     Ok(())
 }
 

@@ -160,7 +160,11 @@ async fn insert_events(
         );
         let mut q = sqlx::query(AssertSqlSafe(sql));
         for (id, e) in chunk {
-            q = q.bind(*id).bind(e.at_ms).bind(&e.event).bind(e.data.to_string());
+            q = q
+                .bind(*id)
+                .bind(e.at_ms)
+                .bind(&e.event)
+                .bind(e.data.to_string());
         }
         q.execute(&mut **tx).await?;
     }

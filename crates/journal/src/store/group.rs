@@ -87,7 +87,9 @@ impl Writer {
 async fn serve(pool: SqlitePool, mut rx: mpsc::UnboundedReceiver<Job>, counts: Arc<Counts>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        counts
+            .writes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let commits = commit(&pool, &mut batch).await;
         counts.commits.fetch_add(commits, Ordering::Relaxed);
     }
@@ -96,18 +98,15 @@ async fn serve(pool: SqlitePool, mut rx: mpsc::UnboundedReceiver<Job>, counts: A
 /// Runs `batch` in one transaction and answers every job of it; on any error, runs each job
 /// alone instead (see the invariants). The number of transactions it took.
 async fn commit(pool: &SqlitePool, batch: &mut Vec<Job>) -> u64 {
-    if batch.len() > 1 {
-        match together(pool, batch).await {
-            Ok(outcomes) => {
-                for (job, outcome) in batch.drain(..).zip(outcomes) {
-                    let _ = job.done.send(outcome);
-                }
-                return 1;
-            }
-            // The batch's error is not lost: each write runs again alone, and its caller
-            // hears its own outcome.
-            Err(_) => {}
+    // On an error the batch is not lost: each write runs again alone below, and its caller
+    // hears its own outcome.
+    if batch.len() > 1
+        && let Ok(outcomes) = together(pool, batch).await
+    {
+        for (job, outcome) in batch.drain(..).zip(outcomes) {
+            let _ = job.done.send(outcome);
         }
+        return 1;
     }
     let alone_count = batch.len() as u64;
     for job in batch.drain(..) {

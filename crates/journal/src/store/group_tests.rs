@@ -149,12 +149,26 @@ async fn one_batch_ends_as_its_writes_would_one_after_the_other() {
     let mut tx = j.writer.begin().await.unwrap();
     let outcomes = super::batch::run(&mut tx, &refs).await.unwrap();
     tx.commit().await.unwrap();
-    let failed: Vec<usize> = (0..outcomes.len()).filter(|&i| outcomes[i].is_err()).collect();
+    let failed: Vec<usize> = (0..outcomes.len())
+        .filter(|&i| outcomes[i].is_err())
+        .collect();
     assert_eq!(failed, [3], "{outcomes:?}");
     assert!(matches!(&outcomes[3], Err(JournalError::Duplicate(id)) if id == "a"));
     let a = j.get("a").await.unwrap().unwrap();
-    assert_eq!((a.status.as_str(), a.verified, a.device.as_str()), ("completed", true, "relay"));
-    let timeline: Vec<String> = j.events("a").await.unwrap().into_iter().map(|e| e.event).collect();
-    assert_eq!(timeline, ["received", "accepted", "running", "signal", "completed"]);
+    assert_eq!(
+        (a.status.as_str(), a.verified, a.device.as_str()),
+        ("completed", true, "relay")
+    );
+    let timeline: Vec<String> = j
+        .events("a")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(
+        timeline,
+        ["received", "accepted", "running", "signal", "completed"]
+    );
     assert_eq!(j.events("b").await.unwrap().len(), 1);
 }

@@ -3,9 +3,9 @@
 
 use super::{opt_str, structured, unknown_device};
 use crate::Server;
+use closedloop_engine::DeviceInfo;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, JsonObject};
-use closedloop_engine::DeviceInfo;
 use serde_json::{Value, json};
 
 impl Server {
@@ -155,14 +155,7 @@ fn page_start(args: &JsonObject, total: usize) -> Result<usize, McpError> {
 fn list_text(devices: &[DeviceInfo]) -> String {
     devices
         .iter()
-        .map(|d| {
-            format!(
-                "{} ({}): {}",
-                d.device,
-                d.liveness.as_str(),
-                d.description
-            )
-        })
+        .map(|d| format!("{} ({}): {}", d.device, d.liveness.as_str(), d.description))
         .collect::<Vec<_>>()
         .join("\n")
 }
