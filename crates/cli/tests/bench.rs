@@ -25,7 +25,7 @@ fn row<'a>(out: &'a str, figure: &str) -> Vec<&'a str> {
 #[test]
 fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
     let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .args(["bench", "--calls", "30"])
+        .args(["bench", "--calls", "30", "--http", "127.0.0.1:0"])
         .output()
         .expect("closedloop bench runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -69,4 +69,9 @@ fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
     assert!(number(per_fsync[1]) >= 1.0, "{per_fsync:?}");
     let accept = row(&stdout, "durable accept p50 / p99 under 1000 commands/s");
     assert!(number(accept[1]) > 0.0, "{accept:?}");
+    // Through MCP Streamable HTTP, 16 clients at once, every command confirmed.
+    let http = row(&stdout, "act-and-confirm commands/s, 16 clients at once");
+    assert!(number(http[1]) > 0.0, "{http:?}");
+    let latency = row(&stdout, "their latency p50 / p99 over HTTP");
+    assert!(number(latency[1]) >= 1.0, "faster than physics: {latency:?}");
 }

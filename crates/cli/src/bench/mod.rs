@@ -12,6 +12,7 @@ mod act;
 mod echo;
 mod engine;
 mod hall;
+mod http;
 mod rpc;
 mod stats;
 
@@ -46,9 +47,13 @@ pub struct BenchArgs {
     /// CPU at rest (e.g. 8000).
     #[arg(long, value_name = "RELAYS")]
     pub hall: Option<usize>,
+    /// Also measure act-and-confirm through MCP Streamable HTTP: `serve --http ADDR` (e.g.
+    /// 127.0.0.1:0) on 16 fast simulated relays, 16 clients at once.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
     /// Only the engine figures: commands per second and durable accepts through the engine's
     /// API on in-process relays, with no MCP and no child process (for profiling the engine).
-    #[arg(long, conflicts_with_all = ["plant", "hall"])]
+    #[arg(long, conflicts_with_all = ["plant", "hall", "http"])]
     pub engine_only: bool,
     /// Serve the bare rmcp echo server the figures are compared with (used by the bench itself).
     #[arg(long, hide = true)]
@@ -103,6 +108,24 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.plant.is_none() {
         println!();
         print_engine(dir.path(), args.calls).await?;
+    }
+    if let Some(addr) = &args.http {
+        let over = http::measure(&exe, dir.path(), addr, args.calls.max(http::CLIENTS)).await?;
+        let rows = vec![
+            vec![
+                format!(
+                    "act-and-confirm commands/s, {} clients at once (1 ms pull-in, 1 ms poll)",
+                    http::CLIENTS
+                ),
+                format!("{:.0}", over.per_second()),
+            ],
+            vec![
+                "their latency p50 / p99 over HTTP".into(),
+                format!("{} / {}", ms(over.p50()), ms(over.p99())),
+            ],
+        ];
+        println!();
+        print!("{}", table(&["MCP Streamable HTTP", "measured"], &rows));
     }
     if let Some(n) = args.hall {
         let h = hall::measure(&exe, dir.path(), n).await?;

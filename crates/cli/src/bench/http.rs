@@ -1,0 +1,229 @@
+//! Act-and-confirm through MCP Streamable HTTP: `closedloop serve --http ADDR` as a child on
+//! relays fast enough that HTTP, not physics, is what is measured (1 ms pull-in, polled every
+//! 1 ms), and [`CLIENTS`] clients each on a keep-alive connection of its own, switching its own
+//! relay one command after the other. Requests are stateless 2026-07-28 MCP requests, so no
+//! session set-up is counted. The client is a few lines of HTTP/1.1 written here: a library
+//! client's own costs would be counted as the server's.
+
+use super::stats::{Latencies, Progress};
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+/// Clients at once, each with one command in flight.
+pub const CLIENTS: usize = 16;
+
+/// Starts `serve PLANT --http ADDR` and returns it with the address it announced.
+async fn start(exe: &Path, dir: &Path, addr: &str) -> Result<(Child, SocketAddr)> {
+    let plant = dir.join("http-bench.toml");
+    let src = super::hall::relays(CLIENTS, 1, 1).replace("bench.db", "http-bench.db");
+    std::fs::write(&plant, src)?;
+    let mut child = Command::new(exe)
+        .arg("serve")
+        .arg(&plant)
+        .args(["--http", addr])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting closedloop serve --http")?;
+    let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+    let mut lines = BufReader::new(stderr).lines();
+    let announced = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(url) = line.split("listening on http://").nth(1) {
+                let host = url.split('/').next().unwrap_or_default();
+                return Ok(host.parse::<SocketAddr>()?);
+            }
+        }
+        bail!("serve --http ended without announcing its address")
+    })
+    .await
+    .map_err(|_| anyhow!("serve --http announced no address within 30 s"))??;
+    // Keep reading stderr so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, announced))
+}
+
+/// One keep-alive HTTP/1.1 connection speaking stateless MCP requests.
+struct Connection {
+    addr: SocketAddr,
+    stream: BufReader<TcpStream>,
+    next_id: u64,
+}
+
+impl Connection {
+    async fn open(addr: SocketAddr) -> Result<Connection> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Connection {
+            addr,
+            stream: BufReader::new(stream),
+            next_id: 0,
+        })
+    }
+
+    /// Calls `tool` and returns its structured content.
+    async fn tool(&mut self, tool: &str, arguments: Value) -> Result<Value> {
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        self.stream.get_mut().write_all(request.as_bytes()).await?;
+        let answer = self.response().await?;
+        let message = json_of(&answer)?;
+        message["result"]
+            .get("structuredContent")
+            .cloned()
+            .ok_or_else(|| anyhow!("{tool}: no result in {message}"))
+    }
+
+    /// Reads one response (Content-Length or chunked body).
+    async fn response(&mut self) -> Result<String> {
+        let mut status = String::new();
+        self.stream.read_line(&mut status).await?;
+        if !status.starts_with("HTTP/1.1 200") {
+            bail!("HTTP answer {:?}", status.trim_end());
+        }
+        let (mut length, mut chunked) = (None, false);
+        loop {
+            let mut line = String::new();
+            if self.stream.read_line(&mut line).await? == 0 {
+                bail!("the server closed the connection");
+            }
+            let line = line.trim_end().to_ascii_lowercase();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("content-length:") {
+                length = Some(v.trim().parse::<usize>()?);
+            }
+            chunked |= line == "transfer-encoding: chunked";
+        }
+        match (length, chunked) {
+            (Some(n), _) => self.exactly(n).await,
+            (None, true) => self.chunks().await,
+            (None, false) => bail!("an answer with neither Content-Length nor chunks"),
+        }
+    }
+
+    async fn exactly(&mut self, n: usize) -> Result<String> {
+        let mut body = vec![0; n];
+        self.stream.read_exact(&mut body).await?;
+        Ok(String::from_utf8(body)?)
+    }
+
+    /// A chunked body, whole. An event stream ends with the answer: its last chunk is `0`.
+    async fn chunks(&mut self) -> Result<String> {
+        let mut body = String::new();
+        loop {
+            let mut size = String::new();
+            self.stream.read_line(&mut size).await?;
+            let n = usize::from_str_radix(size.trim(), 16)?;
+            let chunk = self.exactly(n).await?;
+            let mut crlf = [0; 2];
+            self.stream.read_exact(&mut crlf).await?;
+            if n == 0 {
+                return Ok(body);
+            }
+            body.push_str(&chunk);
+        }
+    }
+}
+
+/// The JSON-RPC message of a body: the body itself, or the `data:` of an event stream.
+fn json_of(body: &str) -> Result<Value> {
+    if let Ok(v) = serde_json::from_str(body) {
+        return Ok(v);
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("result").is_some() || v.get("error").is_some())
+        .ok_or_else(|| anyhow!("no JSON-RPC answer in {body:?}"))
+}
+
+/// `calls` act-and-confirm commands over HTTP, [`CLIENTS`] at once.
+pub async fn measure(exe: &Path, dir: &Path, addr: &str, calls: usize) -> Result<Latencies> {
+    let (child, at) = start(exe, dir, addr).await?;
+    let per_client = calls.div_ceil(CLIENTS);
+    let label = format!("http: act-and-confirm, {CLIENTS} clients");
+    let bar = Arc::new(Mutex::new(Progress::new(&label, per_client * CLIENTS)));
+    let mut conns = Vec::with_capacity(CLIENTS);
+    for relay in 0..CLIENTS {
+        let mut c = Connection::open(at).await?;
+        wait_online(&mut c, relay).await?;
+        conns.push(c);
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(relay, mut c)| {
+            let bar = Arc::clone(&bar);
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(per_client);
+                for i in 0..per_client {
+                    let t = Instant::now();
+                    let args = json!({"on": i.is_multiple_of(2), "wait_s": 5});
+                    let r = c.tool(&format!("relay{relay}_switch"), args).await?;
+                    if r["status"] != "completed" {
+                        bail!(
+                            "relay{relay} over HTTP ended {}: {}",
+                            r["status"],
+                            r["detail"]
+                        );
+                    }
+                    samples.push(t.elapsed());
+                    bar.lock().unwrap_or_else(|p| p.into_inner()).step();
+                }
+                anyhow::Ok(samples)
+            })
+        })
+        .collect();
+    let mut samples = Vec::with_capacity(per_client * CLIENTS);
+    for t in tasks {
+        samples.extend(t.await??);
+    }
+    let total = start.elapsed();
+    if let Ok(b) = Arc::try_unwrap(bar) {
+        b.into_inner().unwrap_or_else(|p| p.into_inner()).finish();
+    }
+    drop(child);
+    Ok(Latencies::new(samples, total))
+}
+
+/// Waits (bounded: 10 s) until `relay` reads online, so start-up is not measured.
+async fn wait_online(c: &mut Connection, relay: usize) -> Result<()> {
+    for _ in 0..200 {
+        let s = c
+            .tool(
+                "get_device_state",
+                json!({"device": format!("relay{relay}")}),
+            )
+            .await?;
+        if s["liveness"] == "online" {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("relay{relay} did not come online within 10 s")
+}
