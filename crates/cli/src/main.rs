@@ -70,6 +70,17 @@ enum Cmd {
         /// Repeatable.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allow_origin: Vec<String>,
+        /// HTTP connections open at once; one more is closed as soon as it is accepted.
+        #[arg(long, value_name = "N", requires = "http", default_value_t = 256)]
+        max_connections: usize,
+        /// Close an HTTP connection on which no byte moved either way for this many seconds.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            requires = "http",
+            default_value_t = 60.0
+        )]
+        idle_timeout: f64,
     },
     /// Run the bundled simulated workshop through a real MCP client session and print what happens.
     Demo,
@@ -132,6 +143,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             http,
             allow_host,
             allow_origin,
+            max_connections,
+            idle_timeout,
             ..
         } => {
             let rt = runtime()?;
@@ -143,6 +156,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         addr,
                         allow_hosts: allow_host,
                         allow_origins: allow_origin,
+                        max_connections,
+                        idle_timeout_s: idle_timeout,
                     },
                 )),
             };

@@ -122,6 +122,10 @@ pub struct HttpArgs {
     pub allow_hosts: Vec<String>,
     /// `--allow-origin`, added to the loopback origins.
     pub allow_origins: Vec<String>,
+    /// `--max-connections`.
+    pub max_connections: usize,
+    /// `--idle-timeout`, seconds.
+    pub idle_timeout_s: f64,
 }
 
 /// Serves MCP over Streamable HTTP at `/mcp` until a signal arrives.
@@ -159,6 +163,21 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
     }));
     opts.allowed_hosts.extend(args.allow_hosts);
     opts.allowed_origins.extend(args.allow_origins);
+    if args.max_connections == 0 {
+        anyhow::bail!(
+            "--max-connections 0 would refuse every client: give at least 1 (default 256)"
+        );
+    }
+    opts.max_connections = args.max_connections;
+    opts.idle_timeout = std::time::Duration::try_from_secs_f64(args.idle_timeout_s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| {
+            format!(
+                "--idle-timeout {}: give a number of seconds above zero, e.g. 60",
+                args.idle_timeout_s
+            )
+        })?;
     opts.validate()?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await

@@ -73,5 +73,8 @@ fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
     let http = row(&stdout, "act-and-confirm commands/s, 16 clients at once");
     assert!(number(http[1]) > 0.0, "{http:?}");
     let latency = row(&stdout, "their latency p50 / p99 over HTTP");
-    assert!(number(latency[1]) >= 1.0, "faster than physics: {latency:?}");
+    assert!(
+        number(latency[1]) >= 1.0,
+        "faster than physics: {latency:?}"
+    );
 }

@@ -774,3 +774,37 @@ fn readme_sets_up_in_two_commands_and_names_what_the_server_offers() {
         );
     }
 }
+
+/// `--max-connections 0` and `--idle-timeout 0` would refuse or drop every client: refused at
+/// start, naming the flag and what to give.
+#[test]
+fn serve_http_refuses_connection_limits_that_would_refuse_every_client() {
+    for (flag, value, says) in [
+        (
+            "--max-connections",
+            "0",
+            "--max-connections 0 would refuse every client",
+        ),
+        (
+            "--idle-timeout",
+            "0",
+            "--idle-timeout 0: give a number of seconds above zero",
+        ),
+        (
+            "--idle-timeout=-3",
+            "",
+            "--idle-timeout -3: give a number of seconds above zero",
+        ),
+    ] {
+        let out = closedloop()
+            .arg("serve")
+            .arg(repo("examples/workshop.toml"))
+            .args(["--http", "127.0.0.1:0", flag])
+            .args((!value.is_empty()).then_some(value))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag} {value}: {err}");
+        assert!(err.contains(says), "{flag} {value}: {err}");
+    }
+}

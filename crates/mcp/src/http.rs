@@ -21,6 +21,7 @@
 //! its own task, so dropping the request only stops the wait for its answer.
 
 mod auth;
+mod conn;
 mod guard;
 mod limit;
 mod throttle;
@@ -65,6 +66,16 @@ pub struct HttpOptions {
     /// Requests in flight at once, SSE streams included (a 2025 session keeps one open). One
     /// more is refused at once with 503 and `Retry-After: 1`, not queued. Default 64.
     pub max_in_flight: usize,
+    /// Connections open at once; one more is closed as soon as it is accepted. Default 256.
+    pub max_connections: usize,
+    /// A connection on which no byte moved either way for this long is closed (a peer that
+    /// never sends, stalls in its headers or body, or idles between requests). SSE streams
+    /// carry a keep-alive every 15 s. Default 60 s.
+    pub idle_timeout: Duration,
+    /// A request (headers and body) still arriving this long after its first byte, with no
+    /// answer begun, closes its connection: a peer trickling a byte at a time is never idle.
+    /// Default 30 s.
+    pub request_timeout: Duration,
 }
 
 impl Default for HttpOptions {
@@ -78,6 +89,9 @@ impl Default for HttpOptions {
                 .collect(),
             max_body_bytes: 1024 * 1024,
             max_in_flight: 64,
+            max_connections: 256,
+            idle_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -91,7 +105,12 @@ impl HttpOptions {
         for o in &self.allowed_origins {
             guard::OriginRule::parse(o).map_err(|why| HttpError::BadOrigin(o.clone(), why))?;
         }
-        if self.max_in_flight == 0 || self.max_body_bytes == 0 {
+        if self.max_in_flight == 0
+            || self.max_body_bytes == 0
+            || self.max_connections == 0
+            || self.idle_timeout.is_zero()
+            || self.request_timeout.is_zero()
+        {
             return Err(HttpError::ZeroLimit);
         }
         Ok(())
@@ -120,7 +139,9 @@ pub enum HttpError {
     #[error("allowed origin {0:?}: {1}")]
     BadOrigin(String, String),
     /// A limit of zero would refuse every request.
-    #[error("max_in_flight and max_body_bytes must be at least 1")]
+    #[error(
+        "max_in_flight, max_body_bytes, max_connections, idle_timeout and request_timeout must be above zero"
+    )]
     ZeroLimit,
     /// The listener failed.
     #[error("HTTP listener: {0}")]
@@ -210,6 +231,11 @@ pub async fn serve(
 ) -> Result<(), HttpError> {
     check_listen(listener.local_addr()?, server.engine().plant())?;
     opts.validate()?;
+    let limits = conn::Limits {
+        idle: opts.idle_timeout,
+        request: opts.request_timeout,
+    };
+    let listener = conn::Guarded::new(listener, opts.max_connections, limits);
     let stop = CancellationToken::new();
     let app = router_with(server, opts, stop.clone());
     let signal = {
@@ -252,6 +278,15 @@ impl Endpoint {
 
 impl Connected<IncomingStream<'_, TcpListener>> for Endpoint {
     fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        Endpoint {
+            local: stream.io().local_addr().ok(),
+            remote: *stream.remote_addr(),
+        }
+    }
+}
+
+impl Connected<IncomingStream<'_, conn::Guarded>> for Endpoint {
+    fn connect_info(stream: IncomingStream<'_, conn::Guarded>) -> Self {
         Endpoint {
             local: stream.io().local_addr().ok(),
             remote: *stream.remote_addr(),

@@ -700,16 +700,30 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(status, "running", "the move is not under way: {moving}");
-    // Three readers wait on the 6 s move: the three general permits are taken.
+    // Three readers wait on the 6 s move: the three general permits are taken. A reader that
+    // arrives while the poll above still holds its permit (it is given back as its answer
+    // ends) is refused 503: it tries again, as a client told `Retry-After` would.
     let mut waiting = Vec::new();
     for _ in 0..3 {
-        let req = raw_tool(
-            &gw.url,
-            Some(VIEWER),
-            "get_command_status",
-            json!({"command_id": id, "wait_s": 10}),
-        );
-        waiting.push(tokio::spawn(req.send()));
+        let url = gw.url.clone();
+        let id = id.clone();
+        waiting.push(tokio::spawn(async move {
+            loop {
+                let req = raw_tool(
+                    &url,
+                    Some(VIEWER),
+                    "get_command_status",
+                    json!({"command_id": id, "wait_s": 10}),
+                );
+                let r = req.send().await;
+                match &r {
+                    Ok(a) if a.status() == StatusCode::SERVICE_UNAVAILABLE => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    _ => return r,
+                }
+            }
+        }));
     }
     let mut refused = false;
     for _ in 0..250 {

@@ -1,0 +1,189 @@
+//! Connections as a scarce resource: at most [`HttpOptions::max_connections`] open at once, and
+//! none held by a peer that has gone quiet.
+//!
+//! Found on main: 1,500 connections that never sent a byte all stayed open after 35 s, each a
+//! file descriptor, and the process's Modbus, MQTT and journal descriptors were next to run
+//! out. The listener here wraps axum's: a connection beyond the cap is closed as soon as it is
+//! accepted (one log line a second at most, with the count left out), and every connection is
+//! closed once no byte has moved either way for [`HttpOptions::idle_timeout`] — a peer that
+//! never sends its request, stops halfway through its headers or body, or keeps an idle
+//! keep-alive connection. An SSE stream stays open: the server writes to it every 15 s. A peer
+//! that trickles its request a byte at a time (never quiet, never done) is closed once the
+//! request has been arriving for [`HttpOptions::request_timeout`] without an answer begun.
+//!
+//! [`HttpOptions::max_connections`]: super::HttpOptions::max_connections
+//! [`HttpOptions::idle_timeout`]: super::HttpOptions::idle_timeout
+//! [`HttpOptions::request_timeout`]: super::HttpOptions::request_timeout
+
+use super::throttle::Throttle;
+use std::future::Future as _;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Sleep;
+
+/// A listener that caps open connections and closes quiet ones.
+pub struct Guarded {
+    inner: TcpListener,
+    slots: Arc<Semaphore>,
+    limits: Limits,
+    refused: Throttle,
+}
+
+/// How long a connection may be quiet, and how long a request may take to arrive.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// No byte either way for this long: closed.
+    pub idle: Duration,
+    /// A request still arriving this long after its first byte, with no answer begun: closed.
+    pub request: Duration,
+}
+
+impl Guarded {
+    /// Wraps `inner`: at most `max` connections open, each held to `limits`.
+    pub fn new(inner: TcpListener, max: usize, limits: Limits) -> Guarded {
+        Guarded {
+            inner,
+            slots: Arc::new(Semaphore::new(max)),
+            limits,
+            refused: Throttle::new_at(Instant::now()),
+        }
+    }
+}
+
+impl axum::serve::Listener for Guarded {
+    type Io = Watched;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Watched, std::net::SocketAddr) {
+        loop {
+            let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+            match Arc::clone(&self.slots).try_acquire_owned() {
+                Ok(slot) => return (Watched::new(stream, slot, self.limits), addr),
+                Err(_) => {
+                    // Dropped: closed at once, before a byte is read.
+                    drop(stream);
+                    if let Some(left_out) = self.refused.allow() {
+                        tracing::warn!(%addr, left_out, "HTTP connection refused: every connection slot is taken");
+                    }
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// An accepted connection: its slot is given back when it closes, and it fails with
+/// `TimedOut` once no byte has moved for the idle timeout.
+pub struct Watched {
+    stream: TcpStream,
+    _slot: OwnedSemaphorePermit,
+    limits: Limits,
+    quiet: Pin<Box<Sleep>>,
+    /// When the peer began sending what the server has not answered yet.
+    sending_since: Option<Instant>,
+}
+
+impl Watched {
+    fn new(stream: TcpStream, slot: OwnedSemaphorePermit, limits: Limits) -> Watched {
+        Watched {
+            stream,
+            _slot: slot,
+            quiet: Box::pin(tokio::time::sleep(limits.idle)),
+            limits,
+            sending_since: None,
+        }
+    }
+
+    /// The peer sent bytes: an error when its request has been arriving for too long.
+    fn received(&mut self) -> io::Result<()> {
+        self.moved();
+        let since = *self.sending_since.get_or_insert_with(Instant::now);
+        if since.elapsed() > self.limits.request {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("a request still arriving after {:?}", self.limits.request),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The address this connection arrived on.
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.stream.local_addr()
+    }
+
+    /// Bytes moved: the quiet period starts again.
+    fn moved(&mut self) {
+        let next = tokio::time::Instant::now() + self.limits.idle;
+        self.quiet.as_mut().reset(next);
+    }
+
+    /// Called when the stream has nothing now: an error once the quiet period is over.
+    fn check_quiet(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        match self.quiet.as_mut().poll(cx) {
+            Poll::Ready(()) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no byte either way for {:?}", self.limits.idle),
+            )),
+            Poll::Pending => Ok(()),
+        }
+    }
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.stream).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => Poll::Ready(self.received()),
+            Poll::Ready(r) => Poll::Ready(r),
+            Poll::Pending => {
+                self.check_quiet(cx)?;
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.stream).poll_write(cx, data) {
+            Poll::Ready(r) => {
+                if matches!(r, Ok(n) if n > 0) {
+                    // An answer has begun: the request it answers arrived.
+                    self.sending_since = None;
+                    self.moved();
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                self.check_quiet(cx)?;
+                Poll::Pending
+            }
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
