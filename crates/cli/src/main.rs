@@ -21,6 +21,7 @@ mod bench;
 mod check;
 mod demo;
 mod journal_cmds;
+mod retention;
 mod serve;
 mod sim;
 
@@ -106,12 +107,30 @@ enum Cmd {
     /// print them beside a bare rmcp server's, with `--hall N` also loading, memory and CPU at
     /// rest with N relays. Build with `--release` for figures worth comparing.
     Bench(bench::BenchArgs),
+    /// Work on a plant's journal: `prune` deletes finished commands past their retention.
+    #[command(subcommand)]
+    Journal(JournalCmd),
     /// Print one command's timeline with the milliseconds between steps.
     Trace {
         /// The plant file whose journal to read.
         plant: PathBuf,
         /// The command's id.
         command_id: String,
+    },
+}
+
+/// `closedloop journal …`.
+#[derive(clap::Subcommand, Debug)]
+enum JournalCmd {
+    /// Delete the finished commands (with their timelines) older than `--older-than`, or the
+    /// plant's `[server] retain`; unfinished ones always stay, and so does what a `max_rate`
+    /// still counts. Safe while `serve` runs.
+    Prune {
+        /// The plant file whose journal to prune.
+        plant: PathBuf,
+        /// Keep this much: days or hours, like 30d or 12h (at least 1h).
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
     },
 }
 
@@ -182,6 +201,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // The echo server's stdin is read by a blocking thread: do not wait for it.
             rt.shutdown_timeout(std::time::Duration::from_millis(200));
             result
+        }
+        Cmd::Journal(JournalCmd::Prune { plant, older_than }) => {
+            let plant = load(&plant)?;
+            runtime()?.block_on(retention::prune(&plant, older_than))
         }
         Cmd::Trace { plant, command_id } => {
             let plant = load(&plant)?;

@@ -49,6 +49,7 @@ async fn start_engine_with(
     let drivers = closedloop_connect::build_drivers(&plant)
         .with_context(|| format!("{}", plant_path.display()))?;
     let links = drivers.open(&plant.devices)?;
+    crate::retention::keep_pruned(&plant, journal.clone());
     let engine = Engine::start(Arc::new(plant), journal, links).await?;
     Ok(Arc::new(engine))
 }

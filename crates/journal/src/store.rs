@@ -5,6 +5,7 @@ mod batch;
 mod group;
 #[cfg(test)]
 mod group_tests;
+mod prune;
 mod reads;
 #[cfg(test)]
 mod tests;

@@ -110,3 +110,9 @@ pub fn parse_with_env(
 ) -> Result<Plant, PlantErrors> {
     validate::run(src, file_label, base_dir, env)
 }
+
+/// Parses a retention as `[server] retain` takes it (`"30d"`, `"12h"`, at least one hour), for
+/// `closedloop journal prune --older-than`; the error says what to write instead.
+pub fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
+    validate::server::retention(text)
+}

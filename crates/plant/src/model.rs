@@ -23,6 +23,7 @@ pub(crate) struct RawServer {
     pub tools: Option<ToolMode>,
     pub confirm_ttl_s: Option<f64>,
     pub default_wait_s: Option<f64>,
+    pub retain: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -323,3 +323,45 @@ fn keys_that_readback_never_checks_are_refused() {
         "started_when is never checked with verification = \"readback\"",
     );
 }
+
+#[test]
+fn a_retention_is_days_or_hours_of_at_least_one_hour() {
+    for bad in ["30", "0d", "2 weeks", "1.5d", "-3h", "\"\""] {
+        let src = edit(
+            "name = \"workshop\"",
+            &format!(
+                "name = \"workshop\"\nretain = \"{}\"",
+                bad.trim_matches('"')
+            ),
+        );
+        expect_one(
+            &src,
+            None,
+            "server.retain",
+            "write days or hours like \"30d\" or \"12h\" (at least 1h), or remove retain",
+        );
+    }
+    for (text, hours) in [("30d", 720), ("12h", 12), ("1h", 1)] {
+        let src = edit(
+            "name = \"workshop\"",
+            &format!("name = \"workshop\"\nretain = \"{text}\""),
+        );
+        let plant = closedloop_plant::parse(&src, "workshop.toml", std::path::Path::new("/srv"))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(
+            plant.server.retain,
+            Some(std::time::Duration::from_secs(hours * 3600))
+        );
+        assert_eq!(
+            closedloop_plant::parse_retention(text),
+            Ok(std::time::Duration::from_secs(hours * 3600))
+        );
+    }
+    let kept =
+        closedloop_plant::parse(&edit("", ""), "workshop.toml", std::path::Path::new("/srv"))
+            .unwrap();
+    assert_eq!(
+        kept.server.retain, None,
+        "without retain every command is kept"
+    );
+}

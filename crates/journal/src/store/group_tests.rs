@@ -172,3 +172,67 @@ async fn one_batch_ends_as_its_writes_would_one_after_the_other() {
     );
     assert_eq!(j.events("b").await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn prune_deletes_only_finished_commands_older_than_the_cut_off_with_their_timelines() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = file_journal(&dir).await;
+    let at = |id: &str, status: &str, updated: i64| {
+        let mut r = row(id);
+        r.status = status.into();
+        r.updated_at_ms = updated;
+        r
+    };
+    for (id, status, updated) in [
+        ("old-done", "completed", 100),
+        ("old-refused", "rejected", 100),
+        ("old-running", "running", 100),
+        ("old-accepted", "accepted", 100),
+        ("new-done", "completed", 5_000),
+    ] {
+        j.insert(&at(id, status, updated), &[ev("received"), ev(status)])
+            .await
+            .unwrap();
+    }
+    assert_eq!(j.prune(1_000).await.unwrap(), 2);
+    for gone in ["old-done", "old-refused"] {
+        assert!(j.get(gone).await.unwrap().is_none(), "{gone} kept");
+        assert!(
+            j.events(gone).await.unwrap().is_empty(),
+            "{gone}'s timeline kept"
+        );
+    }
+    for kept in ["old-running", "old-accepted", "new-done"] {
+        assert!(j.get(kept).await.unwrap().is_some(), "{kept} pruned");
+        assert_eq!(j.events(kept).await.unwrap().len(), 2);
+    }
+    assert_eq!(
+        j.prune(1_000).await.unwrap(),
+        0,
+        "a second prune finds nothing"
+    );
+}
+
+#[tokio::test]
+async fn prune_works_through_more_than_one_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = file_journal(&dir).await;
+    let writes = (0..2_500).map(|i| {
+        let j = j.clone();
+        let mut r = row(&format!("c{i}"));
+        r.status = "completed".into();
+        tokio::spawn(async move { j.insert(&r, &[ev("completed")]).await })
+    });
+    for w in writes.collect::<Vec<_>>() {
+        w.await.unwrap().unwrap();
+    }
+    assert_eq!(j.prune(2).await.unwrap(), 2_500);
+    let left = j
+        .list(&ListFilter {
+            limit: 10,
+            ..ListFilter::default()
+        })
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{} left", left.len());
+}

@@ -19,6 +19,10 @@ pub struct Server {
     /// a fast action completes in one call, a slow one still answers `accepted` quickly.
     /// Default 2 s, at most 10.
     pub default_wait_s: f64,
+    /// How long finished commands stay in the journal (`retain = "30d"`): `serve` deletes
+    /// older ones, with their timelines, at start and every hour. `None` (the default): kept
+    /// for good.
+    pub retain: Option<std::time::Duration>,
 }
 
 /// How actions become MCP tools.

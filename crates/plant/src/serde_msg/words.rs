@@ -211,6 +211,7 @@ pub(super) fn example(leaf: &str, kind: Kind) -> Option<&'static str> {
         ("max_silence_s", _) => "2.0",
         ("confirm_ttl_s", _) => "120",
         ("default_wait_s", _) => "2",
+        ("retain", _) => "\"30d\"",
         ("heartbeat_s", _) => "1.0",
         ("coil" | "discrete_input" | "holding" | "input" | "bit", _) => "0",
         ("unit", Kind::Whole) => "1",

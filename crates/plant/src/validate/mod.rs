@@ -11,7 +11,7 @@ mod driver;
 mod exprs;
 mod register;
 mod rules;
-mod server;
+pub(crate) mod server;
 mod signal;
 mod sim;
 mod types;

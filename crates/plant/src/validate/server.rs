@@ -78,6 +78,11 @@ pub(crate) fn server(
     ) {
         sink.push(None, "server.default_wait_s", m);
     }
+    let retain = raw.retain.as_deref().and_then(|text| {
+        retention(text)
+            .map_err(|m| sink.push(None, "server.retain", m))
+            .ok()
+    });
     Server {
         name,
         journal,
@@ -85,6 +90,27 @@ pub(crate) fn server(
         tools: raw.tools.unwrap_or_default(),
         confirm_ttl_s,
         default_wait_s,
+        retain,
+    }
+}
+
+/// `retain`: a whole number of days or hours (`"30d"`, `"12h"`), at least one hour.
+pub(crate) fn retention(text: &str) -> Result<std::time::Duration, String> {
+    let wrong = || {
+        format!(
+            "retain = {text:?} is not a retention; write days or hours like \"30d\" or \"12h\" \
+             (at least 1h), or remove retain to keep every command"
+        )
+    };
+    let t = text.trim();
+    let (number, hours) = match (t.strip_suffix('d'), t.strip_suffix('h')) {
+        (Some(n), _) => (n, 24),
+        (_, Some(n)) => (n, 1),
+        _ => return Err(wrong()),
+    };
+    match number.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(std::time::Duration::from_secs(n * hours * 3600)),
+        _ => Err(wrong()),
     }
 }
 
