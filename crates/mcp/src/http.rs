@@ -24,6 +24,7 @@ mod auth;
 mod conn;
 mod guard;
 mod limit;
+mod sessions;
 mod throttle;
 
 use crate::{Caller, Server};
@@ -76,6 +77,11 @@ pub struct HttpOptions {
     /// answer begun, closes its connection: a peer trickling a byte at a time is never idle.
     /// Default 30 s.
     pub request_timeout: Duration,
+    /// 2025-era sessions one token may hold at once; the server holds at most `max_sessions`.
+    /// One more is closed as it is opened and answered 429. Defaults 16 and 256.
+    pub max_sessions_per_caller: usize,
+    /// See `max_sessions_per_caller`.
+    pub max_sessions: usize,
 }
 
 impl Default for HttpOptions {
@@ -92,6 +98,8 @@ impl Default for HttpOptions {
             max_connections: 256,
             idle_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
+            max_sessions_per_caller: 16,
+            max_sessions: 256,
         }
     }
 }
@@ -110,6 +118,8 @@ impl HttpOptions {
             || self.max_connections == 0
             || self.idle_timeout.is_zero()
             || self.request_timeout.is_zero()
+            || self.max_sessions_per_caller == 0
+            || self.max_sessions == 0
         {
             return Err(HttpError::ZeroLimit);
         }
@@ -140,7 +150,7 @@ pub enum HttpError {
     BadOrigin(String, String),
     /// A limit of zero would refuse every request.
     #[error(
-        "max_in_flight, max_body_bytes, max_connections, idle_timeout and request_timeout must be above zero"
+        "max_in_flight, max_body_bytes, max_connections, idle_timeout, request_timeout, max_sessions_per_caller and max_sessions must be above zero"
     )]
     ZeroLimit,
     /// The listener failed.
@@ -184,7 +194,8 @@ fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -
     router_for(move || Ok(server.clone()), tokens, opts, shutdown)
 }
 
-/// closedloop's HTTP stack — Host/Origin guard, in-flight limit, bearer-token auth — around any
+/// closedloop's HTTP stack — Host/Origin guard, in-flight limit, bearer-token auth, sessions
+/// bound to their token — around any
 /// MCP service. `router` uses it with closedloop's [`Server`]; the conformance fixture mounts the
 /// suite's fixture tools behind exactly the same layers.
 pub fn router_for<S, F>(
@@ -198,6 +209,8 @@ where
     F: Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
 {
     use axum::middleware::from_fn_with_state;
+    // Without tokens the only caller is the local user: the server's session cap is its cap.
+    let per_caller = (!tokens.is_empty()).then_some(opts.max_sessions_per_caller);
     let auth = Arc::new(auth::Auth::new(tokens));
     let guard = Arc::new(guard::Guard::new(
         &opts.allowed_hosts,
@@ -212,10 +225,17 @@ where
         .with_max_request_body_bytes(opts.max_body_bytes)
         .with_json_response(true)
         .with_cancellation_token(shutdown);
+    let manager = Arc::new(LocalSessionManager::default());
+    let sessions = Arc::new(sessions::Sessions::new(
+        Arc::clone(&manager),
+        per_caller,
+        opts.max_sessions,
+    ));
     let service: StreamableHttpService<S, LocalSessionManager> =
-        StreamableHttpService::new(factory, Arc::new(LocalSessionManager::default()), config);
+        StreamableHttpService::new(factory, manager, config);
     axum::Router::new()
         .route_service(PATH, service)
+        .layer(from_fn_with_state(sessions, sessions::layer))
         .layer(from_fn_with_state(auth, auth::layer))
         .layer(from_fn_with_state(limit, limit::layer))
         .layer(from_fn_with_state(guard, guard::layer))

@@ -45,7 +45,8 @@ impl Throttle {
     }
 }
 
-/// The throttles of the three refusals, shared by every endpoint of the process.
+/// The throttles of the refusals (401, 403, 503, and sessions over their cap), shared by every
+/// endpoint of the process.
 pub(super) fn unauthorized() -> &'static Throttle {
     static T: std::sync::OnceLock<Throttle> = std::sync::OnceLock::new();
     T.get_or_init(|| Throttle::new_at(Instant::now()))
@@ -59,6 +60,12 @@ pub(super) fn forbidden() -> &'static Throttle {
 
 /// See [`unauthorized`].
 pub(super) fn busy() -> &'static Throttle {
+    static T: std::sync::OnceLock<Throttle> = std::sync::OnceLock::new();
+    T.get_or_init(|| Throttle::new_at(Instant::now()))
+}
+
+/// See [`unauthorized`].
+pub(super) fn sessions() -> &'static Throttle {
     static T: std::sync::OnceLock<Throttle> = std::sync::OnceLock::new();
     T.get_or_init(|| Throttle::new_at(Instant::now()))
 }
