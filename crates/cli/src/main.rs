@@ -21,6 +21,7 @@ mod bench;
 mod check;
 mod demo;
 mod journal_cmds;
+mod logfile;
 mod retention;
 mod serve;
 mod sim;
@@ -229,15 +230,12 @@ fn init_logging(file: Option<&std::path::Path>) -> Result<()> {
         .with_filter(filter("warn"));
     let file_layer = match file {
         Some(path) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
+            let log = logfile::LogFile::install(path)
                 .with_context(|| format!("opening the log file {}", path.display()))?;
             Some(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(false)
-                    .with_writer(std::sync::Mutex::new(f))
+                    .with_writer(log)
                     .with_filter(filter("info")),
             )
         }

@@ -56,6 +56,7 @@ async fn start_engine_with(
 
 /// Serves MCP over stdio until the client goes away or a signal arrives.
 pub async fn serve(plant_path: &Path) -> Result<()> {
+    crate::logfile::reopen_on_hangup().context("listening for SIGHUP")?;
     let engine = start_engine(plant_path).await?;
     tracing::info!(plant = %plant_path.display(), "closedloop serving MCP over stdio");
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
@@ -133,6 +134,7 @@ pub struct HttpArgs {
 ///
 /// Refuses, before anything starts, to listen beyond loopback when the plant declares no token.
 pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
+    crate::logfile::reopen_on_hangup().context("listening for SIGHUP")?;
     let plant = crate::load(plant_path)?;
     closedloop_mcp::http::check_listen(args.addr, &plant)
         .and_then(|()| closedloop_mcp::http::check_allowed_hosts(&args.allow_hosts, &plant))
