@@ -74,9 +74,17 @@ fn check_encode(e: &Encoding, v: f64) {
         return;
     }
     if e.ty == ValueType::Bool {
-        let regs = got.unwrap_or_else(|err| panic!("{e:?} {v}: a bool always encodes: {err}"));
-        assert_eq!(regs.len(), 1);
-        assert_eq!(e.decode(&regs), Value::Bool(v != 0.0), "{e:?} {v}");
+        // Only 0 and 1 stand for a bool; anything else is refused, never clamped to 1.
+        if v == 0.0 || v == 1.0 {
+            let regs = got.unwrap_or_else(|err| panic!("{e:?} {v}: 0 and 1 encode: {err}"));
+            assert_eq!(regs.len(), 1);
+            assert_eq!(e.decode(&regs), Value::Bool(v == 1.0), "{e:?} {v}");
+        } else {
+            assert!(
+                matches!(got, Err(EncodeError::NotFinite(_) | EncodeError::OutOfRange { .. })),
+                "{e:?} {v}: a bool register takes only 0 and 1, got {got:?}"
+            );
+        }
         return;
     }
     if !v.is_finite() {

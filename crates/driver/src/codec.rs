@@ -262,7 +262,7 @@ impl Encoding {
             return Err(EncodeError::BitWrite);
         }
         if self.ty == ValueType::Bool {
-            return Ok(vec![self.swap(u16::from(value.as_bool()))]);
+            return Ok(vec![self.swap(u16::from(bool_value(value)?))]);
         }
         let v = value.as_f64();
         if !v.is_finite() {
@@ -326,6 +326,24 @@ impl Encoding {
 
     fn swap(&self, w: u16) -> u16 {
         if self.byte_swap { w.swap_bytes() } else { w }
+    }
+}
+
+/// What a `bool` register is written with: a bool, or a number that is exactly 0 or 1, as a coil
+/// and an OPC UA Boolean take them. Any other number (2, 0.3, NaN) is refused: writing it as 1
+/// would clamp it to the nearest value the register holds.
+fn bool_value(value: Value) -> Result<bool, EncodeError> {
+    match value {
+        Value::Bool(b) => Ok(b),
+        Value::Number(n) if n == 0.0 || n == 1.0 => Ok(n == 1.0),
+        Value::Number(n) if !n.is_finite() => Err(EncodeError::NotFinite(n)),
+        Value::Number(n) => Err(EncodeError::OutOfRange {
+            value: n,
+            raw: n,
+            ty: ValueType::Bool,
+            min: 0.0,
+            max: 1.0,
+        }),
     }
 }
 

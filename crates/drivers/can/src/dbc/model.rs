@@ -98,11 +98,12 @@ impl Signal {
     /// The physical values an encoding of this signal can reach, smallest first.
     pub fn physical_range(&self) -> (f64, f64) {
         let (lo, hi_excl) = self.raw_bounds();
-        // The largest raw value is hi_excl − 1; for 53 bits or more that is hi_excl in f64.
-        let hi = if self.length < 53 {
+        // The largest raw value is hi_excl − 1. Above 2^53 f64 cannot hold it, and rounding it
+        // up gives hi_excl, which encoding refuses: the largest double below hi_excl is the end.
+        let hi = if hi_excl <= 2f64.powi(53) {
             hi_excl - 1.0
         } else {
-            hi_excl
+            hi_excl.next_down()
         };
         let (a, b) = (
             lo * self.factor + self.offset,
