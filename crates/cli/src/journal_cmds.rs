@@ -9,7 +9,7 @@ use std::process::ExitCode;
 /// Opens the plant's journal to read it. These commands only read: the journal is opened
 /// read-only (nothing created or migrated), a journal that does not exist yet is refused, and so
 /// is an in-memory one, which only its serving process can see.
-async fn open(plant: &Plant) -> Result<Journal> {
+pub(crate) async fn open(plant: &Plant) -> Result<Journal> {
     let url = &plant.server.journal;
     if url.contains(":memory:") {
         bail!(

@@ -3,11 +3,11 @@
 //! One module per subcommand: `check` (the plant loaded and its drivers built as `serve` would,
 //! then the tool surface), `serve` (MCP over stdio or Streamable HTTP), `demo` (the bundled
 //! workshop through a real MCP client session), `journal_cmds` (`commands` and `trace`, reading
-//! the journal read-only) and `sim` (the simulated devices over Modbus TCP, MQTT, CAN and OPC UA,
-//! and their run-time faults).
+//! the journal read-only), `audit` (`audit` and `journal verify`, read-only too) and `sim` (the
+//! simulated devices over Modbus TCP, MQTT, CAN and OPC UA, and their run-time faults).
 //!
 //! Exit codes: 0 success; 1 the command ran and found a problem (an invalid plant file, an unknown
-//! command id); 2 bad usage (clap's own code).
+//! command id, a broken link in the journal's hash chain); 2 bad usage (clap's own code).
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use tracing_subscriber::Layer;
 
 mod alloc;
+mod audit;
 mod bench;
 mod check;
 mod demo;
@@ -83,6 +84,17 @@ enum Cmd {
             default_value_t = 60.0
         )]
         idle_timeout: f64,
+        /// Serve HTTPS with this PEM certificate chain (leaf first) instead of plain HTTP;
+        /// needs --tls-key. For a gateway reached without a TLS-terminating proxy.
+        #[arg(long, value_name = "FILE", requires_all = ["http", "tls_key"])]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+        #[arg(long, value_name = "FILE", requires_all = ["http", "tls_cert"])]
+        tls_key: Option<PathBuf>,
+        /// Serve Prometheus metrics at http://ADDR/metrics beside stdio (with --http they are
+        /// at /metrics of that address already). Beyond loopback it needs a [[server.token]].
+        #[arg(long, value_name = "ADDR", conflicts_with = "http")]
+        metrics: Option<SocketAddr>,
     },
     /// Run the bundled simulated workshop through a real MCP client session and print what happens.
     Demo,
@@ -108,9 +120,22 @@ enum Cmd {
     /// print them beside a bare rmcp server's, with `--hall N` also loading, memory and CPU at
     /// rest with N relays. Build with `--release` for figures worth comparing.
     Bench(bench::BenchArgs),
-    /// Work on a plant's journal: `prune` deletes finished commands past their retention.
+    /// Work on a plant's journal: `prune` deletes finished commands past their retention,
+    /// `verify` checks its hash chain.
     #[command(subcommand)]
     Journal(JournalCmd),
+    /// Print the audit trail: one line per command accepted since `--since`, oldest first, with
+    /// its caller, device, action, status, error code and who confirmed it.
+    Audit {
+        /// The plant file whose journal to read.
+        plant: PathBuf,
+        /// How far back: a duration (30m, 24h, 7d) or a UTC time (2026-11-29T16:00:00Z).
+        #[arg(long, value_name = "DURATION_OR_TIME", default_value = audit::DEFAULT_SINCE)]
+        since: String,
+        /// Only this caller (a token's name, or stdio).
+        #[arg(long, value_name = "NAME")]
+        caller: Option<String>,
+    },
     /// Print one command's timeline with the milliseconds between steps.
     Trace {
         /// The plant file whose journal to read.
@@ -132,6 +157,13 @@ enum JournalCmd {
         /// Keep this much: days or hours, like 30d or 12h (at least 1h).
         #[arg(long, value_name = "DURATION")]
         older_than: Option<String>,
+    },
+    /// Re-hash the journal's events in order and report the first broken link (an event
+    /// edited, deleted, inserted or reordered): exit 0 when intact, 1 when broken. Read-only,
+    /// safe while `serve` runs.
+    Verify {
+        /// The plant file whose journal to check.
+        plant: PathBuf,
     },
 }
 
@@ -165,11 +197,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             allow_origin,
             max_connections,
             idle_timeout,
+            tls_cert,
+            tls_key,
+            metrics,
             ..
         } => {
             let rt = runtime()?;
             let result = match http {
-                None => rt.block_on(serve::serve(&plant)),
+                None => rt.block_on(serve::serve(&plant, metrics)),
                 Some(addr) => rt.block_on(serve::serve_http(
                     &plant,
                     serve::HttpArgs {
@@ -178,6 +213,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         allow_origins: allow_origin,
                         max_connections,
                         idle_timeout_s: idle_timeout,
+                        tls: tls_cert.zip(tls_key),
                     },
                 )),
             };
@@ -206,6 +242,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Journal(JournalCmd::Prune { plant, older_than }) => {
             let plant = load(&plant)?;
             runtime()?.block_on(retention::prune(&plant, older_than))
+        }
+        Cmd::Journal(JournalCmd::Verify { plant }) => {
+            let plant = load(&plant)?;
+            runtime()?.block_on(audit::verify(&plant))
+        }
+        Cmd::Audit {
+            plant,
+            since,
+            caller,
+        } => {
+            let plant = load(&plant)?;
+            runtime()?.block_on(audit::audit(&plant, &since, caller))
         }
         Cmd::Trace { plant, command_id } => {
             let plant = load(&plant)?;

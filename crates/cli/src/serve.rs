@@ -10,7 +10,7 @@ use closedloop_engine::Engine;
 use closedloop_journal::Journal;
 use rmcp::ServiceExt;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Loads the plant, starts the engine, and starts its pollers and recovery.
@@ -55,9 +55,28 @@ async fn start_engine_with(
 }
 
 /// Serves MCP over stdio until the client goes away or a signal arrives.
-pub async fn serve(plant_path: &Path) -> Result<()> {
+pub async fn serve(plant_path: &Path, metrics: Option<SocketAddr>) -> Result<()> {
     crate::logfile::reopen_on_hangup().context("listening for SIGHUP")?;
-    let engine = start_engine(plant_path).await?;
+    let plant = crate::load(plant_path)?;
+    // Bound (and refused beyond loopback without a token) before anything starts.
+    let metrics = match metrics {
+        Some(addr) => Some(bind_metrics(plant_path, addr, &plant).await?),
+        None => None,
+    };
+    let engine = start_engine_with(plant_path, plant).await?;
+    if let Some((listener, opts)) = metrics {
+        let local = listener.local_addr()?;
+        let engine = Arc::clone(&engine);
+        let path = closedloop_mcp::http::METRICS_PATH;
+        eprintln!("closedloop: metrics on http://{local}{path}");
+        tokio::spawn(async move {
+            let served =
+                closedloop_mcp::http::serve_metrics(listener, engine, opts, std::future::pending());
+            if let Err(e) = served.await {
+                tracing::error!("metrics endpoint stopped: {e}");
+            }
+        });
+    }
     tracing::info!(plant = %plant_path.display(), "closedloop serving MCP over stdio");
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprint!("{}", terminal_hint(plant_path, &engine.plant().server.name));
@@ -75,6 +94,48 @@ pub async fn serve(plant_path: &Path) -> Result<()> {
     engine.shutdown().await;
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// `--metrics ADDR` of a stdio server: its listener, and the HTTP options of `/metrics` there.
+async fn bind_metrics(
+    plant_path: &Path,
+    addr: SocketAddr,
+    plant: &closedloop_plant::Plant,
+) -> Result<(tokio::net::TcpListener, closedloop_mcp::http::HttpOptions)> {
+    closedloop_mcp::http::check_listen(addr, plant)
+        .map_err(|e| anyhow::anyhow!("{}: --metrics {e}", plant_path.display()))?;
+    let mut opts = closedloop_mcp::http::HttpOptions::default();
+    opts.allowed_hosts.extend(literal_hosts(addr));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--metrics: listening on {addr}"))?;
+    Ok((listener, opts))
+}
+
+/// The `Host` names a listener on `addr` accepts beyond loopback: the IP listened on, or every
+/// address of this host for 0.0.0.0 / [::]. A literal IP cannot come from DNS rebinding.
+fn literal_hosts(addr: SocketAddr) -> Vec<String> {
+    let ip = addr.ip();
+    let ips = if ip.is_unspecified() {
+        let mut all = host_addresses(ip);
+        // [::] takes IPv4 connections too unless the system says v6-only (Linux's default).
+        let dual =
+            std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").is_ok_and(|v| v.trim() == "0");
+        if addr.is_ipv6() && dual {
+            all.extend(host_addresses(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        }
+        all
+    } else if ip.is_loopback() {
+        Vec::new()
+    } else {
+        vec![ip]
+    };
+    ips.iter()
+        .map(|ip| match ip {
+            IpAddr::V4(ip) => ip.to_string(),
+            IpAddr::V6(ip) => format!("[{ip}]"),
+        })
+        .collect()
 }
 
 /// What `serve` says when a person runs it at a terminal: stdin/stdout carry MCP's JSON-RPC,
@@ -128,6 +189,8 @@ pub struct HttpArgs {
     pub max_connections: usize,
     /// `--idle-timeout`, seconds.
     pub idle_timeout_s: f64,
+    /// `--tls-cert` and `--tls-key`: serve HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 /// Serves MCP over Streamable HTTP at `/mcp` until a signal arrives.
@@ -181,6 +244,14 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
                 args.idle_timeout_s
             )
         })?;
+    if let Some((cert, key)) = &args.tls {
+        opts.tls = Some(closedloop_mcp::http::Tls::load(cert, key)?);
+    } else if !args.addr.ip().is_loopback() {
+        // Refusing would break every set-up behind a TLS-terminating proxy on another host;
+        // saying it plainly at start is the least.
+        eprintln!("{}", plain_http_warning(args.addr));
+        tracing::warn!(addr = %args.addr, "serving plain HTTP beyond loopback");
+    }
     opts.validate()?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -191,32 +262,43 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
     tracing::info!(plant = %plant_path.display(), %local, "closedloop serving MCP over HTTP");
     // The first line is for people and for tests that need the port: always an address a client
     // can connect to (never 0.0.0.0).
-    eprint!("{}", announcement(local, &others));
+    let scheme = if args.tls.is_some() { "https" } else { "http" };
+    eprint!("{}", announcement(scheme, local, &others));
     let result = closedloop_mcp::http::serve(listener, server, opts, signalled()?).await;
     engine.shutdown().await;
     tracing::info!("shut down cleanly");
     result.context("serving HTTP")
 }
 
+/// What `serve --http` says at start when it serves plain HTTP on an address other machines can
+/// reach.
+pub fn plain_http_warning(addr: SocketAddr) -> String {
+    format!(
+        "closedloop: WARNING: plain HTTP on {addr}: bearer tokens and every command cross the \
+         network unencrypted; give --tls-cert FILE --tls-key FILE, or put a TLS-terminating \
+         proxy in front and listen on 127.0.0.1"
+    )
+}
+
 /// The lines `serve --http` prints once it listens on `local`: the loopback URL first (the
 /// bound address itself unless it is 0.0.0.0 or [::]), then this host's `others`.
-pub fn announcement(local: SocketAddr, others: &[IpAddr]) -> String {
+pub fn announcement(scheme: &str, local: SocketAddr, others: &[IpAddr]) -> String {
     let path = closedloop_mcp::http::PATH;
     let port = local.port();
     if !local.ip().is_unspecified() {
-        return format!("closedloop: listening on http://{local}{path}\n");
+        return format!("closedloop: listening on {scheme}://{local}{path}\n");
     }
     let loopback: IpAddr = match local.ip() {
         IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
         IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
     };
     let mut out = format!(
-        "closedloop: listening on http://{}{path}\n",
+        "closedloop: listening on {scheme}://{}{path}\n",
         SocketAddr::new(loopback, port)
     );
     for ip in others {
         out.push_str(&format!(
-            "closedloop: also on http://{}{path}\n",
+            "closedloop: also on {scheme}://{}{path}\n",
             SocketAddr::new(*ip, port)
         ));
     }
@@ -338,6 +420,7 @@ mod tests {
     #[test]
     fn announcement_never_prints_the_unspecified_address_as_a_url() {
         let a = announcement(
+            "http",
             "0.0.0.0:41234".parse().unwrap(),
             &["10.0.0.5".parse().unwrap()],
         );
@@ -348,8 +431,8 @@ mod tests {
              closedloop: 0.0.0.0 is every interface of this host: its other addresses answer on port 41234 too; under a DNS name, add --allow-host NAME\n"
         );
         assert_eq!(
-            announcement("127.0.0.1:8080".parse().unwrap(), &[]),
-            "closedloop: listening on http://127.0.0.1:8080/mcp\n"
+            announcement("https", "127.0.0.1:8080".parse().unwrap(), &[]),
+            "closedloop: listening on https://127.0.0.1:8080/mcp\n"
         );
     }
 

@@ -1,6 +1,6 @@
 //! `closedloop journal prune`: finished commands past retention leave the journal with their
 //! timelines; unfinished ones and recent ones stay; a missing or bad retention is refused with
-//! what to give.
+//! what to give; what prune leaves still passes `closedloop journal verify`.
 
 use closedloop_journal::{CommandRow, EventRow, Journal};
 use serde_json::json;
@@ -105,6 +105,21 @@ async fn prune_deletes_finished_commands_past_retention_and_keeps_the_rest() {
     assert!(
         j.get("fresh-done").await.unwrap().is_some(),
         "a recent command was pruned"
+    );
+    j.close().await;
+
+    // Prune deleted a prefix of the hash chain: what is left verifies from its anchor.
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["journal", "verify"])
+        .arg(&plant)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("checked 2 chained event(s)\npruned below seq 2 ")
+            && text.ends_with("intact\n"),
+        "{text}"
     );
 }
 

@@ -115,9 +115,12 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, ConnectError> {
                 server_cert,
                 client_cert,
                 client_key,
+                username,
+                password,
             } => {
                 let files = [server_cert, client_cert, client_key];
-                let config = opcua_config(d, endpoint, *security, files)?;
+                let mut config = opcua_config(d, endpoint, *security, files)?;
+                config.identity = opcua_identity(username, password);
                 shared.endpoint(d, endpoint, &config)?;
                 Connection::Opcua(Box::new(config))
             }
@@ -170,6 +173,21 @@ fn broker_config(
     config.tls.client_cert = tls.client_cert.clone();
     config.tls.client_key = tls.client_key.clone();
     config
+}
+
+/// Who an OPC UA device's session logs in as: the plant loader has already checked that
+/// `username` and `password` come together.
+fn opcua_identity(
+    username: &Option<String>,
+    password: &Option<Secret>,
+) -> closedloop_opcua::Identity {
+    match (username, password) {
+        (Some(user), Some(password)) => closedloop_opcua::Identity::UserName {
+            user: user.clone(),
+            password: password.0.clone(),
+        },
+        _ => closedloop_opcua::Identity::Anonymous,
+    }
 }
 
 /// The session configuration of an OPC UA device; with security, its PKI directory sits next to
@@ -237,7 +255,8 @@ impl Shared {
         Ok(())
     }
 
-    /// The first device on an endpoint sets its session's security; the others must agree.
+    /// The first device on an endpoint sets its session's security and identity; the others
+    /// must agree.
     fn endpoint(
         &mut self,
         d: &Device,
@@ -249,11 +268,11 @@ impl Shared {
                 .insert(endpoint.to_string(), (d.id.clone(), config.clone()));
             return Ok(());
         };
-        if seen.security != config.security {
+        if seen.security != config.security || seen.identity != config.identity {
             return Err(driver_error(
                 d,
                 format!(
-                    "shares the endpoint {endpoint} with {first:?} but with other security settings; closedloop keeps one session per endpoint, so give every device on it the same security, server_cert, client_cert and client_key"
+                    "shares the endpoint {endpoint} with {first:?} but with other security settings or credentials; closedloop keeps one session per endpoint, so give every device on it the same security, server_cert, client_cert, client_key, username and password"
                 ),
             ));
         }

@@ -25,6 +25,9 @@ pub struct Submission {
     pub wait: Duration,
     /// The caller confirmed an action declared `confirm = true`.
     pub confirmed: bool,
+    /// Who confirmed it (the caller itself, or a `[server] confirm_by` token): journaled in the
+    /// data of the `accepted` event, for the audit trail.
+    pub confirmed_by: Option<String>,
     /// The caller lacks the scope for this device: the command is journaled as rejected
     /// `UNAUTHORIZED` with this text, and nothing else is checked or sent.
     pub denied: Option<String>,

@@ -193,8 +193,19 @@ impl Context {
     /// Drops a finished command from memory: from now on it is served from the journal, or
     /// from the recently finished results while it is among them.
     pub fn forget(&self, cmd: &LiveCommand) {
-        self.finished.keep(cmd.result());
-        let id = cmd.row().command_id;
+        let result = cmd.result();
+        // At shutdown a command can be forgotten unfinished: only an end is counted.
+        if result.status.is_terminal() {
+            crate::metrics::ended(
+                &result.device,
+                &result.action,
+                result.status,
+                result.error_code.as_ref(),
+                cmd.ack_to_end_ms(),
+            );
+        }
+        let id = result.command_id.clone();
+        self.finished.keep(result);
         self.live
             .lock()
             .unwrap_or_else(|p| p.into_inner())

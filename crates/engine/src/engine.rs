@@ -4,7 +4,7 @@
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::rfc3339;
 use crate::context::{Change, Context};
-use crate::device::DeviceRuntime;
+use crate::device::{DeviceRuntime, Liveness};
 use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
@@ -205,6 +205,21 @@ impl Engine {
                 liveness: self.ctx.devices[&d.id].current().liveness,
                 actions: d.actions.iter().map(|a| a.name.clone()).collect(),
                 signals: d.signals.iter().map(|s| s.name.clone()).collect(),
+            })
+            .collect()
+    }
+
+    /// Every device's liveness and how many milliseconds ago it last answered (`None` before
+    /// its first answer), in plant order: what `/metrics` reports at each scrape.
+    pub fn health(&self) -> Vec<(&str, Liveness, Option<i64>)> {
+        let now = self.ctx.clock.now_ms();
+        let devices = &self.ctx.plant.devices;
+        devices
+            .iter()
+            .map(|d| {
+                let snap = self.ctx.devices[&d.id].current();
+                let age = snap.last_seen_ms.map(|t| (now - t).max(0));
+                (d.id.as_str(), snap.liveness, age)
             })
             .collect()
     }

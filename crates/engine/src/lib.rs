@@ -72,6 +72,7 @@ mod finished;
 mod judge;
 mod live;
 pub mod machine;
+pub mod metrics;
 mod others;
 mod plan;
 mod raw;

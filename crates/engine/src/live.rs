@@ -59,6 +59,14 @@ impl LiveCommand {
         self.lock().row.clone()
     }
 
+    /// Milliseconds from the device's first acknowledgement to the last journaled change, when
+    /// the device acknowledged: for a finished command, its time to truth.
+    pub(crate) fn ack_to_end_ms(&self) -> Option<i64> {
+        let s = self.lock();
+        let ack = s.events.iter().find(|e| e.event == "device_ack")?.at_ms;
+        Some(s.events.last()?.at_ms - ack)
+    }
+
     /// The current status.
     pub fn status(&self) -> Status {
         Status::parse(&self.lock().row.status).unwrap_or(Status::Failed)

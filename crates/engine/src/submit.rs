@@ -171,7 +171,10 @@ impl Engine {
             EventRow {
                 at_ms: now,
                 event: "accepted".into(),
-                data: serde_json::Value::Null,
+                data: match &sub.confirmed_by {
+                    Some(by) => json!({"confirmed_by": by}),
+                    None => serde_json::Value::Null,
+                },
             },
         ];
         if let Err(e) = self.ctx.journal.insert(&row, &events).await {
@@ -282,6 +285,7 @@ impl Engine {
             },
         ];
         self.ctx.journal.insert(&row, &events).await?;
+        crate::metrics::ended(&row.device, &row.action, o.status, Some(&code), None);
         tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
                        action = %row.action, code = %code, detail = %detail, "command rejected");
         Ok(CommandResult::from_rows(&row, &events, None))

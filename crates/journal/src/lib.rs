@@ -7,11 +7,17 @@
 //! The journal stores plain rows ([`CommandRow`], [`EventRow`]); it knows nothing of the
 //! lifecycle's rules, which live in the engine. SQLite runs in WAL mode with `synchronous = FULL`,
 //! so a committed row survives a process crash and a power loss alike.
+//!
+//! The timeline is an audit trail as well: its events are hash-chained ([`chain`]), so
+//! [`Journal::verify`] finds a row edited, deleted or reordered after it was written.
 
+pub mod chain;
 mod schema;
 mod store;
 
-pub use store::{Journal, ListFilter};
+pub use store::{
+    Anchor, AuditFilter, AuditRow, Break, BrokenLink, Journal, ListFilter, VerifyReport,
+};
 
 use thiserror::Error;
 

@@ -47,4 +47,21 @@ CREATE INDEX events_by_command ON events (command_id, seq);
         // One command per idempotency key, enforced by the database as well as by the engine.
         "CREATE UNIQUE INDEX commands_one_per_key ON commands (idempotency_key) WHERE idempotency_key IS NOT NULL;",
     ),
+    (
+        3,
+        // The hash chain over `events` (crate::chain): rows written before this migration keep
+        // NULL hashes and form the legacy prefix `Journal::verify` counts but cannot check.
+        // `chain_anchor` (one row at most) is where the chain resumes after a prune deleted its
+        // oldest rows; the index serves `closedloop audit` (commands accepted since T).
+        r#"
+ALTER TABLE events ADD COLUMN hash TEXT;
+ALTER TABLE events ADD COLUMN prev_hash TEXT;
+CREATE TABLE chain_anchor (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    seq         INTEGER NOT NULL,
+    prev_hash   TEXT
+);
+CREATE INDEX commands_by_accepted ON commands (accepted_at_ms, command_id);
+"#,
+    ),
 ];

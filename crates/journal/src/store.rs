@@ -1,7 +1,12 @@
 //! The SQLite store behind [`Journal`]: opening and closing it here, its writes in `writes`, its
-//! reads in `reads`.
+//! reads in `reads`, the hash chain's head and anchor in `anchor`, its check in `verify`.
 
+mod anchor;
 mod batch;
+#[cfg(test)]
+mod chain_tests;
+#[cfg(test)]
+mod fixtures;
 mod group;
 #[cfg(test)]
 mod group_tests;
@@ -9,7 +14,12 @@ mod prune;
 mod reads;
 #[cfg(test)]
 mod tests;
+mod verify;
 mod writes;
+
+pub use anchor::Anchor;
+pub use reads::{AuditFilter, AuditRow};
+pub use verify::{Break, BrokenLink, VerifyReport};
 
 use crate::JournalError;
 use crate::schema::MIGRATIONS;
@@ -119,6 +129,7 @@ impl Journal {
             None
         };
         migrate(&writer).await?;
+        let head = anchor::load_head(&writer).await?;
         let reader = if memory {
             // An in-memory database exists per connection: readers must share the writer's.
             writer.clone()
@@ -129,7 +140,7 @@ impl Journal {
                 .await?
         };
         Ok(Journal {
-            group: group::Writer::start(writer.clone())?,
+            group: group::Writer::start(writer.clone(), head)?,
             writer,
             reader,
             _anchor: anchor,
@@ -152,7 +163,8 @@ impl Journal {
             .connect_with(options)
             .await?;
         Ok(Journal {
-            group: group::Writer::start(reader.clone())?,
+            // Every write fails on a read-only connection: the chain's head is never used.
+            group: group::Writer::start(reader.clone(), Default::default())?,
             writer: reader.clone(),
             reader,
             _anchor: None,

@@ -32,7 +32,9 @@ impl Server {
     ) -> Result<CallToolResponse, McpError> {
         let request_id = format!("req_{}", uuid::Uuid::now_v7());
         let span = tracing::info_span!("tool", request_id = %request_id, tool = %request.name);
-        async move {
+        let started = std::time::Instant::now();
+        let tool = request.name.clone();
+        let answer = async move {
             let args = request.arguments.unwrap_or_default();
             let caller = self.caller(&cx);
             let name = request.name.as_ref();
@@ -50,7 +52,21 @@ impl Server {
             result.map(Into::into)
         }
         .instrument(span)
-        .await
+        .await;
+        self.count_call(&tool, &answer, started.elapsed());
+        answer
+    }
+
+    /// Counts a call in `/metrics`. A name no tool has is counted as `unknown`: names a client
+    /// makes up must not grow the label set.
+    fn count_call(&self, tool: &str, answer: &Result<CallToolResponse, McpError>, took: Duration) {
+        let outcome = match answer {
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => "error",
+            Ok(_) => "ok",
+            Err(_) => "protocol_error",
+        };
+        let known = answer.is_ok() || self.tools.iter().any(|t| t.name == tool);
+        crate::metrics::tool_call(if known { tool } else { "unknown" }, outcome, took);
     }
 
     /// Whether `name` is a tool that acts (so needs no `read` scope, and may answer a Tasks
@@ -88,7 +104,7 @@ impl Server {
             "opcua_browse" | "opcua_read" if crate::bridge::offered(plant, name) => {
                 self.opcua_tool(name, &args).await
             }
-            "confirm_command" => self.confirm_command(args, request_id, caller).await,
+            "confirm_command" => self.confirm_command(args, request_id, caller, cx).await,
             "run_action" if self.generic() => self.run_action(args, request_id, caller, cx).await,
             "describe_device" if self.generic() => self.describe_device(&args),
             name => match plant.tool(name).filter(|_| !self.generic()) {

@@ -5,6 +5,11 @@
 //! asks its user, then calls `confirm_command(confirmation_token)` (or the same tool again with the
 //! same arguments plus `confirmation_token`). A token is valid for `[server] confirm_ttl_s` and is
 //! consumed by its first successful use.
+//!
+//! With `[server] confirm_by = ["operator"]`, over HTTP, the token that asked can no longer
+//! confirm: only `confirm_command` called with one of the named tokens redeems a confirmation
+//! (a [`Redeemer::Confirmer`]), so an agent holding an actuate scope cannot talk itself past a
+//! person.
 
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -48,6 +53,26 @@ pub enum Refusal {
     Expired,
     /// The arguments (or the tool, or the caller) differ from what the token was issued for.
     Mismatch(String),
+    /// `[server] confirm_by` names who confirms, and this caller is not among them.
+    NotConfirmer(Vec<String>),
+}
+
+/// Who is redeeming a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redeemer<'a> {
+    /// The caller that asked, after asking its user: it must be the token's own caller.
+    Asker(&'a str),
+    /// A person's token named in `[server] confirm_by`: it confirms any caller's token.
+    Confirmer(&'a str),
+}
+
+impl Redeemer<'_> {
+    /// The name of the caller redeeming.
+    pub fn name(&self) -> &str {
+        match self {
+            Redeemer::Asker(n) | Redeemer::Confirmer(n) => n,
+        }
+    }
 }
 
 impl std::fmt::Display for Refusal {
@@ -57,6 +82,7 @@ impl std::fmt::Display for Refusal {
             Refusal::Used => f.write_str("this confirmation_token was already used; each confirmation runs the action once"),
             Refusal::Expired => f.write_str("this confirmation_token has expired; call the tool again and ask the user again"),
             Refusal::Mismatch(what) => write!(f, "this confirmation_token was issued for other {what}; nothing was run"),
+            Refusal::NotConfirmer(names) => write!(f, "this plant's [server] confirm_by lets only {} confirm an action, with confirm_command; the caller that asked cannot confirm its own action, and nothing was run", names.join(", ")),
         }
     }
 }
@@ -140,7 +166,7 @@ impl Confirmations {
     pub fn redeem(
         &self,
         token: &str,
-        caller: &str,
+        by: Redeemer<'_>,
         expect: Option<(&str, &str, &Map<String, Value>)>,
     ) -> Result<Pending, Refusal> {
         let now = Instant::now();
@@ -157,7 +183,9 @@ impl Confirmations {
             p.remove(token);
             return Err(Refusal::Expired);
         }
-        if entry.caller != caller {
+        if let Redeemer::Asker(caller) = by
+            && entry.caller != caller
+        {
             return Err(Refusal::Mismatch("a different caller".into()));
         }
         if let Some((device, action, args)) = expect {
@@ -209,12 +237,18 @@ mod tests {
             mine.push(c.issue("slide", "move_to", &Map::new(), "agent", None).0);
         }
         assert!(
-            c.redeem(&theirs, "operator", None).is_ok(),
+            c.redeem(&theirs, Redeemer::Asker("operator"), None).is_ok(),
             "the operator's token survived"
         );
         // The agent keeps its newest PER_CALLER tokens; its oldest went.
-        assert_eq!(c.redeem(&mine[0], "agent", None), Err(Refusal::Unknown));
-        assert!(c.redeem(mine.last().unwrap(), "agent", None).is_ok());
+        assert_eq!(
+            c.redeem(&mine[0], Redeemer::Asker("agent"), None),
+            Err(Refusal::Unknown)
+        );
+        assert!(
+            c.redeem(mine.last().unwrap(), Redeemer::Asker("agent"), None)
+                .is_ok()
+        );
         // Tokens are long and random, not a clock reading.
         assert_eq!(mine[1].len(), 4 + 64);
         assert_ne!(mine[1][4..20], mine[2][4..20]);
@@ -228,22 +262,48 @@ mod tests {
         assert_eq!(c.by_command(&id).map(|(tok, _)| tok), Some(t.clone()));
         let other = args(json!({"target_mm": 151}));
         assert!(matches!(
-            c.redeem(&t, "ops", Some(("slide", "move_to", &other))),
+            c.redeem(
+                &t,
+                Redeemer::Asker("ops"),
+                Some(("slide", "move_to", &other))
+            ),
             Err(Refusal::Mismatch(_))
         ));
         assert!(matches!(
-            c.redeem(&t, "intruder", None),
+            c.redeem(&t, Redeemer::Asker("intruder"), None),
             Err(Refusal::Mismatch(_))
         ));
         let same = args(json!({"target_mm": 150.0}));
         assert_eq!(
-            c.redeem(&t, "ops", Some(("slide", "move_to", &same)))
-                .unwrap()
-                .args,
+            c.redeem(
+                &t,
+                Redeemer::Asker("ops"),
+                Some(("slide", "move_to", &same))
+            )
+            .unwrap()
+            .args,
             a
         );
-        assert_eq!(c.redeem(&t, "ops", None), Err(Refusal::Used));
-        assert_eq!(c.redeem("cfm_nope", "ops", None), Err(Refusal::Unknown));
+        assert_eq!(
+            c.redeem(&t, Redeemer::Asker("ops"), None),
+            Err(Refusal::Used)
+        );
+        assert_eq!(
+            c.redeem("cfm_nope", Redeemer::Asker("ops"), None),
+            Err(Refusal::Unknown)
+        );
+    }
+
+    #[test]
+    fn a_confirmer_redeems_another_caller_s_token_and_only_once() {
+        let c = Confirmations::new(Duration::from_secs(60));
+        let (t, _, _) = c.issue("slide", "move_to", &Map::new(), "agent", None);
+        let p = c.redeem(&t, Redeemer::Confirmer("operator"), None).unwrap();
+        assert_eq!(p.caller, "agent", "the command stays the asker's");
+        assert_eq!(
+            c.redeem(&t, Redeemer::Confirmer("operator"), None),
+            Err(Refusal::Used)
+        );
     }
 
     #[test]
@@ -251,6 +311,9 @@ mod tests {
         let c = Confirmations::new(Duration::from_millis(1));
         let (t, _, _) = c.issue("slide", "move_to", &Map::new(), "ops", None);
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(c.redeem(&t, "ops", None), Err(Refusal::Expired));
+        assert_eq!(
+            c.redeem(&t, Redeemer::Asker("ops"), None),
+            Err(Refusal::Expired)
+        );
     }
 }

@@ -24,8 +24,13 @@ mod auth;
 mod conn;
 mod guard;
 mod limit;
+mod metrics_page;
 mod sessions;
 mod throttle;
+mod tls;
+
+pub use metrics_page::{METRICS_PATH, serve_metrics};
+pub use tls::Tls;
 
 use crate::{Caller, Server};
 use axum::extract::connect_info::Connected;
@@ -82,6 +87,8 @@ pub struct HttpOptions {
     pub max_sessions_per_caller: usize,
     /// See `max_sessions_per_caller`.
     pub max_sessions: usize,
+    /// Serve HTTPS with this certificate and key instead of plain HTTP. Default: none.
+    pub tls: Option<Tls>,
 }
 
 impl Default for HttpOptions {
@@ -100,6 +107,7 @@ impl Default for HttpOptions {
             request_timeout: Duration::from_secs(30),
             max_sessions_per_caller: 16,
             max_sessions: 256,
+            tls: None,
         }
     }
 }
@@ -153,6 +161,9 @@ pub enum HttpError {
         "max_in_flight, max_body_bytes, max_connections, idle_timeout, request_timeout, max_sessions_per_caller and max_sessions must be above zero"
     )]
     ZeroLimit,
+    /// The TLS certificate or key could not be used.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The listener failed.
     #[error("HTTP listener: {0}")]
     Io(#[from] std::io::Error),
@@ -190,8 +201,12 @@ pub fn router(server: Server, opts: HttpOptions) -> axum::Router {
 
 fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -> axum::Router {
     let tokens = server.engine().plant().server.tokens.clone();
+    let metrics = metrics_page::routes(Arc::clone(server.engine()));
     // One `Server` per session (2025) or per request (2026): a clone sharing the engine.
-    router_for(move || Ok(server.clone()), tokens, opts, shutdown)
+    let factory = move || Ok(server.clone());
+    let per_caller = (!tokens.is_empty()).then_some(opts.max_sessions_per_caller);
+    let routes = mcp_routes(factory, per_caller, &opts, shutdown).merge(metrics);
+    with_layers(routes, tokens, &opts)
 }
 
 /// closedloop's HTTP stack — Host/Origin guard, in-flight limit, bearer-token auth, sessions
@@ -208,15 +223,26 @@ where
     S: rmcp::ServerHandler,
     F: Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
 {
-    use axum::middleware::from_fn_with_state;
     // Without tokens the only caller is the local user: the server's session cap is its cap.
     let per_caller = (!tokens.is_empty()).then_some(opts.max_sessions_per_caller);
-    let auth = Arc::new(auth::Auth::new(tokens));
-    let guard = Arc::new(guard::Guard::new(
-        &opts.allowed_hosts,
-        &opts.allowed_origins,
-    ));
-    let limit = Arc::new(limit::Limits::new(opts.max_in_flight, opts.max_body_bytes));
+    with_layers(
+        mcp_routes(factory, per_caller, &opts, shutdown),
+        tokens,
+        &opts,
+    )
+}
+
+/// `/mcp` alone: rmcp's service with the sessions layer (sessions bound to their token).
+fn mcp_routes<S, F>(
+    factory: F,
+    per_caller: Option<usize>,
+    opts: &HttpOptions,
+    shutdown: CancellationToken,
+) -> axum::Router
+where
+    S: rmcp::ServerHandler,
+    F: Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
+{
     // Host and Origin are checked by `guard`, in front of auth, so that rmcp's own copy of the
     // check is switched off here rather than kept with possibly different rules.
     let config = StreamableHttpServerConfig::default()
@@ -235,10 +261,27 @@ where
         StreamableHttpService::new(factory, manager, config);
     axum::Router::new()
         .route_service(PATH, service)
-        .layer(from_fn_with_state(sessions, sessions::layer))
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            sessions::layer,
+        ))
+}
+
+/// `routes` behind the guard (Host/Origin), the in-flight limit and bearer-token auth,
+/// outermost first.
+fn with_layers(routes: axum::Router, tokens: Vec<Token>, opts: &HttpOptions) -> axum::Router {
+    use axum::middleware::from_fn_with_state;
+    let auth = Arc::new(auth::Auth::new(tokens));
+    let guard = Arc::new(guard::Guard::new(
+        &opts.allowed_hosts,
+        &opts.allowed_origins,
+    ));
+    let limit = Arc::new(limit::Limits::new(opts.max_in_flight, opts.max_body_bytes));
+    routes
         .layer(from_fn_with_state(auth, auth::layer))
         .layer(from_fn_with_state(limit, limit::layer))
         .layer(from_fn_with_state(guard, guard::layer))
+        .layer(axum::middleware::from_fn(metrics_page::counted))
 }
 
 /// Serves MCP on `listener` until `shutdown` completes, then lets open requests finish (at most
@@ -251,13 +294,25 @@ pub async fn serve(
 ) -> Result<(), HttpError> {
     check_listen(listener.local_addr()?, server.engine().plant())?;
     opts.validate()?;
+    let stop = CancellationToken::new();
+    let app = router_with(server, opts.clone(), stop.clone());
+    run(listener, app, &opts, stop, shutdown).await
+}
+
+/// Serves `app` on `listener` through the guarded listener until `shutdown` completes; `stop`
+/// is cancelled then, to end rmcp's sessions and SSE streams.
+async fn run(
+    listener: TcpListener,
+    app: axum::Router,
+    opts: &HttpOptions,
+    stop: CancellationToken,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HttpError> {
     let limits = conn::Limits {
         idle: opts.idle_timeout,
         request: opts.request_timeout,
     };
-    let listener = conn::Guarded::new(listener, opts.max_connections, limits);
-    let stop = CancellationToken::new();
-    let app = router_with(server, opts, stop.clone());
+    let listener = conn::Guarded::new(listener, opts.max_connections, limits, opts.tls.clone());
     let signal = {
         let stop = stop.clone();
         async move {
@@ -306,6 +361,7 @@ impl Connected<IncomingStream<'_, TcpListener>> for Endpoint {
 }
 
 impl Connected<IncomingStream<'_, conn::Guarded>> for Endpoint {
+    // `io()` is the served connection, plain or TLS.
     fn connect_info(stream: IncomingStream<'_, conn::Guarded>) -> Self {
         Endpoint {
             local: stream.io().local_addr().ok(),

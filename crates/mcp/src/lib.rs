@@ -24,6 +24,7 @@ pub mod confirm;
 mod elicit;
 mod handler;
 pub mod http;
+pub mod metrics;
 mod prompts;
 mod raw;
 mod resources;

@@ -230,9 +230,12 @@ impl Server {
                 .and_then(|c| c.get(CONFIRM_KEY))
                 .and_then(|v| v.as_bool())
                 == Some(true);
+        let by = self
+            .redeemer(&caller, &cx)
+            .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
         let p = self
             .confirmations
-            .redeem(&token, &caller.name, None)
+            .redeem(&token, by, None)
             .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
         let request_id = format!("req_{}", uuid::Uuid::now_v7());
         let sub = closedloop_engine::Submission {
@@ -243,6 +246,7 @@ impl Server {
             idempotency_key: p.key,
             request_id: Some(request_id),
             confirmed: yes,
+            confirmed_by: yes.then(|| by.name().to_string()),
             ..closedloop_engine::Submission::default()
         };
         self.submit(sub, &caller).await?;

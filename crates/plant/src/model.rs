@@ -24,6 +24,7 @@ pub(crate) struct RawServer {
     pub confirm_ttl_s: Option<f64>,
     pub default_wait_s: Option<f64>,
     pub retain: Option<String>,
+    pub confirm_by: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,6 +112,8 @@ pub(crate) struct RawSimCan {
 pub(crate) struct RawOpcua {
     pub endpoint: String,
     pub security: Option<String>,
+    pub username: Option<String>,
+    pub password: Option<String>,
     pub server_cert: Option<String>,
     pub client_cert: Option<String>,
     pub client_key: Option<String>,

@@ -236,6 +236,10 @@ pub enum DriverConfig {
         client_cert: Option<PathBuf>,
         /// Its private key (with `client_cert`). Absolute.
         client_key: Option<PathBuf>,
+        /// The user the session logs in as; `None` (with `password`) for an anonymous session.
+        username: Option<String>,
+        /// The user's password: given exactly when `username` is, never shown.
+        password: Option<Secret>,
     },
     /// CAN with a DBC file.
     Can {

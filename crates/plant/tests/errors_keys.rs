@@ -321,3 +321,35 @@ fn all_problems_are_reported_together() {
         "{text}"
     );
 }
+
+#[test]
+fn confirm_by_names_declared_tokens_only() {
+    let with = |tokens: &str, by: &str| {
+        edit(
+            "name = \"workshop\"",
+            &format!("name = \"workshop\"\nconfirm_by = {by}\n{tokens}"),
+        )
+    };
+    expect_one(
+        &with("", "[\"operator\"]"),
+        None,
+        "server.confirm_by[0]",
+        "the plant declares no [[server.token]]",
+    );
+    let token = "[[server.token]]\nname = \"agent\"\nsha256 = \"".to_string()
+        + &"0".repeat(64)
+        + "\"\nscopes = [\"actuate:*\"]\n";
+    expect_one(
+        &with(&token, "[\"operatr\"]"),
+        None,
+        "server.confirm_by[0]",
+        "\"operatr\" names no [[server.token]]; tokens are agent",
+    );
+    let plant = closedloop_plant::parse(
+        &with(&token, "[\"agent\"]"),
+        "workshop.toml",
+        Path::new("/srv"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plant.server.confirm_by, vec!["agent".to_string()]);
+}

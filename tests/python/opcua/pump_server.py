@@ -10,6 +10,9 @@ Address space (namespace "urn:closedloop:test:pump", index 2):
   ns=2;s=Pump1.Stop()      method, no arguments; Running goes false after the delay
   ns=2;s=Pump1.SetLimit(limit: Int16) -> previous: Int16
 
+With --login USER:PASSWORD the server takes that user name and password and nothing else: no
+anonymous sessions, any other user or password is refused with Bad_UserAccessDenied.
+
 Listens on a free loopback port and prints its endpoint URL as the only line on stdout once it
 accepts connections; logs go to stderr. Runs until killed or until stdin closes.
 """
@@ -23,18 +26,35 @@ import sys
 
 from asyncua import Server, ua
 from asyncua.common.methods import uamethod
+from asyncua.crypto.permission_rules import User, UserRole
+from asyncua.server.user_managers import UserManager
 
 NAMESPACE = "urn:closedloop:test:pump"
+
+
+class OneUser(UserManager):
+    """Lets in exactly one user name with its password."""
+
+    def __init__(self, login: str) -> None:
+        self.name, _, self.password = login.partition(":")
+
+    def get_user(self, iserver, username=None, password=None, certificate=None):  # type: ignore[no-untyped-def]
+        if username == self.name and password == self.password:
+            return User(role=UserRole.User, name=username)
+        return None
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay-ms", type=int, default=200, help="Running follows Start/Stop after this long")
+    parser.add_argument("--login", help="USER:PASSWORD: require this user name and password")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
-    server = Server()
+    server = Server(user_manager=OneUser(args.login) if args.login else None)
     await server.init()
+    if args.login:
+        server.set_identity_tokens([ua.UserNameIdentityToken])
     server.set_endpoint("opc.tcp://127.0.0.1:0/closedloop/pump")
     server.set_server_name("closedloop test pump (asyncua)")
     server.set_security_policy([ua.SecurityPolicyType.NoSecurity])

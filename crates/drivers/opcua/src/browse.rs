@@ -84,7 +84,7 @@ impl OpcuaClient {
         };
         let status = self
             .inner
-            .session
+            .session()?
             .read(&[class], TimestampsToReturn::Neither, 0.0)
             .await
             .map_err(|e| Error::from_stack(op.clone(), &e))?
@@ -110,7 +110,7 @@ impl OpcuaClient {
     ) -> Result<Vec<ReferenceDescription>, Error> {
         let mut references = Vec::new();
         let op = format!("browse {parent}");
-        let session = &self.inner.session;
+        let session = self.inner.session()?;
         let description = BrowseDescription {
             node_id: parent.clone(),
             browse_direction: BrowseDirection::Forward,
@@ -159,7 +159,7 @@ impl OpcuaClient {
             .collect();
         let values = self
             .inner
-            .session
+            .session()?
             .read(&to_read, TimestampsToReturn::Neither, 0.0)
             .await
             .map_err(|e| Error::from_stack("browse (reading data types)", &e))?;

@@ -6,8 +6,8 @@
 //! hands out, so that an acknowledgement can say which values came after it (see [`Ack`]).
 
 use std::str::FromStr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use opcua::client::Session;
 use opcua::types::{
@@ -48,13 +48,27 @@ pub struct OpcuaClient {
 }
 
 pub(crate) struct Inner {
-    pub(crate) session: Arc<Session>,
+    /// The session: set at once for an anonymous identity, once the server has named its
+    /// user-token policy for a user name; set before the link first reports `Connected`.
+    session: Arc<OnceLock<Arc<Session>>>,
     link: watch::Receiver<Link>,
     /// The last sequence number handed out (values start at 1; 0 means none yet).
     seq: Arc<AtomicU64>,
     pub(crate) caches: Arc<Caches>,
     pub(crate) config: OpcuaConfig,
     task: AbortHandle,
+}
+
+impl Inner {
+    /// The session, or why there is none yet (then there is none connected either).
+    pub(crate) fn session(&self) -> Result<&Arc<Session>, Error> {
+        self.session
+            .get()
+            .ok_or_else(|| match &*self.link.borrow() {
+                Link::Disconnected(why) => Error::NotConnected(why.clone()),
+                Link::Connected => Error::NotConnected("no session yet".into()),
+            })
+    }
 }
 
 impl Drop for Inner {
@@ -69,17 +83,15 @@ impl OpcuaClient {
     /// server shows in [`OpcuaClient::link`].
     pub fn connect(config: OpcuaConfig) -> Result<OpcuaClient, Error> {
         config.validate()?;
-        let (session, event_loop) = session::open(&config)?;
         let (link_tx, link_rx) = watch::channel(Link::Disconnected("not connected yet".into()));
         let caches = Arc::new(Caches::default());
-        let task = tokio::spawn(session::drive(
-            event_loop,
-            session.clone(),
-            link_tx,
-            caches.clone(),
-            config.endpoint.clone(),
-        ))
-        .abort_handle();
+        let session = Arc::new(OnceLock::new());
+        let task = session::start(session::Driving {
+            link: link_tx,
+            caches: caches.clone(),
+            slot: session.clone(),
+            config: config.clone(),
+        })?;
         Ok(OpcuaClient {
             inner: Arc::new(Inner {
                 session,
@@ -100,7 +112,9 @@ impl OpcuaClient {
     /// Closes the session politely (CloseSession), then stops reconnecting. Dropping every handle
     /// also stops the client, without the goodbye.
     pub async fn close(&self) {
-        let _ = self.inner.session.disconnect().await;
+        if let Ok(session) = self.inner.session() {
+            let _ = session.disconnect().await;
+        }
         self.inner.task.abort();
     }
 
@@ -147,7 +161,7 @@ impl OpcuaClient {
         let first = self.reserve(nodes.len());
         let values = self
             .inner
-            .session
+            .session()?
             .read(&to_read, TimestampsToReturn::Both, 0.0)
             .await
             .map_err(|e| Error::from_stack("read", &e))?;

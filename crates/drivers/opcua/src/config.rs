@@ -1,10 +1,12 @@
 //! How to reach one OPC UA server: the plant file's
-//! `{ kind = "opcua", endpoint = "opc.tcp://host:4840/path", security = "none" }` as typed options.
+//! `{ kind = "opcua", endpoint = "opc.tcp://host:4840/path", security = "none" }` (and its
+//! `username` / `password`) as typed options.
 //!
 //! Validation ([`OpcuaConfig::validate`]) does no network I/O; it checks the URL and that every
 //! file it names can be read, so a typo in a certificate path is a configuration error at start-up
 //! and never looks like a dead server.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -20,6 +22,8 @@ pub struct OpcuaConfig {
     pub endpoint: String,
     /// Message security; [`Security::None`] for tests and closed networks.
     pub security: Security,
+    /// Who the session logs in as; [`Identity::Anonymous`] unless the server wants a user.
+    pub identity: Identity,
     /// Longest wait for any one request (read, write, call, browse) before it fails
     /// `Bad_Timeout` — a zombie server (socket open, nothing answered) is found this way.
     pub request_timeout: Duration,
@@ -49,6 +53,7 @@ impl OpcuaConfig {
         OpcuaConfig {
             endpoint: endpoint.into(),
             security: Security::None,
+            identity: Identity::Anonymous,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             keep_alive: Duration::from_secs(1),
             max_failed_keep_alives: 3,
@@ -83,6 +88,15 @@ impl OpcuaConfig {
         }
         if self.buffer == 0 {
             return Err(Error::Config("buffer must be at least 1".to_string()));
+        }
+        if let Identity::UserName { user, .. } = &self.identity
+            && user.is_empty()
+        {
+            return Err(Error::Config(
+                "username must not be empty; give the user the server knows, or remove username \
+                 and password for an anonymous session"
+                    .to_string(),
+            ));
         }
         if let Security::Basic256Sha256 {
             server_cert,
@@ -142,6 +156,49 @@ pub enum Security {
     },
 }
 
+/// Who the session logs in as (ActivateSession's user identity token).
+///
+/// `Debug` shows the user name but never the password, so a configuration that ends up in a log
+/// line or an error message keeps the secret.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub enum Identity {
+    /// No user: the server's anonymous token.
+    #[default]
+    Anonymous,
+    /// A user name and password (`username` / `password` in the plant file). The password is
+    /// encrypted for the server when its user-token policy or the secure channel asks for it;
+    /// with `security = "none"` and a server that asks for nothing it travels in clear.
+    UserName {
+        /// The user name.
+        user: String,
+        /// The password.
+        password: String,
+    },
+}
+
+impl Identity {
+    /// How the identity is named in reasons a person reads: `anonymous`, `user "alice"`.
+    pub fn describe(&self) -> String {
+        match self {
+            Identity::Anonymous => "anonymous".to_string(),
+            Identity::UserName { user, .. } => format!("user \"{user}\""),
+        }
+    }
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Identity::Anonymous => f.write_str("Anonymous"),
+            Identity::UserName { user, .. } => f
+                .debug_struct("UserName")
+                .field("user", user)
+                .field("password", &"***")
+                .finish(),
+        }
+    }
+}
+
 /// Whether Basic256Sha256 messages are only signed or also encrypted (the plant file's
 /// `security`, parsed by the plant loader as `closedloop_driver::OpcuaSecurity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,5 +241,30 @@ mod tests {
         let err = cfg.validate().unwrap_err();
         assert!(err.to_string().contains("server_cert"), "{err}");
         assert_eq!(crate::classify(&err), crate::Class::RegisterInvalid);
+    }
+
+    #[test]
+    fn the_password_never_shows_in_debug_output() {
+        let mut cfg = OpcuaConfig::new("opc.tcp://127.0.0.1:4840");
+        cfg.identity = Identity::UserName {
+            user: "alice".into(),
+            password: "hunter2-secret".into(),
+        };
+        let shown = format!("{cfg:?} {cfg:#?}");
+        assert!(!shown.contains("hunter2-secret"), "{shown}");
+        assert!(shown.contains("alice") && shown.contains("***"), "{shown}");
+        assert_eq!(cfg.validate(), Ok(()));
+        assert_eq!(cfg.identity.describe(), "user \"alice\"");
+    }
+
+    #[test]
+    fn an_empty_user_name_is_a_configuration_error() {
+        let mut cfg = OpcuaConfig::new("opc.tcp://127.0.0.1:4840");
+        cfg.identity = Identity::UserName {
+            user: String::new(),
+            password: "pw".into(),
+        };
+        let err = cfg.validate().unwrap_err();
+        assert!(err.to_string().contains("username"), "{err}");
     }
 }

@@ -33,6 +33,7 @@ mod config;
 mod contract;
 mod convert;
 mod error;
+mod identity;
 mod monitor;
 mod session;
 #[cfg(feature = "testing")]
@@ -42,7 +43,7 @@ mod write;
 
 pub use browse::{Browse, BrowseEntry};
 pub use client::{Link, OpcuaClient};
-pub use config::{DEFAULT_REQUEST_TIMEOUT, OpcuaConfig, Security, SecurityMode};
+pub use config::{DEFAULT_REQUEST_TIMEOUT, Identity, OpcuaConfig, Security, SecurityMode};
 pub use contract::{no_answer, write_error};
 pub use error::{Class, Error, classify, classify_status, status_name};
 pub use monitor::{Monitor, MonitorMode};

@@ -89,8 +89,10 @@ impl Drop for Monitor {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let (Some(id), Ok(rt)) = (id, tokio::runtime::Handle::try_current()) {
-            let session = self.client.inner.session.clone();
+        if let (Some(id), Ok(rt)) = (id, tokio::runtime::Handle::try_current())
+            && let Ok(session) = self.client.inner.session()
+        {
+            let session = session.clone();
             rt.spawn(async move {
                 let _ = session.delete_subscription(id).await;
             });
@@ -207,7 +209,9 @@ async fn subscribe(
     subscription: &Mutex<Option<u32>>,
     resync: &Arc<Notify>,
 ) -> Subscribed {
-    let session = &client.inner.session;
+    let Ok(session) = client.inner.session() else {
+        return Subscribed::Lost;
+    };
     let mut by_handle = HashMap::new();
     let mut items = Vec::with_capacity(nodes.len());
     for (node, id) in nodes {

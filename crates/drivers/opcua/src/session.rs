@@ -1,28 +1,31 @@
 //! Opening an OPC UA session and running it: the async-opcua client built from an
-//! [`OpcuaConfig`] (security, pinned server certificate, retry and timeout settings), and the
-//! background task that turns the session's events into a [`Link`].
+//! [`OpcuaConfig`] (security, pinned server certificate, identity, retry and timeout settings),
+//! and the background task that turns the session's events into a [`Link`] — for a user name,
+//! after asking the server which user-token policy to send it under (`crate::identity`).
 //!
 //! Kept apart from the [`OpcuaClient`](crate::OpcuaClient) handle because none of it is per
 //! request: it runs once per connect, then only in the background task.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use opcua::client::transport::TcpConnector;
 use opcua::client::{
-    ClientBuilder, IdentityToken, Session, SessionConnectMode, SessionEventLoop, SessionPollResult,
+    Client, ClientBuilder, Session, SessionConnectMode, SessionEventLoop, SessionPollResult,
 };
 use opcua::crypto::SecurityPolicy;
 use opcua::types::{
     ByteString, EndpointDescription, MessageSecurityMode, StatusCode, UserTokenPolicy,
 };
 use tokio::sync::watch;
+use tokio::task::AbortHandle;
 
 use crate::Error;
 use crate::client::Link;
-use crate::config::{OpcuaConfig, Security, SecurityMode};
+use crate::config::{Identity, OpcuaConfig, Security, SecurityMode};
 use crate::error::status_name;
+use crate::identity;
 use crate::write::Caches;
 
 /// [`Security`] resolved to what async-opcua takes: the endpoint's policy and mode, the pinned
@@ -77,35 +80,112 @@ impl ChannelSecurity {
         }
     }
 
-    /// The endpoint to connect to directly (no discovery), carrying the pinned certificate.
-    fn endpoint(self, url: &str) -> EndpointDescription {
-        let mut endpoint: EndpointDescription = (
-            url,
-            self.policy.to_str(),
-            self.mode,
-            UserTokenPolicy::anonymous(),
-        )
-            .into();
-        if let Some(der) = self.server_cert {
-            endpoint.server_certificate = ByteString::from(der);
+    /// The endpoint to connect to directly, carrying the pinned certificate and the one
+    /// user-token policy the session's identity is sent under.
+    fn endpoint(&self, url: &str, user: UserTokenPolicy) -> EndpointDescription {
+        let mut endpoint: EndpointDescription = (url, self.policy.to_str(), self.mode, user).into();
+        if let Some(der) = &self.server_cert {
+            endpoint.server_certificate = ByteString::from(der.clone());
         }
         endpoint
     }
 }
 
-/// Creates the session (not connected yet: the returned event loop connects once polled).
-/// Only configuration errors are returned.
-pub(crate) fn open(
-    config: &OpcuaConfig,
-) -> Result<(Arc<Session>, SessionEventLoop<TcpConnector>), Error> {
-    let security = ChannelSecurity::resolve(&config.security)?;
-    let mut client = client_builder(config, &security)
+/// Where the background task reports, and what its reasons name.
+pub(crate) struct Driving {
+    /// The session's state, for [`crate::OpcuaClient::link`].
+    pub(crate) link: watch::Sender<Link>,
+    /// Emptied on every new session.
+    pub(crate) caches: Arc<Caches>,
+    /// The session, once made: at once for an anonymous one, after the server has named its
+    /// user-token policy for a user name.
+    pub(crate) slot: Arc<OnceLock<Arc<Session>>>,
+    /// The settings (endpoint, identity, backoff) the reasons and retries follow.
+    pub(crate) config: OpcuaConfig,
+}
+
+impl Driving {
+    /// Reports a reason for being disconnected, waking watchers only when it changed (and
+    /// saying whether it did).
+    fn disconnected(&self, why: String) -> bool {
+        self.link.send_if_modified(|l| {
+            let new = Link::Disconnected(why);
+            let changed = *l != new;
+            *l = new;
+            changed
+        })
+    }
+}
+
+/// Starts the session's background task; returns at once. Only configuration errors are
+/// returned: an anonymous session is created here (not connected: its event loop connects once
+/// polled), a user name's in the task, after the server has named its user-token policy.
+pub(crate) fn start(run: Driving) -> Result<AbortHandle, Error> {
+    let security = ChannelSecurity::resolve(&run.config.security)?;
+    let client = client_builder(&run.config, &security)
         .client()
         .map_err(|errs| Error::Config(errs.join("; ")))?;
-    let endpoint = security.endpoint(config.endpoint.as_str());
+    let task = match run.config.identity {
+        Identity::Anonymous => {
+            let url = run.config.endpoint.clone();
+            let endpoint = security.endpoint(&url, UserTokenPolicy::anonymous());
+            let (session, event_loop) = open(client, endpoint, &run.config.identity)?;
+            let _ = run.slot.set(session.clone());
+            tokio::spawn(drive(event_loop, session, run))
+        }
+        Identity::UserName { .. } => tokio::spawn(log_in(client, security, run)),
+    };
+    Ok(task.abort_handle())
+}
+
+/// Creates the session on `endpoint` for `identity` (not connected yet).
+fn open(
+    mut client: Client,
+    endpoint: EndpointDescription,
+    identity: &Identity,
+) -> Result<(Arc<Session>, SessionEventLoop<TcpConnector>), Error> {
     client
-        .connect_to_endpoint_directly(endpoint, IdentityToken::Anonymous)
+        .connect_to_endpoint_directly(endpoint, identity::token(identity))
         .map_err(|e| Error::Config(e.to_string()))
+}
+
+/// A user name's session: asks the server for its UserName policy (retrying with the
+/// configured backoff while it cannot be asked or offers none), then makes and drives the
+/// session.
+async fn log_in(client: Client, security: ChannelSecurity, run: Driving) {
+    let url = run.config.endpoint.clone();
+    let channel = (security.policy, security.mode);
+    let bound = run.config.request_timeout * 2;
+    let mut wait = run.config.initial_backoff;
+    let offered = loop {
+        match identity::user_name_policy(&client, &url, channel, bound).await {
+            Ok(offered) => break offered,
+            Err((code, why)) => {
+                let why = match code {
+                    Some(code) => failure(code, &run.config.endpoint).await,
+                    None => why,
+                };
+                tracing::debug!(endpoint = %url, %why, "OPC UA user-token policy not found");
+                let _ = run.disconnected(why);
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(run.config.max_backoff);
+            }
+        }
+    };
+    let user_policy = offered
+        .user_identity_tokens
+        .and_then(|t| t.into_iter().next())
+        .unwrap_or_else(UserTokenPolicy::anonymous);
+    let endpoint = security.endpoint(&url, user_policy);
+    match open(client, endpoint, &run.config.identity) {
+        Ok((session, event_loop)) => {
+            let _ = run.slot.set(session.clone());
+            drive(event_loop, session, run).await;
+        }
+        Err(e) => {
+            run.link.send_replace(Link::Disconnected(e.to_string()));
+        }
+    }
 }
 
 /// The async-opcua client settings: identity, certificate handling, retry forever with the
@@ -142,22 +222,17 @@ fn client_builder(config: &OpcuaConfig, security: &ChannelSecurity) -> ClientBui
     }
 }
 
-/// Runs the session event loop and reports its transitions on `link`.
-pub(crate) async fn drive(
-    event_loop: SessionEventLoop<TcpConnector>,
-    session: Arc<Session>,
-    link: watch::Sender<Link>,
-    caches: Arc<Caches>,
-    endpoint: String,
-) {
+/// Runs the session event loop and reports its transitions on `run.link`.
+async fn drive(event_loop: SessionEventLoop<TcpConnector>, session: Arc<Session>, run: Driving) {
     use futures_util::StreamExt as _;
+    let endpoint = run.config.endpoint.as_str();
     let stream = event_loop.enter();
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {
             Ok(SessionPollResult::Reconnected(mode)) => {
                 if matches!(mode, SessionConnectMode::NewSession(_)) {
-                    caches.clear();
+                    run.caches.clear();
                 }
                 tracing::info!(%endpoint, "OPC UA session active");
                 // async-opcua 0.19 moves the subscriptions to the new session during the
@@ -168,37 +243,47 @@ pub(crate) async fn drive(
                 // by async-opcua, harmless), while skipping the nudge there left a monitor
                 // created right after the activation silent under load (seen in CI).
                 session.trigger_publish_now();
-                link.send_replace(Link::Connected);
+                run.link.send_replace(Link::Connected);
             }
             Ok(SessionPollResult::ConnectionLost(code)) => {
                 tracing::warn!(%endpoint, status = %code, "OPC UA connection lost");
-                link.send_replace(Link::Disconnected(status_name(code)));
+                run.link.send_replace(Link::Disconnected(status_name(code)));
             }
             Ok(SessionPollResult::ReconnectFailed(code)) => {
-                let mut why = status_name(code);
-                if code == StatusCode::BadCommunicationError
-                    && let Some(socket) = probe(&endpoint).await
-                {
-                    why = format!("{why}: {socket}");
+                // A refused identity is retried like any failure (the server's user list may
+                // change), but said once at warn level: it never fixes itself on this side.
+                if let Some(why) = identity::refused(code, &run.config.identity) {
+                    if run.disconnected(why.clone()) {
+                        tracing::warn!(%endpoint, %why, "OPC UA server refused the identity");
+                    }
+                    continue;
                 }
+                let why = failure(code, endpoint).await;
                 tracing::debug!(%endpoint, %why, "OPC UA connect attempt failed");
-                link.send_if_modified(|l| {
-                    let new = Link::Disconnected(why);
-                    let changed = *l != new;
-                    *l = new;
-                    changed
-                });
+                let _ = run.disconnected(why);
             }
             Ok(_) => {}
             Err(code) => {
-                link.send_replace(Link::Disconnected(format!(
-                    "{} (the session gave up)",
-                    status_name(code)
-                )));
+                let why = identity::refused(code, &run.config.identity)
+                    .unwrap_or_else(|| status_name(code));
+                run.link
+                    .send_replace(Link::Disconnected(format!("{why} (the session gave up)")));
                 break;
             }
         }
     }
+}
+
+/// The reason for a failed connect: the status, and for a communication error the socket's
+/// own error when the socket does not open.
+async fn failure(code: StatusCode, endpoint: &str) -> String {
+    let why = status_name(code);
+    if code == StatusCode::BadCommunicationError
+        && let Some(socket) = probe(endpoint).await
+    {
+        return format!("{why}: {socket}");
+    }
+    why
 }
 
 /// The socket error of a TCP connect to the endpoint's host and port, for a reason a person can

@@ -82,7 +82,7 @@ impl OpcuaClient {
                 ..DataValue::null()
             },
         };
-        let session = &self.inner.session;
+        let session = self.inner.session()?;
         let response = Write::new(session)
             .nodes_to_write(vec![write])
             .send(session.channel())
@@ -134,7 +134,7 @@ impl OpcuaClient {
             method_id,
             input_arguments: Some(inputs),
         };
-        let session = &self.inner.session;
+        let session = self.inner.session()?;
         let response = Call::new(session)
             .method(request)
             .send(session.channel())
@@ -180,7 +180,7 @@ impl OpcuaClient {
         ];
         let values = self
             .inner
-            .session
+            .session()?
             .read(&to_read, TimestampsToReturn::Neither, 0.0)
             .await
             .map_err(|e| Error::from_stack(op.clone(), &e))?;
@@ -248,7 +248,7 @@ impl OpcuaClient {
                 }]),
             },
         };
-        let session = &self.inner.session;
+        let session = self.inner.session()?;
         let found = session
             .translate_browse_paths_to_node_ids(&[path])
             .await

@@ -1,6 +1,7 @@
 //! Interop with an OPC UA stack no one here wrote: tests/python/opcua/pump_server.py, an asyncua
 //! 2.1 server, driven by this crate's client — browse, read, monitor, writes with the node's own
-//! data type, method calls with typed arguments, the fence, and the server dying mid-monitor.
+//! data type, method calls with typed arguments, the fence, the server dying mid-monitor, and a
+//! server that takes only a user name and password (`--login`).
 //!
 //! The Python environment is a prerequisite, never a reason to skip: without it these tests fail
 //! and say how to install it (`bash scripts/python-env`).
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use closedloop_driver::Value;
 use closedloop_opcua::testing::*;
-use closedloop_opcua::{Class, Error, Link, classify};
+use closedloop_opcua::{Class, Error, Identity, Link, OpcuaClient, classify};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -59,9 +60,15 @@ struct Pump {
 
 impl Pump {
     async fn start() -> Pump {
+        Pump::start_with(&[]).await
+    }
+
+    /// pump_server.py with extra arguments (`--login USER:PASSWORD`).
+    async fn start_with(args: &[&str]) -> Pump {
         let script = repo().join("tests/python/opcua/pump_server.py");
         let mut child = Command::new(python())
             .arg(&script)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -270,4 +277,90 @@ async fn killing_the_asyncua_server_mid_monitor_is_offline() {
     assert_eq!(classify(&err), Class::Offline, "{err}");
     let err = client.write(&speed, Value::Number(1.0)).await.unwrap_err();
     assert_eq!(classify(&err), Class::Offline, "{err}");
+}
+
+/// The login pump_server.py is started with in the identity tests.
+const LOGIN: &str = "operator:s3cret-pw";
+
+/// A client of `endpoint` logging in as `identity` (not waited for).
+fn client_as(endpoint: &str, identity: Identity) -> OpcuaClient {
+    let config = closedloop_opcua::OpcuaConfig {
+        identity,
+        ..quick(endpoint)
+    };
+    OpcuaClient::connect(config).expect("a valid config")
+}
+
+fn operator(password: &str) -> Identity {
+    Identity::UserName {
+        user: "operator".into(),
+        password: password.into(),
+    }
+}
+
+/// Waits until the link is disconnected for a reason containing `needle`.
+async fn wait_reason(client: &OpcuaClient, needle: &str) -> String {
+    let mut link = client.link();
+    let found = link.wait_for(|l| matches!(l, Link::Disconnected(w) if w.contains(needle)));
+    match tokio::time::timeout(WAIT, found).await {
+        Ok(Ok(l)) => match &*l {
+            Link::Disconnected(why) => why.clone(),
+            Link::Connected => unreachable!(),
+        },
+        _ => panic!(
+            "no reason with {needle:?} (now {:?})",
+            *client.link().borrow()
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_name_and_password_log_in_to_an_asyncua_server() {
+    let server = Pump::start_with(&["--login", LOGIN]).await;
+    let client = client_as(&server.endpoint, operator("s3cret-pw"));
+    wait_link(&client, true).await;
+    let read = client
+        .read(&[pump("Speed")])
+        .await
+        .expect("read as operator");
+    assert_eq!(read[0].value, Some(Value::Number(0.0)));
+    assert!(read[0].good, "{:?}", read[0]);
+    client
+        .write(&pump("Speed"), Value::Number(900.0))
+        .await
+        .expect("write as operator");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_a_refused_identity_not_a_timeout() {
+    let server = Pump::start_with(&["--login", LOGIN]).await;
+    let client = client_as(&server.endpoint, operator("not-the-password"));
+    let why = wait_reason(&client, "Bad_UserAccessDenied").await;
+    assert!(
+        why.contains("refused the identity user \"operator\"") && why.contains("password"),
+        "{why}"
+    );
+    assert!(!why.contains("not-the-password"), "{why}");
+    let err = client.read(&[pump("Speed")]).await.unwrap_err();
+    assert_eq!(classify(&err), Class::Offline, "{err}");
+    assert!(err.to_string().contains("Bad_UserAccessDenied"), "{err}");
+    let refused = closedloop_opcua::write_error(&err, "writing Speed");
+    assert_eq!(refused.code, closedloop_driver::ErrorCode::DeviceOffline);
+    assert!(
+        refused.detail.contains("refused the identity"),
+        "{}",
+        refused.detail
+    );
+    assert!(!format!("{refused:?}").contains("not-the-password"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_session_on_a_login_server_is_told_to_give_a_user() {
+    let server = Pump::start_with(&["--login", LOGIN]).await;
+    let client = client_as(&server.endpoint, Identity::Anonymous);
+    let why = wait_reason(&client, "refused the anonymous identity").await;
+    assert!(
+        why.starts_with("Bad_IdentityTokenRejected") && why.contains("add username and password"),
+        "{why}"
+    );
 }

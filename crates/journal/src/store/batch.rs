@@ -7,8 +7,12 @@
 //! update later in the batch wins over an earlier one of the same command, a command id that
 //! is already taken (in the journal or earlier in the batch) is [`JournalError::Duplicate`] and
 //! writes nothing, and timeline entries keep the batch's order.
+//!
+//! Timeline entries are linked into the hash chain (`crate::chain`) here, in the order they are
+//! inserted, each with its `seq` given explicitly so that its hash can cover it.
 
 use super::writes::Write;
+use crate::chain::Chain;
 use crate::{CommandRow, EventRow, JournalError};
 // The SQL is built from constants and a count of `?` placeholders only: every value is bound.
 use sqlx::{AssertSqlSafe, Sqlite, Transaction};
@@ -18,10 +22,12 @@ use std::collections::{HashMap, HashSet};
 const ROWS: usize = 500;
 
 /// Runs `writes` inside `tx`: each write's own outcome, or the error that stopped the
-/// transaction (which the caller rolls back).
+/// transaction (which the caller rolls back). `chain` advances past every event inserted; the
+/// caller keeps it only if the transaction commits.
 pub(super) async fn run(
     tx: &mut Transaction<'_, Sqlite>,
     writes: &[&Write],
+    chain: &mut Chain,
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
     let new: Vec<&CommandRow> = writes
         .iter()
@@ -60,7 +66,7 @@ pub(super) async fn run(
             evs.iter().map(move |e| (id.as_str(), e))
         })
         .collect();
-    insert_events(tx, &events).await?;
+    insert_events(tx, &events, chain).await?;
     Ok(outcomes)
 }
 
@@ -148,23 +154,30 @@ async fn update_commands(
     Ok(())
 }
 
-/// Appends timeline entries, in the order given.
+/// Appends timeline entries, in the order given, each linked to the one before by `chain`.
 async fn insert_events(
     tx: &mut Transaction<'_, Sqlite>,
     events: &[(&str, &EventRow)],
+    chain: &mut Chain,
 ) -> Result<(), JournalError> {
     for chunk in events.chunks(ROWS) {
         let sql = format!(
-            "INSERT INTO events (command_id, at_ms, event, data) VALUES {}",
-            placeholders(4, chunk.len())
+            "INSERT INTO events (seq, command_id, at_ms, event, data, prev_hash, hash) VALUES {}",
+            placeholders(7, chunk.len())
         );
         let mut q = sqlx::query(AssertSqlSafe(sql));
         for (id, e) in chunk {
+            // The text stored is the text hashed: serialised once, here.
+            let data = e.data.to_string();
+            let link = chain.link(id, e.at_ms, &e.event, &data);
             q = q
+                .bind(link.seq)
                 .bind(*id)
                 .bind(e.at_ms)
                 .bind(&e.event)
-                .bind(e.data.to_string());
+                .bind(data)
+                .bind(link.prev_hash)
+                .bind(link.hash);
         }
         q.execute(&mut **tx).await?;
     }

@@ -2,45 +2,15 @@
 //! hears its own outcome, and the writer outlives the runtime that opened the journal.
 
 use super::*;
+use crate::store::fixtures::{self, file_journal};
 use crate::{CommandRow, EventRow};
-use serde_json::json;
 
 fn row(id: &str) -> CommandRow {
-    CommandRow {
-        command_id: id.into(),
-        request_id: format!("req_{id}"),
-        device: "relay".into(),
-        action: "switch".into(),
-        params: json!({"on": true}),
-        status: "accepted".into(),
-        verified: false,
-        verification: "feedback".into(),
-        error_code: None,
-        detail: None,
-        hint: None,
-        evidence: json!({}),
-        readback_matched: None,
-        accepted_at_ms: 1,
-        updated_at_ms: 1,
-        deadline_ms: None,
-        dispatched: false,
-        caller: None,
-        idempotency_key: None,
-    }
+    fixtures::row(id, "relay", "accepted", 1)
 }
 
 fn ev(event: &str) -> EventRow {
-    EventRow {
-        at_ms: 1,
-        event: event.into(),
-        data: serde_json::Value::Null,
-    }
-}
-
-async fn file_journal(dir: &tempfile::TempDir) -> Journal {
-    Journal::open(&format!("sqlite://{}", dir.path().join("j.db").display()))
-        .await
-        .unwrap()
+    fixtures::ev(1, event)
 }
 
 #[tokio::test]
@@ -104,6 +74,8 @@ async fn a_failing_write_fails_alone_and_its_batch_neighbours_land() {
     }
     let events = j.events("taken").await.unwrap();
     assert!(events.is_empty(), "a refused duplicate left {events:?}");
+    let report = j.verify().await.unwrap();
+    assert!(report.intact(), "failed writes broke the chain: {report:?}");
 }
 
 #[test]
@@ -147,7 +119,8 @@ async fn one_batch_ends_as_its_writes_would_one_after_the_other() {
     ];
     let refs: Vec<&Write> = writes.iter().collect();
     let mut tx = j.writer.begin().await.unwrap();
-    let outcomes = super::batch::run(&mut tx, &refs).await.unwrap();
+    let mut chain = crate::chain::Chain::default();
+    let outcomes = super::batch::run(&mut tx, &refs, &mut chain).await.unwrap();
     tx.commit().await.unwrap();
     let failed: Vec<usize> = (0..outcomes.len())
         .filter(|&i| outcomes[i].is_err())

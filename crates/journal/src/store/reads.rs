@@ -10,6 +10,30 @@ use sqlx::sqlite::SqliteRow;
 /// The statuses that are not yet terminal; recovery looks for these at start-up.
 const OPEN_STATUSES: [&str; 2] = ["accepted", "running"];
 
+/// Which commands [`Journal::audit`] returns, oldest first: one page of the audit trail.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// Only commands accepted at or after this (wall-clock ms).
+    pub since_ms: i64,
+    /// Only this caller (token name, or `stdio`).
+    pub caller: Option<String>,
+    /// Resume after this `(accepted_at_ms, command_id)`: the last row of the previous page, so
+    /// a long trail is read in bounded pages.
+    pub after: Option<(i64, String)>,
+    /// At most this many (the caller bounds it).
+    pub limit: u32,
+}
+
+/// One command of the audit trail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    /// The command as the journal keeps it (its caller, device, action, status, error code).
+    pub command: CommandRow,
+    /// The token whose confirmation preceded the command: `confirmed_by` in the data of its
+    /// `accepted` event, when there.
+    pub confirmed_by: Option<String>,
+}
+
 impl Journal {
     /// One command, if it exists.
     pub async fn get(&self, command_id: &str) -> Result<Option<CommandRow>, JournalError> {
@@ -73,6 +97,38 @@ impl Journal {
         .fetch_all(&self.writer)
         .await?;
         Ok(rows.into_iter().map(|(t,)| t).collect())
+    }
+
+    /// The commands accepted since `filter.since_ms` (of `filter.caller`, if given), oldest
+    /// first, each with who confirmed it: the audit trail `closedloop audit` prints. Raw writes
+    /// and rejected calls are commands too (`raw_write`, `rejected`), so they are in it.
+    pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, JournalError> {
+        let (after_ms, after_id) = filter.after.clone().unzip();
+        let rows = sqlx::query(
+            "SELECT c.*, (SELECT CASE WHEN json_valid(e.data)
+                                  THEN CAST(json_extract(e.data, '$.confirmed_by') AS TEXT) END
+                          FROM events e WHERE e.command_id = c.command_id AND e.event = 'accepted'
+                          ORDER BY e.seq LIMIT 1) AS confirmed_by
+             FROM commands c
+             WHERE c.accepted_at_ms >= ?1 AND (?2 IS NULL OR c.caller = ?2)
+               AND (?3 IS NULL OR (c.accepted_at_ms, c.command_id) > (?3, ?4))
+             ORDER BY c.accepted_at_ms, c.command_id LIMIT ?5",
+        )
+        .bind(filter.since_ms)
+        .bind(&filter.caller)
+        .bind(after_ms)
+        .bind(after_id)
+        .bind(i64::from(filter.limit))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditRow {
+                    command: command_from_row(r)?,
+                    confirmed_by: r.try_get("confirmed_by")?,
+                })
+            })
+            .collect()
     }
 
     /// Commands that were not terminal when the journal was last written: what start-up recovery

@@ -1,40 +1,9 @@
 //! The store against SQLite itself: in memory, on disk, and read-only.
 
 use super::*;
-use crate::{CommandRow, EventRow};
+use crate::EventRow;
+use crate::store::fixtures::{ev, row};
 use serde_json::json;
-
-fn row(id: &str, device: &str, status: &str, at: i64) -> CommandRow {
-    CommandRow {
-        command_id: id.into(),
-        request_id: format!("req_{id}"),
-        device: device.into(),
-        action: "switch".into(),
-        params: json!({"on": true}),
-        status: status.into(),
-        verified: false,
-        verification: "feedback".into(),
-        error_code: None,
-        detail: None,
-        hint: None,
-        evidence: json!({}),
-        readback_matched: None,
-        accepted_at_ms: at,
-        updated_at_ms: at,
-        deadline_ms: None,
-        dispatched: false,
-        caller: Some("stdio".into()),
-        idempotency_key: None,
-    }
-}
-
-fn ev(at: i64, event: &str) -> EventRow {
-    EventRow {
-        at_ms: at,
-        event: event.into(),
-        data: serde_json::Value::Null,
-    }
-}
 
 #[tokio::test]
 async fn a_read_only_journal_reads_creates_nothing_and_takes_no_write() {
@@ -191,4 +160,46 @@ async fn file_journal_survives_reopen_and_refuses_postgres() {
         .unwrap_err();
     assert!(err.to_string().contains("scale-out"), "{err}");
     assert!(Journal::open("mysql://x").await.is_err());
+}
+
+#[tokio::test]
+async fn audit_lists_commands_since_oldest_first_with_their_caller_and_confirmation() {
+    let j = Journal::open("sqlite::memory:").await.unwrap();
+    let mut by_ops = row("b", "lamp", "completed", 20);
+    by_ops.caller = Some("ops".into());
+    let confirmed = EventRow {
+        at_ms: 30,
+        event: "accepted".into(),
+        data: json!({"confirmed_by": "alice"}),
+    };
+    j.insert(&row("a", "lamp", "completed", 10), &[ev(10, "accepted")])
+        .await
+        .unwrap();
+    j.insert(&by_ops, &[ev(20, "accepted")]).await.unwrap();
+    j.insert(&row("c", "lamp", "completed", 30), &[confirmed])
+        .await
+        .unwrap();
+    let page = |since_ms, caller: Option<&str>, after, limit| AuditFilter {
+        since_ms,
+        caller: caller.map(str::to_string),
+        after,
+        limit,
+    };
+    let ids = |rows: Vec<AuditRow>| -> Vec<(String, Option<String>)> {
+        rows.into_iter()
+            .map(|r| (r.command.command_id, r.confirmed_by))
+            .collect()
+    };
+    let all = ids(j.audit(&page(15, None, None, 10)).await.unwrap());
+    assert_eq!(
+        all,
+        [("b".into(), None), ("c".into(), Some("alice".into()))]
+    );
+    let ops = ids(j.audit(&page(0, Some("ops"), None, 10)).await.unwrap());
+    assert_eq!(ops, [("b".into(), None)]);
+    let first = j.audit(&page(0, None, None, 2)).await.unwrap();
+    let last = first.last().unwrap();
+    let after = Some((last.command.accepted_at_ms, last.command.command_id.clone()));
+    let rest = ids(j.audit(&page(0, None, after, 2)).await.unwrap());
+    assert_eq!(rest, [("c".into(), Some("alice".into()))]);
 }

@@ -2,6 +2,7 @@
 //! confirmation a `confirm = true` action needs before anything is sent.
 
 use super::{command_result, engine_error, opt_str, structured, take_wait, unknown_device};
+use crate::confirm::{Redeemer, Refusal};
 use crate::{Caller, Server};
 use closedloop_engine::{EngineError, ErrorCode, Submission};
 use rmcp::model::{CallToolResult, JsonObject};
@@ -30,11 +31,11 @@ impl Server {
         };
         let wait = take_wait(&mut args, "wait_s", default)?;
         let key = take_key(&mut args)?;
-        let confirmed = match self
+        let confirmed_by = match self
             .confirmation(device, action, &mut args, key.as_deref(), caller, cx)
             .await?
         {
-            ControlFlow::Continue(confirmed) => confirmed,
+            ControlFlow::Continue(confirmed_by) => confirmed_by,
             ControlFlow::Break(answer) => return Ok(answer),
         };
         let sub = Submission {
@@ -44,16 +45,17 @@ impl Server {
             idempotency_key: key,
             wait,
             request_id: Some(request_id),
-            confirmed,
+            confirmed: confirmed_by.is_some(),
+            confirmed_by,
             ..Submission::default()
         };
         self.submit(sub, caller).await
     }
 
     /// The confirmation step of [`Server::act`], so that `act` reads as a sequence of steps.
-    /// `Continue(confirmed)` passes the call on: `false` when no confirmation is asked (the
+    /// `Continue(confirmed_by)` passes the call on: `None` when no confirmation is asked (the
     /// action needs none, the caller may not actuate the device and is refused by `submit`, or
-    /// a keyed retry the engine answers). `Break` answers at once: a refused token, a person's
+    /// a keyed retry the engine answers), else who confirmed. `Break` answers at once: a refused token, a person's
     /// no, or a needs_confirmation result; nothing was sent.
     async fn confirmation(
         &self,
@@ -63,7 +65,7 @@ impl Server {
         key: Option<&str>,
         caller: &Caller,
         cx: &RequestContext<RoleServer>,
-    ) -> Result<ControlFlow<CallToolResult, bool>, McpError> {
+    ) -> Result<ControlFlow<CallToolResult, Option<String>>, McpError> {
         let needs_confirmation = self
             .engine
             .plant()
@@ -77,19 +79,20 @@ impl Server {
             None => false,
         };
         if !(needs_confirmation && caller.may_actuate(device) && !replay) {
-            return Ok(ControlFlow::Continue(false));
+            return Ok(ControlFlow::Continue(None));
         }
         match args.remove("confirmation_token") {
-            Some(Value::String(token)) => Ok(
-                match self.confirmations.redeem(
-                    &token,
-                    &caller.name,
-                    Some((device, action, &*args)),
-                ) {
-                    Ok(_) => ControlFlow::Continue(true),
+            Some(Value::String(token)) => {
+                let redeemed = self.redeemer(caller, cx).and_then(|by| {
+                    let expect = Some((device, action, &*args));
+                    self.confirmations.redeem(&token, by, expect)?;
+                    Ok(by.name().to_string())
+                });
+                Ok(match redeemed {
+                    Ok(by) => ControlFlow::Continue(Some(by)),
                     Err(refusal) => ControlFlow::Break(confirmation_refused(&refusal)),
-                },
-            ),
+                })
+            }
             Some(_) => Err(McpError::invalid_params(
                 "confirmation_token must be a string",
                 None,
@@ -108,9 +111,25 @@ impl Server {
         key: Option<&str>,
         caller: &Caller,
         cx: &RequestContext<RoleServer>,
-    ) -> ControlFlow<CallToolResult, bool> {
+    ) -> ControlFlow<CallToolResult, Option<String>> {
+        let confirmers = &self.engine.plant().server.confirm_by;
+        if self.confirmers_required(cx) {
+            // The asker's own client answering would be the agent confirming itself.
+            let (token, ttl, _) = self
+                .confirmations
+                .issue(device, action, args, &caller.name, key);
+            let asked = Asked {
+                device,
+                action,
+                args,
+                token: &token,
+                ttl,
+                task: None,
+            };
+            return ControlFlow::Break(needs_confirmation_result(&asked, confirmers));
+        }
         match crate::elicit::ask(cx, device, action, args).await {
-            crate::elicit::Answer::Confirmed => ControlFlow::Continue(true),
+            crate::elicit::Answer::Confirmed => ControlFlow::Continue(Some(caller.name.clone())),
             crate::elicit::Answer::Declined(why) => {
                 ControlFlow::Break(declined_result(device, action, &why))
             }
@@ -121,9 +140,15 @@ impl Server {
                 // A Tasks client gets a task in input_required under the id the command
                 // will have; it answers with tasks/update.
                 let task = crate::tasks::client_wants_tasks(cx).then_some(command_id);
-                ControlFlow::Break(needs_confirmation_result(
-                    device, action, args, &token, ttl, task,
-                ))
+                let asked = Asked {
+                    device,
+                    action,
+                    args,
+                    token: &token,
+                    ttl,
+                    task,
+                };
+                ControlFlow::Break(needs_confirmation_result(&asked, &[]))
             }
         }
     }
@@ -155,6 +180,7 @@ impl Server {
         mut args: JsonObject,
         request_id: String,
         caller: &Caller,
+        cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let wait = take_wait(&mut args, "wait_s", self.default_wait_s())?;
         let Some(Value::String(token)) = args.get("confirmation_token") else {
@@ -163,8 +189,17 @@ impl Server {
                 None,
             ));
         };
-        match self.confirmations.redeem(token, &caller.name, None) {
-            Ok(p) => {
+        let redeemed = self.redeemer(caller, cx).and_then(|by| {
+            let p = self.confirmations.redeem(token, by, None)?;
+            Ok((by, p))
+        });
+        match redeemed {
+            Ok((by, p)) => {
+                // A confirmer's yes runs the command as the token that asked, with its scopes.
+                let runs_as = match by {
+                    Redeemer::Asker(_) => caller.clone(),
+                    Redeemer::Confirmer(_) => self.token_caller(&p.caller),
+                };
                 let sub = Submission {
                     command_id: Some(p.command_id),
                     device: p.device,
@@ -174,11 +209,50 @@ impl Server {
                     wait,
                     request_id: Some(request_id),
                     confirmed: true,
+                    confirmed_by: Some(by.name().to_string()),
                     ..Submission::default()
                 };
-                self.submit(sub, caller).await
+                self.submit(sub, &runs_as).await
             }
             Err(refusal) => Ok(confirmation_refused(&refusal)),
+        }
+    }
+
+    /// Who redeems a confirmation in this request: the caller that asked, or, with `[server]
+    /// confirm_by` over HTTP, only one of the named tokens.
+    pub(crate) fn redeemer<'a>(
+        &self,
+        caller: &'a Caller,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<Redeemer<'a>, Refusal> {
+        if !self.confirmers_required(cx) {
+            return Ok(Redeemer::Asker(&caller.name));
+        }
+        let by = &self.engine.plant().server.confirm_by;
+        match by.contains(&caller.name) {
+            true => Ok(Redeemer::Confirmer(&caller.name)),
+            false => Err(Refusal::NotConfirmer(by.clone())),
+        }
+    }
+
+    /// Whether confirmations come from `[server] confirm_by` tokens in this request: only over
+    /// HTTP, where callers are tokens (over stdio the one caller is whoever started the process).
+    fn confirmers_required(&self, cx: &RequestContext<RoleServer>) -> bool {
+        !self.engine.plant().server.confirm_by.is_empty() && crate::http::caller_from(cx).is_some()
+    }
+
+    /// The caller of the plant token `name`, with its scopes (none if the plant has no such token).
+    fn token_caller(&self, name: &str) -> Caller {
+        let scopes = self
+            .engine
+            .plant()
+            .server
+            .tokens
+            .iter()
+            .find(|t| t.name == name);
+        Caller {
+            name: name.to_string(),
+            scopes: scopes.map(|t| t.scopes.clone()).unwrap_or_default(),
         }
     }
 
@@ -241,15 +315,27 @@ fn take_key(args: &mut JsonObject) -> Result<Option<String>, McpError> {
     }
 }
 
-/// The first answer to a `confirm = true` action: nothing was sent; a person must agree first.
-fn needs_confirmation_result(
-    device: &str,
-    action: &str,
-    args: &JsonObject,
-    token: &str,
+/// A confirmation token just issued, and what for.
+struct Asked<'a> {
+    device: &'a str,
+    action: &'a str,
+    args: &'a JsonObject,
+    token: &'a str,
     ttl: Duration,
     task: Option<String>,
-) -> CallToolResult {
+}
+
+/// The first answer to a `confirm = true` action: nothing was sent; a person must agree first.
+/// With `confirmers` (`[server] confirm_by`), one of them confirms, not the asker.
+fn needs_confirmation_result(asked: &Asked<'_>, confirmers: &[String]) -> CallToolResult {
+    let Asked {
+        device,
+        action,
+        args,
+        token,
+        ttl,
+        ..
+    } = *asked;
     let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
     let detail = format!(
         "{device} {action} ({}) needs a person's confirmation before anything moves; nothing was sent.",
@@ -259,10 +345,17 @@ fn needs_confirmation_result(
             shown.join(", ")
         }
     );
-    let hint = format!(
-        "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
-        ttl.as_secs_f64()
-    );
+    let hint = match confirmers {
+        [] => format!(
+            "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
+            ttl.as_secs_f64()
+        ),
+        names => format!(
+            "You cannot confirm this yourself. Give this confirmation_token to a person holding the {} token; they run it with confirm_command within {:.0} s. Then follow the command with get_command_status.",
+            names.join(" or "),
+            ttl.as_secs_f64()
+        ),
+    };
     let mut v = json!({
         "status": "needs_confirmation",
         "device": device,
@@ -274,7 +367,7 @@ fn needs_confirmation_result(
         "detail": detail,
         "hint": hint,
     });
-    if let Some(id) = task {
+    if let Some(id) = &asked.task {
         v["confirmation_task"] = json!(id);
     }
     structured(v, false, format!("Needs confirmation: {detail} {hint}"))

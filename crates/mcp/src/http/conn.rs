@@ -16,8 +16,10 @@
 //! [`HttpOptions::request_timeout`]: super::HttpOptions::request_timeout
 
 use super::throttle::Throttle;
+use super::tls::{Conn, Tls};
 use std::future::Future as _;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -25,14 +27,19 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use tokio::time::Sleep;
 
-/// A listener that caps open connections and closes quiet ones.
+/// A listener that caps open connections, closes quiet ones, and (with [`Tls`]) runs each
+/// TLS handshake on its own task.
 pub struct Guarded {
     inner: TcpListener,
     slots: Arc<Semaphore>,
     limits: Limits,
+    tls: Option<Tls>,
+    handshakes: JoinSet<Result<(Conn, SocketAddr), (SocketAddr, String)>>,
     refused: Throttle,
+    failed: Throttle,
 }
 
 /// How long a connection may be quiet, and how long a request may take to arrive.
@@ -41,42 +48,84 @@ pub struct Limits {
     /// No byte either way for this long: closed.
     pub idle: Duration,
     /// A request still arriving this long after its first byte, with no answer begun: closed.
+    /// A TLS handshake gets as long.
     pub request: Duration,
 }
 
 impl Guarded {
-    /// Wraps `inner`: at most `max` connections open, each held to `limits`.
-    pub fn new(inner: TcpListener, max: usize, limits: Limits) -> Guarded {
+    /// Wraps `inner`: at most `max` connections open, each held to `limits`, each served over
+    /// TLS when `tls` is given.
+    pub fn new(inner: TcpListener, max: usize, limits: Limits, tls: Option<Tls>) -> Guarded {
         Guarded {
             inner,
             slots: Arc::new(Semaphore::new(max)),
             limits,
+            tls,
+            handshakes: JoinSet::new(),
             refused: Throttle::new_at(Instant::now()),
+            failed: Throttle::new_at(Instant::now()),
         }
+    }
+
+    /// A slot for a new connection, or `None` (the connection dropped, so closed) when every
+    /// slot is taken.
+    fn admit(&mut self, stream: TcpStream, addr: SocketAddr) -> Option<Watched> {
+        match Arc::clone(&self.slots).try_acquire_owned() {
+            Ok(slot) => Some(Watched::new(stream, slot, self.limits)),
+            Err(_) => {
+                drop(stream);
+                metrics::counter!("closedloop_http_connections_refused_total").increment(1);
+                if let Some(left_out) = self.refused.allow() {
+                    tracing::warn!(%addr, left_out, "HTTP connection refused: every connection slot is taken");
+                }
+                None
+            }
+        }
+    }
+
+    /// Starts the handshake of an admitted connection; it ends in `handshakes`.
+    fn handshake(&mut self, tls: Tls, watched: Watched, addr: SocketAddr) {
+        let limit = self.limits.request;
+        self.handshakes.spawn(async move {
+            match tokio::time::timeout(limit, tls.accept(watched)).await {
+                Ok(Ok(conn)) => Ok((conn, addr)),
+                Ok(Err(e)) => Err((addr, e.to_string())),
+                Err(_) => Err((addr, format!("handshake unfinished after {limit:?}"))),
+            }
+        });
     }
 }
 
 impl axum::serve::Listener for Guarded {
-    type Io = Watched;
-    type Addr = std::net::SocketAddr;
+    type Io = Conn;
+    type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (Watched, std::net::SocketAddr) {
+    async fn accept(&mut self) -> (Conn, SocketAddr) {
         loop {
-            let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-            match Arc::clone(&self.slots).try_acquire_owned() {
-                Ok(slot) => return (Watched::new(stream, slot, self.limits), addr),
-                Err(_) => {
-                    // Dropped: closed at once, before a byte is read.
-                    drop(stream);
-                    if let Some(left_out) = self.refused.allow() {
-                        tracing::warn!(%addr, left_out, "HTTP connection refused: every connection slot is taken");
+            tokio::select! {
+                Some(done) = self.handshakes.join_next(), if !self.handshakes.is_empty() => {
+                    match done {
+                        Ok(Ok(served)) => return served,
+                        Ok(Err((addr, why))) => {
+                            if let Some(left_out) = self.failed.allow() {
+                                tracing::warn!(%addr, left_out, "TLS handshake failed: {why}");
+                            }
+                        }
+                        Err(e) => tracing::error!("TLS handshake task ended: {e}"),
+                    }
+                }
+                (stream, addr) = axum::serve::Listener::accept(&mut self.inner) => {
+                    let Some(watched) = self.admit(stream, addr) else { continue };
+                    match self.tls.clone() {
+                        None => return (Conn::Plain(watched), addr),
+                        Some(tls) => self.handshake(tls, watched, addr),
                     }
                 }
             }
         }
     }
 
-    fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+    fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
     }
 }
@@ -94,6 +143,7 @@ pub struct Watched {
 
 impl Watched {
     fn new(stream: TcpStream, slot: OwnedSemaphorePermit, limits: Limits) -> Watched {
+        metrics::gauge!("closedloop_http_connections").increment(1.0);
         Watched {
             stream,
             _slot: slot,
@@ -136,6 +186,12 @@ impl Watched {
             )),
             Poll::Pending => Ok(()),
         }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        metrics::gauge!("closedloop_http_connections").decrement(1.0);
     }
 }
 

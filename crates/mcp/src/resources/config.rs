@@ -77,10 +77,15 @@ fn driver(cfg: &DriverConfig) -> Value {
             v["authenticated"] = json!(username.is_some() || password.is_some());
         }
         DriverConfig::Opcua {
-            endpoint, security, ..
+            endpoint,
+            security,
+            username,
+            ..
         } => {
             v["endpoint"] = json!(endpoint);
             v["security"] = json!(security.as_str());
+            // Whether the session logs in as a user, as for MQTT; the credentials stay out.
+            v["authenticated"] = json!(username.is_some());
         }
         DriverConfig::Can {
             interface,

@@ -23,6 +23,11 @@ pub struct Server {
     /// older ones, with their timelines, at start and every hour. `None` (the default): kept
     /// for good.
     pub retain: Option<std::time::Duration>,
+    /// Token names whose holders confirm `confirm = true` actions for others
+    /// (`confirm_by = ["operator"]`). Empty (the default): the caller that asked confirms, after
+    /// asking its user. Set: over HTTP a confirmation is redeemed only by `confirm_command` from
+    /// one of these tokens, never by the token that asked, so an agent cannot confirm itself.
+    pub confirm_by: Vec<String>,
 }
 
 /// How actions become MCP tools.

@@ -224,6 +224,7 @@ pub(super) fn example(leaf: &str, kind: Kind) -> Option<&'static str> {
         ("model", _) => "\"relay\"",
         ("write" | "cancel", _) => "[{ coil = 0, value = \"true\" }]",
         ("scopes", _) => "[\"read\"]",
+        ("confirm_by", _) => "[\"operator\"]",
         ("true_values", _) => "[\"ON\", \"1\"]",
         ("enum", _) => "[\"fast\", \"slow\"]",
         ("args", _) => "[\"params.speed\", 1]",

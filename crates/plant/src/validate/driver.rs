@@ -152,7 +152,8 @@ fn mqtt(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<Drive
     })
 }
 
-/// `kind = "opcua"`: the endpoint, the security mode, and certificates that fit the mode.
+/// `kind = "opcua"`: the endpoint, the security mode, certificates that fit the mode, and a
+/// user name with its password (or neither).
 fn opcua(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<DriverConfig> {
     let c: RawOpcua = keys(v, dev, sink)?;
     if !c.endpoint.starts_with("opc.tcp://") {
@@ -176,13 +177,40 @@ fn opcua(v: toml::Value, base: &Path, dev: &Dev, sink: &mut Sink) -> Option<Driv
     let secured = security.as_ref().ok().map(|s| *s != OpcuaSecurity::None);
     let certs = [&server_cert, &client_cert, &client_key].map(Option::is_some);
     opcua_certs(secured, certs, dev, sink);
+    opcua_user(c.username.as_deref(), c.password.is_some(), dev, sink);
     Some(DriverConfig::Opcua {
         endpoint: c.endpoint,
         security: security.ok()?,
         server_cert,
         client_cert,
         client_key,
+        username: c.username,
+        password: c.password.map(Secret),
     })
+}
+
+/// The OPC UA identity keys: `username` and `password` together (a UserName login) or neither
+/// (anonymous), and no empty user name — half a login would otherwise fail only at the server,
+/// as a refused identity.
+fn opcua_user(username: Option<&str>, password: bool, dev: &Dev, sink: &mut Sink) {
+    match (username, password) {
+        (Some(""), _) => dev.err(
+            sink,
+            "driver.username",
+            "username must not be empty; give the user the server knows, or remove username and password for an anonymous session",
+        ),
+        (Some(_), false) => dev.err(
+            sink,
+            "driver.password",
+            "username is given without password; add password = \"${env:NAME}\" (the password from the environment variable NAME), or remove username for an anonymous session",
+        ),
+        (None, true) => dev.err(
+            sink,
+            "driver.username",
+            "password is given without username; add username = \"...\" (the user the server knows), or remove password for an anonymous session",
+        ),
+        _ => {}
+    }
 }
 
 /// One OPC UA certificate or key file, resolved against the plant file's folder; a missing

@@ -83,15 +83,43 @@ pub(crate) fn server(
             .map_err(|m| sink.push(None, "server.retain", m))
             .ok()
     });
+    let confirm_by = confirmers(raw.confirm_by.unwrap_or_default(), &tokens, sink);
     Server {
         name,
         journal,
+        confirm_by,
         tokens,
         tools: raw.tools.unwrap_or_default(),
         confirm_ttl_s,
         default_wait_s,
         retain,
     }
+}
+
+/// `confirm_by`: names of declared tokens, each once.
+fn confirmers(names: Vec<String>, tokens: &[Token], sink: &mut Sink) -> Vec<String> {
+    let declared: Vec<&str> = tokens.iter().map(|t| t.name.as_str()).collect();
+    for (i, name) in names.iter().enumerate() {
+        let key = format!("server.confirm_by[{i}]");
+        if declared.is_empty() {
+            sink.push(None, &key, format!(
+                "confirm_by names token \"{name}\" but the plant declares no [[server.token]]; \
+                 declare the person's token (name, sha256, scopes) and the agent's, or remove confirm_by"
+            ));
+        } else if !declared.contains(&name.as_str()) {
+            sink.push(
+                None,
+                &key,
+                format!(
+                    "\"{name}\" names no [[server.token]]; tokens are {}",
+                    declared.join(", ")
+                ),
+            );
+        } else if names[..i].contains(name) {
+            sink.push(None, &key, format!("\"{name}\" is listed twice"));
+        }
+    }
+    names
 }
 
 /// `retain`: a whole number of days or hours (`"30d"`, `"12h"`), at least one hour.

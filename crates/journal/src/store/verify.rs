@@ -1,0 +1,288 @@
+//! `Journal::verify`: re-hashes the timeline in `seq` order and names the first broken link.
+//!
+//! The walk itself ([`Walk`]) is pure — rows in, a verdict out — and the reading around it takes
+//! pages of rows inside one read transaction, so a journal being written or pruned meanwhile is
+//! checked as one consistent snapshot.
+
+use super::Journal;
+use super::anchor::{self, Anchor};
+use crate::JournalError;
+use crate::chain::{GENESIS, event_hash};
+use sqlx::SqliteConnection;
+
+/// Rows read per query.
+const PAGE: i64 = 1000;
+
+/// What `verify` found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VerifyReport {
+    /// Chained events whose hash and link were checked (up to the first broken one).
+    pub checked: u64,
+    /// Events written before the journal hashed its events: counted, not checkable.
+    pub legacy: u64,
+    /// Where the chain resumes after a prune, if the journal was pruned.
+    pub anchor: Option<Anchor>,
+    /// The newest event checked, `(seq, hash)`: kept outside the journal, it lets a later check
+    /// see that rows were cut off the end, which no chain can show by itself.
+    pub head: Option<(i64, String)>,
+    /// The first broken link; `None` when the chain is intact.
+    pub broken: Option<BrokenLink>,
+}
+
+impl VerifyReport {
+    /// Whether every chained event checked out.
+    pub fn intact(&self) -> bool {
+        self.broken.is_none()
+    }
+}
+
+/// The first place the chain does not hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokenLink {
+    /// The event's `seq` (for [`Break::Truncated`], the highest `seq` the table once held).
+    pub seq: i64,
+    /// The event's command, when there is a row to name it.
+    pub command_id: Option<String>,
+    /// What is wrong.
+    pub kind: Break,
+    /// The same in a sentence, with the hashes or `seq`s involved.
+    pub detail: String,
+}
+
+/// How a link broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Break {
+    /// The row no longer hashes to its stored hash: its content (or its hash) was changed.
+    ContentChanged,
+    /// The row's `prev_hash` is not the hash of the row before it (or of the prune anchor): a
+    /// row before it is missing, was inserted, or rows were reordered.
+    LinkBroken,
+    /// A row without a hash after the chain began.
+    Unhashed,
+    /// Rows are missing at the end: SQLite's AUTOINCREMENT record shows a higher `seq` than any
+    /// row left, and no prune took them.
+    Truncated,
+}
+
+impl std::fmt::Display for Break {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Break::ContentChanged => "content changed",
+            Break::LinkBroken => "link broken",
+            Break::Unhashed => "row without a hash",
+            Break::Truncated => "rows missing at the end",
+        })
+    }
+}
+
+/// One `events` row as stored, for the walk.
+#[derive(Debug, Clone)]
+pub(super) struct Stored {
+    pub(super) seq: i64,
+    pub(super) command_id: String,
+    pub(super) at_ms: i64,
+    pub(super) event: String,
+    pub(super) data: String,
+    pub(super) hash: Option<String>,
+    pub(super) prev_hash: Option<String>,
+}
+
+/// The walk along the chain, one row at a time.
+pub(super) struct Walk {
+    /// The hash the next chained row must link to.
+    expected_prev: String,
+    /// Rows below this were pruned; 0 when never pruned.
+    anchor_seq: i64,
+    /// Whether a hashed row was seen: after that, every row must be hashed.
+    started: bool,
+    pub(super) report: VerifyReport,
+}
+
+impl Walk {
+    /// A walk starting at `anchor` (or at the start of the table).
+    pub(super) fn new(anchor: Option<Anchor>) -> Walk {
+        let expected_prev = anchor
+            .as_ref()
+            .and_then(|a| a.prev_hash.clone())
+            .unwrap_or_else(|| GENESIS.to_string());
+        Walk {
+            expected_prev,
+            anchor_seq: anchor.as_ref().map_or(0, |a| a.seq),
+            started: false,
+            report: VerifyReport {
+                anchor,
+                ..VerifyReport::default()
+            },
+        }
+    }
+
+    /// Checks the next row in `seq` order; `false` once a link is broken (the walk stops).
+    pub(super) fn on(&mut self, row: Stored) -> bool {
+        let broken = |kind, detail: String| BrokenLink {
+            seq: row.seq,
+            command_id: Some(row.command_id.clone()),
+            kind,
+            detail,
+        };
+        let verdict = match (&row.hash, &row.prev_hash) {
+            _ if row.seq < self.anchor_seq => Err(broken(
+                Break::LinkBroken,
+                format!("a row below the prune anchor (seq {})", self.anchor_seq),
+            )),
+            (None, _) if !self.started => {
+                self.report.legacy += 1;
+                return true;
+            }
+            (None, _) | (_, None) => Err(broken(
+                Break::Unhashed,
+                "the row has no hash or prev_hash, but rows before it are chained".into(),
+            )),
+            (Some(hash), Some(prev)) => self.check(&row, hash, prev).map_err(|(k, d)| broken(k, d)),
+        };
+        match verdict {
+            Ok(()) => true,
+            Err(b) => {
+                self.report.broken = Some(b);
+                false
+            }
+        }
+    }
+
+    /// The checks of a hashed row: its content against its hash, then its link.
+    fn check(&mut self, row: &Stored, hash: &str, prev: &str) -> Result<(), (Break, String)> {
+        let again = event_hash(
+            prev,
+            row.seq,
+            &row.command_id,
+            row.at_ms,
+            &row.event,
+            &row.data,
+        );
+        if again != hash {
+            return Err((
+                Break::ContentChanged,
+                format!("the row hashes to {again}, not to its stored {hash}"),
+            ));
+        }
+        if prev != self.expected_prev {
+            let before = match &self.report.head {
+                Some((seq, _)) => format!("seq {seq}"),
+                None if self.anchor_seq > 0 => {
+                    format!("the prune anchor (seq {})", self.anchor_seq)
+                }
+                None => "the start of the chain".into(),
+            };
+            return Err((
+                Break::LinkBroken,
+                format!(
+                    "its prev_hash {prev} is not {}, the hash of {before}: a row between them is missing, was inserted, or rows were reordered",
+                    self.expected_prev
+                ),
+            ));
+        }
+        self.started = true;
+        self.report.checked += 1;
+        self.expected_prev = hash.to_string();
+        self.report.head = Some((row.seq, hash.to_string()));
+        Ok(())
+    }
+
+    /// After the last row: rows cut off the end show as a highest-ever `seq` (SQLite's
+    /// AUTOINCREMENT record, `reserved`) above the newest chained row and the anchor.
+    pub(super) fn finish(&mut self, reserved: Option<i64>) {
+        let last = match (&self.report.head, &self.report.anchor) {
+            (Some((seq, _)), _) => *seq,
+            (None, Some(a)) if self.report.legacy == 0 => a.seq - 1,
+            // Not begun, or legacy rows last: the old prune deleted rows anywhere.
+            _ => return,
+        };
+        if let Some(reserved) = reserved.filter(|r| *r > last) {
+            self.report.broken = Some(BrokenLink {
+                seq: reserved,
+                command_id: None,
+                kind: Break::Truncated,
+                detail: format!(
+                    "the table once held seq {reserved}, but the chain ends at seq {last}: the rows after it were deleted"
+                ),
+            });
+        }
+    }
+}
+
+impl Journal {
+    /// Re-hashes every event in `seq` order from the prune anchor and reports the first broken
+    /// link. Only reads: safe on a read-only journal and while `serve` writes (the walk sees one
+    /// snapshot). A journal last written before the chain existed is all legacy rows.
+    pub async fn verify(&self) -> Result<VerifyReport, JournalError> {
+        let mut tx = self.reader.begin().await?;
+        if !chained(&mut tx).await? {
+            let legacy: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
+                .fetch_one(&mut *tx)
+                .await?;
+            return Ok(VerifyReport {
+                legacy: legacy as u64,
+                ..VerifyReport::default()
+            });
+        }
+        let mut walk = Walk::new(anchor::read(&mut *tx).await?);
+        let mut after = i64::MIN;
+        loop {
+            let rows = sqlx::query(
+                "SELECT seq, CAST(command_id AS TEXT) AS command_id, CAST(at_ms AS INTEGER) AS at_ms,
+                        CAST(event AS TEXT) AS event, CAST(data AS TEXT) AS data,
+                        CAST(hash AS TEXT) AS hash, CAST(prev_hash AS TEXT) AS prev_hash
+                 FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
+            .bind(after)
+            .bind(PAGE)
+            .fetch_all(&mut *tx)
+            .await?;
+            let full = rows.len() as i64 == PAGE;
+            for row in &rows {
+                let row = stored(row)?;
+                after = row.seq;
+                if !walk.on(row) {
+                    return Ok(walk.report);
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        let reserved: Option<i64> =
+            sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
+                .fetch_optional(&mut *tx)
+                .await?;
+        walk.finish(reserved);
+        Ok(walk.report)
+    }
+}
+
+/// A row of the walk's query as [`Stored`].
+fn stored(r: &sqlx::sqlite::SqliteRow) -> Result<Stored, JournalError> {
+    use sqlx::Row;
+    Ok(Stored {
+        seq: r.try_get("seq")?,
+        command_id: r.try_get("command_id")?,
+        at_ms: r.try_get("at_ms")?,
+        event: r.try_get("event")?,
+        data: r.try_get("data")?,
+        hash: r.try_get("hash")?,
+        prev_hash: r.try_get("prev_hash")?,
+    })
+}
+
+/// Whether the journal has the chain's columns (a journal opened read-only is not migrated).
+async fn chained(db: &mut SqliteConnection) -> Result<bool, JournalError> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name IN ('hash', 'prev_hash')",
+    )
+    .fetch_one(&mut *db)
+    .await?;
+    let anchor: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'chain_anchor'")
+            .fetch_one(&mut *db)
+            .await?;
+    Ok(n == 2 && anchor == 1)
+}

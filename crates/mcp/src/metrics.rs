@@ -1,0 +1,75 @@
+//! `/metrics`: what the gateway is doing, in the Prometheus text format, for a monitoring system
+//! to scrape.
+//!
+//! The crates record through the `metrics` facade; [`install`] puts a Prometheus recorder
+//! behind it once per process, and [`render`] adds what is read at scrape time (each device's
+//! liveness and the age of its last answer) before rendering. Served by the HTTP router at
+//! `/metrics` (a `read` token, like every read), and over stdio at `serve --metrics ADDR`.
+//!
+//! Series (docs/observability.md has the full list):
+//! - `closedloop_tool_calls_total{tool, outcome}` — `ok`, `error` (an `isError` result) or
+//!   `protocol_error` (a JSON-RPC error); `closedloop_tool_call_duration_seconds{tool}`.
+//! - `closedloop_commands_total{device, action, status, code}`,
+//!   `closedloop_command_time_to_truth_seconds{device, action}` (the engine's).
+//! - `closedloop_device_up{device}` (1 online, 0 offline or not yet answering),
+//!   `closedloop_device_last_seen_age_seconds{device}`.
+//! - `closedloop_http_connections`, `closedloop_http_connections_refused_total`,
+//!   `closedloop_http_requests_in_flight`, `closedloop_http_responses_total{status}`.
+
+use closedloop_engine::Engine;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Buckets of every duration histogram, in seconds: from a fast read to a slow move.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the Prometheus recorder for this process, once; `None` when another recorder was
+/// installed first (a program embedding closedloop with metrics of its own).
+pub fn install() -> Option<&'static PrometheusHandle> {
+    RECORDER
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets(BUCKETS)
+                .expect("the buckets are not empty");
+            match builder.install_recorder() {
+                Ok(handle) => Some(handle),
+                Err(e) => {
+                    tracing::warn!("metrics: not recording, another recorder is installed: {e}");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// The exposition text: the devices' liveness read now, then everything recorded so far.
+pub fn render(engine: &Engine) -> Option<String> {
+    let handle = install()?;
+    for (device, liveness, age_ms) in engine.health() {
+        let up = matches!(liveness, closedloop_engine::Liveness::Online);
+        metrics::gauge!("closedloop_device_up", "device" => device.to_string())
+            .set(f64::from(u8::from(up)));
+        if let Some(ms) = age_ms {
+            metrics::gauge!("closedloop_device_last_seen_age_seconds", "device" => device.to_string())
+                .set(ms as f64 / 1000.0);
+        }
+    }
+    // Histograms keep raw samples until upkeep folds them into buckets.
+    handle.run_upkeep();
+    Some(handle.render())
+}
+
+/// Records one tool call: its outcome and how long it took to answer.
+pub(crate) fn tool_call(tool: &str, outcome: &'static str, took: Duration) {
+    metrics::counter!("closedloop_tool_calls_total",
+        "tool" => tool.to_string(), "outcome" => outcome)
+    .increment(1);
+    metrics::histogram!("closedloop_tool_call_duration_seconds", "tool" => tool.to_string())
+        .record(took.as_secs_f64());
+}

@@ -1,0 +1,154 @@
+//! `[server] confirm_by`: over HTTP, an agent's token that may move the slide cannot confirm its
+//! own `confirm = true` move — not with `confirm_command`, not by calling the tool again with the
+//! token — and only the person's token named in `confirm_by` can. Checked against the
+//! simulator's physical state (the slide's target register) and the journal (the command stays
+//! the agent's; its `accepted` event names who confirmed). The client is rmcp's Streamable HTTP
+//! client, as any MCP host would use it.
+
+mod common;
+
+use closedloop_journal::Journal;
+use closedloop_mcp::Server;
+use closedloop_mcp::http::{self, HttpOptions};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+use std::sync::Arc;
+
+const AGENT: &str = "agent-secret-3c1d";
+const OPERATOR: &str = "operator-secret-b8e4";
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The agent may move the slide; the operator may only read, and confirms.
+fn plant(journal: &str) -> String {
+    format!(
+        r#"
+[server]
+name = "confirm-by"
+journal = "{journal}"
+confirm_by = ["operator"]
+[[server.token]]
+name = "agent"
+sha256 = "{}"
+scopes = ["read", "actuate:slide"]
+[[server.token]]
+name = "operator"
+sha256 = "{}"
+scopes = ["read"]
+{}"#,
+        sha256_hex(AGENT),
+        sha256_hex(OPERATOR),
+        common::plants::replace_line(
+            &common::plants::slide_at(200.0),
+            r#"description = "Move the slide.""#,
+            "description = \"Move the slide.\"\nconfirm = true",
+        )
+    )
+}
+
+async fn client(url: &str, token: &str) -> common::Client {
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
+        .auth_header(token.to_string());
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confirms_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = format!("sqlite://{}", dir.path().join("journal.db").display());
+    let (engine, sims) = common::engine(&plant(&journal), dir.path()).await;
+    assert!(
+        engine
+            .plant()
+            .device("slide")
+            .unwrap()
+            .action("move_to")
+            .unwrap()
+            .confirm,
+        "the test plant asks for confirmation"
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{}", listener.local_addr().unwrap(), http::PATH);
+    let server = Server::new(Arc::clone(&engine), "http");
+    tokio::spawn(http::serve(
+        listener,
+        server,
+        HttpOptions::default(),
+        std::future::pending(),
+    ));
+    let agent = client(&url, AGENT).await;
+    let operator = client(&url, OPERATOR).await;
+
+    let asked = common::call(&agent, "slide_move_to", json!({"target_mm": 120.0})).await;
+    let v = common::sc(&asked).clone();
+    assert_eq!(v["status"], "needs_confirmation", "{v}");
+    assert!(v["hint"].as_str().unwrap().contains("operator"), "{v}");
+    let token = v["confirmation_token"].as_str().unwrap().to_string();
+
+    // The agent confirming itself, both ways: refused, nothing moves.
+    let own = common::call(
+        &agent,
+        "confirm_command",
+        json!({"confirmation_token": token}),
+    )
+    .await;
+    assert_eq!(common::sc(&own)["status"], "rejected");
+    assert_eq!(common::sc(&own)["error_code"], "INVALID_PARAMS");
+    assert!(
+        common::sc(&own)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("confirm_by")
+    );
+    let again = json!({"target_mm": 120.0, "confirmation_token": token});
+    let own = common::call(&agent, "slide_move_to", again).await;
+    assert_eq!(
+        common::sc(&own)["error_code"],
+        "INVALID_PARAMS",
+        "{:?}",
+        own
+    );
+    assert_eq!(
+        sims["slide"].peek().target_mm,
+        Some(0.0),
+        "nothing was written"
+    );
+
+    // The person's token confirms: the move runs as the agent's command and completes.
+    let args = json!({"confirmation_token": token, "wait_s": 5});
+    let done = common::call(&operator, "confirm_command", args).await;
+    let v = common::sc(&done).clone();
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!((sims["slide"].peek().position_mm.unwrap() - 120.0).abs() < 0.5);
+    let id = v["command_id"].as_str().unwrap().to_string();
+    let used = common::call(
+        &operator,
+        "confirm_command",
+        json!({"confirmation_token": token}),
+    )
+    .await;
+    assert!(
+        common::sc(&used)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("already used")
+    );
+
+    engine.shutdown().await;
+    let journal = Journal::open(&journal).await.unwrap();
+    let row = journal.get(&id).await.unwrap().expect("journaled");
+    assert_eq!(row.caller.as_deref(), Some("agent"));
+    let events = journal.events(&id).await.unwrap();
+    let accepted = events.iter().find(|e| e.event == "accepted").unwrap();
+    assert_eq!(accepted.data, json!({"confirmed_by": "operator"}));
+}
