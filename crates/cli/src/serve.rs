@@ -43,7 +43,7 @@ async fn start_engine_with(
             format!(
                 "{}: opening the journal {}",
                 plant_path.display(),
-                plant.server.journal
+                closedloop_journal::shown_url(&plant.server.journal)
             )
         })?;
     let drivers = closedloop_connect::build_drivers(&plant)

@@ -665,7 +665,15 @@ room_c = { input = 0, type = "i16", scale = 0.1 }
     let url = |l: &str, prefix: &str| -> Option<std::net::SocketAddr> {
         l.strip_prefix(prefix)?.strip_suffix("/mcp")?.parse().ok()
     };
-    let first = url(&seen[0], "closedloop: listening on http://").expect("the first line");
+    // Plain HTTP where other machines can reach it is said first, as a warning.
+    assert!(
+        seen[0].starts_with("closedloop: WARNING: plain HTTP on 0.0.0.0:"),
+        "{seen:#?}"
+    );
+    let first = seen
+        .iter()
+        .find_map(|l| url(l, "closedloop: listening on http://"))
+        .unwrap_or_else(|| panic!("no listening line: {seen:#?}"));
     assert!(first.ip().is_loopback(), "{seen:#?}");
     let port = first.port();
     assert_eq!(

@@ -5,19 +5,25 @@
 //! restarted gateway knows exactly which commands it must keep supervising (docs/architecture.md).
 //!
 //! The journal stores plain rows ([`CommandRow`], [`EventRow`]); it knows nothing of the
-//! lifecycle's rules, which live in the engine. SQLite runs in WAL mode with `synchronous = FULL`,
-//! so a committed row survives a process crash and a power loss alike.
+//! lifecycle's rules, which live in the engine. Two stores hold them with the same semantics:
+//! SQLite (`store`), the embedded default, in WAL mode with `synchronous = FULL`, so a committed
+//! row survives a process crash and a power loss alike; and PostgreSQL (`pg`), which several
+//! gateways can share.
 //!
 //! The timeline is an audit trail as well: its events are hash-chained ([`chain`]), so
 //! [`Journal::verify`] finds a row edited, deleted or reordered after it was written.
 
 pub mod chain;
+mod group;
+mod journal;
+mod pg;
 mod schema;
 mod store;
+mod writes;
 
-pub use store::{
-    Anchor, AuditFilter, AuditRow, Break, BrokenLink, Journal, ListFilter, VerifyReport,
-};
+pub use journal::Journal;
+pub use pg::redacted as shown_url;
+pub use store::{Anchor, AuditFilter, AuditRow, Break, BrokenLink, ListFilter, VerifyReport};
 
 use thiserror::Error;
 
@@ -86,6 +92,16 @@ pub enum JournalError {
         /// The URL as given.
         url: String,
         /// Why, and what to use instead.
+        reason: String,
+    },
+    /// A PostgreSQL journal did not answer when it was opened.
+    #[error(
+        "journal {url:?} cannot be reached: {reason}; check that PostgreSQL runs there and the URL's user, host, port and database"
+    )]
+    Unreachable {
+        /// The URL as given, its password left out.
+        url: String,
+        /// What the connection attempt said.
         reason: String,
     },
     /// The database refused or failed an operation.

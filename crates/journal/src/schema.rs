@@ -65,3 +65,60 @@ CREATE INDEX commands_by_accepted ON commands (accepted_at_ms, command_id);
 "#,
     ),
 ];
+
+/// The PostgreSQL schema, `(version, sql)` like [`MIGRATIONS`]: a PostgreSQL journal starts at
+/// the SQLite schema's version 3 (commands, chained events, the prune anchor) in one step, with
+/// PostgreSQL's own types, plus `chain_head`: the newest `seq` and hash, which every write
+/// transaction locks and moves, so writers on several machines extend one chain in turn.
+pub(crate) const PG_MIGRATIONS: &[(i64, &str)] = &[(
+    3,
+    r#"
+CREATE TABLE commands (
+    command_id      TEXT PRIMARY KEY NOT NULL,
+    request_id      TEXT NOT NULL,
+    device          TEXT NOT NULL,
+    action          TEXT NOT NULL,
+    params          TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    verified        BOOLEAN NOT NULL,
+    verification    TEXT NOT NULL,
+    error_code      TEXT,
+    detail          TEXT,
+    hint            TEXT,
+    evidence        TEXT NOT NULL,
+    readback_matched BOOLEAN,
+    accepted_at_ms  BIGINT NOT NULL,
+    updated_at_ms   BIGINT NOT NULL,
+    deadline_ms     BIGINT,
+    dispatched      BOOLEAN NOT NULL,
+    caller          TEXT,
+    idempotency_key TEXT
+);
+CREATE INDEX commands_by_device ON commands (device, accepted_at_ms);
+CREATE INDEX commands_by_status ON commands (status);
+CREATE UNIQUE INDEX commands_one_per_key ON commands (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX commands_by_accepted ON commands (accepted_at_ms, command_id);
+CREATE TABLE events (
+    seq         BIGINT PRIMARY KEY,
+    command_id  TEXT NOT NULL REFERENCES commands (command_id),
+    at_ms       BIGINT NOT NULL,
+    event       TEXT NOT NULL,
+    data        TEXT NOT NULL,
+    hash        TEXT,
+    prev_hash   TEXT
+);
+CREATE INDEX events_by_command ON events (command_id, seq);
+CREATE TABLE chain_anchor (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    seq         BIGINT NOT NULL,
+    prev_hash   TEXT
+);
+CREATE TABLE chain_head (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    seq         BIGINT NOT NULL,
+    hash        TEXT NOT NULL
+);
+INSERT INTO chain_head (id, seq, hash)
+    VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
+"#,
+)];

@@ -1,53 +1,87 @@
-//! The SQLite store behind [`Journal`]: opening and closing it here, its writes in `writes`, its
-//! reads in `reads`, the hash chain's head and anchor in `anchor`, its check in `verify`.
+//! The SQLite store behind [`crate::Journal`], the embedded default: opening and closing it
+//! here, one transaction of writes in `batch`, its reads in `reads`, the hash chain's head and
+//! anchor in `anchor`, its check in `verify`, retention in `prune`.
 
-mod anchor;
-mod batch;
+pub(crate) mod anchor;
+pub(crate) mod batch;
 #[cfg(test)]
 mod chain_tests;
 #[cfg(test)]
-mod fixtures;
-mod group;
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod group_tests;
 mod prune;
-mod reads;
+pub(crate) mod reads;
 #[cfg(test)]
 mod tests;
 mod verify;
-mod writes;
 
 pub use anchor::Anchor;
 pub use reads::{AuditFilter, AuditRow};
 pub use verify::{Break, BrokenLink, VerifyReport};
+pub(crate) use verify::{Stored, Walk};
 
 use crate::JournalError;
+use crate::chain::Chain;
+use crate::group::{self, Committer};
 use crate::schema::MIGRATIONS;
+use crate::writes::Write;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use std::str::FromStr;
 use std::time::Duration;
 
-/// A handle on the journal. Cheap to clone; safe to share between tasks.
+/// The SQLite store.
 ///
 /// # Invariants
-/// All writes go through `group`, one thread on `writer`, a pool of exactly one connection, so
-/// transactions never race for SQLite's write lock and writes waiting together share one commit;
-/// reads use `reader` and see committed data only (WAL).
+/// All writes go through the group-commit writer (`crate::group`) on `writer`, a pool of exactly
+/// one connection, so transactions never race for SQLite's write lock and writes waiting together
+/// share one commit; reads use `reader` and see committed data only (WAL).
 #[derive(Clone, Debug)]
-pub struct Journal {
-    writer: SqlitePool,
-    group: group::Writer,
+pub(crate) struct SqliteStore {
+    pub(crate) writer: SqlitePool,
     reader: SqlitePool,
     /// `sqlite::memory:` only: an idle connection that keeps the shared in-memory database alive.
     /// SQLite drops an in-memory database with its last connection, and the pool closes a
     /// connection whose query was cancelled; without this the writer would reopen on an empty
     /// database ("no such table: commands") and every command would be lost.
     _anchor: Option<SqlitePool>,
-    /// Test builds only: writes fail while set, as with a disk that stopped taking them.
-    #[cfg(feature = "testing")]
-    fail_writes: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// What the group-commit writer commits SQLite writes with: the one writing connection and the
+/// head of the hash chain, loaded when the journal opened. A transaction links its events on a
+/// copy of the head, which replaces it only once the transaction committed.
+pub(crate) struct SqliteCommitter {
+    pool: SqlitePool,
+    chain: Chain,
+}
+
+impl SqliteCommitter {
+    /// A committer on `pool` (the one writing connection) continuing the chain from `chain`.
+    pub(crate) fn new(pool: SqlitePool, chain: Chain) -> SqliteCommitter {
+        SqliteCommitter { pool, chain }
+    }
+
+    /// The chain's committed head, as this committer holds it.
+    #[cfg(test)]
+    pub(crate) fn chain(&self) -> &Chain {
+        &self.chain
+    }
+}
+
+impl Committer for SqliteCommitter {
+    async fn run_committed(
+        &mut self,
+        writes: &[&Write],
+    ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
+        let mut next = self.chain.clone();
+        let mut tx = self.pool.begin().await?;
+        let outcomes = batch::run(&mut tx, writes, &mut next).await?;
+        tx.commit().await?;
+        self.chain = next;
+        Ok(outcomes)
+    }
 }
 
 /// Which commands `list` returns, newest first.
@@ -61,56 +95,11 @@ pub struct ListFilter {
     pub limit: u32,
 }
 
-/// Refuses URLs the journal cannot open, with the reason.
-fn check_url(url: &str) -> Result<(), JournalError> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Err(JournalError::Unsupported {
-            url: url.to_string(),
-            reason: "PostgreSQL journals arrive with scale-out; use sqlite://PATH for now".into(),
-        });
-    }
-    if !url.starts_with("sqlite:") {
-        return Err(JournalError::Unsupported {
-            url: url.to_string(),
-            reason: "the journal must be sqlite://PATH (or sqlite::memory: for tests)".into(),
-        });
-    }
-    Ok(())
-}
-
-impl Journal {
-    /// Test builds (`testing` feature): makes every write fail until called with `false`, so
-    /// tests can show what the engine does while its journal is unavailable.
-    #[cfg(feature = "testing")]
-    pub fn fail_writes(&self, on: bool) {
-        self.fail_writes
-            .store(on, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Whether writes are taken: always, except in test builds while [`Journal::fail_writes`]
-    /// is on.
-    #[cfg(feature = "testing")]
-    fn writable(&self) -> Result<(), JournalError> {
-        if self.fail_writes.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(JournalError::Database(sqlx::Error::PoolClosed));
-        }
-        Ok(())
-    }
-
-    /// Whether writes are taken: always, outside test builds.
-    #[cfg(not(feature = "testing"))]
-    fn writable(&self) -> Result<(), JournalError> {
-        Ok(())
-    }
-
+impl SqliteStore {
     /// Opens (creating if needed) the journal at `url`: `sqlite://PATH`, `sqlite:PATH` or
-    /// `sqlite::memory:` (for tests: lost when the journal is dropped).
-    ///
-    /// `postgres://` is refused with an explanation: a shared PostgreSQL journal comes with
-    /// scale-out (several gateways on one PostgreSQL, not built yet), and accepting the URL before
-    /// then would promise more than exists.
-    pub async fn open(url: &str) -> Result<Journal, JournalError> {
-        check_url(url)?;
+    /// `sqlite::memory:` (for tests: lost when the journal is dropped); with the writer that
+    /// commits to it.
+    pub(crate) async fn open(url: &str) -> Result<(SqliteStore, group::Writer), JournalError> {
         let memory = url.contains(":memory:");
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
@@ -139,21 +128,23 @@ impl Journal {
                 .connect_with(options.read_only(true))
                 .await?
         };
-        Ok(Journal {
-            group: group::Writer::start(writer.clone(), head)?,
+        let committer = SqliteCommitter::new(writer.clone(), head);
+        let group =
+            group::Writer::start(Box::new(move || Box::pin(async move { Ok(committer) }))).await?;
+        let store = SqliteStore {
             writer,
             reader,
             _anchor: anchor,
-            #[cfg(feature = "testing")]
-            fail_writes: Default::default(),
-        })
+        };
+        Ok((store, group))
     }
 
     /// Opens an existing journal to read it only (`closedloop commands`, `trace`): nothing is
     /// created, no migration runs, and every write fails, so a person reading a plant's history
     /// never changes it. A missing file is an error.
-    pub async fn open_read_only(url: &str) -> Result<Journal, JournalError> {
-        check_url(url)?;
+    pub(crate) async fn open_read_only(
+        url: &str,
+    ) -> Result<(SqliteStore, group::Writer), JournalError> {
         let options = SqliteConnectOptions::from_str(url)?
             .read_only(true)
             .create_if_missing(false)
@@ -162,25 +153,20 @@ impl Journal {
             .max_connections(2)
             .connect_with(options)
             .await?;
-        Ok(Journal {
-            // Every write fails on a read-only connection: the chain's head is never used.
-            group: group::Writer::start(reader.clone(), Default::default())?,
+        // Every write fails on a read-only connection: the chain's head is never used.
+        let committer = SqliteCommitter::new(reader.clone(), Chain::default());
+        let group =
+            group::Writer::start(Box::new(move || Box::pin(async move { Ok(committer) }))).await?;
+        let store = SqliteStore {
             writer: reader.clone(),
             reader,
             _anchor: None,
-            #[cfg(feature = "testing")]
-            fail_writes: Default::default(),
-        })
-    }
-
-    /// Writes taken and transactions committed since the journal opened: writes per commit is
-    /// how many callers one fsync served (group commit), a figure for benchmarks and metrics.
-    pub fn write_counts(&self) -> (u64, u64) {
-        self.group.counts()
+        };
+        Ok((store, group))
     }
 
     /// Closes both pools, flushing the WAL.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.reader.close().await;
         self.writer.close().await;
         if let Some(anchor) = &self._anchor {
@@ -190,7 +176,7 @@ impl Journal {
 }
 
 /// A pool of exactly one connection that is never closed for being idle or old: the writer
-/// (see [`Journal`]'s invariants), and the anchor of an in-memory database.
+/// (see [`SqliteStore`]'s invariants), and the anchor of an in-memory database.
 async fn one_lasting_connection(options: SqliteConnectOptions) -> Result<SqlitePool, JournalError> {
     Ok(SqlitePoolOptions::new()
         .max_connections(1)

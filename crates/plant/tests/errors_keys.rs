@@ -200,13 +200,13 @@ fn server_tokens_and_journal() {
     let e = expect_one(
         &edit(
             "name = \"workshop\"",
-            "name = \"workshop\"\njournal = \"postgres://db.local/closedloop\"",
+            "name = \"workshop\"\njournal = \"postgres://db.local\"",
         ),
         None,
         "server.journal",
-        "PostgreSQL journals arrive with scale-out",
+        "a PostgreSQL journal names a host and a database",
     );
-    assert!(e.message.contains("use sqlite:// for now"), "{e}");
+    assert!(e.message.contains("postgres://closedloop:"), "{e}");
     expect_one(
         &edit(
             "name = \"workshop\"",

@@ -48,7 +48,7 @@ pub(super) async fn set(
 /// follows the highest the table ever had (SQLite's AUTOINCREMENT record, which survives
 /// deletion) and it links to the newest event's hash — or, when prune left no event, to the
 /// anchor's, or to [`GENESIS`] when the chain has not begun.
-pub(super) async fn load_head(db: &sqlx::SqlitePool) -> Result<Chain, JournalError> {
+pub(crate) async fn load_head(db: &sqlx::SqlitePool) -> Result<Chain, JournalError> {
     let newest: Option<(i64, Option<String>)> =
         sqlx::query_as("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
             .fetch_optional(db)

@@ -11,8 +11,8 @@
 //! Timeline entries are linked into the hash chain (`crate::chain`) here, in the order they are
 //! inserted, each with its `seq` given explicitly so that its hash can cover it.
 
-use super::writes::Write;
 use crate::chain::Chain;
+use crate::writes::Write;
 use crate::{CommandRow, EventRow, JournalError};
 // The SQL is built from constants and a count of `?` placeholders only: every value is bound.
 use sqlx::{AssertSqlSafe, Sqlite, Transaction};
@@ -29,34 +29,60 @@ pub(super) async fn run(
     writes: &[&Write],
     chain: &mut Chain,
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
-    let new: Vec<&CommandRow> = writes
+    let inserted = insert_commands(tx, &new_commands(writes)).await?;
+    let outcomes = outcomes(writes, inserted);
+    update_commands(tx, &latest_updates(writes)).await?;
+    insert_events(tx, &events_of(writes, &outcomes), chain).await?;
+    Ok(outcomes)
+}
+
+/// The commands `writes` insert, in order (a taken id among them too: the insert skips it).
+pub(crate) fn new_commands<'a>(writes: &[&'a Write]) -> Vec<&'a CommandRow> {
+    writes
         .iter()
         .filter_map(|w| match w {
             Write::Insert(cmd, _) => Some(cmd),
             _ => None,
         })
-        .collect();
-    let mut inserted = insert_commands(tx, &new).await?;
-    let mut outcomes = Vec::with_capacity(writes.len());
-    for w in writes {
-        outcomes.push(match w {
-            // The first insert of an id takes it; any other is a duplicate.
+        .collect()
+}
+
+/// Each write's outcome once the ids in `inserted` were taken: the first insert of an id takes
+/// it; any other insert of it is a duplicate; every other write succeeds.
+pub(crate) fn outcomes(
+    writes: &[&Write],
+    mut inserted: HashSet<String>,
+) -> Vec<Result<(), JournalError>> {
+    writes
+        .iter()
+        .map(|w| match w {
             Write::Insert(cmd, _) if !inserted.remove(&cmd.command_id) => {
                 Err(JournalError::Duplicate(cmd.command_id.clone()))
             }
             _ => Ok(()),
-        });
-    }
+        })
+        .collect()
+}
+
+/// The last update of each command in `writes`: the state it ends the batch in.
+pub(crate) fn latest_updates<'a>(writes: &[&'a Write]) -> Vec<&'a CommandRow> {
     let mut latest: HashMap<&str, &CommandRow> = HashMap::new();
     for w in writes {
         if let Write::Update(cmd, _) = w {
             latest.insert(&cmd.command_id, cmd);
         }
     }
-    update_commands(tx, &latest.into_values().collect::<Vec<_>>()).await?;
-    let events: Vec<(&str, &EventRow)> = writes
+    latest.into_values().collect()
+}
+
+/// The timeline entries of the writes that succeeded, in the batch's order, with their command.
+pub(crate) fn events_of<'a>(
+    writes: &[&'a Write],
+    outcomes: &[Result<(), JournalError>],
+) -> Vec<(&'a str, &'a EventRow)> {
+    writes
         .iter()
-        .zip(&outcomes)
+        .zip(outcomes)
         .filter(|(_, o)| o.is_ok())
         .flat_map(|(w, _)| {
             let (id, evs) = match w {
@@ -65,9 +91,7 @@ pub(super) async fn run(
             };
             evs.iter().map(move |e| (id.as_str(), e))
         })
-        .collect();
-    insert_events(tx, &events, chain).await?;
-    Ok(outcomes)
+        .collect()
 }
 
 /// `(?, ?, …)` for `columns` columns, `rows` times, comma-separated.

@@ -3,6 +3,7 @@
 //! the chain counted as a legacy prefix.
 
 use super::*;
+use crate::Journal;
 use crate::chain::{GENESIS, event_hash};
 use crate::store::fixtures::{self, file_journal};
 use crate::{Break, CommandRow, EventRow, VerifyReport};
@@ -30,7 +31,7 @@ async fn two_events_each(j: &Journal, n: usize, status: &str, updated_at_ms: i64
 
 async fn sql(j: &Journal, statement: &str) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_string()))
-        .execute(&j.writer)
+        .execute(&j.sqlite().writer)
         .await
         .unwrap();
 }
@@ -69,7 +70,7 @@ async fn the_chain_is_intact_after_many_group_committed_writes() {
     // The first row is re-checkable by the documented encoding, from GENESIS.
     let (id, event, data, hash, prev): (String, String, String, String, String) =
         sqlx::query_as("SELECT command_id, event, data, hash, prev_hash FROM events WHERE seq = 1")
-            .fetch_one(&j.writer)
+            .fetch_one(&j.sqlite().writer)
             .await
             .unwrap();
     assert_eq!(prev, GENESIS);
@@ -92,7 +93,7 @@ async fn an_edited_event_is_named_by_its_seq_as_content_changed() {
     // Re-hashing the edited row moves the break to the next link.
     let (prev, data): (String, String) =
         sqlx::query_as("SELECT prev_hash, data FROM events WHERE seq = 4")
-            .fetch_one(&j.writer)
+            .fetch_one(&j.sqlite().writer)
             .await
             .unwrap();
     let forged = event_hash(&prev, 4, "c2", 7, "accepted", &data);
@@ -243,7 +244,7 @@ async fn rows_written_before_the_chain_are_a_legacy_prefix() {
     assert!(report.intact(), "{report:?}");
     assert_eq!((report.legacy, report.checked), (3, 2));
     let first: String = sqlx::query_scalar("SELECT prev_hash FROM events WHERE seq = 4")
-        .fetch_one(&j.writer)
+        .fetch_one(&j.sqlite().writer)
         .await
         .unwrap();
     assert_eq!(first, GENESIS, "the chain begins after the legacy rows");

@@ -1,11 +1,11 @@
 //! Rows and journals the store's tests share, so each test names only what it is about.
 
-use super::Journal;
+use crate::Journal;
 use crate::{CommandRow, EventRow};
 use serde_json::json;
 
 /// A switch command on `device` in `status`, accepted and last updated at `at`, by caller `stdio`.
-pub(super) fn row(id: &str, device: &str, status: &str, at: i64) -> CommandRow {
+pub(crate) fn row(id: &str, device: &str, status: &str, at: i64) -> CommandRow {
     CommandRow {
         command_id: id.into(),
         request_id: format!("req_{id}"),
@@ -30,7 +30,7 @@ pub(super) fn row(id: &str, device: &str, status: &str, at: i64) -> CommandRow {
 }
 
 /// A timeline event named `event` at `at`, with no data.
-pub(super) fn ev(at: i64, event: &str) -> EventRow {
+pub(crate) fn ev(at: i64, event: &str) -> EventRow {
     EventRow {
         at_ms: at,
         event: event.into(),
@@ -39,7 +39,7 @@ pub(super) fn ev(at: i64, event: &str) -> EventRow {
 }
 
 /// A journal in a file `j.db` under `dir`, opened read-write.
-pub(super) async fn file_journal(dir: &tempfile::TempDir) -> Journal {
+pub(crate) async fn file_journal(dir: &tempfile::TempDir) -> Journal {
     Journal::open(&format!("sqlite://{}", dir.path().join("j.db").display()))
         .await
         .unwrap()

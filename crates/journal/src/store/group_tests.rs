@@ -99,7 +99,7 @@ fn the_writer_outlives_the_runtime_that_opened_the_journal() {
 
 #[tokio::test]
 async fn one_batch_ends_as_its_writes_would_one_after_the_other() {
-    use super::writes::Write;
+    use crate::writes::Write;
     let dir = tempfile::tempdir().unwrap();
     let j = file_journal(&dir).await;
     let mut running = row("a");
@@ -118,7 +118,7 @@ async fn one_batch_ends_as_its_writes_would_one_after_the_other() {
         Write::Insert(row("b"), vec![ev("accepted")]),
     ];
     let refs: Vec<&Write> = writes.iter().collect();
-    let mut tx = j.writer.begin().await.unwrap();
+    let mut tx = j.sqlite().writer.begin().await.unwrap();
     let mut chain = crate::chain::Chain::default();
     let outcomes = super::batch::run(&mut tx, &refs, &mut chain).await.unwrap();
     tx.commit().await.unwrap();

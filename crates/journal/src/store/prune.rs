@@ -10,7 +10,7 @@
 //! events and [`CHUNK`] commands, so a first prune of a large journal never holds the writer
 //! (and the commands waiting on it) for long.
 
-use super::Journal;
+use super::SqliteStore;
 use super::anchor::{self, Anchor};
 use crate::JournalError;
 
@@ -23,14 +23,13 @@ const EVENT_CHUNK: i64 = 5000;
 /// The statuses a command never leaves (`Status::is_terminal` in the engine).
 const TERMINAL: &str = "('rejected', 'completed', 'failed', 'timeout', 'sent', 'cancelled')";
 
-impl Journal {
+impl SqliteStore {
     /// Deletes the commands that ended before `before_ms` (wall-clock ms, their `updated_at_ms`)
     /// with their timelines, as far as the hash chain allows: every event below the oldest
     /// event of a command that stays goes, and the chain's anchor records where the remaining
     /// events start. Returns how many commands went. Unfinished commands are never deleted; a
     /// finished one whose timeline reaches past the oldest kept event waits for a later prune.
-    pub async fn prune(&self, before_ms: i64) -> Result<u64, JournalError> {
-        self.writable()?;
+    pub(crate) async fn prune(&self, before_ms: i64) -> Result<u64, JournalError> {
         let line = self.prune_line(before_ms).await?;
         while self.prune_events_below(line).await? == EVENT_CHUNK as u64 {}
         let mut total = 0;

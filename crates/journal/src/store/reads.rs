@@ -2,13 +2,13 @@
 //! engine needs to be current with its own writes (rate limits, recovery, idempotency) go to the
 //! writer.
 
-use super::{Journal, ListFilter};
+use super::SqliteStore;
+use crate::ListFilter;
 use crate::{CommandRow, EventRow, JournalError};
-use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use sqlx::{ColumnIndex, Decode, Row, Type};
 
 /// The statuses that are not yet terminal; recovery looks for these at start-up.
-const OPEN_STATUSES: [&str; 2] = ["accepted", "running"];
+pub(crate) const OPEN_STATUSES: [&str; 2] = ["accepted", "running"];
 
 /// Which commands [`Journal::audit`] returns, oldest first: one page of the audit trail.
 #[derive(Debug, Clone, Default)]
@@ -34,9 +34,9 @@ pub struct AuditRow {
     pub confirmed_by: Option<String>,
 }
 
-impl Journal {
+impl SqliteStore {
     /// One command, if it exists.
-    pub async fn get(&self, command_id: &str) -> Result<Option<CommandRow>, JournalError> {
+    pub(crate) async fn get(&self, command_id: &str) -> Result<Option<CommandRow>, JournalError> {
         let row = sqlx::query("SELECT * FROM commands WHERE command_id = ?")
             .bind(command_id)
             .fetch_optional(&self.reader)
@@ -45,7 +45,7 @@ impl Journal {
     }
 
     /// A command's timeline, oldest first.
-    pub async fn events(&self, command_id: &str) -> Result<Vec<EventRow>, JournalError> {
+    pub(crate) async fn events(&self, command_id: &str) -> Result<Vec<EventRow>, JournalError> {
         let rows =
             sqlx::query("SELECT at_ms, event, data FROM events WHERE command_id = ? ORDER BY seq")
                 .bind(command_id)
@@ -64,7 +64,7 @@ impl Journal {
     }
 
     /// Commands matching `filter`, newest first.
-    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<CommandRow>, JournalError> {
+    pub(crate) async fn list(&self, filter: &ListFilter) -> Result<Vec<CommandRow>, JournalError> {
         let rows = sqlx::query(
             "SELECT * FROM commands WHERE (?1 IS NULL OR device = ?1) AND (?2 IS NULL OR status = ?2)
              ORDER BY accepted_at_ms DESC, command_id DESC LIMIT ?3",
@@ -80,7 +80,7 @@ impl Journal {
     /// When the commands of `device` (of `action`, if given) that reached the device side —
     /// every status but `rejected`, raw writes left out — were accepted, since `since_ms`,
     /// oldest first: what an operation-rate limit counts, so a restart does not reset it.
-    pub async fn accepted_since(
+    pub(crate) async fn accepted_since(
         &self,
         device: &str,
         action: Option<&str>,
@@ -102,7 +102,7 @@ impl Journal {
     /// The commands accepted since `filter.since_ms` (of `filter.caller`, if given), oldest
     /// first, each with who confirmed it: the audit trail `closedloop audit` prints. Raw writes
     /// and rejected calls are commands too (`raw_write`, `rejected`), so they are in it.
-    pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, JournalError> {
+    pub(crate) async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, JournalError> {
         let (after_ms, after_id) = filter.after.clone().unzip();
         let rows = sqlx::query(
             "SELECT c.*, (SELECT CASE WHEN json_valid(e.data)
@@ -133,7 +133,7 @@ impl Journal {
 
     /// Commands that were not terminal when the journal was last written: what start-up recovery
     /// must finish. Oldest first.
-    pub async fn unfinished(&self) -> Result<Vec<CommandRow>, JournalError> {
+    pub(crate) async fn unfinished(&self) -> Result<Vec<CommandRow>, JournalError> {
         let rows = sqlx::query(
             "SELECT * FROM commands WHERE status IN (?, ?) ORDER BY accepted_at_ms, command_id",
         )
@@ -145,7 +145,10 @@ impl Journal {
     }
 
     /// The command a caller created with this idempotency key, if any.
-    pub async fn by_idempotency_key(&self, key: &str) -> Result<Option<CommandRow>, JournalError> {
+    pub(crate) async fn by_idempotency_key(
+        &self,
+        key: &str,
+    ) -> Result<Option<CommandRow>, JournalError> {
         let row = sqlx::query("SELECT * FROM commands WHERE idempotency_key = ? LIMIT 1")
             .bind(key)
             .fetch_optional(&self.writer)
@@ -155,15 +158,22 @@ impl Journal {
 }
 
 /// Parses a stored JSON column; a column that does not parse marks the row as damaged.
-fn parse_json(command_id: &str, text: &str) -> Result<serde_json::Value, JournalError> {
+pub(crate) fn parse_json(command_id: &str, text: &str) -> Result<serde_json::Value, JournalError> {
     serde_json::from_str(text).map_err(|e| JournalError::Corrupt {
         command_id: command_id.to_string(),
         reason: e.to_string(),
     })
 }
 
-/// A `commands` row as a [`CommandRow`].
-fn command_from_row(r: &SqliteRow) -> Result<CommandRow, JournalError> {
+/// A `commands` row as a [`CommandRow`], from either store (their columns decode alike).
+pub(crate) fn command_from_row<'r, R>(r: &'r R) -> Result<CommandRow, JournalError>
+where
+    R: Row,
+    for<'i> &'i str: ColumnIndex<R>,
+    String: Decode<'r, R::Database> + Type<R::Database>,
+    bool: Decode<'r, R::Database> + Type<R::Database>,
+    i64: Decode<'r, R::Database> + Type<R::Database>,
+{
     let command_id: String = r.try_get("command_id")?;
     let params: String = r.try_get("params")?;
     let evidence: String = r.try_get("evidence")?;

@@ -4,7 +4,7 @@
 //! pages of rows inside one read transaction, so a journal being written or pruned meanwhile is
 //! checked as one consistent snapshot.
 
-use super::Journal;
+use super::SqliteStore;
 use super::anchor::{self, Anchor};
 use crate::JournalError;
 use crate::chain::{GENESIS, event_hash};
@@ -78,30 +78,30 @@ impl std::fmt::Display for Break {
 
 /// One `events` row as stored, for the walk.
 #[derive(Debug, Clone)]
-pub(super) struct Stored {
-    pub(super) seq: i64,
-    pub(super) command_id: String,
-    pub(super) at_ms: i64,
-    pub(super) event: String,
-    pub(super) data: String,
-    pub(super) hash: Option<String>,
-    pub(super) prev_hash: Option<String>,
+pub(crate) struct Stored {
+    pub(crate) seq: i64,
+    pub(crate) command_id: String,
+    pub(crate) at_ms: i64,
+    pub(crate) event: String,
+    pub(crate) data: String,
+    pub(crate) hash: Option<String>,
+    pub(crate) prev_hash: Option<String>,
 }
 
 /// The walk along the chain, one row at a time.
-pub(super) struct Walk {
+pub(crate) struct Walk {
     /// The hash the next chained row must link to.
     expected_prev: String,
     /// Rows below this were pruned; 0 when never pruned.
     anchor_seq: i64,
     /// Whether a hashed row was seen: after that, every row must be hashed.
     started: bool,
-    pub(super) report: VerifyReport,
+    pub(crate) report: VerifyReport,
 }
 
 impl Walk {
     /// A walk starting at `anchor` (or at the start of the table).
-    pub(super) fn new(anchor: Option<Anchor>) -> Walk {
+    pub(crate) fn new(anchor: Option<Anchor>) -> Walk {
         let expected_prev = anchor
             .as_ref()
             .and_then(|a| a.prev_hash.clone())
@@ -118,7 +118,7 @@ impl Walk {
     }
 
     /// Checks the next row in `seq` order; `false` once a link is broken (the walk stops).
-    pub(super) fn on(&mut self, row: Stored) -> bool {
+    pub(crate) fn on(&mut self, row: Stored) -> bool {
         let broken = |kind, detail: String| BrokenLink {
             seq: row.seq,
             command_id: Some(row.command_id.clone()),
@@ -190,7 +190,7 @@ impl Walk {
 
     /// After the last row: rows cut off the end show as a highest-ever `seq` (SQLite's
     /// AUTOINCREMENT record, `reserved`) above the newest chained row and the anchor.
-    pub(super) fn finish(&mut self, reserved: Option<i64>) {
+    pub(crate) fn finish(&mut self, reserved: Option<i64>) {
         let last = match (&self.report.head, &self.report.anchor) {
             (Some((seq, _)), _) => *seq,
             (None, Some(a)) if self.report.legacy == 0 => a.seq - 1,
@@ -210,11 +210,11 @@ impl Walk {
     }
 }
 
-impl Journal {
+impl SqliteStore {
     /// Re-hashes every event in `seq` order from the prune anchor and reports the first broken
     /// link. Only reads: safe on a read-only journal and while `serve` writes (the walk sees one
     /// snapshot). A journal last written before the chain existed is all legacy rows.
-    pub async fn verify(&self) -> Result<VerifyReport, JournalError> {
+    pub(crate) async fn verify(&self) -> Result<VerifyReport, JournalError> {
         let mut tx = self.reader.begin().await?;
         if !chained(&mut tx).await? {
             let legacy: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")

@@ -160,10 +160,20 @@ fn scope(s: &str, device_ids: &[String]) -> Result<TokenScope, String> {
     }
 }
 
-/// Resolves the journal URL: SQLite paths become absolute (relative to the plant file).
+/// Resolves the journal URL: SQLite paths become absolute (relative to the plant file); a
+/// PostgreSQL URL must name a host and a database, and is kept as written (its password
+/// usually comes from `${env:...}`, already replaced here).
 pub(crate) fn journal(url: &str, base: &Path) -> Result<String, String> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Err("PostgreSQL journals arrive with scale-out (several instances sharing one journal); use sqlite:// for now, e.g. journal = \"sqlite://closedloop.db\"".into());
+    if let Some(rest) = url
+        .strip_prefix("postgres://")
+        .or_else(|| url.strip_prefix("postgresql://"))
+    {
+        let (authority, database) = rest.split_once('/').unwrap_or((rest, ""));
+        let host = authority.rsplit('@').next().unwrap_or("");
+        if host.is_empty() || database.split('?').next().unwrap_or("").is_empty() {
+            return Err("a PostgreSQL journal names a host and a database, e.g. journal = \"postgres://closedloop:${env:PGPASSWORD}@db.example:5432/plant\"".into());
+        }
+        return Ok(url.to_string());
     }
     if url == "sqlite::memory:" || url == "sqlite://:memory:" {
         return Ok("sqlite::memory:".into());
@@ -173,7 +183,7 @@ pub(crate) fn journal(url: &str, base: &Path) -> Result<String, String> {
         .or_else(|| url.strip_prefix("sqlite:"))
     else {
         return Err(format!(
-            "\"{url}\" is not a journal URL; write sqlite://<file> (relative to the plant file) or sqlite::memory:"
+            "\"{url}\" is not a journal URL; write sqlite://<file> (relative to the plant file), postgres://USER@HOST:PORT/DATABASE, or sqlite::memory:"
         ));
     };
     let (path, query) = match rest.split_once('?') {
@@ -208,10 +218,14 @@ mod tests {
             "sqlite:///srv/plant/data/j.db"
         );
         assert_eq!(journal("sqlite::memory:", base).unwrap(), "sqlite::memory:");
+        assert_eq!(
+            journal("postgres://gw@db:5432/plant", base).unwrap(),
+            "postgres://gw@db:5432/plant"
+        );
         assert!(
-            journal("postgres://db/x", base)
+            journal("postgres://db", base)
                 .unwrap_err()
-                .contains("scale-out")
+                .contains("names a host and a database")
         );
         assert!(
             journal("mysql://x", base)

@@ -1,12 +1,12 @@
 //! The journal's writes: each is handed to the group-commit writer (`group`), which runs it in
-//! a transaction with whatever else is waiting (as SQL in `batch`); each fails while the
+//! a transaction with whatever else is waiting (as the store's SQL); each fails while the
 //! `testing` feature's `fail_writes` is on.
 
-use super::Journal;
+use crate::Journal;
 use crate::{CommandRow, EventRow, JournalError};
 
 /// One write, as the writer thread runs it.
-pub(super) enum Write {
+pub(crate) enum Write {
     Insert(CommandRow, Vec<EventRow>),
     Update(CommandRow, Vec<EventRow>),
     Append(String, Vec<EventRow>),

@@ -13,21 +13,38 @@
 //!   of it is run again in a transaction of its own, so each caller hears its own outcome.
 //! - The writer has its own thread and runtime: a caller's runtime ending (a test's, one used only
 //!   to open the journal) or a caller's future being dropped never strands other callers' writes.
-//! - The writer owns the head of the hash chain (`crate::chain::Chain`), loaded when the journal
-//!   opened: a transaction links its events on a copy, which replaces the head only once the
-//!   transaction committed, so a rolled-back batch leaves no trace in the chain either.
+//! - A rolled-back batch leaves no trace in the hash chain either: SQLite's committer keeps the
+//!   chain's head in memory and replaces it only once a transaction committed; PostgreSQL's reads
+//!   and moves the head inside the transaction (`crate::pg`).
+//! - The same writer serves both stores through [`Committer`]: one transaction's SQL is the
+//!   store's, the batching and the answering are this module's.
 
-use super::batch;
-use super::writes::Write;
 use crate::JournalError;
-use crate::chain::Chain;
-use sqlx::SqlitePool;
+use crate::writes::Write;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
 /// Writes taken into one transaction at most: bounds how long one commit holds the others.
 const MAX_BATCH: usize = 512;
+
+/// What the writer thread commits with: a store's connection and its view of the hash chain.
+pub(crate) trait Committer: Send + 'static {
+    /// Runs `writes` in one transaction, linking their events into the chain, and commits:
+    /// each write's own outcome (a duplicate insert is one, and leaves nothing behind), or the
+    /// error that stopped the transaction, which then left nothing behind either.
+    fn run_committed(
+        &mut self,
+        writes: &[&Write],
+    ) -> impl Future<Output = Result<Vec<Result<(), JournalError>>, JournalError>> + Send;
+}
+
+/// How the writer thread gets its committer: opened on the writer's own runtime, because a
+/// network connection belongs to the runtime that opened it.
+pub(crate) type Open<C> =
+    Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = Result<C, JournalError>> + Send>> + Send>;
 
 /// One write waiting for the writer, with where its outcome goes.
 struct Job {
@@ -37,7 +54,7 @@ struct Job {
 
 /// The sending side of the writer thread. Cheap to clone.
 #[derive(Clone, Debug)]
-pub(super) struct Writer {
+pub(crate) struct Writer {
     jobs: mpsc::UnboundedSender<Job>,
     counts: Arc<Counts>,
 }
@@ -50,10 +67,11 @@ struct Counts {
 }
 
 impl Writer {
-    /// Starts the writer thread over `pool` (one connection), continuing the hash chain from
-    /// `chain` (the committed head). It ends when every `Writer` is dropped.
-    pub(super) fn start(pool: SqlitePool, chain: Chain) -> Result<Writer, JournalError> {
+    /// Starts the writer thread, opens its committer there with `open`, and returns once it is
+    /// open (or with why it could not open). The thread ends when every `Writer` is dropped.
+    pub(crate) async fn start<C: Committer>(open: Open<C>) -> Result<Writer, JournalError> {
         let (jobs, rx) = mpsc::unbounded_channel();
+        let (opened, is_open) = oneshot::channel();
         let counts = Arc::new(Counts::default());
         let c = Arc::clone(&counts);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -62,13 +80,28 @@ impl Writer {
             .map_err(|e| JournalError::Writer(format!("cannot start its runtime: {e}")))?;
         std::thread::Builder::new()
             .name("journal-writer".into())
-            .spawn(move || runtime.block_on(serve(pool, rx, c, chain)))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    match open().await {
+                        Ok(committer) => {
+                            let _ = opened.send(Ok(()));
+                            serve(committer, rx, c).await;
+                        }
+                        Err(e) => {
+                            let _ = opened.send(Err(e));
+                        }
+                    }
+                })
+            })
             .map_err(|e| JournalError::Writer(format!("cannot start its thread: {e}")))?;
+        is_open
+            .await
+            .map_err(|_| JournalError::Writer("it stopped while opening".into()))??;
         Ok(Writer { jobs, counts })
     }
 
     /// Writes answered and transactions committed since the journal opened.
-    pub(super) fn counts(&self) -> (u64, u64) {
+    pub(crate) fn counts(&self) -> (u64, u64) {
         (
             self.counts.writes.load(Ordering::Relaxed),
             self.counts.commits.load(Ordering::Relaxed),
@@ -76,7 +109,7 @@ impl Writer {
     }
 
     /// Hands `write` to the writer and waits until it is committed (or failed).
-    pub(super) async fn write(&self, write: Write) -> Result<(), JournalError> {
+    pub(crate) async fn write(&self, write: Write) -> Result<(), JournalError> {
         let (done, outcome) = oneshot::channel();
         self.jobs
             .send(Job { write, done })
@@ -88,73 +121,44 @@ impl Writer {
 }
 
 /// The writer thread's loop: takes what is waiting, commits it at once, answers.
-async fn serve(
-    pool: SqlitePool,
+async fn serve<C: Committer>(
+    mut committer: C,
     mut rx: mpsc::UnboundedReceiver<Job>,
     counts: Arc<Counts>,
-    mut chain: Chain,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         counts
             .writes
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let commits = commit(&pool, &mut batch, &mut chain).await;
+        let commits = commit(&mut committer, &mut batch).await;
         counts.commits.fetch_add(commits, Ordering::Relaxed);
     }
 }
 
 /// Runs `batch` in one transaction and answers every job of it; on any error, runs each job
 /// alone instead (see the invariants). The number of transactions it took.
-async fn commit(pool: &SqlitePool, batch: &mut Vec<Job>, chain: &mut Chain) -> u64 {
+async fn commit<C: Committer>(committer: &mut C, batch: &mut Vec<Job>) -> u64 {
     // On an error the batch is not lost: each write runs again alone below, and its caller
-    // hears its own outcome; `chain` is still the head before the batch.
-    if batch.len() > 1
-        && let Ok(outcomes) = together(pool, batch, chain).await
-    {
-        for (job, outcome) in batch.drain(..).zip(outcomes) {
-            let _ = job.done.send(outcome);
+    // hears its own outcome; the chain is still where it was before the batch.
+    if batch.len() > 1 {
+        let writes: Vec<&Write> = batch.iter().map(|j| &j.write).collect();
+        if let Ok(outcomes) = committer.run_committed(&writes).await {
+            for (job, outcome) in batch.drain(..).zip(outcomes) {
+                let _ = job.done.send(outcome);
+            }
+            return 1;
         }
-        return 1;
     }
     let alone_count = batch.len() as u64;
     for job in batch.drain(..) {
-        let outcome = alone(pool, &job.write, chain).await;
+        let outcome = match committer.run_committed(&[&job.write]).await {
+            Ok(outcomes) => outcomes.into_iter().next().unwrap_or(Ok(())),
+            Err(e) => Err(e),
+        };
         let _ = job.done.send(outcome);
     }
     alone_count
-}
-
-/// All of `batch` in one transaction: each job's own outcome (a duplicate insert is one, and
-/// leaves nothing behind), or the error that stopped the transaction.
-async fn together(
-    pool: &SqlitePool,
-    batch: &[Job],
-    chain: &mut Chain,
-) -> Result<Vec<Result<(), JournalError>>, JournalError> {
-    let writes: Vec<&Write> = batch.iter().map(|j| &j.write).collect();
-    run_committed(pool, &writes, chain).await
-}
-
-/// One write in a transaction of its own.
-async fn alone(pool: &SqlitePool, write: &Write, chain: &mut Chain) -> Result<(), JournalError> {
-    let outcome = run_committed(pool, &[write], chain).await?;
-    outcome.into_iter().next().unwrap_or(Ok(()))
-}
-
-/// `writes` in one transaction, linking their events on a copy of `chain` that replaces it only
-/// once the transaction committed.
-async fn run_committed(
-    pool: &SqlitePool,
-    writes: &[&Write],
-    chain: &mut Chain,
-) -> Result<Vec<Result<(), JournalError>>, JournalError> {
-    let mut next = chain.clone();
-    let mut tx = pool.begin().await?;
-    let outcomes = batch::run(&mut tx, writes, &mut next).await?;
-    tx.commit().await?;
-    *chain = next;
-    Ok(outcomes)
 }
 
 #[cfg(test)]
@@ -174,9 +178,11 @@ mod tests {
     async fn a_failed_batch_re_run_row_by_row_relinks_the_chain_from_before_it() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("j.db").display());
-        let j = super::super::Journal::open(&url).await.unwrap();
+        let j = crate::Journal::open(&url).await.unwrap();
         j.insert(&row("first"), &[ev("accepted")]).await.unwrap();
-        let mut chain = super::super::anchor::load_head(&j.writer).await.unwrap();
+        let pool = j.sqlite().writer.clone();
+        let head = crate::store::anchor::load_head(&pool).await.unwrap();
+        let mut committer = crate::store::SqliteCommitter::new(pool.clone(), head);
         let mut batch = Vec::new();
         let mut answers = Vec::new();
         for write in [
@@ -189,17 +195,13 @@ mod tests {
             batch.push(Job { write, done });
             answers.push(answer);
         }
-        assert_eq!(
-            commit(&j.writer, &mut batch, &mut chain).await,
-            3,
-            "run alone"
-        );
+        assert_eq!(commit(&mut committer, &mut batch).await, 3, "run alone");
         let outcomes: Vec<bool> = futures_ok(answers).await;
         assert_eq!(outcomes, [true, false, true]);
         // Three events landed after "first": seq 2, 3, 4, with the in-memory head on the last.
-        let head = super::super::anchor::load_head(&j.writer).await.unwrap();
-        assert_eq!(chain, head);
-        assert_eq!(chain.last_seq, 4);
+        let head = crate::store::anchor::load_head(&pool).await.unwrap();
+        assert_eq!(committer.chain(), &head);
+        assert_eq!(head.last_seq, 4);
         let report = j.verify().await.unwrap();
         assert!(report.intact(), "{report:?}");
         assert_eq!(report.checked, 4);

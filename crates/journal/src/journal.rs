@@ -1,0 +1,204 @@
+//! [`Journal`], the handle the engine and the command line hold: one type over both stores
+//! (SQLite, the embedded default, and PostgreSQL, for gateways that share one database), with
+//! writes going through the group-commit writer either way.
+
+use crate::group;
+use crate::pg::PgStore;
+use crate::store::SqliteStore;
+use crate::{AuditFilter, AuditRow, CommandRow, EventRow, JournalError, ListFilter, VerifyReport};
+
+/// A handle on the journal. Cheap to clone; safe to share between tasks.
+///
+/// # Invariants
+/// Every write goes through `group` (one writer thread, one connection, writes waiting together
+/// share one transaction); reads go to the store's own readers and see committed data only.
+#[derive(Clone, Debug)]
+pub struct Journal {
+    pub(crate) group: group::Writer,
+    pub(crate) store: Store,
+    /// Test builds only: writes fail while set, as with a disk that stopped taking them.
+    #[cfg(feature = "testing")]
+    fail_writes: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Where the journal lives.
+#[derive(Clone, Debug)]
+pub(crate) enum Store {
+    Sqlite(SqliteStore),
+    Postgres(PgStore),
+}
+
+/// Runs the same method on whichever store the journal has.
+macro_rules! on_store {
+    ($self:ident . $method:ident ( $($arg:expr),* )) => {
+        match &$self.store {
+            Store::Sqlite(s) => s.$method($($arg),*).await,
+            Store::Postgres(p) => p.$method($($arg),*).await,
+        }
+    };
+}
+
+/// Which store a URL names, or why it names none.
+enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+fn kind(url: &str) -> Result<Kind, JournalError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Kind::Postgres)
+    } else if url.starts_with("sqlite:") {
+        Ok(Kind::Sqlite)
+    } else {
+        Err(JournalError::Unsupported {
+            url: url.to_string(),
+            reason: "the journal must be sqlite://PATH, postgres://USER@HOST:PORT/DATABASE \
+                     (or sqlite::memory: for tests)"
+                .into(),
+        })
+    }
+}
+
+impl Journal {
+    /// Opens (creating if needed) the journal at `url`: `sqlite://PATH`, `sqlite:PATH`,
+    /// `sqlite::memory:` (for tests: lost when the journal is dropped), or
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (the database must exist; its tables
+    /// are created). A PostgreSQL that does not answer is [`JournalError::Unreachable`].
+    pub async fn open(url: &str) -> Result<Journal, JournalError> {
+        let (store, group) = match kind(url)? {
+            Kind::Sqlite => {
+                let (s, g) = SqliteStore::open(url).await?;
+                (Store::Sqlite(s), g)
+            }
+            Kind::Postgres => {
+                let (p, g) = PgStore::open(url).await?;
+                (Store::Postgres(p), g)
+            }
+        };
+        Ok(Journal::of(store, group))
+    }
+
+    /// Opens an existing journal to read it only (`closedloop commands`, `trace`, `audit`):
+    /// nothing is created, no migration runs, and every write fails, so a person reading a
+    /// plant's history never changes it. A missing SQLite file is an error.
+    pub async fn open_read_only(url: &str) -> Result<Journal, JournalError> {
+        let (store, group) = match kind(url)? {
+            Kind::Sqlite => {
+                let (s, g) = SqliteStore::open_read_only(url).await?;
+                (Store::Sqlite(s), g)
+            }
+            Kind::Postgres => {
+                let (p, g) = PgStore::open_read_only(url).await?;
+                (Store::Postgres(p), g)
+            }
+        };
+        Ok(Journal::of(store, group))
+    }
+
+    fn of(store: Store, group: group::Writer) -> Journal {
+        Journal {
+            group,
+            store,
+            #[cfg(feature = "testing")]
+            fail_writes: Default::default(),
+        }
+    }
+
+    /// The SQLite store, for this crate's tests of its internals.
+    #[cfg(test)]
+    pub(crate) fn sqlite(&self) -> &SqliteStore {
+        match &self.store {
+            Store::Sqlite(s) => s,
+            Store::Postgres(_) => panic!("a SQLite journal was expected"),
+        }
+    }
+
+    /// Test builds (`testing` feature): makes every write fail until called with `false`, so
+    /// tests can show what the engine does while its journal is unavailable.
+    #[cfg(feature = "testing")]
+    pub fn fail_writes(&self, on: bool) {
+        self.fail_writes
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether writes are taken: always, except in test builds while [`Journal::fail_writes`]
+    /// is on.
+    pub(crate) fn writable(&self) -> Result<(), JournalError> {
+        #[cfg(feature = "testing")]
+        if self.fail_writes.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(JournalError::Database(sqlx::Error::PoolClosed));
+        }
+        Ok(())
+    }
+
+    /// Writes taken and transactions committed since the journal opened: writes per commit is
+    /// how many callers one commit served (group commit), a figure for benchmarks and metrics.
+    pub fn write_counts(&self) -> (u64, u64) {
+        self.group.counts()
+    }
+
+    /// Closes the store's connections (SQLite: flushing the WAL).
+    pub async fn close(&self) {
+        on_store!(self.close())
+    }
+
+    /// One command, if it exists.
+    pub async fn get(&self, command_id: &str) -> Result<Option<CommandRow>, JournalError> {
+        on_store!(self.get(command_id))
+    }
+
+    /// A command's timeline, oldest first.
+    pub async fn events(&self, command_id: &str) -> Result<Vec<EventRow>, JournalError> {
+        on_store!(self.events(command_id))
+    }
+
+    /// Commands matching `filter`, newest first.
+    pub async fn list(&self, filter: &ListFilter) -> Result<Vec<CommandRow>, JournalError> {
+        on_store!(self.list(filter))
+    }
+
+    /// When the commands of `device` (of `action`, if given) that reached the device side —
+    /// every status but `rejected`, raw writes left out — were accepted, since `since_ms`,
+    /// oldest first: what an operation-rate limit counts, so a restart does not reset it.
+    pub async fn accepted_since(
+        &self,
+        device: &str,
+        action: Option<&str>,
+        since_ms: i64,
+    ) -> Result<Vec<i64>, JournalError> {
+        on_store!(self.accepted_since(device, action, since_ms))
+    }
+
+    /// The commands accepted since `filter.since_ms` (of `filter.caller`, if given), oldest
+    /// first, each with who confirmed it: the audit trail `closedloop audit` prints. Raw writes
+    /// and rejected calls are commands too (`raw_write`, `rejected`), so they are in it.
+    pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, JournalError> {
+        on_store!(self.audit(filter))
+    }
+
+    /// Commands that were not terminal when the journal was last written: what start-up
+    /// recovery must finish. Oldest first.
+    pub async fn unfinished(&self) -> Result<Vec<CommandRow>, JournalError> {
+        on_store!(self.unfinished())
+    }
+
+    /// The command created with this idempotency key, if any.
+    pub async fn by_idempotency_key(&self, key: &str) -> Result<Option<CommandRow>, JournalError> {
+        on_store!(self.by_idempotency_key(key))
+    }
+
+    /// Re-hashes every event in `seq` order from the prune anchor and reports the first broken
+    /// link. Only reads: safe on a read-only journal and while `serve` writes (the walk sees one
+    /// snapshot).
+    pub async fn verify(&self) -> Result<VerifyReport, JournalError> {
+        on_store!(self.verify())
+    }
+
+    /// Deletes the commands that ended before `before_ms` (wall-clock ms, their
+    /// `updated_at_ms`) with their timelines, as far as the hash chain allows; how many went.
+    /// Unfinished commands are never deleted (see `docs/journal.md`).
+    pub async fn prune(&self, before_ms: i64) -> Result<u64, JournalError> {
+        self.writable()?;
+        on_store!(self.prune(before_ms))
+    }
+}
