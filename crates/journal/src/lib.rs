@@ -22,8 +22,10 @@ mod store;
 mod writes;
 
 pub use journal::Journal;
+pub use pg::leases::{Lease, Leases};
 pub use pg::redacted as shown_url;
 pub use store::{Anchor, AuditFilter, AuditRow, Break, BrokenLink, ListFilter, VerifyReport};
+pub use writes::Fence;
 
 use thiserror::Error;
 
@@ -121,4 +123,16 @@ pub enum JournalError {
     /// A command id was inserted twice.
     #[error("command {0} is already in the journal")]
     Duplicate(String),
+    /// A fenced write found its device lease gone (expired, or taken by another instance).
+    #[error(
+        "instance {owner} no longer holds the lease on {device} at epoch {epoch}: nothing was written"
+    )]
+    Fenced {
+        /// The device.
+        device: String,
+        /// The instance that wrote.
+        owner: String,
+        /// The epoch it wrote under.
+        epoch: i64,
+    },
 }

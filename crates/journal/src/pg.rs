@@ -12,7 +12,12 @@
 //!   so the reads the engine needs current with its own writes are current there too.
 
 mod batch;
+#[cfg(test)]
+mod lease_tests;
+pub(crate) mod leases;
 mod reads;
+#[cfg(test)]
+mod test_db;
 #[cfg(test)]
 mod tests;
 mod upkeep;

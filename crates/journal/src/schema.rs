@@ -66,13 +66,15 @@ CREATE INDEX commands_by_accepted ON commands (accepted_at_ms, command_id);
     ),
 ];
 
-/// The PostgreSQL schema, `(version, sql)` like [`MIGRATIONS`]: a PostgreSQL journal starts at
-/// the SQLite schema's version 3 (commands, chained events, the prune anchor) in one step, with
-/// PostgreSQL's own types, plus `chain_head`: the newest `seq` and hash, which every write
-/// transaction locks and moves, so writers on several machines extend one chain in turn.
-pub(crate) const PG_MIGRATIONS: &[(i64, &str)] = &[(
-    3,
-    r#"
+/// The PostgreSQL schema, `(version, sql)` like [`MIGRATIONS`]. Version 3 is the SQLite
+/// schema's version 3 (commands, chained events, the prune anchor) in one step, in PostgreSQL's
+/// own types, plus `chain_head`: the newest `seq` and hash, which every write transaction locks
+/// and moves, so writers on several machines extend one chain in turn. Version 4 adds the
+/// instances and device leases of scale-out.
+pub(crate) const PG_MIGRATIONS: &[(i64, &str)] = &[
+    (
+        3,
+        r#"
 CREATE TABLE commands (
     command_id      TEXT PRIMARY KEY NOT NULL,
     request_id      TEXT NOT NULL,
@@ -121,4 +123,23 @@ CREATE TABLE chain_head (
 INSERT INTO chain_head (id, seq, hash)
     VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
 "#,
-)];
+    ),
+    (
+        4,
+        // Scale-out: the instances (gateways) sharing this journal, each seen at its last
+        // heartbeat, and one lease per device with its owner, epoch and expiry, all on the
+        // database's clock (crate::Leases).
+        r#"
+CREATE TABLE instances (
+    name        TEXT PRIMARY KEY NOT NULL,
+    seen_at     TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE leases (
+    device      TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    epoch       BIGINT NOT NULL,
+    expires_at  TIMESTAMPTZ NOT NULL
+);
+"#,
+    ),
+];

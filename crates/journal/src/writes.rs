@@ -10,6 +10,23 @@ pub(crate) enum Write {
     Insert(CommandRow, Vec<EventRow>),
     Update(CommandRow, Vec<EventRow>),
     Append(String, Vec<EventRow>),
+    /// An update made under a device lease: it lands only if the lease still holds.
+    Fenced(Fence, CommandRow, Vec<EventRow>),
+}
+
+/// The device lease a write is made under (several gateways on one PostgreSQL journal): the
+/// device, the instance that holds its lease, and the lease's epoch. The write commits only in
+/// a transaction that finds that lease still held, unexpired on the database's clock, with that
+/// epoch — so an instance that lost its lease (paused, cut off) cannot journal a dispatch, and
+/// the engine never writes to a device before its dispatch is journaled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fence {
+    /// The device the lease is on.
+    pub device: String,
+    /// The instance holding it.
+    pub owner: String,
+    /// The epoch it was granted with; every change of owner raises it.
+    pub epoch: i64,
 }
 
 impl Journal {
@@ -30,6 +47,21 @@ impl Journal {
         self.writable()?;
         self.group
             .write(Write::Update(cmd.clone(), events.to_vec()))
+            .await
+    }
+
+    /// Replaces a command's state and appends timeline entries, atomically, if `fence` still
+    /// holds: otherwise [`JournalError::Fenced`] and nothing is written. A SQLite journal has
+    /// one gateway and no leases: there the fence always holds.
+    pub async fn update_fenced(
+        &self,
+        cmd: &CommandRow,
+        events: &[EventRow],
+        fence: &Fence,
+    ) -> Result<(), JournalError> {
+        self.writable()?;
+        self.group
+            .write(Write::Fenced(fence.clone(), cmd.clone(), events.to_vec()))
             .await
     }
 

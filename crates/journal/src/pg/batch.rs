@@ -20,9 +20,10 @@ pub(super) async fn run(
     tx: &mut Transaction<'_, Postgres>,
     writes: &[&Write],
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
+    let fenced_out = check_fences(tx, writes).await?;
     let inserted = insert_commands(tx, &new_commands(writes)).await?;
-    let outcomes = outcomes(writes, inserted);
-    update_commands(tx, &latest_updates(writes)).await?;
+    let outcomes = outcomes(writes, inserted, &fenced_out);
+    update_commands(tx, &latest_updates(writes, &outcomes)).await?;
     let events = events_of(writes, &outcomes);
     if !events.is_empty() {
         // Locked until commit: another writer's transaction waits here and then continues
@@ -43,6 +44,34 @@ pub(super) async fn run(
             .await?;
     }
     Ok(outcomes)
+}
+
+/// The indices of the fenced writes whose lease no longer holds. A lease that holds is locked
+/// (`FOR SHARE`) until this transaction ends, so no instance can take it over meanwhile: the
+/// write lands under the lease it was made under, or not at all.
+async fn check_fences(
+    tx: &mut Transaction<'_, Postgres>,
+    writes: &[&Write],
+) -> Result<HashSet<usize>, JournalError> {
+    let mut out = HashSet::new();
+    for (i, w) in writes.iter().enumerate() {
+        let Write::Fenced(fence, _, _) = w else {
+            continue;
+        };
+        let holds: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM leases WHERE device = $1 AND owner = $2 AND epoch = $3
+             AND expires_at > now() FOR SHARE",
+        )
+        .bind(&fence.device)
+        .bind(&fence.owner)
+        .bind(fence.epoch)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if holds.is_none() {
+            out.insert(i);
+        }
+    }
+    Ok(out)
 }
 
 /// `($1, $2, …), ($k, …)` for `columns` columns, `rows` times.

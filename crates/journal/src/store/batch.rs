@@ -30,8 +30,9 @@ pub(super) async fn run(
     chain: &mut Chain,
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
     let inserted = insert_commands(tx, &new_commands(writes)).await?;
-    let outcomes = outcomes(writes, inserted);
-    update_commands(tx, &latest_updates(writes)).await?;
+    // One gateway writes a SQLite journal: there are no leases, every fence holds.
+    let outcomes = outcomes(writes, inserted, &HashSet::new());
+    update_commands(tx, &latest_updates(writes, &outcomes)).await?;
     insert_events(tx, &events_of(writes, &outcomes), chain).await?;
     Ok(outcomes)
 }
@@ -47,28 +48,40 @@ pub(crate) fn new_commands<'a>(writes: &[&'a Write]) -> Vec<&'a CommandRow> {
         .collect()
 }
 
-/// Each write's outcome once the ids in `inserted` were taken: the first insert of an id takes
-/// it; any other insert of it is a duplicate; every other write succeeds.
+/// Each write's outcome once the ids in `inserted` were taken and the fences of the writes at
+/// `fenced_out` (indices into `writes`) were found gone: the first insert of an id takes it; any
+/// other insert of it is a duplicate; a fenced write whose lease is gone fails; every other
+/// write succeeds.
 pub(crate) fn outcomes(
     writes: &[&Write],
     mut inserted: HashSet<String>,
+    fenced_out: &HashSet<usize>,
 ) -> Vec<Result<(), JournalError>> {
     writes
         .iter()
-        .map(|w| match w {
+        .enumerate()
+        .map(|(i, w)| match w {
             Write::Insert(cmd, _) if !inserted.remove(&cmd.command_id) => {
                 Err(JournalError::Duplicate(cmd.command_id.clone()))
             }
+            Write::Fenced(f, _, _) if fenced_out.contains(&i) => Err(JournalError::Fenced {
+                device: f.device.clone(),
+                owner: f.owner.clone(),
+                epoch: f.epoch,
+            }),
             _ => Ok(()),
         })
         .collect()
 }
 
-/// The last update of each command in `writes`: the state it ends the batch in.
-pub(crate) fn latest_updates<'a>(writes: &[&'a Write]) -> Vec<&'a CommandRow> {
+/// The last update of each command in `writes` that succeeded: the state it ends the batch in.
+pub(crate) fn latest_updates<'a>(
+    writes: &[&'a Write],
+    outcomes: &[Result<(), JournalError>],
+) -> Vec<&'a CommandRow> {
     let mut latest: HashMap<&str, &CommandRow> = HashMap::new();
-    for w in writes {
-        if let Write::Update(cmd, _) = w {
+    for (w, outcome) in writes.iter().zip(outcomes) {
+        if let (Write::Update(cmd, _) | Write::Fenced(_, cmd, _), Ok(())) = (w, outcome) {
             latest.insert(&cmd.command_id, cmd);
         }
     }
@@ -86,7 +99,9 @@ pub(crate) fn events_of<'a>(
         .filter(|(_, o)| o.is_ok())
         .flat_map(|(w, _)| {
             let (id, evs) = match w {
-                Write::Insert(cmd, evs) | Write::Update(cmd, evs) => (&cmd.command_id, evs),
+                Write::Insert(cmd, evs) | Write::Update(cmd, evs) | Write::Fenced(_, cmd, evs) => {
+                    (&cmd.command_id, evs)
+                }
                 Write::Append(id, evs) => (id, evs),
             };
             evs.iter().map(move |e| (id.as_str(), e))

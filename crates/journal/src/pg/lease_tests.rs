@@ -1,0 +1,126 @@
+//! Device leases on the machine's PostgreSQL: one owner at a time, epochs raised on every change
+//! of owner, renewals only of unexpired leases, and a fenced write refused once its lease is
+//! gone.
+
+use super::test_db::Database;
+use crate::store::fixtures::{ev, row};
+use crate::{Fence, JournalError};
+use std::time::Duration;
+
+const LEASE: Duration = Duration::from_millis(300);
+
+#[tokio::test]
+async fn one_owner_at_a_time_and_the_epoch_rises_with_every_change_of_owner() {
+    let Some(db) = Database::create("lease_owner").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let leases = j.leases().expect("a PostgreSQL journal has leases");
+    assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(1));
+    assert_eq!(leases.claim("slide", "b", LEASE).await.unwrap(), None);
+    // Extending one's own lease keeps its epoch.
+    assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(1));
+    let slide = vec!["slide".to_string()];
+    assert_eq!(
+        leases.renew("a", &slide, LEASE).await.unwrap(),
+        [("slide".to_string(), 1)]
+    );
+    assert!(leases.renew("b", &slide, LEASE).await.unwrap().is_empty());
+    // Released, it goes to the next claimant at once, under a new epoch.
+    assert!(leases.release("slide", "a", 1).await.unwrap());
+    assert_eq!(leases.claim("slide", "b", LEASE).await.unwrap(), Some(2));
+    // Expired, it is not renewed: it must be claimed again, and the epoch rises.
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    assert!(leases.renew("b", &slide, LEASE).await.unwrap().is_empty());
+    assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(3));
+    let all = leases.all().await.unwrap();
+    assert_eq!((all[0].owner.as_str(), all[0].epoch), ("a", 3));
+    assert!(all[0].expires_in_ms > 0, "{all:?}");
+    j.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_fenced_write_lands_under_its_lease_and_is_refused_once_another_owns_it() {
+    let Some(db) = Database::create("lease_fence").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let leases = j.leases().unwrap();
+    let epoch = leases.claim("relay", "a", LEASE).await.unwrap().unwrap();
+    let mut c = row("c1", "relay", "accepted", 1);
+    j.insert(&c, &[ev(1, "accepted")]).await.unwrap();
+    let fence = Fence {
+        device: "relay".into(),
+        owner: "a".into(),
+        epoch,
+    };
+    c.dispatched = true;
+    j.update_fenced(&c, &[ev(2, "dispatched")], &fence)
+        .await
+        .unwrap();
+    // The lease lapses (a paused process) and another instance takes the device.
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    assert_eq!(
+        leases.claim("relay", "b", LEASE).await.unwrap(),
+        Some(epoch + 1)
+    );
+    c.status = "running".into();
+    match j.update_fenced(&c, &[ev(3, "device_ack")], &fence).await {
+        Err(JournalError::Fenced {
+            device,
+            owner,
+            epoch: e,
+        }) => {
+            assert_eq!((device.as_str(), owner.as_str(), e), ("relay", "a", epoch));
+        }
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    let kept = j.get("c1").await.unwrap().unwrap();
+    assert_eq!(kept.status, "accepted");
+    let timeline: Vec<String> = j
+        .events("c1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(timeline, ["accepted", "dispatched"]);
+    assert!(j.verify().await.unwrap().intact());
+    j.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn instances_are_live_while_they_beat() {
+    let Some(db) = Database::create("lease_beat").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let leases = j.leases().unwrap();
+    leases.heartbeat("a").await.unwrap();
+    leases.heartbeat("b").await.unwrap();
+    assert_eq!(leases.live_instances(LEASE).await.unwrap(), ["a", "b"]);
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    leases.heartbeat("b").await.unwrap();
+    assert_eq!(leases.live_instances(LEASE).await.unwrap(), ["b"]);
+    j.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_sqlite_journal_has_no_leases_and_its_fences_always_hold() {
+    let j = crate::Journal::open("sqlite::memory:").await.unwrap();
+    assert!(j.leases().is_none());
+    let c = row("c1", "relay", "accepted", 1);
+    j.insert(&c, &[ev(1, "accepted")]).await.unwrap();
+    let fence = Fence {
+        device: "relay".into(),
+        owner: "anyone".into(),
+        epoch: 9,
+    };
+    j.update_fenced(&c, &[ev(2, "dispatched")], &fence)
+        .await
+        .unwrap();
+    assert_eq!(j.events("c1").await.unwrap().len(), 2);
+}
