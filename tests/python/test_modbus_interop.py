@@ -6,6 +6,8 @@
 2. A pymodbus client reads and writes `closedloop sim`'s registers.
 3. Modbus RTU over a socat pty pair: the same script as a pymodbus serial server on one end,
    `closedloop serve` with the `modbus-rtu` driver on the other.
+4. The safety envelope against the pymodbus TCP server: a relay with `max_rate` switched in a
+   loop is `rejected RATE_LIMITED` with `retry_after_s`, and pymodbus saw no write from it.
 
 A missing prerequisite (pymodbus, pyserial, socat) fails the test; nothing here skips.
 """
@@ -61,6 +63,16 @@ class SlideServer:
         self.proc.stdin.flush()
         answer = self.lines.next(5, f"slide_server.py answering {line!r}")
         assert answer == f"ok {line}", answer
+
+    def writes(self, unit: int) -> int:
+        """How many write requests `unit` accepted so far, by the server's own count."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"writes {unit}\n")
+        self.proc.stdin.flush()
+        answer = self.lines.next(5, f"slide_server.py counting the writes of unit {unit}")
+        prefix = f"ok writes {unit} "
+        assert answer.startswith(prefix), answer
+        return int(answer[len(prefix):])
 
     def close(self) -> None:
         stop(self.proc)
@@ -332,3 +344,46 @@ async def test_modbus_rtu_over_socat_against_pymodbus_serial_server(
     finally:
         server.close()
         request.node.add_report_section("teardown", "slide_server.py stderr", server.log.read_text()[-20000:])
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The safety envelope against a foreign peer
+
+
+async def test_a_rate_limited_switch_is_refused_and_pymodbus_receives_no_write(
+    closedloop_bin: Path,
+    tmp_path: Path,
+    tcp_slide_server: tuple[SlideServer, str],
+    request: pytest.FixtureRequest,
+) -> None:
+    """`max_rate = "2/min"` on the relay: two switches complete; the third, in the same minute,
+    is `rejected RATE_LIMITED` with `retry_after_s`, and pymodbus's own write count and coil 0
+    show that nothing of it reached the device."""
+    require("pymodbus")
+    from pymodbus.client import AsyncModbusTcpClient
+
+    server, addr = tcp_slide_server
+    path = tmp_path / "plant.toml"
+    text = plant_toml(f'kind = "modbus-tcp", address = "{addr}"', slide=False)
+    path.write_text(text.replace("idempotent = true", 'idempotent = true\nmax_rate = "2/min"'), encoding="utf-8")
+    async with serve(closedloop_bin, path, request) as session:
+        for on in (True, False):
+            sc = await act(session, "relay_switch", {"on": on})
+            assert outcome(sc) == ("completed", None), sc
+        writes = server.writes(1)
+        assert writes >= 2, writes
+
+        sc = await call(session, "relay_switch", {"on": True, "wait_s": 5})
+        assert outcome(sc) == ("rejected", "RATE_LIMITED"), sc
+        assert 0 < sc["retry_after_s"] <= 60, sc
+        assert "2/min" in sc["detail"], sc
+
+        assert server.writes(1) == writes, "pymodbus received a write from the refused call"
+        host, _, port = addr.rpartition(":")
+        client = AsyncModbusTcpClient(host, port=int(port), timeout=3, retries=0)
+        assert await client.connect(), f"pymodbus could not connect to {addr}"
+        try:
+            rc = await client.read_coils(0, count=1, device_id=1)
+            assert not rc.isError() and rc.bits[0] is False, rc  # still off: "on" was never written
+        finally:
+            client.close()

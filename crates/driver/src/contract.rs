@@ -223,7 +223,7 @@ impl ErrorCode {
             ErrorCode::UnknownCommand => "Check the command_id, or call list_commands to find it.",
             ErrorCode::UnknownDevice => "Call list_devices for the device ids this gateway serves.",
             ErrorCode::Deadman => {
-                "It was stopped because nobody kept asking about it. Start it again only if it is still wanted, and call get_command_status at least every keepalive_s while it runs."
+                "It was stopped because nobody kept asking about it. Start it again only if it is still wanted, and call get_command_status or keep_alive at least every keepalive_s while it runs."
             }
             ErrorCode::RateLimited => {
                 "Wait retry_after_s seconds before trying again; do not loop. The limit protects contacts and motors rated for so many operations."

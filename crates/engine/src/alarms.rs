@@ -131,6 +131,18 @@ pub(crate) fn blocking(ctx: &Context, device: &str) -> Option<(String, String)> 
     })
 }
 
+/// The names of every active alarm blocking `device` (what `get_device_state` shows).
+pub(crate) fn blocking_names(ctx: &Context, device: &str) -> Vec<String> {
+    let states = ctx.alarms.states();
+    ctx.plant
+        .alarms
+        .iter()
+        .filter(|a| states.get(&a.name).is_some_and(|s| s.active))
+        .filter(|a| a.blocks.iter().any(|d| d == device))
+        .map(|a| a.name.clone())
+        .collect()
+}
+
 /// Starts one watcher per alarm; they end when `stop` is notified.
 pub(crate) fn spawn_watchers(
     ctx: &Arc<Context>,

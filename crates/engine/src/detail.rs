@@ -100,6 +100,20 @@ pub fn render(
     Some(tidy(&text))
 }
 
+/// The `detail` of a dead-man action ended before its keepalive ran out, because its renewals
+/// could no longer come (`why`: the MCP session that started it ended).
+pub(crate) fn ended_early(why: &str, stop_written: bool, evidence: &serde_json::Value) -> String {
+    let stop = match stop_written {
+        true => ": the cancel plan (stop) was written",
+        false => "; it has no cancel plan, nothing was written",
+    };
+    tidy(&format!(
+        "{} and nobody can keep this dead-man action going, so it was stopped{stop}. {}",
+        why.trim_end_matches('.'),
+        evidence_text(evidence)
+    ))
+}
+
 /// What start-up recovery says of a command it could not supervise; needs no action (the
 /// plant may no longer declare it).
 pub(crate) fn restart_text(found: Found) -> &'static str {

@@ -224,11 +224,6 @@ impl Engine {
             .collect()
     }
 
-    /// Every standing alarm with its state (`[[alarm]]`).
-    pub fn alarms(&self) -> Vec<crate::alarms::AlarmInfo> {
-        crate::alarms::list(&self.ctx)
-    }
-
     /// The cached signals of a device with their ages and sources.
     pub fn device_state(&self, device: &str) -> Option<DeviceState> {
         let dev = self.ctx.devices.get(device)?;
@@ -266,9 +261,7 @@ impl Engine {
                 })
                 .collect(),
             detail: unreadable_text(&snap),
-            alarms: crate::alarms::blocking(&self.ctx, device)
-                .map(|(name, _)| vec![name])
-                .unwrap_or_default(),
+            alarms: crate::alarms::blocking_names(&self.ctx, device),
         })
     }
 

@@ -15,6 +15,8 @@
 //!   [`DeviceInfo`]), apart from the result object.
 //! - `engine`: the API the MCP layer and the CLI use: submit, status with a bounded wait,
 //!   cancel, list, devices, device state, changes, shutdown.
+//! - `envelope`: the safety envelope's API: the standing alarms, their change feed, and
+//!   `Engine::lapse`, which ends a dead-man action whose caller is known to be gone.
 //! - `submit`: a submission in small steps (scope, idempotency key, parameters,
 //!   `Engine::admit`), ending journaled `accepted` with its supervisor started, or `rejected`.
 //! - `admission`: `Engine::admit`, one small function per check, in the order a refusal is
@@ -68,6 +70,7 @@ pub mod detail;
 mod device;
 mod dispatch;
 mod engine;
+mod envelope;
 mod finished;
 mod judge;
 mod live;

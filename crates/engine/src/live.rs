@@ -23,6 +23,9 @@ pub struct LiveCommand {
     version: watch::Sender<u64>,
     cancel: Notify,
     cancel_requested: AtomicBool,
+    /// Wakes the supervisor of a dead-man action whose renewals can no longer come
+    /// ([`LiveCommand::lapse`]).
+    lapse: Notify,
 }
 
 struct LiveState {
@@ -31,6 +34,9 @@ struct LiveState {
     expected_end: Option<Instant>,
     /// The last time a caller asked about the command (a dead-man action's renewal).
     renewed: Instant,
+    /// Why the dead-man action lapsed before its time, when it did (the session that started
+    /// it ended).
+    lapsed: Option<String>,
 }
 
 impl LiveCommand {
@@ -42,10 +48,12 @@ impl LiveCommand {
                 events,
                 expected_end: None,
                 renewed: Instant::now(),
+                lapsed: None,
             }),
             version: watch::channel(0).0,
             cancel: Notify::new(),
             cancel_requested: AtomicBool::new(false),
+            lapse: Notify::new(),
         }
     }
 
@@ -95,6 +103,24 @@ impl LiveCommand {
     /// When a caller last asked about the command.
     pub fn renewed_at(&self) -> Instant {
         self.lock().renewed
+    }
+
+    /// Its renewals can no longer come (`why`: the MCP session that started it ended): a
+    /// dead-man action ends now as if its keepalive had run out. The first reason stays.
+    pub fn lapse(&self, why: &str) {
+        self.lock().lapsed.get_or_insert_with(|| why.to_string());
+        // A stored permit: a supervisor not yet waiting (still dispatching) sees it on its first turn.
+        self.lapse.notify_one();
+    }
+
+    /// Why the command lapsed before its keepalive ran out, if it did.
+    pub fn lapse_reason(&self) -> Option<String> {
+        self.lock().lapsed.clone()
+    }
+
+    /// Resolves when [`LiveCommand::lapse`] was called.
+    pub async fn lapsed(&self) {
+        self.lapse.notified().await;
     }
 
     /// When the command is expected to end, if known.

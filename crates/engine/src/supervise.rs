@@ -187,6 +187,10 @@ impl Supervisor {
                     false => Turn::Again,
                 }
             }
+            // Its renewals can no longer come (the session that started it ended): a lapse now.
+            _ = self.cmd.lapsed(), if w.keepalive.is_some() => {
+                Turn::Wake(Wake::Event(Event::KeepaliveLapsed))
+            }
             _ = self.cmd.cancelled() => Turn::Wake(Wake::Event(Event::CancelRequested)),
             _ = shutdown_signal(&mut w.shutdown), if !self.shutdown_seen => {
                 self.shutdown_seen = true;

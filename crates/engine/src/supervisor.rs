@@ -5,7 +5,7 @@ use crate::context::Context;
 use crate::contract::Status;
 use crate::device::{DeviceRuntime, Snapshot};
 use crate::live::LiveCommand;
-use crate::machine::{Effect, Event, Found, Machine, Outcome};
+use crate::machine::{Effect, Event, Found, Machine, Outcome, Reason};
 use crate::plan::Request;
 use crate::terminal::Ending;
 use closedloop_driver::Value;
@@ -157,6 +157,8 @@ impl Supervisor {
             biased;
             _ = shutdown_signal(&mut shutdown) => Event::Shutdown,
             _ = self.cmd.cancelled() => Event::CancelRequested,
+            // A dead-man action whose session ended never starts: nobody could keep it going.
+            _ = self.cmd.lapsed() => Event::CancelRequested,
             permit = group.acquire() => match permit {
                 Some(p) => { self.permit = Some(p); Event::Dispatch }
                 None => Event::Shutdown,
@@ -255,14 +257,21 @@ impl Supervisor {
 
     async fn finish(&mut self, o: Outcome) {
         self.stop_cycling();
-        let detail = crate::detail::render(
-            &o,
-            &self.action,
-            &self.dev.spec,
-            &self.evidence,
-            &self.params,
-            self.deadline_budget(),
-        );
+        let detail = match (&o.reason, self.cmd.lapse_reason()) {
+            (Reason::Deadman { stop_written }, Some(why)) => Some(crate::detail::ended_early(
+                &why,
+                *stop_written,
+                &self.evidence,
+            )),
+            _ => crate::detail::render(
+                &o,
+                &self.action,
+                &self.dev.spec,
+                &self.evidence,
+                &self.params,
+                self.deadline_budget(),
+            ),
+        };
         let end = Ending::new(o, detail, Some(self.evidence.clone()));
         self.ctx
             .record(&self.cmd, |r| end.apply(r), end.events())

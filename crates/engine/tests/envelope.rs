@@ -149,6 +149,52 @@ async fn a_jog_whose_caller_stops_asking_is_stopped_deadman_within_its_keepalive
 }
 
 /// A guard door (a relay's contact) and a slide it blocks while open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapse_ends_a_dead_man_move_at_once_saying_why_and_only_while_it_runs() {
+    // A keepalive far longer than the test: only the lapse can end it this soon.
+    let rig =
+        rig(&slide("").replace("idempotent = false", "idempotent = false\nkeepalive_s = 60")).await;
+    rig.online("slide").await;
+    assert!(!rig.engine.lapse("no-such-command", "the session ended"));
+    let r = rig
+        .act("slide", "move_to", json!({"target_mm": 300.0}), 0.0)
+        .await;
+    for _ in 0..50 {
+        if rig.sim("slide").peek().moving.unwrap() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(rig.sim("slide").peek().moving.unwrap());
+    assert!(
+        rig.engine
+            .lapse(&r.command_id, "The MCP session that started it ended")
+    );
+    let done = rig
+        .engine
+        .status(&r.command_id, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.status, code(&done).as_str()),
+        (Status::Cancelled, "DEADMAN"),
+        "{done:#?}"
+    );
+    let detail = done.detail.clone().unwrap_or_default();
+    assert!(
+        detail.starts_with("The MCP session that started it ended")
+            && detail.contains("the cancel plan (stop) was written"),
+        "{detail}"
+    );
+    assert!(events(&done).contains(&"cancel_sent".to_string()));
+    assert!(
+        !rig.sim("slide").peek().moving.unwrap(),
+        "the axis was stopped"
+    );
+    // Finished: a second lapse finds nothing to end.
+    assert!(!rig.engine.lapse(&r.command_id, "again"));
+}
+
 fn guarded() -> String {
     let door = relay("")
         .replace("id = \"lamp\"", "id = \"door\"")
@@ -169,6 +215,13 @@ async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_doo
     let rig = rig(&guarded()).await;
     rig.online("slide").await;
     rig.online("door").await;
+    // Until its watcher has read the door online, the alarm holds (nothing showed it safe).
+    for _ in 0..200 {
+        if rig.engine.alarms().iter().all(|a| !a.active) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     let r = rig
         .act("slide", "move_to", json!({"target_mm": 300.0}), 0.0)
         .await;

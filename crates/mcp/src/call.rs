@@ -43,11 +43,11 @@ impl Server {
                 return Ok(unauthorized(&caller, "read devices and commands").into());
             }
             let result = self.dispatch(name, args, request_id, &caller, &cx).await;
-            if is_action
-                && let Ok(r) = &result
-                && let Some(task) = self.task_for(r, &cx).await
-            {
-                return Ok(CallToolResponse::Task(task));
+            if is_action && let Ok(r) = &result {
+                self.hold_if_dead_man(r, &cx);
+                if let Some(task) = self.task_for(r, &cx).await {
+                    return Ok(CallToolResponse::Task(task));
+                }
             }
             result.map(Into::into)
         }
@@ -78,6 +78,30 @@ impl Server {
             || name.starts_with("modbus_")
     }
 
+    /// A dead-man command (`keepalive_s`) started in a 2025-era HTTP session is recorded with
+    /// the session, which ends it if the session ends first (`leases.rs`).
+    fn hold_if_dead_man(&self, result: &CallToolResult, cx: &RequestContext<RoleServer>) {
+        let Some(v) = result.structured_content.as_ref() else {
+            return;
+        };
+        let (Some(id), Some(device), Some(action)) = (
+            v["command_id"].as_str(),
+            v["device"].as_str(),
+            v["action"].as_str(),
+        ) else {
+            return;
+        };
+        let dead_man = self
+            .engine
+            .plant()
+            .device(device)
+            .and_then(|d| d.action(action))
+            .is_some_and(|a| a.keepalive_s.is_some());
+        if dead_man && crate::http::session_of(cx).is_some() {
+            self.leases.hold(id);
+        }
+    }
+
     /// Runs the tool `name`; one the plant does not offer is a JSON-RPC error.
     async fn dispatch(
         &self,
@@ -95,6 +119,7 @@ impl Server {
             "list_devices" => self.list_devices(&args),
             "get_device_state" => self.get_device_state(&args),
             "list_alarms" if !plant.alarms.is_empty() => Ok(self.list_alarms()),
+            "keep_alive" if crate::tools::has_dead_man(plant) => self.keep_alive(&args).await,
             "modbus_read" | "modbus_write" if plant.devices.iter().any(|d| d.raw_access) => {
                 self.raw_tool(name, &args, caller).await
             }

@@ -202,8 +202,10 @@ pub fn router(server: Server, opts: HttpOptions) -> axum::Router {
 fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -> axum::Router {
     let tokens = server.engine().plant().server.tokens.clone();
     let metrics = metrics_page::routes(Arc::clone(server.engine()));
-    // One `Server` per session (2025) or per request (2026): a clone sharing the engine.
-    let factory = move || Ok(server.clone());
+    // One `Server` per session (2025) or per request (2026): a copy sharing the engine, with
+    // the dead-man commands of its session, lapsed when rmcp drops it as the session ends.
+    let on_stop = shutdown.clone();
+    let factory = move || Ok(server.for_session(on_stop.clone()));
     let per_caller = (!tokens.is_empty()).then_some(opts.max_sessions_per_caller);
     let routes = mcp_routes(factory, per_caller, &opts, shutdown).merge(metrics);
     with_layers(routes, tokens, &opts)
@@ -368,6 +370,13 @@ impl Connected<IncomingStream<'_, conn::Guarded>> for Endpoint {
             remote: *stream.remote_addr(),
         }
     }
+}
+
+/// The `Mcp-Session-Id` of this request: `Some` only for a call in a 2025-era HTTP session.
+pub(crate) fn session_of(cx: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = cx.extensions.get::<http::request::Parts>()?;
+    let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+    Some(id.to_string())
 }
 
 /// The caller the HTTP layer attached to this request; `None` off HTTP (stdio).

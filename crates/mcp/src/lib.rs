@@ -4,14 +4,16 @@
 //! - Tools, in `tools/list` order: one per plant action (or `run_action` and `describe_device`
 //!   with `[server] tools = "generic"`); `modbus_read` / `modbus_write` and the read-only bridge
 //!   tools (`can_signals`, `can_decode`, `opcua_browse`, `opcua_read`) when a device allows raw
-//!   access; then the six [`FIXED_TOOLS`]: `get_command_status`, `cancel_command`,
+//!   access; `list_alarms` when the plant declares alarms; `keep_alive` when an action has
+//!   `keepalive_s`; then the six [`FIXED_TOOLS`]: `get_command_status`, `cancel_command`,
 //!   `list_commands`, `list_devices`, `get_device_state` and `confirm_command`.
 //! - `tools/call` is answered in `call.rs`; [`confirm`] (a token) and `elicit.rs` (a form) ask a
 //!   person before a `confirm = true` action moves; `tasks.rs` serves the Tasks extension from
 //!   the engine, and so from the journal after a restart.
-//! - Resources `device://{id}/state`, `device://{id}/config`, `command://{id}` and
-//!   `command://{id}/timeline` (paged), with change notifications; prompts `diagnose_device` and
-//!   `act_and_confirm`.
+//! - Resources `device://{id}/state`, `device://{id}/config`, `command://{id}`,
+//!   `command://{id}/timeline` (paged) and `alarm://active`, with change notifications; prompts
+//!   `diagnose_device` and `act_and_confirm`.
+//! - `leases.rs`: the dead-man commands each HTTP session started, ended with the session.
 //! - [`Caller`]: who calls and with which scopes (a bearer token's over HTTP, every scope over
 //!   stdio).
 //!
@@ -24,6 +26,7 @@ pub mod confirm;
 mod elicit;
 mod handler;
 pub mod http;
+mod leases;
 pub mod metrics;
 mod prompts;
 mod raw;
@@ -36,6 +39,7 @@ use closedloop_engine::Engine;
 use closedloop_plant::TokenScope;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig, Tool};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 pub use tools::FIXED_TOOLS;
 /// The tools `serve` lists for a plant, built as `serve` builds them (the bench's bare server
@@ -96,6 +100,8 @@ pub struct Server {
     confirmations: Arc<confirm::Confirmations>,
     /// Resource subscriptions of every client of this server.
     subscriptions: Arc<resources::Subscriptions>,
+    /// The running dead-man commands of each HTTP session, ended with it.
+    leases: Arc<leases::Leases>,
 }
 
 impl Server {
@@ -103,12 +109,25 @@ impl Server {
     pub fn new(engine: Arc<Engine>, caller: &str) -> Server {
         let tools = Arc::new(tools::build(engine.plant()));
         let ttl = std::time::Duration::from_secs_f64(engine.plant().server.confirm_ttl_s);
+        let leases = Arc::new(leases::Leases::new(Arc::clone(&engine), None));
         Server {
             engine,
             tools,
             local: Caller::local(caller),
             confirmations: Arc::new(confirm::Confirmations::new(ttl)),
             subscriptions: Arc::new(resources::Subscriptions::new()),
+            leases,
+        }
+    }
+
+    /// A copy for one HTTP session (or one stateless request): the same engine, tools,
+    /// confirmations and subscriptions, with a list of the dead-man commands of its own, lapsed
+    /// when rmcp drops it as the session ends (see `leases`), unless `shutdown` was cancelled.
+    pub(crate) fn for_session(&self, shutdown: CancellationToken) -> Server {
+        let engine = Arc::clone(&self.engine);
+        Server {
+            leases: Arc::new(leases::Leases::new(engine, Some(shutdown))),
+            ..self.clone()
         }
     }
 

@@ -6,8 +6,10 @@
 //! - `device://{id}/config`: the device's plant declaration, without secrets ([`config`]).
 //! - `command://{id}`: the result object (docs/architecture.md), as `get_command_status` with
 //!   `wait_s = 0`.
+//! - `alarm://active` (when the plant declares alarms): the standing alarms raised now, each
+//!   with severity, since, why and what it blocks; a raise or a clear notifies subscribers.
 //!
-//! `resources/list` names the state and config of every device; commands are too many to list
+//! `resources/list` names the state and config of every device (and `alarm://active`); commands are too many to list
 //! and are offered through their URI template only. Change notifications come from
 //! [`subscriptions`]: `resources/subscribe` for 2025 clients, `subscriptions/listen` for
 //! 2026-07-28 clients, both fed by the same watchers.
@@ -33,7 +35,7 @@ use std::time::Duration;
 /// The MIME type of every resource.
 const JSON: &str = "application/json";
 /// The `not_found` reason for a URI of no known shape: the shapes there are.
-const NO_SUCH_RESOURCE: &str = "resources are device://{id}/state, device://{id}/config, command://{id} and command://{id}/timeline";
+const NO_SUCH_RESOURCE: &str = "resources are device://{id}/state, device://{id}/config, command://{id}, command://{id}/timeline and alarm://active";
 /// Longest command id accepted in a `command://` URI (a UUIDv7 has 36 characters).
 const MAX_COMMAND_ID: usize = 64;
 
@@ -49,15 +51,23 @@ pub(crate) enum Uri {
     Command(String),
     /// `command://{id}/timeline` (page 0) or `command://{id}/timeline?page=N`.
     Timeline(String, usize),
+    /// `alarm://active`.
+    Alarms,
 }
+
+/// The standing alarms raised now.
+pub(crate) const ALARMS_URI: &str = "alarm://active";
 
 /// Timeline entries per page of `command://{id}/timeline`: a page stays well under what a
 /// client reads comfortably (an entry is ~100–300 bytes).
 pub(crate) const TIMELINE_PAGE: usize = 100;
 
 impl Uri {
-    /// The resource `uri` names, or `None` when it has none of the four shapes.
+    /// The resource `uri` names, or `None` when it has none of the five shapes.
     pub(crate) fn parse(uri: &str) -> Option<Uri> {
+        if uri == ALARMS_URI {
+            return Some(Uri::Alarms);
+        }
         if let Some(rest) = uri.strip_prefix("device://") {
             let (id, what) = rest.split_once('/')?;
             if !is_device_id(id) {
@@ -189,6 +199,18 @@ impl Server {
                     .with_mime_type(JSON),
             );
         }
+        if !self.engine.plant().alarms.is_empty() {
+            list.push(
+                Resource::new(ALARMS_URI, "active_alarms")
+                    .with_title("Active alarms")
+                    .with_description(
+                        "The standing alarms raised now (a guard door open, an over-temperature), \
+                         each with severity, since when, why and the devices it blocks. Subscribe \
+                         to be told when one is raised or cleared.",
+                    )
+                    .with_mime_type(JSON),
+            );
+        }
         Ok(ListResourcesResult::with_all_items(list))
     }
 
@@ -251,6 +273,7 @@ impl Server {
             Some(Uri::Timeline(id, page)) => {
                 Some(timeline_page(&self.command_result(&uri, &id).await?, page))
             }
+            Some(Uri::Alarms) => Some(self.active_alarms(&uri)?),
             None => return Err(not_found(&uri, NO_SUCH_RESOURCE)),
         };
         let Some(value) = value else {
@@ -262,6 +285,24 @@ impl Server {
             ReadResourceResult::new(vec![ResourceContents::text(text, uri).with_mime_type(JSON)])
                 .into(),
         )
+    }
+
+    /// `alarm://active`: the alarms raised now; `not_found` for a plant without alarms.
+    pub(crate) fn active_alarms(&self, uri: &str) -> Result<serde_json::Value, McpError> {
+        if self.engine.plant().alarms.is_empty() {
+            return Err(not_found(uri, "this plant declares no [[alarm]]"));
+        }
+        let active: Vec<_> = self
+            .engine
+            .alarms()
+            .into_iter()
+            .filter(|a| a.active)
+            .map(|a| {
+                json!({"name": a.name, "severity": a.severity, "since": a.since,
+                            "why": a.why, "blocks": a.blocks, "description": a.description})
+            })
+            .collect();
+        Ok(json!({"active": active}))
     }
 
     /// A command's result object, or the error a request about `uri` answers when there is none.
@@ -316,6 +357,7 @@ mod tests {
             Uri::parse("command://0193f0c2-7c1e/timeline?page=3"),
             Some(Uri::Timeline("0193f0c2-7c1e".into(), 3))
         );
+        assert_eq!(Uri::parse("alarm://active"), Some(Uri::Alarms));
         for bad in [
             "command://c1/timeline?page=x",
             "command://c1/timelines",
@@ -333,6 +375,8 @@ mod tests {
             "device://lamp/state/x",
             "command://",
             "command://a/b",
+            "alarm://all",
+            "alarm://active/x",
             "file:///etc/passwd",
             "",
         ] {

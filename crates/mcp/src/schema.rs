@@ -173,6 +173,18 @@ pub fn device_input() -> Value {
     })
 }
 
+/// Input schema of `keep_alive`.
+pub fn keep_alive_input() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command_id": {"type": "string", "description": "The command_id of a running dead-man action."}
+        },
+        "required": ["command_id"],
+        "additionalProperties": false
+    })
+}
+
 /// Input schema of a tool without arguments (`list_alarms`).
 pub fn empty_input() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})

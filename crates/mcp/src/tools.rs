@@ -63,6 +63,9 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
     if !plant.alarms.is_empty() {
         tools.push(alarms_tool());
     }
+    if has_dead_man(plant) {
+        tools.push(keep_alive_tool());
+    }
     tools.extend(fixed_tools());
     tools
 }
@@ -139,6 +142,27 @@ fn alarms_tool() -> Tool {
     t
 }
 
+/// Whether an action of the plant is a dead-man action (`keepalive_s`): `keep_alive` is offered
+/// only then.
+pub(crate) fn has_dead_man(plant: &Plant) -> bool {
+    plant.actions().any(|(_, a)| a.keepalive_s.is_some())
+}
+
+/// `keep_alive`, offered only when an action has `keepalive_s`.
+fn keep_alive_tool() -> Tool {
+    let mut t = Tool::new(
+        "keep_alive",
+        "Keep a running dead-man action (one whose description says it runs only while you keep \
+         asking) going: call it with the command_id at least as often as that action's keepalive \
+         requires, as get_command_status would, and stop calling to let it stop (DEADMAN). It \
+         answers at once with the command's current result; it never starts anything.",
+        object(schema::keep_alive_input()),
+    )
+    .with_raw_output_schema(object(schema::result_object()));
+    t.annotations = annotations(false, false, true);
+    t
+}
+
 /// The [`FIXED_TOOLS`], in that order: every one but `cancel_command` and `confirm_command`
 /// only reads.
 fn fixed_tools() -> Vec<Tool> {
@@ -173,7 +197,7 @@ fn fixed_tools() -> Vec<Tool> {
         ),
         (
             "get_device_state",
-            "A device's liveness and its latest signal values, each with unit, read time, age and source.",
+            "A device's liveness and its latest signal values, each with unit, read time, age and source, and the active alarms that block it.",
             schema::device_input(),
             schema::device_state(),
         ),

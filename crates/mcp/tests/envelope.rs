@@ -1,13 +1,19 @@
 //! The safety envelope through a real MCP client (rmcp over an in-process pipe): a retry loop
 //! hits RATE_LIMITED, a standing alarm shows in list_alarms and blocks its device, a dead-man
-//! jog whose caller stops asking is stopped.
+//! jog whose caller stops asking is stopped, and `alarm://active` tells its subscribers of every
+//! raise and clear. (`dead_man.rs`: `keep_alive`, and an HTTP session's end.)
 
 mod common;
 
 use common::{call, sc};
-use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, ReadResourceRequestParams, ResourceContents,
+    ResourceUpdatedNotificationParam, SubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SERVER: &str = r#"
@@ -155,5 +161,120 @@ async fn the_envelope_holds_through_a_real_mcp_client() {
     );
     let wait = sc(&fourth)["retry_after_s"].as_f64().unwrap();
     assert!(wait > 10.0 && wait <= 20.0, "{wait}");
+    c.cancel().await.unwrap();
+}
+
+/// The URIs of every `notifications/resources/updated` the client received, in order.
+#[derive(Clone, Default)]
+struct Updates(Arc<Mutex<Vec<String>>>);
+
+impl ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        p: ResourceUpdatedNotificationParam,
+        _cx: NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(p.uri);
+    }
+}
+
+impl Updates {
+    fn count(&self, uri: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|u| *u == uri).count()
+    }
+
+    /// Waits (bounded, asking the server nothing) for more than `seen` updates of `uri`.
+    async fn more_than(&self, uri: &str, seen: usize) -> bool {
+        for _ in 0..500 {
+            if self.count(uri) > seen {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+}
+
+type Watching = RunningService<RoleClient, Updates>;
+
+async fn tool(c: &Watching, name: &str, args: Value) -> (String, Value) {
+    let p = CallToolRequestParams::new(name.to_string())
+        .with_arguments(args.as_object().cloned().unwrap());
+    let r = c
+        .call_tool(p)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let text = r
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    (text, r.structured_content.expect("structured content"))
+}
+
+async fn read(c: &Watching, uri: &str) -> Value {
+    let r = c
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap_or_else(|e| panic!("{uri}: {e}"));
+    match &r.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => serde_json::from_str(text).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alarm_active_lists_a_raised_alarm_and_tells_its_subscribers_of_the_raise_and_the_clear() {
+    const URI: &str = "alarm://active";
+    let (engine, _sims) = common::engine(&plant(), std::path::Path::new(".")).await;
+    let updates = Updates::default();
+    let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
+    let c = updates.clone().serve(io).await.unwrap();
+    let listed = c.list_all_resources().await.unwrap();
+    assert!(listed.iter().any(|r| r.uri == URI), "{listed:?}");
+    assert_eq!(read(&c, URI).await, json!({"active": []}));
+    #[allow(deprecated)]
+    c.subscribe(SubscribeRequestParams::new(URI)).await.unwrap();
+
+    // The door opens: the alarm is raised, the subscriber told, the resource lists it.
+    let (_, open) = tool(&c, "door_switch", json!({"on": true})).await;
+    assert_eq!(open["status"], "completed");
+    assert!(updates.more_than(URI, 0).await, "no update on the raise");
+    let active = read(&c, URI).await;
+    let alarm = &active["active"][0];
+    assert_eq!(
+        (&alarm["name"], &alarm["severity"], &alarm["blocks"]),
+        (
+            &json!("GUARD_DOOR_OPEN"),
+            &json!("critical"),
+            &json!(["conveyor"])
+        ),
+        "{active}"
+    );
+    assert!(alarm["since"].is_string(), "{active}");
+    assert!(
+        alarm["why"]
+            .as_str()
+            .unwrap()
+            .contains("devices.door.contact"),
+        "{active}"
+    );
+    // The device it blocks says so.
+    let (text, state) = tool(&c, "get_device_state", json!({"device": "conveyor"})).await;
+    assert_eq!(state["alarms"], json!(["GUARD_DOOR_OPEN"]), "{state}");
+    assert!(
+        text.contains("Blocked by the active alarm GUARD_DOOR_OPEN"),
+        "{text}"
+    );
+
+    // The door closes: cleared, told, no longer listed.
+    let seen = updates.count(URI);
+    let (_, closed) = tool(&c, "door_switch", json!({"on": false})).await;
+    assert_eq!(closed["status"], "completed");
+    assert!(updates.more_than(URI, seen).await, "no update on the clear");
+    assert_eq!(read(&c, URI).await, json!({"active": []}));
+    let (_, state) = tool(&c, "get_device_state", json!({"device": "conveyor"})).await;
+    assert!(state.get("alarms").is_none(), "{state}");
     c.cancel().await.unwrap();
 }

@@ -99,8 +99,8 @@ impl Action {
         if let Some(k) = self.keepalive_s {
             let _ = write!(
                 d,
-                " It keeps running only while you call get_command_status with its command_id at \
-                 least every {k} s; when you stop asking, it is stopped (DEADMAN)."
+                " It keeps running only while you call get_command_status or keep_alive with its \
+                 command_id at least every {k} s; when you stop asking, it is stopped (DEADMAN)."
             );
         }
         if self.confirm {
@@ -190,18 +190,22 @@ fn render_action(out: &mut String, plant: &Plant, device: &Device, action: &Acti
     }
 }
 
-/// What limits when the action may run: rate limits, the dead-man keepalive and the alarms
-/// that block its device.
+/// What limits when and how the action may run, in the plant file's own keys: the action's and
+/// the device's rate limits, the dead-man keepalive, a person's confirmation and the alarms
+/// that block its device — so whoever reviews a plant sees each tool's envelope in one line.
 fn envelope(plant: &Plant, device: &Device, action: &Action) -> Vec<String> {
     let mut rates: Vec<String> = [("action", &action.max_rate), ("device", &device.max_rate)]
         .iter()
         .filter_map(|(whose, r)| {
             r.as_ref()
-                .map(|r| format!("{whose} max_rate {} (burst {})", r.text, r.burst))
+                .map(|r| format!("{whose} max_rate {} max_burst {}", r.text, r.burst))
         })
         .collect();
     if let Some(k) = action.keepalive_s {
-        rates.push(format!("keepalive {k} s (dead-man)"));
+        rates.push(format!("keepalive_s {k} (dead-man)"));
+    }
+    if action.confirm {
+        rates.push("confirm (a person first)".into());
     }
     let blocked_by: Vec<&str> = plant
         .alarms

@@ -79,17 +79,45 @@ fn alarms_read_other_devices_and_block_known_ones() {
 
 #[test]
 fn check_shows_each_tool_s_envelope_and_the_alarms() {
+    let src = BASE
+        .replacen(
+            "expect_s = 0.02",
+            "expect_s = 0.02\nmax_rate = \"6/min\"\nmax_burst = 2\nconfirm = true",
+            1,
+        )
+        .replacen(
+            "driver = { kind = \"sim\", model = \"stepper\" }",
+            "driver = { kind = \"sim\", model = \"stepper\" }\nmax_rate = \"60/h\"",
+            1,
+        )
+        .replacen(
+            "stopped_when = \"!moving\"",
+            "stopped_when = \"!moving\"\nkeepalive_s = 2",
+            1,
+        );
     let src = format!(
-        "{}\n[[alarm]]\nname = \"LAMP_ON\"\nwhen = \"devices.lamp.contact\"\nfor_ms = 200\nblocks = [\"slide\"]\n",
-        edit("expect_s = 0.02", "expect_s = 0.02\nmax_rate = \"6/min\"")
+        "{src}\n[[alarm]]\nname = \"LAMP_ON\"\nwhen = \"devices.lamp.contact\"\nfor_ms = 200\nblocks = [\"slide\"]\n"
     );
     let text = closedloop_plant::render_surface(&load(&src));
+    // The lamp: its own rate limit and a person's confirmation; no alarm blocks it.
     assert!(
-        text.contains("envelope: action max_rate 6/min (burst 6)"),
+        text.contains("tool lamp_switch")
+            && text.contains(
+                "    envelope: action max_rate 6/min max_burst 2, confirm (a person first)\n"
+            ),
+        "{text}"
+    );
+    // The slide: the device's limit, the dead-man keepalive and the alarm that blocks it.
+    assert!(
+        text.contains(
+            "    envelope: device max_rate 60/h max_burst 60, keepalive_s 2 (dead-man), blocked by alarm LAMP_ON\n"
+        ),
         "{text}"
     );
     assert!(
-        text.contains("envelope: blocked by alarm LAMP_ON"),
+        text.contains(
+            "call get_command_status or keep_alive with its command_id at least every 2 s"
+        ),
         "{text}"
     );
     assert!(

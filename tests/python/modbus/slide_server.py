@@ -15,6 +15,7 @@ Control, one command a line on stdin, each answered "ok ..." on stdout once appl
 
     fail UNIT CODE    # every later write to UNIT answers Modbus exception CODE (2, 3, 4, ...)
     clear UNIT        # writes to UNIT succeed again
+    writes UNIT       # answers "ok writes UNIT N": the writes UNIT accepted so far
 
 Reads are always answered, so the device stays online while it refuses writes.
 
@@ -55,9 +56,11 @@ class Unit:
         self.h = [0] * SIZE
         self.i = [0] * SIZE
         self.inject: ExcCodes | None = None
+        self.writes = 0  # write requests accepted: what a test counts to show nothing arrived
 
     def written(self, block: str, address: int, values: list) -> None:
         """A write was accepted: apply it, then run the device's logic."""
+        self.writes += 1
         table = getattr(self, block)
         for k, v in enumerate(values):
             table[address + k] = bool(v) if block == "c" else int(v)
@@ -137,6 +140,9 @@ def control(loop: asyncio.AbstractEventLoop, units: dict[int, Unit], stopped: as
                 unit.inject = ExcCodes(int(words[2]))
             elif words[0] == "clear":
                 unit.inject = None
+            elif words[0] == "writes":
+                announce(f"ok writes {words[1]} {unit.writes}")
+                return
             else:
                 raise ValueError(words[0])
         except (IndexError, KeyError, ValueError) as exc:

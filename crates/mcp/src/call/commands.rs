@@ -1,4 +1,4 @@
-//! The command tools: `get_command_status`, `cancel_command` and `list_commands`.
+//! The command tools: `get_command_status`, `keep_alive`, `cancel_command` and `list_commands`.
 
 use super::{
     command_id, command_result, engine_error, opt_str, structured, take_wait, unauthorized,
@@ -53,6 +53,14 @@ impl Server {
             task.abort();
         }
         command_answer(result)
+    }
+
+    /// `keep_alive(command_id)`: renews a dead-man command (`keepalive_s`) exactly as
+    /// `get_command_status` does, and answers at once with its result — for an agent that only
+    /// needs the motion to go on, not to wait on it.
+    pub(super) async fn keep_alive(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+        let id = command_id(args)?;
+        command_answer(self.engine.status(&id, Duration::ZERO).await)
     }
 
     pub(super) async fn cancel_command(

@@ -109,6 +109,12 @@ impl Server {
         if let Some(d) = &state.detail {
             text.push_str(&format!(" {d}"));
         }
+        if !state.alarms.is_empty() {
+            text.push_str(&format!(
+                " Blocked by the active alarm {}: it takes no command until the alarm clears (list_alarms says why).",
+                state.alarms.join(", ")
+            ));
+        }
         Ok(structured(
             serde_json::to_value(&state).unwrap_or_default(),
             false,

@@ -26,6 +26,9 @@ impl Server {
                 .command_result(uri, &id)
                 .await
                 .map(|_| Source::command(id, &self.engine)),
+            Some(Uri::Alarms) => self
+                .active_alarms(uri)
+                .map(|_| Source::alarms(self.engine.watch_alarms())),
             None => Err(not_found(uri, NO_SUCH_RESOURCE)),
         }
     }
@@ -71,6 +74,7 @@ impl Server {
             .filter(|uri| match Uri::parse(uri) {
                 Some(Uri::State(id) | Uri::Config(id)) => plant.device(&id).is_some(),
                 Some(Uri::Command(_) | Uri::Timeline(..)) => true,
+                Some(Uri::Alarms) => !plant.alarms.is_empty(),
                 None => false,
             })
             .cloned()

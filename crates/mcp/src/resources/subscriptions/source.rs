@@ -1,5 +1,5 @@
-//! The change feeds a watcher waits on: a device's snapshots, the engine's command changes, or
-//! nothing at all for a resource that never changes.
+//! The change feeds a watcher waits on: a device's snapshots, the engine's command changes, the
+//! standing alarms' raises and clears, or nothing at all for a resource that never changes.
 
 use closedloop_engine::{Change, Engine, Snapshot};
 use tokio::sync::{broadcast, watch};
@@ -20,6 +20,8 @@ pub(crate) enum Source {
         /// The engine's changes of every command, filtered to `id` as they arrive.
         rx: broadcast::Receiver<Change>,
     },
+    /// `alarm://active`: changes on every raise and clear of a standing alarm.
+    Alarms(watch::Receiver<u64>),
     /// `device://{id}/config`: never changes while the server runs.
     Fixed,
 }
@@ -37,6 +39,12 @@ impl Source {
             id,
             rx: engine.changes(),
         }
+    }
+
+    /// `alarm://active`: the alarm board's version; the current one counts as already known.
+    pub(crate) fn alarms(mut rx: watch::Receiver<u64>) -> Source {
+        rx.borrow_and_update();
+        Source::Alarms(rx)
     }
 
     /// Something that never changes while the server runs (`device://{id}/config`).
@@ -65,6 +73,7 @@ impl Source {
                     Err(broadcast::error::RecvError::Closed) => return None,
                 }
             },
+            Source::Alarms(rx) => rx.changed().await.ok(),
             Source::Fixed => std::future::pending().await,
         }
     }
@@ -83,6 +92,9 @@ impl Source {
                     rx.try_recv(),
                     Err(TryRecvError::Empty | TryRecvError::Closed)
                 ) {}
+            }
+            Source::Alarms(rx) => {
+                rx.borrow_and_update();
             }
             Source::Fixed => {}
         }

@@ -1,0 +1,193 @@
+//! Dead-man motion through a real MCP client: `keep_alive` keeps a jog going past its
+//! `keepalive_s` and silence stops it; over Streamable HTTP, deleting the session that started a
+//! jog stops it at once, `DEADMAN`, saying the session ended. Ground truth is the simulator's:
+//! the belt no longer moves.
+
+mod common;
+
+use closedloop_engine::Engine;
+use closedloop_mcp::Server;
+use closedloop_mcp::http::{self, HttpOptions};
+use closedloop_sim::SimDevice;
+use common::{Client, call, sc};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A conveyor that runs only while its caller keeps asking, every `keepalive` seconds.
+fn plant(keepalive: f64) -> String {
+    format!(
+        r#"
+[server]
+name = "dead-man"
+journal = "sqlite::memory:"
+
+[[device]]
+id = "conveyor"
+description = "Conveyor belt"
+driver = {{ kind = "sim", model = "stepper", speed_mm_s = 50.0, travel_mm = [0.0, 1000.0] }}
+poll_ms = 20
+[device.signals]
+position_mm = {{ holding = 2, type = "i32", scale = 0.01, unit = "mm" }}
+moving      = {{ discrete_input = 0 }}
+fault       = {{ discrete_input = 1 }}
+[[device.action]]
+name = "jog"
+description = "Run the belt forward while you keep asking about it."
+params = {{}}
+write = [{{ holding = 0, type = "i32", value = "100000.0" }}, {{ coil = 0, value = "true" }}]
+done_when = "abs(position_mm - 1000.0) <= 0.2 && !moving"
+expect_s = 20.0
+cancel = [{{ coil = 1, value = "true" }}]
+stopped_when = "!moving"
+keepalive_s = {keepalive}
+"#
+    )
+}
+
+/// (status, error_code) of a result.
+fn outcome(v: &serde_json::Value) -> (Option<&str>, Option<&str>) {
+    (v["status"].as_str(), v["error_code"].as_str())
+}
+
+/// Starts a jog and waits (bounded) until it is `running` and the simulated belt moves;
+/// returns its command id.
+async fn start_jog(c: &Client, sims: &BTreeMap<String, SimDevice>) -> String {
+    let r = call(c, "conveyor_jog", json!({"wait_s": 0})).await;
+    let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    for _ in 0..100 {
+        let now = call(c, "keep_alive", json!({"command_id": id})).await;
+        if sc(&now)["status"] == "running" && sims["conveyor"].peek().moving == Some(true) {
+            return id;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the belt never started: {:?}", r.structured_content);
+}
+
+/// The command's result once it is final, read without renewing it (bounded by `within`).
+async fn final_result(engine: &Engine, id: &str, within: Duration) -> serde_json::Value {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        let rows = engine.list(Some("conveyor"), None, 5).await.unwrap();
+        if rows
+            .iter()
+            .any(|r| r.command_id == id && r.status.is_terminal())
+        {
+            let r = engine.status(id, Duration::ZERO).await.unwrap();
+            return serde_json::to_value(r).unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{id} did not end within {within:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_keeps_a_jog_going_past_its_keepalive_and_silence_stops_it_deadman() {
+    let (engine, sims) = common::engine(&plant(0.6), std::path::Path::new(".")).await;
+    let c = ().serve(common::pipe(Server::new(Arc::clone(&engine), "tester"))).await.unwrap();
+    let tools = c.list_all_tools().await.unwrap();
+    let jog = tools.iter().find(|t| t.name == "conveyor_jog").unwrap();
+    assert!(
+        jog.description.as_deref().unwrap().contains(
+            "call get_command_status or keep_alive with its command_id at least every 0.6 s"
+        ),
+        "{:?}",
+        jog.description
+    );
+    assert!(tools.iter().any(|t| t.name == "keep_alive"));
+
+    let id = start_jog(&c, &sims).await;
+    let started = Instant::now();
+    // Renewed every 0.2 s for well over its 0.6 s keepalive: it keeps running.
+    while started.elapsed() < Duration::from_millis(1800) {
+        let r = call(&c, "keep_alive", json!({"command_id": id})).await;
+        assert_eq!(
+            outcome(sc(&r)),
+            (Some("running"), None),
+            "{:?}",
+            r.structured_content
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(sims["conveyor"].peek().moving, Some(true), "still running");
+
+    // Then nobody calls: stopped DEADMAN, the stop written, the belt standing.
+    let done = final_result(&engine, &id, Duration::from_secs(10)).await;
+    assert_eq!(
+        outcome(&done),
+        (Some("cancelled"), Some("DEADMAN")),
+        "{done}"
+    );
+    let events: Vec<&str> = done["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["event"].as_str())
+        .collect();
+    assert!(events.contains(&"cancel_sent"), "{events:?}");
+    assert_eq!(
+        sims["conveyor"].peek().moving,
+        Some(false),
+        "the belt stopped"
+    );
+
+    // A finished command answers with its outcome; an unknown id is UNKNOWN_COMMAND.
+    let after = call(&c, "keep_alive", json!({"command_id": id})).await;
+    assert_eq!(outcome(sc(&after)), (Some("cancelled"), Some("DEADMAN")));
+    let unknown = call(&c, "keep_alive", json!({"command_id": "no-such-command"})).await;
+    assert_eq!(
+        (unknown.is_error, sc(&unknown)["error_code"].as_str()),
+        (Some(true), Some("UNKNOWN_COMMAND"))
+    );
+    c.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_http_session_mid_jog_stops_the_jog_deadman_saying_the_session_ended() {
+    // A keepalive of 3 s, renewed here by reads that do not count (the engine's own list):
+    // only the session's end can stop it before then.
+    let keepalive = 3.0;
+    let (engine, sims) = common::engine(&plant(keepalive), std::path::Path::new(".")).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{}", listener.local_addr().unwrap(), http::PATH);
+    let server = Server::new(Arc::clone(&engine), "http");
+    tokio::spawn(http::serve(
+        listener,
+        server,
+        HttpOptions::default(),
+        std::future::pending(),
+    ));
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    let c = ().serve(transport).await.unwrap();
+    let id = start_jog(&c, &sims).await;
+    let r = call(&c, "keep_alive", json!({"command_id": id})).await;
+    assert_eq!(outcome(sc(&r)), (Some("running"), None));
+
+    // The client closes its session (DELETE with its Mcp-Session-Id).
+    c.cancel().await.unwrap();
+    let poll = Duration::from_millis(20);
+    let done = final_result(&engine, &id, Duration::from_secs_f64(keepalive) + poll).await;
+    assert_eq!(
+        outcome(&done),
+        (Some("cancelled"), Some("DEADMAN")),
+        "{done}"
+    );
+    let detail = done["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("The MCP session that started this command ended")
+            && detail.contains("the cancel plan (stop) was written"),
+        "{detail}"
+    );
+    assert_eq!(
+        sims["conveyor"].peek().moving,
+        Some(false),
+        "the belt stopped"
+    );
+}
