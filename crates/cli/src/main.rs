@@ -95,6 +95,11 @@ enum Cmd {
         /// at /metrics of that address already). Beyond loopback it needs a [[server.token]].
         #[arg(long, value_name = "ADDR", conflicts_with = "http")]
         metrics: Option<SocketAddr>,
+        /// This gateway's name among several sharing one PostgreSQL journal (default: the host
+        /// name): the device leases it holds are held in this name, and a device's `gateways`
+        /// list names instances so.
+        #[arg(long, value_name = "NAME")]
+        instance: Option<String>,
     },
     /// Run the bundled simulated workshop through a real MCP client session and print what happens.
     Demo,
@@ -200,11 +205,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             tls_cert,
             tls_key,
             metrics,
+            instance,
             ..
         } => {
             let rt = runtime()?;
             let result = match http {
-                None => rt.block_on(serve::serve(&plant, metrics)),
+                None => rt.block_on(serve::serve(&plant, metrics, instance)),
                 Some(addr) => rt.block_on(serve::serve_http(
                     &plant,
                     serve::HttpArgs {
@@ -214,6 +220,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         max_connections,
                         idle_timeout_s: idle_timeout,
                         tls: tls_cert.zip(tls_key),
+                        instance,
                     },
                 )),
             };

@@ -15,13 +15,16 @@ use std::sync::Arc;
 
 /// Loads the plant, starts the engine, and starts its pollers and recovery.
 pub async fn start_engine(plant_path: &Path) -> Result<Arc<Engine>> {
-    start_engine_with(plant_path, crate::load(plant_path)?).await
+    start_engine_with(plant_path, crate::load(plant_path)?, None).await
 }
 
 /// Starts the engine on a plant already loaded from `plant_path`.
+/// `instance` names this gateway among those sharing a PostgreSQL journal (default: the host
+/// name); with such a journal the lease keeper starts here too.
 async fn start_engine_with(
     plant_path: &Path,
     plant: closedloop_plant::Plant,
+    instance: Option<String>,
 ) -> Result<Arc<Engine>> {
     // An in-process simulated device answers exception 2 for every address its model lacks:
     // refuse such a plant as `closedloop check` does, instead of serving signals that never read.
@@ -50,12 +53,18 @@ async fn start_engine_with(
         .with_context(|| format!("{}", plant_path.display()))?;
     let links = drivers.open(&plant.devices)?;
     crate::retention::keep_pruned(&plant, journal.clone());
-    let engine = Engine::start(Arc::new(plant), journal, links).await?;
-    Ok(Arc::new(engine))
+    let instance = instance.unwrap_or_else(closedloop_engine::ownership::host_name);
+    let engine = Arc::new(Engine::start_as(Arc::new(plant), journal, links, instance).await?);
+    engine.keep_leases().await;
+    Ok(engine)
 }
 
 /// Serves MCP over stdio until the client goes away or a signal arrives.
-pub async fn serve(plant_path: &Path, metrics: Option<SocketAddr>) -> Result<()> {
+pub async fn serve(
+    plant_path: &Path,
+    metrics: Option<SocketAddr>,
+    instance: Option<String>,
+) -> Result<()> {
     crate::logfile::reopen_on_hangup().context("listening for SIGHUP")?;
     let plant = crate::load(plant_path)?;
     // Bound (and refused beyond loopback without a token) before anything starts.
@@ -63,7 +72,7 @@ pub async fn serve(plant_path: &Path, metrics: Option<SocketAddr>) -> Result<()>
         Some(addr) => Some(bind_metrics(plant_path, addr, &plant).await?),
         None => None,
     };
-    let engine = start_engine_with(plant_path, plant).await?;
+    let engine = start_engine_with(plant_path, plant, instance).await?;
     if let Some((listener, opts)) = metrics {
         let local = listener.local_addr()?;
         let engine = Arc::clone(&engine);
@@ -191,6 +200,8 @@ pub struct HttpArgs {
     pub idle_timeout_s: f64,
     /// `--tls-cert` and `--tls-key`: serve HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// `--instance`: this gateway's name among those sharing a PostgreSQL journal.
+    pub instance: Option<String>,
 }
 
 /// Serves MCP over Streamable HTTP at `/mcp` until a signal arrives.
@@ -257,7 +268,7 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.addr))?;
     let local = listener.local_addr()?;
-    let engine = start_engine_with(plant_path, plant).await?;
+    let engine = start_engine_with(plant_path, plant, args.instance.clone()).await?;
     let server = closedloop_mcp::Server::new(Arc::clone(&engine), "http");
     tracing::info!(plant = %plant_path.display(), %local, "closedloop serving MCP over HTTP");
     // The first line is for people and for tests that need the port: always an address a client

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::pg::Database;
 use common::{act, call, connect, outcome, sc};
 use serde_json::json;
 use sqlx::Connection;
@@ -38,44 +39,6 @@ expect_s = 0.02
 idempotent = true
 "#
     )
-}
-
-/// A database of its own, dropped at the end; `None` (after saying so) without PostgreSQL.
-struct Database {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl Database {
-    async fn create(test: &str) -> Option<Database> {
-        let Ok(admin) = std::env::var("CLOSEDLOOP_PG_URL") else {
-            eprintln!("{test}: skipped, CLOSEDLOOP_PG_URL is not set (no PostgreSQL to test)");
-            return None;
-        };
-        let name = format!("closedloop_cli_{test}_{}", std::process::id());
-        admin_sql(
-            &admin,
-            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
-        )
-        .await;
-        admin_sql(&admin, &format!("CREATE DATABASE {name}")).await;
-        let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
-        Some(Database { admin, name, url })
-    }
-
-    async fn drop(self) {
-        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        admin_sql(&self.admin, &drop).await;
-    }
-}
-
-async fn admin_sql(url: &str, statement: &str) {
-    let mut c = PgConnection::connect(url).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_string()))
-        .execute(&mut c)
-        .await
-        .unwrap();
 }
 
 /// `closedloop ARGS... PLANT`: (exit code, stdout, stderr).

@@ -26,6 +26,7 @@ impl Engine {
         action: &Action,
         params: &Params,
     ) -> Result<(), Refused> {
+        self.owned(&sub.device)?;
         confirmed(sub, action)?;
         if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, &sub.device) {
             return Err((
@@ -81,6 +82,29 @@ impl Engine {
             };
             (ErrorCode::DeviceBusy, detail)
         })
+    }
+}
+
+impl Engine {
+    /// With several gateways on one journal, only the holder of a device's lease writes to it:
+    /// another gateway refuses, naming the holder, so the caller can send the call there.
+    fn owned(&self, device: &str) -> Result<(), Refused> {
+        let Err(not) = self.ctx.ownership.fence(device) else {
+            return Ok(());
+        };
+        let me = self.ctx.ownership.instance();
+        let detail = match not.owner {
+            Some(owner) => format!(
+                "{device} is driven by gateway {owner}, not by this one ({me}): send the call to \
+                 {owner}; nothing was written"
+            ),
+            None => format!(
+                "this gateway ({me}) does not hold {device}'s lease now (another may, or none \
+                 yet); try again within a few seconds, or send the call to the gateway that \
+                 holds it; nothing was written"
+            ),
+        };
+        Err((ErrorCode::DeviceBusy, detail))
     }
 }
 

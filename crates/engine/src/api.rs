@@ -57,6 +57,12 @@ pub struct DeviceState {
     /// In words: which signals cannot be read, when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The gateway instance holding the device's lease, when several share one journal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The epoch of that lease (it rises with every change of owner).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
 }
 
 /// A declared signal whose reads the device refuses.
@@ -98,4 +104,10 @@ pub struct DeviceInfo {
     pub actions: Vec<String>,
     /// Signal names.
     pub signals: Vec<String>,
+    /// The gateway instance holding the device's lease, when several share one journal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// The epoch of that lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<i64>,
 }

@@ -107,6 +107,8 @@ pub struct Context {
     shutdown: watch::Sender<bool>,
     /// The standing alarms' states.
     pub alarms: crate::alarms::AlarmBoard,
+    /// Which devices this gateway may write to (every one, unless several share the journal).
+    pub ownership: crate::ownership::Ownership,
 }
 
 impl Context {
@@ -116,8 +118,10 @@ impl Context {
         journal: Journal,
         clock: Clock,
         devices: BTreeMap<String, Arc<DeviceRuntime>>,
+        ownership: crate::ownership::Ownership,
     ) -> Context {
         Context {
+            ownership,
             alarms: crate::alarms::AlarmBoard::new(&plant.alarms),
             plant,
             journal,
@@ -194,7 +198,9 @@ impl Context {
     /// from the recently finished results while it is among them.
     pub fn forget(&self, cmd: &LiveCommand) {
         let result = cmd.result();
-        // At shutdown a command can be forgotten unfinished: only an end is counted.
+        let id = result.command_id.clone();
+        // At shutdown, or once its device's lease is lost, a command can be forgotten
+        // unfinished: only an end is counted and kept (the journal says the rest).
         if result.status.is_terminal() {
             crate::metrics::ended(
                 &result.device,
@@ -203,9 +209,8 @@ impl Context {
                 result.error_code.as_ref(),
                 cmd.ack_to_end_ms(),
             );
+            self.finished.keep(result);
         }
-        let id = result.command_id.clone();
-        self.finished.keep(result);
         self.live
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -223,18 +228,24 @@ impl Context {
         events: Vec<(&str, serde_json::Value)>,
     ) -> bool {
         let events_logged: Vec<String> = events.iter().map(|(e, _)| e.to_string()).collect();
-        if let Err(e) = cmd
-            .record(
-                &self.journal,
-                &self.clock,
-                change,
-                events,
-                Some(self.shutdown_rx()),
-            )
-            .await
-        {
+        let written = match self.fence_for(cmd) {
+            Ok(fence) => {
+                let stop = Some(self.shutdown_rx());
+                let fence = fence.as_ref();
+                cmd.record(&self.journal, &self.clock, change, events, stop, fence)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
             let row = cmd.row();
-            tracing::error!(request_id = %row.request_id, command_id = %row.command_id, error = %e, "journal write failed");
+            if matches!(e, closedloop_journal::JournalError::Fenced { .. }) {
+                tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, error = %e,
+                    "lease lost: the command is left to the device's new owner");
+                self.drop_fenced(cmd);
+            } else {
+                tracing::error!(request_id = %row.request_id, command_id = %row.command_id, error = %e, "journal write failed");
+            }
             return false;
         }
         let row = cmd.row();
@@ -265,17 +276,72 @@ impl Context {
         events: Vec<(&str, serde_json::Value)>,
     ) -> Result<(), closedloop_journal::JournalError> {
         let (_give_up, now) = tokio::sync::watch::channel(true);
-        cmd.record(&self.journal, &self.clock, change, events, Some(now))
-            .await
+        let fence = self.fence_for(cmd)?;
+        cmd.record(
+            &self.journal,
+            &self.clock,
+            change,
+            events,
+            Some(now),
+            fence.as_ref(),
+        )
+        .await
+    }
+
+    /// The lease a journal write about `cmd` goes under (`Ownership::fence`): `None` without
+    /// leases, the refusal when this gateway no longer holds the device.
+    fn fence_for(
+        &self,
+        cmd: &LiveCommand,
+    ) -> Result<Option<closedloop_journal::Fence>, closedloop_journal::JournalError> {
+        let device = cmd.row().device;
+        self.ownership
+            .fence(&device)
+            .map_err(|not| closedloop_journal::JournalError::Fenced {
+                device,
+                owner: self.ownership.instance().to_string(),
+                epoch: not.lapsed_epoch.unwrap_or(0),
+            })
+    }
+
+    /// Lets go of a command whose device this gateway lost: no longer live here, nothing kept
+    /// as its result (the journal, which its new owner writes, is the truth about it).
+    fn drop_fenced(&self, cmd: &LiveCommand) {
+        let id = cmd.row().command_id;
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    /// Whether a command this gateway supervises is on `device` (a lease is never handed over
+    /// under one).
+    pub fn busy_on(&self, device: &str) -> bool {
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .any(|c| c.row().device == device)
     }
 
     /// Adds a reading to a command's timeline if the journal takes it at once; a note never
     /// holds the command up (a failure is logged), unlike a change of state.
     pub async fn note(&self, cmd: &LiveCommand, events: Vec<(&str, serde_json::Value)>) {
-        if let Err(e) = cmd
-            .record(&self.journal, &self.clock, |_| {}, events, None)
-            .await
-        {
+        let written = match self.fence_for(cmd) {
+            Ok(fence) => {
+                cmd.record(
+                    &self.journal,
+                    &self.clock,
+                    |_| {},
+                    events,
+                    None,
+                    fence.as_ref(),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
             let row = cmd.row();
             tracing::warn!(request_id = %row.request_id, command_id = %row.command_id, error = %e, "timeline note not journaled");
         }

@@ -45,6 +45,20 @@ impl Engine {
         journal: Journal,
         links: Links,
     ) -> Result<Engine, EngineError> {
+        Engine::start_as(plant, journal, links, crate::ownership::host_name()).await
+    }
+
+    /// [`Engine::start`] as the gateway instance `instance`. On a journal several gateways
+    /// share (PostgreSQL), it owns no device until [`Engine::keep_leases`] claims them, and it
+    /// recovers each device's unfinished commands when it takes the device's lease, not here.
+    pub async fn start_as(
+        plant: Arc<Plant>,
+        journal: Journal,
+        links: Links,
+        instance: String,
+    ) -> Result<Engine, EngineError> {
+        let lease = Duration::from_secs_f64(plant.server.lease_s);
+        let ownership = crate::ownership::Ownership::new(instance, lease, journal.leases());
         let Links { clock, map } = links;
         let mut devices = BTreeMap::new();
         for d in &plant.devices {
@@ -56,7 +70,7 @@ impl Engine {
                 DeviceRuntime::new(Arc::clone(d), Arc::clone(link)),
             );
         }
-        let ctx = Arc::new(Context::new(plant, journal, clock, devices));
+        let ctx = Arc::new(Context::new(plant, journal, clock, devices, ownership));
         let stop_pollers = Arc::new(Notify::new());
         let mut pollers = ctx
             .devices
@@ -199,12 +213,17 @@ impl Engine {
             .iter()
             .skip(from)
             .take(limit)
-            .map(|d| DeviceInfo {
-                device: d.id.clone(),
-                description: d.description.clone(),
-                liveness: self.ctx.devices[&d.id].current().liveness,
-                actions: d.actions.iter().map(|a| a.name.clone()).collect(),
-                signals: d.signals.iter().map(|s| s.name.clone()).collect(),
+            .map(|d| {
+                let (owner, epoch) = self.ctx.ownership.owner_of(&d.id).unzip();
+                DeviceInfo {
+                    device: d.id.clone(),
+                    description: d.description.clone(),
+                    liveness: self.ctx.devices[&d.id].current().liveness,
+                    actions: d.actions.iter().map(|a| a.name.clone()).collect(),
+                    signals: d.signals.iter().map(|s| s.name.clone()).collect(),
+                    owner,
+                    epoch,
+                }
             })
             .collect()
     }
@@ -229,7 +248,10 @@ impl Engine {
         let dev = self.ctx.devices.get(device)?;
         let snap = dev.current();
         let now = self.ctx.clock.now_ms();
+        let (owner, epoch) = self.ctx.ownership.owner_of(device).unzip();
         Some(DeviceState {
+            owner,
+            epoch,
             device: device.to_string(),
             liveness: snap.liveness,
             last_seen: snap.last_seen_ms.map(rfc3339),

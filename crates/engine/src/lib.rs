@@ -77,6 +77,7 @@ mod live;
 pub mod machine;
 pub mod metrics;
 mod others;
+pub mod ownership;
 mod plan;
 mod raw;
 mod recovery;

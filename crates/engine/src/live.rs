@@ -143,6 +143,7 @@ impl LiveCommand {
         change: impl FnOnce(&mut CommandRow),
         events: Vec<(&str, serde_json::Value)>,
         mut stop: Option<watch::Receiver<bool>>,
+        fence: Option<&closedloop_journal::Fence>,
     ) -> Result<(), JournalError> {
         let now = clock.now_ms();
         let mut row = self.row();
@@ -160,8 +161,14 @@ impl LiveCommand {
         // command's state unrecorded: retry a few times before giving up with the error.
         let mut attempt = 0u32;
         loop {
-            match journal.update(&row, &events).await {
+            let written = match fence {
+                Some(f) => journal.update_fenced(&row, &events, f).await,
+                None => journal.update(&row, &events).await,
+            };
+            match written {
                 Ok(()) => break,
+                // The lease is gone: retrying cannot help, and the new owner takes over.
+                Err(e @ JournalError::Fenced { .. }) => return Err(e),
                 // A note (`stop` is None) is tried once: it must never hold the command up.
                 Err(e) if stop.is_none() => return Err(e),
                 Err(e) if attempt < JOURNAL_RETRIES => {

@@ -15,9 +15,33 @@ use std::sync::Arc;
 impl Engine {
     /// Start-up recovery (docs/architecture.md): a command whose write the device acknowledged
     /// keeps being supervised until its journaled deadline; one accepted but never acknowledged is
-    /// never sent (again) late: it ends `failed INTERRUPTED`.
+    /// never sent (again) late: it ends `failed INTERRUPTED`. On a journal several gateways
+    /// share, nothing is recovered here: each device's commands are recovered by the gateway
+    /// that takes its lease ([`Engine::recover_device`]).
     pub(crate) async fn recover(&self) -> Result<(), EngineError> {
-        for row in self.ctx.journal.unfinished().await? {
+        if self.ctx.ownership.shared() {
+            return Ok(());
+        }
+        let rows = self.ctx.journal.unfinished().await?;
+        self.recover_rows(rows).await
+    }
+
+    /// Recovery of one device whose lease this gateway just took: its unfinished commands that
+    /// no task here supervises (a dead or paused owner's), by the same rules as at start-up.
+    pub(crate) async fn recover_device(&self, device: &str) -> Result<(), EngineError> {
+        let rows = self.ctx.journal.unfinished().await?;
+        let rows = rows
+            .into_iter()
+            .filter(|r| r.device == device && self.ctx.live(&r.command_id).is_none())
+            .collect();
+        self.recover_rows(rows).await
+    }
+
+    async fn recover_rows(
+        &self,
+        rows: Vec<closedloop_journal::CommandRow>,
+    ) -> Result<(), EngineError> {
+        for row in rows {
             let events = self.ctx.journal.events(&row.command_id).await?;
             let events_for_rule = events.clone();
             let cmd = Arc::new(LiveCommand::new(row.clone(), events));

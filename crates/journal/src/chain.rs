@@ -62,12 +62,14 @@ pub fn event_hash(
     hex(&h.finalize())
 }
 
-/// Lowercase hex of `bytes`.
+/// Lowercase hex of `bytes`, by table: `write!` per byte cost more than the hash itself (a
+/// hash per journaled event, several per command).
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        let _ = write!(s, "{b:02x}");
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
 }

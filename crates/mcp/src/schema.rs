@@ -78,7 +78,9 @@ pub fn device_state() -> Value {
                 }
             },
             "detail": {"type": "string"},
-            "alarms": {"type": "array", "items": {"type": "string"}, "description": "Standing alarms that block the device now."}
+            "alarms": {"type": "array", "items": {"type": "string"}, "description": "Standing alarms that block the device now."},
+            "owner": {"type": "string", "description": "The gateway holding the device's lease, when several share one journal: only it writes to the device."},
+            "epoch": {"type": "integer", "description": "The epoch of that lease; it rises with every change of owner."}
         },
         "required": ["device", "liveness", "signals"]
     })
@@ -98,6 +100,8 @@ pub fn device_list() -> Value {
                         "description": {"type": "string"},
                         "liveness": {"type": "string", "enum": ["online", "offline", "unknown"]},
                         "actions": {"type": "array", "items": {"type": "string"}},
+                        "owner": {"type": "string", "description": "The gateway holding the device's lease, when several share one journal."},
+                        "epoch": {"type": "integer"},
                         "signals": {"type": "array", "items": {"type": "string"}}
                     },
                     "required": ["device", "liveness"]

@@ -25,6 +25,7 @@ pub(crate) struct RawServer {
     pub default_wait_s: Option<f64>,
     pub retain: Option<String>,
     pub confirm_by: Option<Vec<String>>,
+    pub lease_s: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -49,6 +50,7 @@ pub(crate) struct RawDeviceHead {
     pub raw_access: bool,
     pub max_rate: Option<String>,
     pub max_burst: Option<u32>,
+    pub gateways: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

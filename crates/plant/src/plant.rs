@@ -132,6 +132,9 @@ pub struct Device {
     pub raw_access: bool,
     /// `max_rate` (+ `max_burst`) of the device: every actuating command of it counts.
     pub max_rate: Option<crate::RateLimit>,
+    /// The gateway instances that can reach it (`gateways = ["cell_a"]`), when several share one
+    /// PostgreSQL journal: only these may hold its lease. Empty (the default): every instance.
+    pub gateways: Vec<String>,
     /// The simulated counterpart that `closedloop sim` serves, if any.
     pub sim: Option<DeviceSim>,
     /// Its signals, sorted by name.

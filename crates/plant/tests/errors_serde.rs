@@ -91,7 +91,7 @@ fn an_unknown_device_key_lists_every_device_key() {
         )),
         "workshop.toml: device \"lamp\", key descripton: unknown key \"descripton\" (did you \
          mean \"description\"?); the keys here are id, description, driver, poll_ms, liveness, \
-         raw_access, max_rate, max_burst, sim, signals, action"
+         raw_access, max_rate, max_burst, gateways, sim, signals, action"
     );
     // A misspelt driver also leaves the device without one; both are said.
     let errs = errors(&edit(

@@ -18,23 +18,25 @@ async fn one_owner_at_a_time_and_the_epoch_rises_with_every_change_of_owner() {
     let leases = j.leases().expect("a PostgreSQL journal has leases");
     assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(1));
     assert_eq!(leases.claim("slide", "b", LEASE).await.unwrap(), None);
-    // Extending one's own lease keeps its epoch.
-    assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(1));
+    // Renewing keeps the epoch; a claim under the same name (a restarted process) raises it,
+    // fencing out the process before.
     let slide = vec!["slide".to_string()];
     assert_eq!(
         leases.renew("a", &slide, LEASE).await.unwrap(),
         [("slide".to_string(), 1)]
     );
     assert!(leases.renew("b", &slide, LEASE).await.unwrap().is_empty());
+    assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(2));
     // Released, it goes to the next claimant at once, under a new epoch.
-    assert!(leases.release("slide", "a", 1).await.unwrap());
-    assert_eq!(leases.claim("slide", "b", LEASE).await.unwrap(), Some(2));
+    assert!(!leases.release("slide", "a", 1).await.unwrap());
+    assert!(leases.release("slide", "a", 2).await.unwrap());
+    assert_eq!(leases.claim("slide", "b", LEASE).await.unwrap(), Some(3));
     // Expired, it is not renewed: it must be claimed again, and the epoch rises.
     tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
     assert!(leases.renew("b", &slide, LEASE).await.unwrap().is_empty());
-    assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(3));
+    assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(4));
     let all = leases.all().await.unwrap();
-    assert_eq!((all[0].owner.as_str(), all[0].epoch), ("a", 3));
+    assert_eq!((all[0].owner.as_str(), all[0].epoch), ("a", 4));
     assert!(all[0].expires_in_ms > 0, "{all:?}");
     j.close().await;
     db.drop().await;

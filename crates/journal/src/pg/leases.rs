@@ -76,10 +76,12 @@ impl Leases {
         .await?)
     }
 
-    /// Takes the lease on `device` for `instance` for `lease`, if nobody else holds it
-    /// unexpired: the epoch it now holds, or `None` when another instance holds it. Taking a
-    /// lease that expired, or one another instance held, raises the epoch; extending one's own
-    /// unexpired lease keeps it.
+    /// Takes the lease on `device` for `instance` for `lease`, if no other instance holds it
+    /// unexpired: the epoch it now holds, or `None` when another instance holds it. Every claim
+    /// raises the epoch, even of a lease `instance` already held: a process claims only what it
+    /// does not hold itself, so a claim under a held lease's name comes from a restarted process
+    /// (or a second one misnamed alike), and the raised epoch fences out the writes of the one
+    /// before. Extending a held lease is [`Leases::renew`].
     pub async fn claim(
         &self,
         device: &str,
@@ -90,8 +92,7 @@ impl Leases {
             "INSERT INTO leases (device, owner, epoch, expires_at)
                  VALUES ($1, $2, 1, now() + interval '1 millisecond' * $3)
              ON CONFLICT (device) DO UPDATE SET
-                 epoch = CASE WHEN leases.owner = EXCLUDED.owner AND leases.expires_at > now()
-                              THEN leases.epoch ELSE leases.epoch + 1 END,
+                 epoch = leases.epoch + 1,
                  owner = EXCLUDED.owner,
                  expires_at = EXCLUDED.expires_at
              WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= now()

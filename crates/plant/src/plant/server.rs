@@ -7,7 +7,7 @@ use std::fmt;
 pub struct Server {
     /// The server's name, reported to MCP clients. Default: the plant file's stem.
     pub name: String,
-    /// `sqlite://<absolute path>` or `sqlite::memory:`.
+    /// `sqlite://<absolute path>`, `postgres://…` or `sqlite::memory:`.
     pub journal: String,
     /// Bearer tokens for HTTP.
     pub tokens: Vec<Token>,
@@ -28,6 +28,10 @@ pub struct Server {
     /// asking its user. Set: over HTTP a confirmation is redeemed only by `confirm_command` from
     /// one of these tokens, never by the token that asked, so an agent cannot confirm itself.
     pub confirm_by: Vec<String>,
+    /// How long a device lease lasts when several gateways share a PostgreSQL journal
+    /// (`lease_s`, default 5 s): the owner renews it every third of that, and a dead owner's
+    /// devices go to another gateway once it expires.
+    pub lease_s: f64,
 }
 
 /// How actions become MCP tools.

@@ -29,6 +29,7 @@ pub(crate) struct Pending {
     pub liveness: Liveness,
     pub raw_access: bool,
     pub max_rate: Option<crate::RateLimit>,
+    pub gateways: Vec<String>,
     pub sim: Option<DeviceSim>,
     pub signals: Vec<crate::plant::Signal>,
     pub actions: Vec<toml::Value>,
@@ -60,6 +61,7 @@ const DEVICE_KEYS: &[&str] = &[
     "raw_access",
     "max_rate",
     "max_burst",
+    "gateways",
     "sim",
     "signals",
     "action",
@@ -102,6 +104,7 @@ pub(crate) fn device(
     let signals = signals(signals_t, driver.as_ref(), &dev, sink, &mut broken_signals);
     let actions = action_tables(actions_t, &dev, sink);
     let max_rate = max_rate(head.as_ref(), &dev, sink);
+    let gateways = gateways(head.as_ref(), &dev, sink);
     let (description, raw_access) = head
         .map(|h| (h.description, h.raw_access))
         .unwrap_or_default();
@@ -116,10 +119,35 @@ pub(crate) fn device(
         liveness,
         raw_access,
         max_rate,
+        gateways,
         sim,
         signals,
         actions,
     })
+}
+
+/// `gateways`: instance names, each once, none empty.
+fn gateways(head: Option<&RawDeviceHead>, dev: &Dev, sink: &mut Sink) -> Vec<String> {
+    let names = head.and_then(|h| h.gateways.clone()).unwrap_or_default();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        if name.trim().is_empty() {
+            dev.err(
+                sink,
+                &format!("gateways[{i}]"),
+                "an empty gateway name; write the --instance name of a gateway that reaches this \
+                 device, or remove gateways to let every instance take it"
+                    .to_string(),
+            );
+        } else if !seen.insert(name) {
+            dev.err(
+                sink,
+                &format!("gateways[{i}]"),
+                format!("gateway \"{name}\" is listed twice; list each instance once"),
+            );
+        }
+    }
+    names
 }
 
 /// Where the device's errors go: under its id when it has a string one (even an invalid id

@@ -223,6 +223,7 @@ fn devices(pending: Vec<Pending>, catalog: &Catalog, sink: &mut Sink) -> Vec<Dev
                 liveness: p.liveness,
                 raw_access: p.raw_access,
                 max_rate: p.max_rate,
+                gateways: p.gateways,
                 sim: p.sim,
                 signals: p.signals,
                 actions,

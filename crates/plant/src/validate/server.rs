@@ -7,6 +7,8 @@ use std::path::Path;
 
 /// The journal when the file names none: next to the plant file.
 pub(crate) const DEFAULT_JOURNAL: &str = "sqlite://closedloop.db";
+/// How long a device lease lasts when the file does not say (`lease_s`).
+const DEFAULT_LEASE_S: f64 = 5.0;
 
 /// How long a confirmation token stays valid when the file says nothing.
 pub(crate) const DEFAULT_CONFIRM_TTL_S: f64 = 120.0;
@@ -84,6 +86,14 @@ pub(crate) fn server(
             .ok()
     });
     let confirm_by = confirmers(raw.confirm_by.unwrap_or_default(), &tokens, sink);
+    let lease_s = raw.lease_s.unwrap_or(DEFAULT_LEASE_S);
+    if let Err(m) = crate::limits::LEASE_S.check_f64(
+        lease_s,
+        "a lease is renewed every third of it; write a number of seconds in that range, or \
+         remove lease_s for the default 5",
+    ) {
+        sink.push(None, "server.lease_s", m);
+    }
     Server {
         name,
         journal,
@@ -93,6 +103,7 @@ pub(crate) fn server(
         confirm_ttl_s,
         default_wait_s,
         retain,
+        lease_s,
     }
 }
 

@@ -1,0 +1,44 @@
+//! A database of its own on the machine's PostgreSQL for a test (`CLOSEDLOOP_PG_URL`), dropped
+//! at the end; `None` (after saying so) when the variable is not set.
+
+use sqlx::Connection;
+use sqlx::postgres::PgConnection;
+
+pub struct Database {
+    admin: String,
+    name: String,
+    pub url: String,
+}
+
+impl Database {
+    pub async fn create(test: &str) -> Option<Database> {
+        let Ok(admin) = std::env::var("CLOSEDLOOP_PG_URL") else {
+            eprintln!("{test}: skipped, CLOSEDLOOP_PG_URL is not set (no PostgreSQL to test)");
+            return None;
+        };
+        let name = format!("closedloop_cli_{test}_{}", std::process::id());
+        sql(
+            &admin,
+            &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        )
+        .await;
+        sql(&admin, &format!("CREATE DATABASE {name}")).await;
+        let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+        Some(Database { admin, name, url })
+    }
+
+    pub async fn drop(self) {
+        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        sql(&self.admin, &drop).await;
+    }
+}
+
+/// Runs one statement on the database at `url`.
+pub async fn sql(url: &str, statement: &str) {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_string()))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+}

@@ -1,0 +1,133 @@
+//! One round of the keeper: heartbeat, renew, spread, claim, hand over, read who owns what.
+
+use super::{Held, Ownership, rendezvous};
+use closedloop_journal::{JournalError, Leases};
+use closedloop_plant::Plant;
+use tokio::time::Instant;
+
+impl Ownership {
+    /// One keeper round over the devices of `plant`: the devices this instance newly holds
+    /// (their unfinished commands are now its to recover). `busy(device)` says whether a command
+    /// of this instance is on the device: such a device is never handed over.
+    pub(crate) async fn round(
+        &self,
+        plant: &Plant,
+        busy: impl Fn(&str) -> bool,
+    ) -> Result<Vec<String>, JournalError> {
+        let Some(leases) = &self.leases else {
+            return Ok(Vec::new());
+        };
+        self.renew(leases).await?;
+        let live = leases.live_instances(self.lease).await?;
+        let mut acquired = Vec::new();
+        for device in &plant.devices {
+            let eligible: Vec<String> = live
+                .iter()
+                .filter(|i| device.gateways.is_empty() || device.gateways.contains(i))
+                .cloned()
+                .collect();
+            let Some(desired) = rendezvous(&device.id, &eligible) else {
+                continue;
+            };
+            let mine = self.state().held.contains_key(&device.id);
+            if *desired == self.instance && !mine {
+                let sent = Instant::now();
+                if let Some(epoch) = leases.claim(&device.id, &self.instance, self.lease).await? {
+                    let held = Held {
+                        epoch,
+                        valid_until: self.valid_until(sent),
+                    };
+                    self.state().held.insert(device.id.clone(), held);
+                    acquired.push(device.id.clone());
+                }
+            } else if *desired != self.instance && mine && !busy(&device.id) {
+                self.hand_over(leases, &device.id).await?;
+            }
+        }
+        let all = leases.all().await?;
+        self.state().owners = all
+            .into_iter()
+            .filter(|l| l.expires_in_ms > 0)
+            .map(|l| (l.device, (l.owner, l.epoch)))
+            .collect();
+        Ok(acquired)
+    }
+
+    /// Beats the heartbeat and renews every lease held; a lease not renewed (it expired, or the
+    /// database lost it) is dropped here at once.
+    async fn renew(&self, leases: &Leases) -> Result<(), JournalError> {
+        let sent = Instant::now();
+        leases.heartbeat(&self.instance).await?;
+        let held: Vec<String> = self.state().held.keys().cloned().collect();
+        let renewed = leases.renew(&self.instance, &held, self.lease).await?;
+        let valid_until = self.valid_until(sent);
+        let mut s = self.state();
+        s.held.clear();
+        for (device, epoch) in renewed {
+            s.held.insert(device, Held { epoch, valid_until });
+        }
+        Ok(())
+    }
+
+    /// Gives `device` up to the instance it now falls to: no longer written from here first,
+    /// then released so the other can claim it at once.
+    async fn hand_over(&self, leases: &Leases, device: &str) -> Result<(), JournalError> {
+        let held = self.state().held.remove(device);
+        if let Some(h) = held {
+            leases.release(device, &self.instance, h.epoch).await?;
+            tracing::info!(device, epoch = h.epoch, "lease handed over");
+        }
+        Ok(())
+    }
+}
+
+impl crate::Engine {
+    /// Starts the lease keeper when several gateways share the journal (a no-op otherwise): a
+    /// first round now, so a gateway takes calls for the devices that fall to it as soon as it
+    /// serves, then a round every third of `lease_s`, with the unfinished commands of every
+    /// device it takes recovered at once. The task holds the engine weakly and ends with it or
+    /// at shutdown.
+    pub async fn keep_leases(self: &std::sync::Arc<Self>) {
+        if !self.ctx.ownership.shared() {
+            return;
+        }
+        self.lease_round().await;
+        let engine = std::sync::Arc::downgrade(self);
+        let period = self.ctx.ownership.lease / 3;
+        let mut stop = self.ctx.shutdown_rx();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                let Some(engine) = engine.upgrade() else {
+                    return;
+                };
+                engine.lease_round().await;
+            }
+        });
+    }
+
+    /// One keeper round, then recovery of what it took. A database that does not answer is
+    /// logged; the leases held stop counting at their own time (`Ownership::fence`).
+    async fn lease_round(&self) {
+        let ctx = &self.ctx;
+        let busy = |device: &str| ctx.busy_on(device);
+        match ctx.ownership.round(&ctx.plant, busy).await {
+            Ok(acquired) => {
+                for device in acquired {
+                    tracing::info!(device, instance = ctx.ownership.instance(), "lease taken");
+                    if let Err(e) = self.recover_device(&device).await {
+                        tracing::error!(device, error = %e, "recovering the device's commands failed");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "lease round failed; the leases held lapse at their time")
+            }
+        }
+    }
+}
