@@ -294,6 +294,9 @@ impl Context {
         &self,
         cmd: &LiveCommand,
     ) -> Result<Option<closedloop_journal::Fence>, closedloop_journal::JournalError> {
+        if !self.ownership.shared() {
+            return Ok(None);
+        }
         let device = cmd.row().device;
         self.ownership
             .fence(&device)
