@@ -222,6 +222,19 @@ impl Supervisor {
     ) -> Result<u64, WriteError> {
         let mut fence = self.dev.issued_seq();
         for w in writes {
+            // With several gateways, only the lease's holder writes: checked before each write
+            // (a cancel plan, a re-send) as well as when the dispatch was journaled.
+            if let Err(not) = self.ctx.ownership.fence(&self.dev.spec.id) {
+                let holder = not.owner.unwrap_or_else(|| "another gateway".into());
+                return Err(WriteError::refused(
+                    ErrorCode::Interrupted,
+                    format!(
+                        "not sent: this gateway no longer holds {}'s lease ({holder} may); \
+                         the device's commands are its new owner's",
+                        self.dev.spec.id
+                    ),
+                ));
+            }
             fence = self.dev.send(w, expiry).await?;
         }
         Ok(fence)

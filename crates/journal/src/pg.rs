@@ -101,11 +101,19 @@ impl PgStore {
 }
 
 /// The connection options `url` names, or why it names none.
+/// A session that stops in the middle of a transaction (a paused gateway) is ended by the
+/// server after this, releasing its locks (the chain's head, its leases' rows).
+const IDLE_IN_TRANSACTION_MS: &str = "2000";
+
 fn connect_options(url: &str) -> Result<PgConnectOptions, JournalError> {
-    PgConnectOptions::from_str(url).map_err(|e| JournalError::Unsupported {
+    let options = PgConnectOptions::from_str(url).map_err(|e| JournalError::Unsupported {
         url: redacted(url),
         reason: format!("not a PostgreSQL URL ({e}); write postgres://USER@HOST:PORT/DATABASE"),
-    })
+    })?;
+    Ok(options.options([(
+        "idle_in_transaction_session_timeout",
+        IDLE_IN_TRANSACTION_MS,
+    )]))
 }
 
 /// One connection, opened and closed, so that a database that cannot be reached is reported

@@ -58,7 +58,12 @@ impl Ownership {
     async fn renew(&self, leases: &Leases) -> Result<(), JournalError> {
         let sent = Instant::now();
         leases.heartbeat(&self.instance).await?;
-        let held: Vec<String> = self.state().held.keys().cloned().collect();
+        let held: Vec<(String, i64)> = self
+            .state()
+            .held
+            .iter()
+            .map(|(d, h)| (d.clone(), h.epoch))
+            .collect();
         let renewed = leases.renew(&self.instance, &held, self.lease).await?;
         let valid_until = self.valid_until(sent);
         let mut s = self.state();
@@ -116,7 +121,15 @@ impl crate::Engine {
     async fn lease_round(&self) {
         let ctx = &self.ctx;
         let busy = |device: &str| ctx.busy_on(device);
-        match ctx.ownership.round(&ctx.plant, busy).await {
+        // A round that hangs (a lock held by a paused gateway) must not stop the rounds: the
+        // leases held lapse at their own time meanwhile.
+        let round =
+            tokio::time::timeout(ctx.ownership.lease, ctx.ownership.round(&ctx.plant, busy));
+        let Ok(outcome) = round.await else {
+            tracing::warn!("lease round took longer than lease_s; abandoned");
+            return;
+        };
+        match outcome {
             Ok(acquired) => {
                 for device in acquired {
                     tracing::info!(device, instance = ctx.ownership.instance(), "lease taken");

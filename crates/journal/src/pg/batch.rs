@@ -54,10 +54,17 @@ async fn check_fences(
     writes: &[&Write],
 ) -> Result<HashSet<usize>, JournalError> {
     let mut out = HashSet::new();
-    for (i, w) in writes.iter().enumerate() {
-        let Write::Fenced(fence, _, _) = w else {
-            continue;
-        };
+    // In device order, as renewals lock leases, so the two never deadlock.
+    let mut fenced: Vec<(usize, &crate::Fence)> = writes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| match w {
+            Write::Fenced(fence, _, _) => Some((i, fence)),
+            _ => None,
+        })
+        .collect();
+    fenced.sort_by(|a, b| a.1.device.cmp(&b.1.device));
+    for (i, fence) in fenced {
         let holds: Option<i32> = sqlx::query_scalar(
             "SELECT 1 FROM leases WHERE device = $1 AND owner = $2 AND epoch = $3
              AND expires_at > now() FOR SHARE",

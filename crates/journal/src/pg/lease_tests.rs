@@ -20,20 +20,22 @@ async fn one_owner_at_a_time_and_the_epoch_rises_with_every_change_of_owner() {
     assert_eq!(leases.claim("slide", "b", LEASE).await.unwrap(), None);
     // Renewing keeps the epoch; a claim under the same name (a restarted process) raises it,
     // fencing out the process before.
-    let slide = vec!["slide".to_string()];
+    let at = |epoch: i64| vec![("slide".to_string(), epoch)];
     assert_eq!(
-        leases.renew("a", &slide, LEASE).await.unwrap(),
+        leases.renew("a", &at(1), LEASE).await.unwrap(),
         [("slide".to_string(), 1)]
     );
-    assert!(leases.renew("b", &slide, LEASE).await.unwrap().is_empty());
+    assert!(leases.renew("b", &at(1), LEASE).await.unwrap().is_empty());
     assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(2));
+    // The process that held epoch 1 under the same name renews nothing now.
+    assert!(leases.renew("a", &at(1), LEASE).await.unwrap().is_empty());
     // Released, it goes to the next claimant at once, under a new epoch.
     assert!(!leases.release("slide", "a", 1).await.unwrap());
     assert!(leases.release("slide", "a", 2).await.unwrap());
     assert_eq!(leases.claim("slide", "b", LEASE).await.unwrap(), Some(3));
     // Expired, it is not renewed: it must be claimed again, and the epoch rises.
     tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
-    assert!(leases.renew("b", &slide, LEASE).await.unwrap().is_empty());
+    assert!(leases.renew("b", &at(3), LEASE).await.unwrap().is_empty());
     assert_eq!(leases.claim("slide", "a", LEASE).await.unwrap(), Some(4));
     let all = leases.all().await.unwrap();
     assert_eq!((all[0].owner.as_str(), all[0].epoch), ("a", 4));

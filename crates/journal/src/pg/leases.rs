@@ -105,22 +105,32 @@ impl Leases {
         .await?)
     }
 
-    /// Extends every unexpired lease `instance` holds on `devices` by `lease` from now: the
-    /// devices renewed, with their epochs. A lease that already expired is not renewed (it must
-    /// be claimed again, under a new epoch).
+    /// Extends every unexpired lease `instance` holds on `held` (device, epoch) by `lease` from
+    /// now: the devices renewed, with their epochs. A lease that already expired is not renewed
+    /// (it must be claimed again, under a new epoch), nor one whose epoch moved on: another
+    /// process claimed it, even under the same instance name, and its epoch is not this one's.
+    /// Rows are locked in device order, as fenced writes lock them, so the two never deadlock.
     pub async fn renew(
         &self,
         instance: &str,
-        devices: &[String],
+        held: &[(String, i64)],
         lease: Duration,
     ) -> Result<Vec<(String, i64)>, JournalError> {
+        let (devices, epochs): (Vec<String>, Vec<i64>) = held.iter().cloned().unzip();
         Ok(sqlx::query_as(
-            "UPDATE leases SET expires_at = now() + interval '1 millisecond' * $3
-             WHERE owner = $1 AND device = ANY($2) AND expires_at > now()
-             RETURNING device, epoch",
+            "WITH mine AS (
+                 SELECT l.device FROM leases l
+                 JOIN unnest($2::TEXT[], $3::BIGINT[]) AS h (device, epoch)
+                   ON l.device = h.device AND l.epoch = h.epoch
+                 WHERE l.owner = $1 AND l.expires_at > now()
+                 ORDER BY l.device FOR UPDATE OF l)
+             UPDATE leases SET expires_at = now() + interval '1 millisecond' * $4
+             FROM mine WHERE leases.device = mine.device
+             RETURNING leases.device, leases.epoch",
         )
         .bind(instance)
         .bind(devices)
+        .bind(epochs)
         .bind(ms(lease))
         .fetch_all(&self.pool)
         .await?)
