@@ -197,13 +197,25 @@ async fn watch_alarm(ctx: Arc<Context>, index: usize, stop: Arc<Notify>) {
         if active == was.active {
             continue;
         }
+        let now = ctx.clock.now_ms();
+        let record = closedloop_journal::AlarmRow {
+            name: alarm.name.clone(),
+            at_ms: now,
+            active,
+            evidence: serde_json::json!({ "why": why }),
+        };
         let state = AlarmState {
             active,
-            since: active.then(|| rfc3339(ctx.clock.now_ms())),
+            since: active.then(|| rfc3339(now)),
             why: active.then_some(why),
         };
         if ctx.alarms.set(&alarm.name, state) {
             tracing::warn!(alarm = %alarm.name, active, "alarm {}", if active { "raised" } else { "cleared" });
+            // On the record, with what decided it; a journal that refuses is logged, never
+            // waited for: the alarm blocks its devices either way.
+            if let Err(e) = ctx.journal.record_alarm(&record).await {
+                tracing::error!(alarm = %alarm.name, error = %e, "alarm not journaled");
+            }
         }
     }
 }

@@ -280,6 +280,29 @@ async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_doo
     }
     let again = rig.settle(&again.expect("the alarm never cleared")).await;
     assert_eq!(again.status, Status::Completed, "{again:#?}");
+    // The journal kept the raise and the clear, each with what decided it.
+    let url = format!("sqlite://{}", rig.dir.path().join("journal.db").display());
+    let journal = closedloop_journal::Journal::open_read_only(&url)
+        .await
+        .unwrap();
+    let kept: Vec<(String, bool, String)> = journal
+        .alarm_events(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.name, a.active, a.evidence["why"].to_string()))
+        .collect();
+    let raised = kept
+        .iter()
+        .position(|(n, active, _)| n == "GUARD_DOOR_OPEN" && *active);
+    let raised = raised.unwrap_or_else(|| panic!("no raise journaled: {kept:?}"));
+    assert!(kept[raised].2.contains("door"), "{kept:?}");
+    assert!(
+        kept[raised..]
+            .iter()
+            .any(|(n, active, _)| n == "GUARD_DOOR_OPEN" && !active),
+        "no clear journaled after the raise: {kept:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

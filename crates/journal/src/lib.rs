@@ -13,6 +13,7 @@
 //! The timeline is an audit trail as well: its events are hash-chained ([`chain`]), so
 //! [`Journal::verify`] finds a row edited, deleted or reordered after it was written.
 
+mod alarms;
 pub mod chain;
 mod group;
 mod journal;
@@ -21,6 +22,7 @@ mod schema;
 mod store;
 mod writes;
 
+pub use alarms::AlarmRow;
 pub use journal::Journal;
 pub use pg::leases::{Lease, Leases};
 pub use pg::redacted as shown_url;

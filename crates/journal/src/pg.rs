@@ -40,7 +40,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The PostgreSQL store: a pool for reads (the writer's connection is the writer thread's).
 #[derive(Clone, Debug)]
 pub(crate) struct PgStore {
-    reader: PgPool,
+    pub(crate) reader: PgPool,
 }
 
 /// What the group-commit writer commits PostgreSQL writes with: its own connection.

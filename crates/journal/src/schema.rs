@@ -64,6 +64,20 @@ CREATE TABLE chain_anchor (
 CREATE INDEX commands_by_accepted ON commands (accepted_at_ms, command_id);
 "#,
     ),
+    (
+        4,
+        // Standing alarms raised and cleared, with the evidence that decided (crate::AlarmRow).
+        r#"
+CREATE TABLE alarm_events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    name        TEXT NOT NULL,
+    at_ms       INTEGER NOT NULL,
+    active      INTEGER NOT NULL,
+    evidence    TEXT NOT NULL
+);
+CREATE INDEX alarm_events_by_time ON alarm_events (at_ms);
+"#,
+    ),
 ];
 
 /// The PostgreSQL schema, `(version, sql)` like [`MIGRATIONS`]. Version 3 is the SQLite
@@ -140,6 +154,20 @@ CREATE TABLE leases (
     epoch       BIGINT NOT NULL,
     expires_at  TIMESTAMPTZ NOT NULL
 );
+"#,
+    ),
+    (
+        5,
+        // Standing alarms raised and cleared, as in the SQLite schema's version 4.
+        r#"
+CREATE TABLE alarm_events (
+    seq         BIGSERIAL PRIMARY KEY,
+    name        TEXT NOT NULL,
+    at_ms       BIGINT NOT NULL,
+    active      BOOLEAN NOT NULL,
+    evidence    TEXT NOT NULL
+);
+CREATE INDEX alarm_events_by_time ON alarm_events (at_ms);
 "#,
     ),
 ];

@@ -41,7 +41,7 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub(crate) struct SqliteStore {
     pub(crate) writer: SqlitePool,
-    reader: SqlitePool,
+    pub(crate) reader: SqlitePool,
     /// `sqlite::memory:` only: an idle connection that keeps the shared in-memory database alive.
     /// SQLite drops an in-memory database with its last connection, and the pool closes a
     /// connection whose query was cancelled; without this the writer would reopen on an empty

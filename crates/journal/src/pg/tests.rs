@@ -227,3 +227,21 @@ async fn a_postgres_that_does_not_answer_is_named_without_its_password() {
         other => panic!("expected Unreachable, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn alarms_are_kept_on_postgres_as_on_sqlite() {
+    let Some(db) = Database::create("alarms").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let raised = crate::AlarmRow {
+        name: "OVER_TEMP".into(),
+        at_ms: 5,
+        active: true,
+        evidence: json!({"why": "oven.temperature_c = 81.0"}),
+    };
+    j.record_alarm(&raised).await.unwrap();
+    assert_eq!(j.alarm_events(0, 10).await.unwrap(), [raised]);
+    j.close().await;
+    db.drop().await;
+}

@@ -201,3 +201,27 @@ async fn audit_lists_commands_since_oldest_first_with_their_caller_and_confirmat
     let rest = ids(j.audit(&page(0, None, after, 2)).await.unwrap());
     assert_eq!(rest, [("c".into(), Some("alice".into()))]);
 }
+
+#[tokio::test]
+async fn alarms_raised_and_cleared_are_kept_with_their_evidence_oldest_first() {
+    let j = Journal::open("sqlite::memory:").await.unwrap();
+    let raised = crate::AlarmRow {
+        name: "GUARD_DOOR_OPEN".into(),
+        at_ms: 10,
+        active: true,
+        evidence: json!({"why": "door.open = true"}),
+    };
+    let cleared = crate::AlarmRow {
+        at_ms: 20,
+        active: false,
+        evidence: json!({"why": "door.open = false"}),
+        ..raised.clone()
+    };
+    j.record_alarm(&raised).await.unwrap();
+    j.record_alarm(&cleared).await.unwrap();
+    assert_eq!(
+        j.alarm_events(0, 10).await.unwrap(),
+        [raised, cleared.clone()]
+    );
+    assert_eq!(j.alarm_events(15, 10).await.unwrap(), [cleared]);
+}
