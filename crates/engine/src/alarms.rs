@@ -155,16 +155,7 @@ pub(crate) fn spawn_watchers(
 
 async fn watch_alarm(ctx: Arc<Context>, index: usize, stop: Arc<Notify>) {
     let alarm = &ctx.plant.alarms[index];
-    let ids: Vec<String> = {
-        let mut v: Vec<String> = alarm
-            .when
-            .devices()
-            .iter()
-            .map(|(d, _)| d.clone())
-            .collect();
-        v.dedup();
-        v
-    };
+    let ids = devices_read(alarm);
     let period = ids
         .iter()
         .filter_map(|d| ctx.devices.get(d))
@@ -179,7 +170,13 @@ async fn watch_alarm(ctx: Arc<Context>, index: usize, stop: Arc<Notify>) {
             _ = tick.tick() => {}
             _ = stop.notified() => return,
         }
-        let (holds, why) = judge(&ctx, alarm, &ids);
+        let was = ctx
+            .alarms
+            .states()
+            .get(&alarm.name)
+            .cloned()
+            .unwrap_or_default();
+        let (holds, why) = judge(&ctx, alarm, &alarm.when, &ids);
         let since = match holds {
             true => *holding_since.get_or_insert_with(Instant::now),
             false => {
@@ -187,41 +184,74 @@ async fn watch_alarm(ctx: Arc<Context>, index: usize, stop: Arc<Notify>) {
                 Instant::now()
             }
         };
-        let active = holds && since.elapsed() >= Duration::from_millis(alarm.for_ms);
-        let was = ctx
-            .alarms
-            .states()
-            .get(&alarm.name)
-            .cloned()
-            .unwrap_or_default();
-        if active == was.active {
-            continue;
-        }
-        let now = ctx.clock.now_ms();
-        let record = closedloop_journal::AlarmRow {
-            name: alarm.name.clone(),
-            at_ms: now,
-            active,
-            evidence: serde_json::json!({ "why": why }),
+        let raised = holds && since.elapsed() >= Duration::from_millis(alarm.for_ms);
+        let (active, why) = match (&alarm.clear_when, was.active) {
+            // Hysteresis: once raised, only clear_when ends it (a silent device never does).
+            (Some(clear), true) => match judge(&ctx, alarm, clear, &ids) {
+                (true, why) if !offline_blocks(&ctx, alarm, &ids) => (false, why),
+                _ => (true, was.why.clone().unwrap_or(why)),
+            },
+            _ => (raised, why),
         };
-        let state = AlarmState {
-            active,
-            since: active.then(|| rfc3339(now)),
-            why: active.then_some(why),
-        };
-        if ctx.alarms.set(&alarm.name, state) {
-            tracing::warn!(alarm = %alarm.name, active, "alarm {}", if active { "raised" } else { "cleared" });
-            // On the record, with what decided it; a journal that refuses is logged, never
-            // waited for: the alarm blocks its devices either way.
-            if let Err(e) = ctx.journal.record_alarm(&record).await {
-                tracing::error!(alarm = %alarm.name, error = %e, "alarm not journaled");
-            }
+        if active != was.active {
+            record(&ctx, alarm, active, why).await;
         }
     }
 }
 
-/// Whether the alarm's condition holds now, and why in words.
-fn judge(ctx: &Context, alarm: &Alarm, ids: &[String]) -> (bool, String) {
+/// The devices an alarm's conditions read, each once.
+fn devices_read(alarm: &Alarm) -> Vec<String> {
+    let mut v: Vec<String> = std::iter::once(&alarm.when)
+        .chain(alarm.clear_when.as_ref())
+        .flat_map(|e| e.devices().iter().map(|(d, _)| d.clone()))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Whether a device the alarm reads is silent and the alarm counts that as holding.
+fn offline_blocks(ctx: &Context, alarm: &Alarm, ids: &[String]) -> bool {
+    alarm.when_offline == WhenOffline::Block
+        && ids.iter().any(|id| {
+            ctx.devices
+                .get(id)
+                .is_some_and(|d| d.current().liveness != Liveness::Online)
+        })
+}
+
+/// Raises or clears the alarm on the board and in the journal.
+async fn record(ctx: &Context, alarm: &Alarm, active: bool, why: String) {
+    let now = ctx.clock.now_ms();
+    let row = closedloop_journal::AlarmRow {
+        name: alarm.name.clone(),
+        at_ms: now,
+        active,
+        evidence: serde_json::json!({ "why": why }),
+    };
+    let state = AlarmState {
+        active,
+        since: active.then(|| rfc3339(now)),
+        why: active.then_some(why),
+    };
+    if ctx.alarms.set(&alarm.name, state) {
+        tracing::warn!(alarm = %alarm.name, active, "alarm {}", if active { "raised" } else { "cleared" });
+        // On the record, with what decided it; a journal that refuses is logged, never
+        // waited for: the alarm blocks its devices either way.
+        if let Err(e) = ctx.journal.record_alarm(&row).await {
+            tracing::error!(alarm = %alarm.name, error = %e, "alarm not journaled");
+        }
+    }
+}
+
+/// Whether `cond` (the alarm's `when` or `clear_when`) holds now, and why in words; a silent
+/// device counts as holding when the alarm says `when_offline = "block"`.
+fn judge(
+    ctx: &Context,
+    alarm: &Alarm,
+    cond: &closedloop_plant::Expr,
+    ids: &[String],
+) -> (bool, String) {
     let mut devices = BTreeMap::new();
     for id in ids {
         let Some(dev) = ctx.devices.get(id) else {
@@ -244,7 +274,7 @@ fn judge(ctx: &Context, alarm: &Alarm, ids: &[String]) -> (bool, String) {
         devices: &devices,
         extra_strings: &[],
     };
-    let holds = alarm.when.eval_bool(&scope).unwrap_or(false);
-    let values = crate::admit::values_read(&alarm.when, &scope);
-    (holds, format!("`{}`{values}", alarm.when.source()))
+    let holds = cond.eval_bool(&scope).unwrap_or(false);
+    let values = crate::admit::values_read(cond, &scope);
+    (holds, format!("`{}`{values}", cond.source()))
 }

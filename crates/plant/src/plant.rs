@@ -49,6 +49,10 @@ pub struct Alarm {
     pub name: String,
     /// The condition, over `devices.<id>.<signal>` only.
     pub when: crate::Expr,
+    /// The condition that clears it once raised (hysteresis: raise above 60 °C, clear below
+    /// 50 °C, so a value wavering at the threshold does not raise and clear it by turns).
+    /// None: it clears as soon as `when` stops holding.
+    pub clear_when: Option<crate::Expr>,
     /// How long `when` must hold on fresh values before the alarm is raised (ignores glitches).
     pub for_ms: u64,
     /// `warning`, `critical`, ... as written (for people and models).

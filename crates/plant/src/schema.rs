@@ -219,19 +219,22 @@ fn envelope(plant: &Plant, device: &Device, action: &Action) -> Vec<String> {
     rates
 }
 
-/// One alarm of the listing: what it blocks, and while which condition.
+/// One alarm of the listing: what it blocks, while which condition, and what clears it.
 fn render_alarm(out: &mut String, a: &Alarm) {
+    let held = match a.for_ms {
+        0 => String::new(),
+        ms => format!(" for {ms} ms"),
+    };
+    let clear = match &a.clear_when {
+        Some(c) => format!(", until `{}`", c.source()),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "\nalarm {} ({}) blocks {} while `{}`{}",
+        "\nalarm {} ({}) blocks {} while `{}`{held}{clear}",
         a.name,
         a.severity,
         a.blocks.join(", "),
         a.when.source(),
-        if a.for_ms > 0 {
-            format!(" for {} ms", a.for_ms)
-        } else {
-            String::new()
-        }
     );
 }

@@ -78,6 +78,37 @@ fn alarms_read_other_devices_and_block_known_ones() {
 }
 
 #[test]
+fn an_alarm_s_clear_when_is_a_condition_over_devices_like_its_when() {
+    let alarm = |clear: &str| {
+        format!(
+            "{BASE}\n[[alarm]]\nname = \"LAMP_ON\"\nwhen = \"devices.lamp.contact\"\nblocks = [\"slide\"]\n{clear}\n"
+        )
+    };
+    let p = load(&alarm("clear_when = \"!devices.lamp.contact\""));
+    let clear = p.alarms[0].clear_when.as_ref().expect("clear_when kept");
+    assert_eq!(clear.source(), "!devices.lamp.contact");
+    assert!(load(&alarm("")).alarms[0].clear_when.is_none());
+    expect_one(
+        &alarm("clear_when = \"!contact\""),
+        None,
+        "alarm[0].clear_when",
+        "reads signals as devices.<id>.<signal>",
+    );
+    expect_one(
+        &alarm("clear_when = \"devices.lamp.nope\""),
+        None,
+        "alarm[0].clear_when",
+        "nope",
+    );
+    expect_one(
+        &alarm("clear_when = 50"),
+        None,
+        "alarm[0].clear_when",
+        "a condition in quotes",
+    );
+}
+
+#[test]
 fn check_shows_each_tool_s_envelope_and_the_alarms() {
     let src = BASE
         .replacen(
@@ -96,7 +127,7 @@ fn check_shows_each_tool_s_envelope_and_the_alarms() {
             1,
         );
     let src = format!(
-        "{src}\n[[alarm]]\nname = \"LAMP_ON\"\nwhen = \"devices.lamp.contact\"\nfor_ms = 200\nblocks = [\"slide\"]\n"
+        "{src}\n[[alarm]]\nname = \"LAMP_ON\"\nwhen = \"devices.lamp.contact\"\nfor_ms = 200\nclear_when = \"!devices.lamp.contact\"\nblocks = [\"slide\"]\n"
     );
     let text = closedloop_plant::render_surface(&load(&src));
     // The lamp: its own rate limit and a person's confirmation; no alarm blocks it.
@@ -122,7 +153,7 @@ fn check_shows_each_tool_s_envelope_and_the_alarms() {
     );
     assert!(
         text.contains(
-            "alarm LAMP_ON (warning) blocks slide while `devices.lamp.contact` for 200 ms"
+            "alarm LAMP_ON (warning) blocks slide while `devices.lamp.contact` for 200 ms, until `!devices.lamp.contact`"
         ),
         "{text}"
     );

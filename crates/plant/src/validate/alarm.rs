@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 const ALARM_KEYS: &[&str] = &[
     "name",
     "when",
+    "clear_when",
     "for_ms",
     "severity",
     "blocks",
@@ -61,7 +62,19 @@ fn alarm(i: usize, item: toml::Value, catalog: &Catalog, sink: &mut Sink) -> Opt
     unknown_keys(i, &t, sink);
     let text = |k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
     let name = name(i, text("name").unwrap_or_default(), sink);
-    let when = when(i, text("when"), catalog, sink);
+    let when = condition(i, "when", text("when"), catalog, sink);
+    let clear_when = match text("clear_when") {
+        None if t.contains_key("clear_when") => {
+            sink.push(
+                None,
+                &key(i, "clear_when"),
+                "clear_when is a condition in quotes, like \"devices.oven.temperature_c < 50\"",
+            );
+            None
+        }
+        None => None,
+        src => Some(condition(i, "clear_when", src, catalog, sink)),
+    };
     let for_ms = for_ms(i, t.get("for_ms"), sink);
     let blocks = blocks(i, t.get("blocks"), catalog, sink);
     let when_offline = when_offline(i, text("when_offline").as_deref(), sink);
@@ -71,6 +84,7 @@ fn alarm(i: usize, item: toml::Value, catalog: &Catalog, sink: &mut Sink) -> Opt
     Some(Alarm {
         name,
         when: when?,
+        clear_when: clear_when.flatten(),
         for_ms,
         severity: text("severity").unwrap_or_else(|| "warning".into()),
         blocks,
@@ -111,10 +125,11 @@ fn name(i: usize, name: String, sink: &mut Sink) -> String {
     name
 }
 
-/// The alarm's condition: a bool over `devices.<id>.<signal>` only, since an alarm belongs to
-/// no device whose bare signal names it could read.
-fn when(
+/// One of the alarm's conditions (`when`, `clear_when`): a bool over `devices.<id>.<signal>`
+/// only, since an alarm belongs to no device whose bare signal names it could read.
+fn condition(
     i: usize,
+    field: &str,
     src: Option<String>,
     catalog: &Catalog,
     sink: &mut Sink,
@@ -129,11 +144,11 @@ fn when(
     };
     let when = match src {
         None => {
-            sink.push(None, &key(i, "when"), "an alarm needs when, a condition over devices.<id>.<signal>, like \"devices.door.open\"");
+            sink.push(None, &key(i, field), "an alarm needs when, a condition over devices.<id>.<signal>, like \"devices.door.open\"");
             None
         }
         Some(src) => check(&ctx, &src, Want::Bool)
-            .map_err(|m| sink.push(None, &key(i, "when"), m))
+            .map_err(|m| sink.push(None, &key(i, field), m))
             .ok(),
     };
     if let Some(w) = &when
@@ -141,8 +156,8 @@ fn when(
     {
         sink.push(
             None,
-            &key(i, "when"),
-            "an alarm's when reads signals as devices.<id>.<signal> (it belongs to no device)",
+            &key(i, field),
+            format!("an alarm's {field} reads signals as devices.<id>.<signal> (it belongs to no device)"),
         );
     }
     when

@@ -220,6 +220,12 @@ fn unknown_name(ctx: &ExprCtx, src: &str, name: &str) -> String {
     if ctx.catalog.devices.contains_key(name) {
         return format!("in \"{src}\": \"{name}\" is a device; write devices.{name}.<signal>");
     }
+    if ctx.device.is_empty() {
+        // An alarm's condition: it belongs to no device, so no bare name can be a signal.
+        return format!(
+            "unknown name \"{name}\" in \"{src}\": an alarm reads signals as devices.<id>.<signal> (it belongs to no device)"
+        );
+    }
     let signals: Vec<&str> = ctx.own.keys().map(String::as_str).collect();
     let params: Vec<&str> = ctx.params.iter().map(|p| p.name.as_str()).collect();
     let hint = did_you_mean(name, signals.iter().copied())
