@@ -8,8 +8,10 @@ use crate::context::{Full, QUEUE_CAPACITY};
 use crate::contract::ErrorCode;
 use crate::device::{DeviceRuntime, Liveness, Snapshot};
 use crate::engine::Engine;
+use crate::submit::Refusal;
 use crate::supervisor::offline_detail;
 use crate::{Submission, plan};
+use closedloop_journal::{CommandRow, EventRow, JournalError};
 use closedloop_plant::{Action, Params, Scope};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -88,11 +90,20 @@ impl Engine {
 impl Engine {
     /// With several gateways on one journal, only the holder of a device's lease writes to it:
     /// another gateway refuses, naming the holder, so the caller can send the call there.
-    fn owned(&self, device: &str) -> Result<(), Refused> {
+    pub(crate) fn owned(&self, device: &str) -> Result<(), Refused> {
+        let me = self.ctx.ownership.instance();
+        if self.ctx.ownership.recovering(device) {
+            return Err((
+                ErrorCode::DeviceBusy,
+                format!(
+                    "this gateway ({me}) has just taken {device} over and is still settling the \
+                     commands its previous owner left; try again in a moment; nothing was written"
+                ),
+            ));
+        }
         let Err(not) = self.ctx.ownership.fence(device) else {
             return Ok(());
         };
-        let me = self.ctx.ownership.instance();
         let detail = match not.owner {
             Some(owner) => format!(
                 "{device} is driven by gateway {owner}, not by this one ({me}): send the call to \
@@ -105,6 +116,30 @@ impl Engine {
             ),
         };
         Err((ErrorCode::DeviceBusy, detail))
+    }
+
+    /// Journals a new command under the device's lease when there are leases (so a gateway
+    /// that lost the device since admission journals nothing nobody would supervise); the
+    /// lease's epoch, which every later write about the command goes under.
+    pub(crate) async fn insert_owned(
+        &self,
+        row: &CommandRow,
+        events: &[EventRow],
+    ) -> Result<Option<i64>, JournalError> {
+        let fence = self
+            .ctx
+            .ownership
+            .fence(&row.device)
+            .map_err(|not| JournalError::Fenced {
+                device: row.device.clone(),
+                owner: self.ctx.ownership.instance().to_string(),
+                epoch: not.lapsed_epoch.unwrap_or(0),
+            })?;
+        match &fence {
+            Some(f) => self.ctx.journal.insert_fenced(row, events, f).await?,
+            None => self.ctx.journal.insert(row, events).await?,
+        }
+        Ok(fence.map(|f| f.epoch))
     }
 }
 
@@ -215,4 +250,18 @@ fn capitalised(s: &str) -> String {
         Some(f) => f.to_uppercase().chain(c).collect(),
         None => String::new(),
     }
+}
+
+/// The refusal for a command whose device's lease this gateway lost between admission and the
+/// journal (`DEVICE_BUSY`, the key left free for the retry it asks for); `None` for any other
+/// journal error.
+pub(crate) fn lease_lost(e: &JournalError, me: &str, device: &str) -> Option<Refusal> {
+    matches!(e, JournalError::Fenced { .. }).then(|| {
+        let detail = format!(
+            "this gateway ({me}) lost {device}'s lease while accepting the command, so it was \
+             not accepted and nothing was written; try again in a few seconds (the gateway that \
+             holds the lease then takes it)"
+        );
+        Refusal::freed(ErrorCode::DeviceBusy, detail)
+    })
 }

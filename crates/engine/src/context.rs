@@ -299,7 +299,7 @@ impl Context {
         }
         let device = cmd.row().device;
         self.ownership
-            .fence(&device)
+            .fence_at(&device, cmd.epoch())
             .map_err(|not| closedloop_journal::JournalError::Fenced {
                 device,
                 owner: self.ownership.instance().to_string(),
@@ -307,14 +307,18 @@ impl Context {
             })
     }
 
-    /// Lets go of a command whose device this gateway lost: no longer live here, nothing kept
-    /// as its result (the journal, which its new owner writes, is the truth about it).
-    fn drop_fenced(&self, cmd: &LiveCommand) {
+    /// Lets go of a command whose device this gateway lost, or that recovery under a later
+    /// lease superseded: no longer live here, nothing kept as its result (the journal is the
+    /// truth about it). Only this very command: a newer one of the same id stays.
+    pub(crate) fn drop_fenced(&self, cmd: &LiveCommand) {
         let id = cmd.row().command_id;
-        self.live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live
+            .get(&id)
+            .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), cmd))
+        {
+            live.remove(&id);
+        }
     }
 
     /// Whether a command this gateway supervises is on `device` (a lease is never handed over

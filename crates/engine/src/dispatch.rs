@@ -224,7 +224,8 @@ impl Supervisor {
         for w in writes {
             // With several gateways, only the lease's holder writes: checked before each write
             // (a cancel plan, a re-send) as well as when the dispatch was journaled.
-            if let Err(not) = self.ctx.ownership.fence(&self.dev.spec.id) {
+            let epoch = self.cmd.epoch();
+            if let Err(not) = self.ctx.ownership.fence_at(&self.dev.spec.id, epoch) {
                 let holder = not.owner.unwrap_or_else(|| "another gateway".into());
                 return Err(WriteError::refused(
                     ErrorCode::Interrupted,

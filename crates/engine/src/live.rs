@@ -26,6 +26,9 @@ pub struct LiveCommand {
     /// Wakes the supervisor of a dead-man action whose renewals can no longer come
     /// ([`LiveCommand::lapse`]).
     lapse: Notify,
+    /// The epoch of the device lease it was accepted or recovered under (several gateways on
+    /// one journal): its writes go under that lease only, never under a later one.
+    epoch: Option<i64>,
 }
 
 struct LiveState {
@@ -40,8 +43,9 @@ struct LiveState {
 }
 
 impl LiveCommand {
-    /// Wraps an already-journaled row.
-    pub fn new(row: CommandRow, events: Vec<EventRow>) -> LiveCommand {
+    /// Wraps an already-journaled row, accepted or recovered under the device lease of `epoch`
+    /// (`None` without leases).
+    pub fn new(row: CommandRow, events: Vec<EventRow>, epoch: Option<i64>) -> LiveCommand {
         LiveCommand {
             state: Mutex::new(LiveState {
                 row,
@@ -54,7 +58,13 @@ impl LiveCommand {
             cancel: Notify::new(),
             cancel_requested: AtomicBool::new(false),
             lapse: Notify::new(),
+            epoch,
         }
+    }
+
+    /// The epoch of the device lease it runs under, when there are leases.
+    pub fn epoch(&self) -> Option<i64> {
+        self.epoch
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, LiveState> {

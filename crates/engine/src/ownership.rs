@@ -19,7 +19,7 @@
 //! - On a SQLite journal there are no leases: this gateway owns every device.
 
 use closedloop_journal::{Fence, Leases};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -42,6 +42,9 @@ pub struct Ownership {
 #[derive(Default)]
 struct State {
     held: HashMap<String, Held>,
+    /// Devices taken whose earlier commands are not recovered yet: they take no new command
+    /// until then (a stop the dead owner's move needs must not queue behind a new one).
+    unrecovered: HashSet<String>,
     /// Every device's owner and epoch as last read (refreshed each keeper round).
     owners: HashMap<String, (String, i64)>,
 }
@@ -103,6 +106,42 @@ impl Ownership {
                     .filter(|o| *o != self.instance),
             }),
         }
+    }
+
+    /// [`Ownership::fence`] for a command started under `epoch`: refused as well when the lease
+    /// held now is a later one (this gateway lost the device and took it back: meanwhile
+    /// another may have recovered the command, and the journal is that one's now).
+    pub fn fence_at(&self, device: &str, epoch: Option<i64>) -> Result<Option<Fence>, NotOwner> {
+        match (self.fence(device)?, epoch) {
+            (Some(f), Some(e)) if f.epoch != e => Err(NotOwner {
+                owner: Some(self.instance.clone()),
+                lapsed_epoch: Some(e),
+            }),
+            (fence, _) => Ok(fence),
+        }
+    }
+
+    /// Whether `device` was just taken and its earlier commands are still to be recovered.
+    pub fn recovering(&self, device: &str) -> bool {
+        self.state().unrecovered.contains(device)
+    }
+
+    /// The devices taken whose recovery is still to do (or failed and is to be tried again).
+    pub(crate) fn to_recover(&self) -> Vec<String> {
+        let s = self.state();
+        let mut v: Vec<String> = s
+            .unrecovered
+            .iter()
+            .filter(|d| s.held.contains_key(*d))
+            .cloned()
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `device`'s earlier commands are recovered: it takes new commands.
+    pub(crate) fn recovered(&self, device: &str) {
+        self.state().unrecovered.remove(device);
     }
 
     /// The owner and epoch of `device`'s lease as last read, when leases are in use.

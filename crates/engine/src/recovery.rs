@@ -27,14 +27,28 @@ impl Engine {
     }
 
     /// Recovery of one device whose lease this gateway just took: its unfinished commands that
-    /// no task here supervises (a dead or paused owner's), by the same rules as at start-up.
+    /// no task here supervises under this lease (a dead or paused owner's, or this gateway's
+    /// own under a lease it lost since), by the same rules as at start-up.
     pub(crate) async fn recover_device(&self, device: &str) -> Result<(), EngineError> {
+        let epoch = self
+            .ctx
+            .ownership
+            .fence(device)
+            .ok()
+            .flatten()
+            .map(|f| f.epoch);
         let rows = self.ctx.journal.unfinished().await?;
-        let rows = rows
-            .into_iter()
-            .filter(|r| r.device == device && self.ctx.live(&r.command_id).is_none())
-            .collect();
-        self.recover_rows(rows).await
+        let mut mine = Vec::new();
+        for row in rows.into_iter().filter(|r| r.device == device) {
+            match self.ctx.live(&row.command_id) {
+                Some(cmd) if cmd.epoch() == epoch => continue,
+                // Its task can no longer write (its lease is gone): the journal says the rest.
+                Some(stale) => self.ctx.drop_fenced(&stale),
+                None => {}
+            }
+            mine.push(row);
+        }
+        self.recover_rows(mine).await
     }
 
     async fn recover_rows(
@@ -44,7 +58,12 @@ impl Engine {
         for row in rows {
             let events = self.ctx.journal.events(&row.command_id).await?;
             let events_for_rule = events.clone();
-            let cmd = Arc::new(LiveCommand::new(row.clone(), events));
+            let epoch = self.ctx.ownership.fence(&row.device).ok().flatten();
+            let cmd = Arc::new(LiveCommand::new(
+                row.clone(),
+                events,
+                epoch.map(|f| f.epoch),
+            ));
             let found = self
                 .ctx
                 .plant

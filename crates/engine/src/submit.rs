@@ -177,13 +177,21 @@ impl Engine {
                 },
             },
         ];
-        if let Err(e) = self.ctx.journal.insert(&row, &events).await {
-            self.ctx.dequeued(&action.exclusive);
-            return Err(e.into());
-        }
+        let epoch = match self.insert_owned(&row, &events).await {
+            Ok(epoch) => epoch,
+            Err(e) => {
+                self.ctx.dequeued(&action.exclusive);
+                let Some(refusal) =
+                    crate::admission::lease_lost(&e, self.ctx.ownership.instance(), &sub.device)
+                else {
+                    return Err(e.into());
+                };
+                return self.reject(&sub, &request_id, action, refusal).await;
+            }
+        };
         tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
                        action = %row.action, params = %row.params, "command accepted");
-        let cmd = Arc::new(LiveCommand::new(row, events));
+        let cmd = Arc::new(LiveCommand::new(row, events, epoch));
         let dev = Arc::clone(&self.ctx.devices[&sub.device]);
         // Until dispatch re-evaluates it, the estimate is the expected duration from now.
         let signals = dev.snapshot().plain();
@@ -334,7 +342,7 @@ fn new_row(
 }
 
 /// Why a call is refused before anything is written, and how its journal row treats the key.
-struct Refusal {
+pub(crate) struct Refusal {
     code: ErrorCode,
     detail: String,
     /// Whether the idempotency key stays with the rejection (a replay returns it) or stays free.
@@ -355,7 +363,7 @@ impl Refusal {
     }
 
     /// A refusal that leaves the key free (a caller's scope, a key used with other arguments).
-    fn freed(code: ErrorCode, detail: String) -> Refusal {
+    pub(crate) fn freed(code: ErrorCode, detail: String) -> Refusal {
         Refusal {
             keep_key: false,
             ..Refusal::kept(code, detail)

@@ -12,6 +12,27 @@ pub(crate) enum Write {
     Append(String, Vec<EventRow>),
     /// An update made under a device lease: it lands only if the lease still holds.
     Fenced(Fence, CommandRow, Vec<EventRow>),
+    /// An insert made under a device lease: a command accepted by a gateway that lost the
+    /// device between its checks and this write is not journaled (nobody would supervise it).
+    FencedInsert(Fence, CommandRow, Vec<EventRow>),
+}
+
+impl Write {
+    /// The lease the write is made under, when it is fenced.
+    pub(crate) fn fence(&self) -> Option<&Fence> {
+        match self {
+            Write::Fenced(f, _, _) | Write::FencedInsert(f, _, _) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The command a write inserts, when it inserts one.
+    pub(crate) fn inserts(&self) -> Option<&CommandRow> {
+        match self {
+            Write::Insert(cmd, _) | Write::FencedInsert(_, cmd, _) => Some(cmd),
+            _ => None,
+        }
+    }
 }
 
 /// The device lease a write is made under (several gateways on one PostgreSQL journal): the
@@ -40,6 +61,19 @@ impl Journal {
         self.group
             .write(Write::Insert(cmd.clone(), events.to_vec()))
             .await
+    }
+
+    /// [`Journal::insert`] if `fence` still holds: otherwise [`JournalError::Fenced`] and
+    /// nothing is written. A SQLite journal has no leases: there the fence always holds.
+    pub async fn insert_fenced(
+        &self,
+        cmd: &CommandRow,
+        events: &[EventRow],
+        fence: &Fence,
+    ) -> Result<(), JournalError> {
+        self.writable()?;
+        let write = Write::FencedInsert(fence.clone(), cmd.clone(), events.to_vec());
+        self.group.write(write).await
     }
 
     /// Replaces a command's state and appends timeline entries, atomically.

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod gateways;
 pub mod pg;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};

@@ -1,25 +1,25 @@
 //! One round of the keeper: heartbeat, renew, spread, claim, hand over, read who owns what.
 
-use super::{Held, Ownership, rendezvous};
+use super::{Held, Ownership, State, rendezvous};
 use closedloop_journal::{JournalError, Leases};
 use closedloop_plant::Plant;
 use tokio::time::Instant;
 
 impl Ownership {
-    /// One keeper round over the devices of `plant`: the devices this instance newly holds
-    /// (their unfinished commands are now its to recover). `busy(device)` says whether a command
-    /// of this instance is on the device: such a device is never handed over.
+    /// One keeper round over the devices of `plant`; a device newly held is marked to recover
+    /// (its unfinished commands are now this instance's: [`Ownership::to_recover`]).
+    /// `busy(device)` says whether a command of this instance is on the device: such a device
+    /// is never handed over.
     pub(crate) async fn round(
         &self,
         plant: &Plant,
         busy: impl Fn(&str) -> bool,
-    ) -> Result<Vec<String>, JournalError> {
+    ) -> Result<(), JournalError> {
         let Some(leases) = &self.leases else {
-            return Ok(Vec::new());
+            return Ok(());
         };
         self.renew(leases).await?;
         let live = leases.live_instances(self.lease).await?;
-        let mut acquired = Vec::new();
         for device in &plant.devices {
             let eligible: Vec<String> = live
                 .iter()
@@ -37,8 +37,10 @@ impl Ownership {
                         epoch,
                         valid_until: self.valid_until(sent),
                     };
-                    self.state().held.insert(device.id.clone(), held);
-                    acquired.push(device.id.clone());
+                    let mut s = self.state();
+                    s.held.insert(device.id.clone(), held);
+                    s.unrecovered.insert(device.id.clone());
+                    tracing::info!(device = %device.id, epoch, instance = %self.instance, "lease taken");
                 }
             } else if *desired != self.instance && mine && !busy(&device.id) {
                 self.hand_over(leases, &device.id).await?;
@@ -50,7 +52,7 @@ impl Ownership {
             .filter(|l| l.expires_in_ms > 0)
             .map(|l| (l.device, (l.owner, l.epoch)))
             .collect();
-        Ok(acquired)
+        Ok(())
     }
 
     /// Beats the heartbeat and renews every lease held; a lease not renewed (it expired, or the
@@ -71,6 +73,11 @@ impl Ownership {
         for (device, epoch) in renewed {
             s.held.insert(device, Held { epoch, valid_until });
         }
+        // A device lost before its recovery is recovered by whoever takes it next.
+        let State {
+            held, unrecovered, ..
+        } = &mut *s;
+        unrecovered.retain(|d| held.contains_key(d));
         Ok(())
     }
 
@@ -116,8 +123,9 @@ impl crate::Engine {
         });
     }
 
-    /// One keeper round, then recovery of what it took. A database that does not answer is
-    /// logged; the leases held stop counting at their own time (`Ownership::fence`).
+    /// One keeper round, then recovery of every device taken and not recovered yet — in this
+    /// round or an earlier one whose recovery failed or was cut short. A database that does not
+    /// answer is logged; the leases held stop counting at their own time (`Ownership::fence`).
     async fn lease_round(&self) {
         let ctx = &self.ctx;
         let busy = |device: &str| ctx.busy_on(device);
@@ -125,21 +133,19 @@ impl crate::Engine {
         // leases held lapse at their own time meanwhile.
         let round =
             tokio::time::timeout(ctx.ownership.lease, ctx.ownership.round(&ctx.plant, busy));
-        let Ok(outcome) = round.await else {
-            tracing::warn!("lease round took longer than lease_s; abandoned");
-            return;
-        };
-        match outcome {
-            Ok(acquired) => {
-                for device in acquired {
-                    tracing::info!(device, instance = ctx.ownership.instance(), "lease taken");
-                    if let Err(e) = self.recover_device(&device).await {
-                        tracing::error!(device, error = %e, "recovering the device's commands failed");
-                    }
-                }
-            }
-            Err(e) => {
+        match round.await {
+            Err(_) => tracing::warn!("lease round took longer than lease_s; abandoned"),
+            Ok(Err(e)) => {
                 tracing::warn!(error = %e, "lease round failed; the leases held lapse at their time")
+            }
+            Ok(Ok(())) => {}
+        }
+        for device in ctx.ownership.to_recover() {
+            match self.recover_device(&device).await {
+                Ok(()) => ctx.ownership.recovered(&device),
+                Err(e) => {
+                    tracing::error!(device, error = %e, "recovering the device's commands failed; tried again next round")
+                }
             }
         }
     }

@@ -21,7 +21,7 @@ pub(super) async fn run(
     writes: &[&Write],
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
     let fenced_out = check_fences(tx, writes).await?;
-    let inserted = insert_commands(tx, &new_commands(writes)).await?;
+    let inserted = insert_commands(tx, &new_commands(writes, &fenced_out)).await?;
     let outcomes = outcomes(writes, inserted, &fenced_out);
     update_commands(tx, &latest_updates(writes, &outcomes)).await?;
     let events = events_of(writes, &outcomes);
@@ -58,10 +58,7 @@ async fn check_fences(
     let mut fenced: Vec<(usize, &crate::Fence)> = writes
         .iter()
         .enumerate()
-        .filter_map(|(i, w)| match w {
-            Write::Fenced(fence, _, _) => Some((i, fence)),
-            _ => None,
-        })
+        .filter_map(|(i, w)| w.fence().map(|f| (i, f)))
         .collect();
     fenced.sort_by(|a, b| a.1.device.cmp(&b.1.device));
     for (i, fence) in fenced {

@@ -96,6 +96,50 @@ async fn a_fenced_write_lands_under_its_lease_and_is_refused_once_another_owns_i
 }
 
 #[tokio::test]
+async fn a_fenced_insert_is_refused_once_the_lease_is_gone_and_writes_nothing() {
+    let Some(db) = Database::create("lease_fenced_insert").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let leases = j.leases().unwrap();
+    let epoch = leases.claim("relay", "a", LEASE).await.unwrap().unwrap();
+    let fence = Fence {
+        device: "relay".into(),
+        owner: "a".into(),
+        epoch,
+    };
+    let first = row("c1", "relay", "accepted", 1);
+    j.insert_fenced(&first, &[ev(1, "accepted")], &fence)
+        .await
+        .unwrap();
+    // A duplicate id under a holding lease is still a duplicate.
+    assert!(matches!(
+        j.insert_fenced(&first, &[ev(2, "accepted")], &fence).await,
+        Err(JournalError::Duplicate(_))
+    ));
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    assert_eq!(
+        leases.claim("relay", "b", LEASE).await.unwrap(),
+        Some(epoch + 1)
+    );
+    let late = row("c2", "relay", "accepted", 3);
+    match j.insert_fenced(&late, &[ev(3, "accepted")], &fence).await {
+        Err(JournalError::Fenced {
+            device, epoch: e, ..
+        }) => {
+            assert_eq!((device.as_str(), e), ("relay", epoch));
+        }
+        other => panic!("expected Fenced, got {other:?}"),
+    }
+    assert!(j.get("c2").await.unwrap().is_none());
+    assert!(j.events("c2").await.unwrap().is_empty());
+    assert_eq!(j.events("c1").await.unwrap().len(), 1);
+    assert!(j.verify().await.unwrap().intact());
+    j.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
 async fn instances_are_live_while_they_beat() {
     let Some(db) = Database::create("lease_beat").await else {
         return;

@@ -29,22 +29,26 @@ pub(super) async fn run(
     writes: &[&Write],
     chain: &mut Chain,
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
-    let inserted = insert_commands(tx, &new_commands(writes)).await?;
     // One gateway writes a SQLite journal: there are no leases, every fence holds.
-    let outcomes = outcomes(writes, inserted, &HashSet::new());
+    let fenced_out = HashSet::new();
+    let inserted = insert_commands(tx, &new_commands(writes, &fenced_out)).await?;
+    let outcomes = outcomes(writes, inserted, &fenced_out);
     update_commands(tx, &latest_updates(writes, &outcomes)).await?;
     insert_events(tx, &events_of(writes, &outcomes), chain).await?;
     Ok(outcomes)
 }
 
-/// The commands `writes` insert, in order (a taken id among them too: the insert skips it).
-pub(crate) fn new_commands<'a>(writes: &[&'a Write]) -> Vec<&'a CommandRow> {
+/// The commands `writes` insert, in order (a taken id among them too: the insert skips it),
+/// but for the fenced inserts at `fenced_out`, whose lease is gone.
+pub(crate) fn new_commands<'a>(
+    writes: &[&'a Write],
+    fenced_out: &HashSet<usize>,
+) -> Vec<&'a CommandRow> {
     writes
         .iter()
-        .filter_map(|w| match w {
-            Write::Insert(cmd, _) => Some(cmd),
-            _ => None,
-        })
+        .enumerate()
+        .filter(|(i, _)| !fenced_out.contains(i))
+        .filter_map(|(_, w)| w.inserts())
         .collect()
 }
 
@@ -60,15 +64,15 @@ pub(crate) fn outcomes(
     writes
         .iter()
         .enumerate()
-        .map(|(i, w)| match w {
-            Write::Insert(cmd, _) if !inserted.remove(&cmd.command_id) => {
-                Err(JournalError::Duplicate(cmd.command_id.clone()))
-            }
-            Write::Fenced(f, _, _) if fenced_out.contains(&i) => Err(JournalError::Fenced {
+        .map(|(i, w)| match (w.fence(), w.inserts()) {
+            (Some(f), _) if fenced_out.contains(&i) => Err(JournalError::Fenced {
                 device: f.device.clone(),
                 owner: f.owner.clone(),
                 epoch: f.epoch,
             }),
+            (_, Some(cmd)) if !inserted.remove(&cmd.command_id) => {
+                Err(JournalError::Duplicate(cmd.command_id.clone()))
+            }
             _ => Ok(()),
         })
         .collect()
@@ -99,9 +103,10 @@ pub(crate) fn events_of<'a>(
         .filter(|(_, o)| o.is_ok())
         .flat_map(|(w, _)| {
             let (id, evs) = match w {
-                Write::Insert(cmd, evs) | Write::Update(cmd, evs) | Write::Fenced(_, cmd, evs) => {
-                    (&cmd.command_id, evs)
-                }
+                Write::Insert(cmd, evs)
+                | Write::Update(cmd, evs)
+                | Write::Fenced(_, cmd, evs)
+                | Write::FencedInsert(_, cmd, evs) => (&cmd.command_id, evs),
                 Write::Append(id, evs) => (id, evs),
             };
             evs.iter().map(move |e| (id.as_str(), e))

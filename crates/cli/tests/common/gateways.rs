@@ -1,0 +1,165 @@
+//! Gateways as child processes on one PostgreSQL journal, over the Modbus workshop that
+//! `closedloop sim` serves: start them, call their tools over HTTP, read the simulator's
+//! registers with Modbus requests written here (ground truth), and signal them.
+
+use super::Running;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// `closedloop sim` of the Modbus workshop on a free port; the plant `serve` uses, journaled to
+/// `journal` with leases of `lease_s`. Returns the sim and the Modbus address.
+pub fn start_sim(dir: &Path, journal: &str, lease_s: u32) -> (Running, String) {
+    let example = include_str!("../../../../examples/modbus-workshop.toml");
+    let sim_plant = example.replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"");
+    std::fs::write(dir.join("sim.toml"), &sim_plant).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("sim")
+        .arg(dir.join("sim.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut port = String::new();
+    loop {
+        let line = lines.next().expect("sim announces").unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["closedloop", "sim:", "control", "on", _] => break,
+            ["closedloop", "sim:", _, "unit", _, "on", addr] => port = addr.to_string(),
+            _ => {}
+        }
+    }
+    let plant = example
+        .replace(
+            "address = \"127.0.0.1:1502\"",
+            &format!("address = \"{port}\""),
+        )
+        .replace(
+            "journal = \"sqlite://modbus-workshop.db\"",
+            &format!("journal = \"{journal}\"\nlease_s = {lease_s}"),
+        );
+    std::fs::write(dir.join("plant.toml"), plant).unwrap();
+    (Running(child), port)
+}
+
+/// `closedloop serve --instance NAME --http 127.0.0.1:0`: the process and its host:port.
+pub fn gateway(dir: &Path, name: &str) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("serve")
+        .arg(dir.join("plant.toml"))
+        .args(["--instance", name, "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let host_port = loop {
+        let line = lines.next().expect("serve announces").unwrap();
+        if let Some(url) = line.strip_prefix("closedloop: listening on http://") {
+            break url.trim_end_matches("/mcp").to_string();
+        }
+    };
+    // Keep draining stderr so the gateway never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, host_port)
+}
+
+/// One stateless `tools/call` over a fresh connection: the result's structured content.
+pub async fn call(host_port: &str, tool: &str, args: &str) -> Value {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{args},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    );
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host_port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(host_port).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let json = &answer[answer.find("\r\n\r\n").expect("a body") + 4..];
+    let reply: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {answer}"));
+    reply["result"]["structuredContent"].clone()
+}
+
+/// The owner `host_port` reports for `device`, once it reports one.
+pub async fn owner(host_port: &str, device: &str) -> Option<String> {
+    let state = call(
+        host_port,
+        "get_device_state",
+        &format!(r#"{{"device":"{device}"}}"#),
+    )
+    .await;
+    state["owner"].as_str().map(str::to_string)
+}
+
+/// Waits (at most 20 s) until `host_port` reports `want` (or any owner, for `None`) for
+/// `device`; the owner it reports.
+pub async fn owned_by(host_port: &str, device: &str, want: Option<&str>) -> String {
+    for _ in 0..200 {
+        if let Some(o) = owner(host_port, device).await
+            && want.is_none_or(|w| w == o)
+        {
+            return o;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{device} never owned by {want:?} as {host_port} sees it");
+}
+
+/// The owner of `device` once both gateways report the same one twice, a second apart: the
+/// first gateway up holds every device until the second is live, then hands over (between
+/// commands, a round later) the ones that fall to the second.
+pub async fn settled_owner(a_at: &str, b_at: &str, device: &str) -> String {
+    for _ in 0..20 {
+        let first = (owner(a_at, device).await, owner(b_at, device).await);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let then = (owner(a_at, device).await, owner(b_at, device).await);
+        if let (Some(x), Some(y)) = &first
+            && x == y
+            && first == then
+        {
+            return x.clone();
+        }
+    }
+    panic!("the owner of {device} never settled");
+}
+
+/// Reads `count` registers of `unit` from the simulator with Modbus function `function`
+/// (2 discrete inputs, 3 holding registers), written byte by byte here.
+pub async fn modbus_read(addr: &str, unit: u8, function: u8, start: u16, count: u16) -> Vec<u8> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let [sh, sl] = start.to_be_bytes();
+    let [ch, cl] = count.to_be_bytes();
+    s.write_all(&[0, 7, 0, 0, 0, 6, unit, function, sh, sl, ch, cl])
+        .await
+        .unwrap();
+    let mut head = [0u8; 9];
+    s.read_exact(&mut head).await.unwrap();
+    assert_eq!(head[7], function, "a Modbus exception: {head:?}");
+    let mut data = vec![0u8; head[8] as usize];
+    s.read_exact(&mut data).await.unwrap();
+    data
+}
+
+/// The slide's position in mm, from holding registers 2–3 (i32, 0.01 mm).
+pub async fn slide_mm(addr: &str) -> f64 {
+    let d = modbus_read(addr, 2, 3, 2, 2).await;
+    f64::from(i32::from_be_bytes([d[0], d[1], d[2], d[3]])) * 0.01
+}
+
+pub fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill {sig}");
+}
