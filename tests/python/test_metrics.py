@@ -77,6 +77,16 @@ def check_counts(parsed) -> None:
     assert value(parsed, "closedloop_tool_call_duration_seconds_count", tool="slide_move_to") == 2
 
 
+def check_internals(parsed) -> None:
+    """Poll cycles, journal writes and their queue: recorded, and plausible."""
+    assert value(parsed, "closedloop_device_poll_duration_seconds_count") > 10
+    assert 0 <= value(parsed, "closedloop_device_last_poll_seconds", device="lamp") < 1
+    # Each command above wrote its acceptance and its ending at least.
+    assert value(parsed, "closedloop_journal_write_duration_seconds_count") >= 6
+    assert value(parsed, "closedloop_journal_batch_writes_count") >= 1
+    assert value(parsed, "closedloop_journal_queue_depth") >= 0
+
+
 async def wait_fan_offline(scrape_url: str) -> dict:
     """Scrapes until the fan (no supply) has been declared offline, bounded."""
     with anyio.fail_after(20):
@@ -99,6 +109,7 @@ async def test_metrics_over_http_count_what_ran(http_server, http_session) -> No
     parsed = await wait_fan_offline(metrics_url)
     check_counts(parsed)
     assert value(parsed, "closedloop_device_last_seen_age_seconds", device="lamp") < 5
+    check_internals(parsed)
     assert value(parsed, "closedloop_http_responses_total", status="200") >= 1
     assert value(parsed, "closedloop_http_connections") >= 0
     # The same guard as the MCP endpoint: a rebinding Host is refused, and counted.

@@ -18,6 +18,7 @@ use tracing_subscriber::Layer;
 
 mod alloc;
 mod audit;
+mod banner;
 mod bench;
 mod check;
 mod demo;

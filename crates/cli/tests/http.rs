@@ -1,4 +1,5 @@
-//! `closedloop serve PLANT --http ADDR` as an operator runs it: the announced address, one
+//! `closedloop serve PLANT --http ADDR` as an operator runs it: the announced address, the
+//! start-up banner (devices online and offline, journal, endpoints), one
 //! stateless MCP call over a plain socket, SIGTERM, and the refusal to listen beyond loopback
 //! without a token. (The HTTP layer itself is tested in `crates/mcp/tests/http.rs`.)
 
@@ -69,6 +70,38 @@ async fn serve_http_announces_its_address_serves_and_stops_on_sigterm() {
         .to_string();
     assert!(host_port.starts_with("127.0.0.1:"), "{host_port}");
     assert!(!host_port.ends_with(":0"), "{host_port}");
+    // The banner, once the devices have answered or been found silent: the plant, its devices
+    // (the unpowered relay among the offline ones), the journal and the endpoints.
+    let mut banner = Vec::new();
+    while banner.len() < 4 {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the banner in time")
+            .unwrap()
+            .expect("stderr open until the banner");
+        if line.starts_with("closedloop: plant ") || !banner.is_empty() {
+            banner.push(line);
+        }
+    }
+    let devices = PLANT.matches("[[device]]").count();
+    assert!(
+        banner[0].contains(&format!("): {devices} devices: ")),
+        "{banner:?}"
+    );
+    let offline = banner[0].split(" offline (").nth(1).unwrap_or_default();
+    assert!(
+        offline.starts_with("dead") || offline.contains(" dead"),
+        "{banner:?}"
+    );
+    assert!(
+        banner[1].starts_with("closedloop: journal sqlite://"),
+        "{banner:?}"
+    );
+    assert_eq!(banner[2], format!("closedloop: MCP {url}"));
+    assert_eq!(
+        banner[3],
+        format!("closedloop: metrics {}", url.replace("/mcp", "/metrics"))
+    );
     // Keep reading stderr so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 

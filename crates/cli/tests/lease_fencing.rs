@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::gateways::{call, gateway, modbus_read, owned_by, slide_mm, start_sim};
+use common::gateways::{call, gateway, metric, modbus_read, owned_by, slide_mm, start_sim};
 use common::pg::{Database, sql};
 use serde_json::Value;
 use sqlx::Connection;
@@ -134,6 +134,18 @@ async fn a_move_under_a_lease_lost_and_taken_back_is_recovered_not_written_on_by
     );
     let at = slide_mm(&modbus).await;
     assert!((at - 250.0).abs() < 0.5, "the slide is at {at} mm");
+    // The metrics say so: every device held, and one lease more taken than held (the slide's
+    // second claim).
+    let held = metric(&a_at, "closedloop_leases_held").await.unwrap();
+    let taken = metric(&a_at, "closedloop_leases_taken_total")
+        .await
+        .unwrap();
+    assert!(
+        held >= 1.0 && taken == held + 1.0,
+        "held {held}, taken {taken}"
+    );
+    let rounds = metric(&a_at, r#"closedloop_lease_rounds_total{outcome="ok"}"#).await;
+    assert!(rounds.unwrap() >= 2.0, "{rounds:?}");
     let _ = a.kill();
     let _ = a.wait();
     db.drop().await;

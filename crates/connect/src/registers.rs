@@ -44,16 +44,25 @@ pub struct RegisterLink {
     driver: Arc<dyn Driver>,
     blocks: Vec<poller::Block>,
     issued: AtomicU64,
+    /// `closedloop_device_poll_duration_seconds`, every polled device's cycles together (a
+    /// histogram per device would be thousands of series in a hall).
+    poll_time: metrics::Histogram,
+    /// `closedloop_device_last_poll_seconds{device}`: this device's last cycle.
+    last_poll: metrics::Gauge,
 }
 
 impl RegisterLink {
     /// A link over `driver` for the device `spec`; [`Link::run`] starts polling.
     pub fn new(spec: Arc<Device>, driver: Arc<dyn Driver>, clock: Clock) -> RegisterLink {
+        let last_poll =
+            metrics::gauge!("closedloop_device_last_poll_seconds", "device" => spec.id.clone());
         RegisterLink {
             blocks: poller::plan_blocks(&spec),
             base: Base::new(spec, clock),
             driver,
             issued: AtomicU64::new(0),
+            poll_time: metrics::histogram!("closedloop_device_poll_duration_seconds"),
+            last_poll,
         }
     }
 

@@ -114,6 +114,13 @@ impl Engine {
         self.ctx.clock
     }
 
+    /// This gateway's instance name and lease length when several gateways share the journal
+    /// (a PostgreSQL journal: leases in use); `None` for a journal this gateway owns whole.
+    pub fn shared_instance(&self) -> Option<(&str, std::time::Duration)> {
+        let o = &self.ctx.ownership;
+        o.shared().then(|| (o.instance(), o.lease))
+    }
+
     /// The plant this engine serves.
     pub fn plant(&self) -> &Plant {
         &self.ctx.plant

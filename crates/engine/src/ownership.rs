@@ -121,6 +121,13 @@ impl Ownership {
         }
     }
 
+    /// How many device leases this instance holds now (`closedloop_leases_held`).
+    pub fn held_count(&self) -> usize {
+        let s = self.state();
+        let now = Instant::now();
+        s.held.values().filter(|h| now < h.valid_until).count()
+    }
+
     /// Whether `device` was just taken and its earlier commands are still to be recovered.
     pub fn recovering(&self, device: &str) -> bool {
         self.state().unrecovered.contains(device)

@@ -13,6 +13,11 @@
 //!   `closedloop_command_time_to_truth_seconds{device, action}` (the engine's).
 //! - `closedloop_device_up{device}` (1 online, 0 offline or not yet answering),
 //!   `closedloop_device_last_seen_age_seconds{device}`.
+//! - `closedloop_device_poll_duration_seconds`, `closedloop_device_last_poll_seconds{device}`
+//!   (the register links'), `closedloop_journal_write_duration_seconds`,
+//!   `closedloop_journal_queue_depth`, `closedloop_journal_batch_writes` (the journal's),
+//!   `closedloop_leases_held`, `closedloop_leases_taken_total`,
+//!   `closedloop_lease_rounds_total{outcome}` (the lease keeper's).
 //! - `closedloop_http_connections`, `closedloop_http_connections_refused_total`,
 //!   `closedloop_http_requests_in_flight`, `closedloop_http_responses_total{status}`.
 

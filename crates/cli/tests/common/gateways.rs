@@ -90,6 +90,20 @@ pub async fn call(host_port: &str, tool: &str, args: &str) -> Value {
     reply["result"]["structuredContent"].clone()
 }
 
+/// The value of the series `series` (name and labels as exposed, e.g.
+/// `closedloop_lease_rounds_total{outcome="ok"}`) on `host_port`'s `/metrics`, if exposed.
+pub async fn metric(host_port: &str, series: &str) -> Option<f64> {
+    let request =
+        format!("GET /metrics HTTP/1.1\r\nHost: {host_port}\r\nConnection: close\r\n\r\n");
+    let mut stream = tokio::net::TcpStream::connect(host_port).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// The owner `host_port` reports for `device`, once it reports one.
 pub async fn owner(host_port: &str, device: &str) -> Option<String> {
     let state = call(

@@ -46,7 +46,11 @@ impl RegisterLink {
         let next = tokio::time::sleep(poll);
         tokio::pin!(next);
         loop {
+            let began = Instant::now();
             self.cycle(&mut alive).await;
+            let took = began.elapsed().as_secs_f64();
+            self.poll_time.record(took);
+            self.last_poll.set(took);
             next.as_mut().reset(Instant::now() + poll);
             tokio::select! {
                 _ = &mut next => {}

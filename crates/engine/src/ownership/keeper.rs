@@ -41,6 +41,7 @@ impl Ownership {
                     s.held.insert(device.id.clone(), held);
                     s.unrecovered.insert(device.id.clone());
                     tracing::info!(device = %device.id, epoch, instance = %self.instance, "lease taken");
+                    metrics::counter!("closedloop_leases_taken_total").increment(1);
                 }
             } else if *desired != self.instance && mine && !busy(&device.id) {
                 self.hand_over(leases, &device.id).await?;
@@ -133,13 +134,19 @@ impl crate::Engine {
         // leases held lapse at their own time meanwhile.
         let round =
             tokio::time::timeout(ctx.ownership.lease, ctx.ownership.round(&ctx.plant, busy));
-        match round.await {
-            Err(_) => tracing::warn!("lease round took longer than lease_s; abandoned"),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "lease round failed; the leases held lapse at their time")
+        let outcome = match round.await {
+            Err(_) => {
+                tracing::warn!("lease round took longer than lease_s; abandoned");
+                "abandoned"
             }
-            Ok(Ok(())) => {}
-        }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "lease round failed; the leases held lapse at their time");
+                "failed"
+            }
+            Ok(Ok(())) => "ok",
+        };
+        metrics::counter!("closedloop_lease_rounds_total", "outcome" => outcome).increment(1);
+        metrics::gauge!("closedloop_leases_held").set(ctx.ownership.held_count() as f64);
         for device in ctx.ownership.to_recover() {
             match self.recover_device(&device).await {
                 Ok(()) => ctx.ownership.recovered(&device),
