@@ -47,3 +47,19 @@ fn html_is_escaped() {
         "&lt;a href=&quot;x&quot;&gt;&amp;"
     );
 }
+
+#[test]
+fn the_cookie_is_secure_under_tls_and_http_only_always() {
+    assert_eq!(attributes(false), "HttpOnly; SameSite=Strict; Path=/");
+    assert_eq!(
+        attributes(true),
+        "HttpOnly; SameSite=Strict; Path=/; Secure"
+    );
+}
+
+#[test]
+fn only_the_page_cancel_may_take_a_reserved_permit() {
+    assert!(is_cancel("/page/commands/01a2/cancel"));
+    assert!(!is_cancel("/page/commands/01a2"));
+    assert!(!is_cancel("/mcp"));
+}
