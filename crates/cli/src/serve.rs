@@ -272,6 +272,7 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
             "metrics".to_string(),
             format!("{base}{}", closedloop_mcp::http::METRICS_PATH),
         ),
+        ("operator page".to_string(), format!("{base}/")),
     ];
     crate::banner::print_when_settled(&engine, plant_path, endpoints);
     let result = closedloop_mcp::http::serve(listener, server, opts, signalled()?).await;

@@ -73,7 +73,7 @@ async fn serve_http_announces_its_address_serves_and_stops_on_sigterm() {
     // The banner, once the devices have answered or been found silent: the plant, its devices
     // (the unpowered relay among the offline ones), the journal and the endpoints.
     let mut banner = Vec::new();
-    while banner.len() < 4 {
+    while banner.len() < 5 {
         let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
             .await
             .expect("the banner in time")
@@ -101,6 +101,10 @@ async fn serve_http_announces_its_address_serves_and_stops_on_sigterm() {
     assert_eq!(
         banner[3],
         format!("closedloop: metrics {}", url.replace("/mcp", "/metrics"))
+    );
+    assert_eq!(
+        banner[4],
+        format!("closedloop: operator page {}", url.replace("/mcp", "/"))
     );
     // Keep reading stderr so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });

@@ -147,6 +147,19 @@ impl Engine {
         self.read_journal(command_id).await
     }
 
+    /// The result object of a command as it stands, without renewing it: what a viewer (the
+    /// operator page) reads. [`Engine::status`] counts as the caller still asking, which would
+    /// keep a dead-man action (`keepalive_s`) running for as long as someone watches a page.
+    pub async fn peek(&self, command_id: &str) -> Result<CommandResult, EngineError> {
+        if let Some(cmd) = self.ctx.live(command_id) {
+            return Ok(cmd.result());
+        }
+        if let Some(done) = self.ctx.finished.get(command_id) {
+            return Ok(done);
+        }
+        self.read_journal(command_id).await
+    }
+
     async fn read_journal(&self, command_id: &str) -> Result<CommandResult, EngineError> {
         let row = self
             .ctx

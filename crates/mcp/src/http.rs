@@ -9,6 +9,9 @@
 //! 3. `auth` — the bearer token, turned into the [`Caller`] the tools see (401 without one);
 //! 4. rmcp — the body bounded by [`HttpOptions::max_body_bytes`] (413 beyond), then MCP.
 //!
+//! Beside `/mcp`, behind the same layers: `/metrics` (`metrics_page`) and the operator page at
+//! `/` (`page`), which a browser signs in to with a token kept in an HttpOnly cookie.
+//!
 //! One endpoint serves both generations of clients: 2025-era clients `initialize` and get a
 //! session (`Mcp-Session-Id`); 2026-07-28 requests carry their protocol version in `_meta` and
 //! are served statelessly, one request at a time (rmcp routes them; that is its
@@ -25,11 +28,13 @@ mod conn;
 mod guard;
 mod limit;
 mod metrics_page;
+mod page;
 mod sessions;
 mod throttle;
 mod tls;
 
 pub use metrics_page::{METRICS_PATH, serve_metrics};
+pub use page::ACTION_HEADER;
 pub use tls::Tls;
 
 use crate::{Caller, Server};
@@ -202,12 +207,20 @@ pub fn router(server: Server, opts: HttpOptions) -> axum::Router {
 fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -> axum::Router {
     let tokens = server.engine().plant().server.tokens.clone();
     let metrics = metrics_page::routes(Arc::clone(server.engine()));
+    let page = page::routes(
+        Arc::clone(server.engine()),
+        Arc::new(auth::Auth::new(tokens.clone())),
+        opts.tls.is_some(),
+        shutdown.clone(),
+    );
     // One `Server` per session (2025) or per request (2026): a copy sharing the engine, with
     // the dead-man commands of its session, lapsed when rmcp drops it as the session ends.
     let on_stop = shutdown.clone();
     let factory = move || Ok(server.for_session(on_stop.clone()));
     let per_caller = (!tokens.is_empty()).then_some(opts.max_sessions_per_caller);
-    let routes = mcp_routes(factory, per_caller, &opts, shutdown).merge(metrics);
+    let routes = mcp_routes(factory, per_caller, &opts, shutdown)
+        .merge(metrics)
+        .merge(page);
     with_layers(routes, tokens, &opts)
 }
 

@@ -1,7 +1,7 @@
 //! Dead-man motion through a real MCP client: `keep_alive` keeps a jog going past its
 //! `keepalive_s` and silence stops it; over Streamable HTTP, deleting the session that started a
 //! jog stops it at once, `DEADMAN`, saying the session ended. Ground truth is the simulator's:
-//! the belt no longer moves.
+//! the belt no longer moves. Watching a jog on the operator page does not keep it going.
 
 mod common;
 
@@ -190,4 +190,50 @@ async fn deleting_the_http_session_mid_jog_stops_the_jog_deadman_saying_the_sess
         Some(false),
         "the belt stopped"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watching_a_jog_on_the_operator_page_does_not_keep_it_going() {
+    let (engine, sims) = common::engine(&plant(0.6), std::path::Path::new(".")).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = Server::new(Arc::clone(&engine), "http");
+    tokio::spawn(http::serve(
+        listener,
+        server,
+        HttpOptions::default(),
+        std::future::pending(),
+    ));
+    let c = ().serve(common::pipe(Server::new(Arc::clone(&engine), "tester"))).await.unwrap();
+    let id = start_jog(&c, &sims).await;
+
+    // The page reads the command every 100 ms, as its chart does while a command runs (more
+    // often, even): reading is not asking, so the keepalive runs out all the same.
+    let page = reqwest::Client::new();
+    let mut last = serde_json::Value::Null;
+    for _ in 0..100 {
+        let r = page
+            .get(format!("{base}/page/commands/{id}"))
+            .send()
+            .await
+            .unwrap();
+        last = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        if last["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        outcome(&last),
+        (Some("cancelled"), Some("DEADMAN")),
+        "after 10 s of reads: {} {}",
+        last["status"],
+        last["detail"]
+    );
+    assert_eq!(
+        sims["conveyor"].peek().moving,
+        Some(false),
+        "the belt stopped"
+    );
+    c.cancel().await.unwrap();
 }

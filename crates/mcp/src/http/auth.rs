@@ -12,6 +12,9 @@
 //!   `Forwarded` / `X-Forwarded-*` header; it then acts as the local user. A reverse proxy on
 //!   the same host connects from loopback too, but it is not the local user.
 //! - Every request that reaches rmcp carries exactly one `Caller` in its extensions.
+//! - The operator page's cookie (`page.rs`) holds a token's secret and is checked exactly as
+//!   `Authorization: Bearer` would be, but only on the page's paths; the page's public paths
+//!   (the sign-in form, its assets) are served without a `Caller` rather than refused.
 
 use super::Endpoint;
 use crate::Caller;
@@ -41,6 +44,11 @@ pub(super) enum Denied {
 impl Auth {
     pub(super) fn new(tokens: Vec<Token>) -> Auth {
         Auth { tokens }
+    }
+
+    /// Whether the plant declares tokens (without, a loopback client is the local user).
+    pub(super) fn has_tokens(&self) -> bool {
+        !self.tokens.is_empty()
     }
 
     /// The caller of a request with this `Authorization` header, on a loopback connection or
@@ -117,11 +125,23 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
         .get::<ConnectInfo<Endpoint>>()
         .map(|ConnectInfo(e)| *e);
     let local = endpoint.is_some_and(|e| e.is_loopback()) && locally_addressed(req.headers());
-    match auth.authenticate(req.headers().get(header::AUTHORIZATION), local) {
+    // The operator page's sign-in cookie stands for the bearer token on the page's own paths
+    // only: never on /mcp or /metrics, whose clients send the header.
+    let page = super::page::access(req.uri().path());
+    let presented = match req.headers().get(header::AUTHORIZATION) {
+        Some(v) => Some(v.clone()),
+        None if page.is_some() && !auth.tokens.is_empty() => {
+            super::page::cookie_bearer(req.headers())
+        }
+        None => None,
+    };
+    match auth.authenticate(presented.as_ref(), local) {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await
         }
+        // The sign-in form and its assets are served to whoever is not signed in yet.
+        Err(_) if page == Some(super::page::Access::Public) => next.run(req).await,
         Err(denied) => {
             let (challenge, why) = match denied {
                 Denied::Missing => (

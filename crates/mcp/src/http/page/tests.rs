@@ -1,0 +1,65 @@
+use super::forms::decode;
+use super::*;
+
+#[test]
+fn only_the_page_paths_take_the_cookie_and_only_the_form_is_public() {
+    assert_eq!(access("/"), Some(Access::Public));
+    assert_eq!(access("/signin"), Some(Access::Public));
+    assert_eq!(access("/page/app.js"), Some(Access::Public));
+    assert_eq!(access("/page/state"), Some(Access::Private));
+    assert_eq!(access("/page/commands/x/cancel"), Some(Access::Private));
+    assert_eq!(access("/mcp"), None);
+    assert_eq!(access("/metrics"), None);
+}
+
+#[test]
+fn a_secret_survives_the_cookie_whatever_its_characters() {
+    for secret in ["s3cret", "a b;c=d%e+f", "ünï/côde\\\"", "x%zz"] {
+        let mut headers = HeaderMap::new();
+        let cookie = format!("other=1; {COOKIE}={}; last=2", encode(secret));
+        headers.insert(header::COOKIE, HeaderValue::from_str(&cookie).unwrap());
+        let bearer = cookie_bearer(&headers).expect(secret);
+        assert_eq!(bearer.as_bytes(), format!("Bearer {secret}").as_bytes());
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::COOKIE,
+        HeaderValue::from_static("closedloop_token="),
+    );
+    assert_eq!(cookie_bearer(&headers), None, "a signed-out cookie");
+}
+
+#[test]
+fn form_values_are_decoded() {
+    assert_eq!(
+        form_value("a=1&token=s3%2Bc+r%zz", "token").as_deref(),
+        Some("s3+c r%zz")
+    );
+    assert_eq!(form_value("token", "token").as_deref(), Some(""));
+    assert_eq!(form_value("a=1", "token"), None);
+    assert_eq!(decode("%4", true), "%4");
+}
+
+#[test]
+fn html_is_escaped() {
+    assert_eq!(
+        escape("<a href=\"x\">&"),
+        "&lt;a href=&quot;x&quot;&gt;&amp;"
+    );
+}
+
+#[test]
+fn the_cookie_is_secure_under_tls_and_http_only_always() {
+    assert_eq!(attributes(false), "HttpOnly; SameSite=Strict; Path=/");
+    assert_eq!(
+        attributes(true),
+        "HttpOnly; SameSite=Strict; Path=/; Secure"
+    );
+}
+
+#[test]
+fn only_the_page_cancel_may_take_a_reserved_permit() {
+    assert!(is_cancel("/page/commands/01a2/cancel"));
+    assert!(!is_cancel("/page/commands/01a2"));
+    assert!(!is_cancel("/mcp"));
+}
