@@ -99,6 +99,7 @@ pub async fn serve(
     if let Some(at) = &metrics_at {
         endpoints.push(("metrics".into(), at.clone()));
     }
+    let traces = start_traces(&engine, &mut endpoints);
     crate::banner::print_when_settled(&engine, plant_path, endpoints);
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         eprint!("{}", terminal_hint(plant_path, &engine.plant().server.name));
@@ -114,8 +115,22 @@ pub async fn serve(
         () = signal => {}
     }
     engine.shutdown().await;
+    if let Some(t) = traces {
+        t.finish().await;
+    }
     tracing::info!("shut down cleanly");
     Ok(())
+}
+
+/// The trace exporter when the plant names an OTLP collector (`[server] otlp`), with its line
+/// for the banner.
+fn start_traces(
+    engine: &Arc<Engine>,
+    endpoints: &mut Vec<(String, String)>,
+) -> Option<closedloop_mcp::otlp::Exporter> {
+    let url = engine.plant().server.otlp.clone()?;
+    endpoints.push(("traces to".into(), format!("{url}/v1/traces")));
+    Some(closedloop_mcp::otlp::Exporter::start(engine, &url))
 }
 
 /// `--metrics ADDR` of a stdio server: its listener, and the HTTP options of `/metrics` there.
@@ -263,7 +278,7 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
     let scheme = if args.tls.is_some() { "https" } else { "http" };
     eprint!("{}", announcement(scheme, local, &others));
     let base = format!("{scheme}://{}", shown_addr(local));
-    let endpoints = vec![
+    let mut endpoints = vec![
         (
             "MCP".to_string(),
             format!("{base}{}", closedloop_mcp::http::PATH),
@@ -274,9 +289,13 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
         ),
         ("operator page".to_string(), format!("{base}/")),
     ];
+    let traces = start_traces(&engine, &mut endpoints);
     crate::banner::print_when_settled(&engine, plant_path, endpoints);
     let result = closedloop_mcp::http::serve(listener, server, opts, signalled()?).await;
     engine.shutdown().await;
+    if let Some(t) = traces {
+        t.finish().await;
+    }
     tracing::info!("shut down cleanly");
     result.context("serving HTTP")
 }

@@ -34,6 +34,9 @@ pub struct Submission {
     /// Use this id for the command instead of minting one (a Tasks client was already told the
     /// id while the command waited for its confirmation). Must be a fresh UUIDv7.
     pub command_id: Option<String>,
+    /// The caller's W3C `traceparent`, journaled on the `received` entry so that the command's
+    /// trace span (OTLP) is a child of the caller's; the MCP layer passes only a valid one.
+    pub traceparent: Option<String>,
 }
 
 /// `get_device_state`'s answer.

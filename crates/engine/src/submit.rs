@@ -166,7 +166,10 @@ impl Engine {
             EventRow {
                 at_ms: now,
                 event: "received".into(),
-                data: json!({"request_id": request_id}),
+                data: match &sub.traceparent {
+                    Some(t) => json!({"request_id": request_id, "traceparent": t}),
+                    None => json!({"request_id": request_id}),
+                },
             },
             EventRow {
                 at_ms: now,

@@ -28,6 +28,7 @@ mod handler;
 pub mod http;
 mod leases;
 pub mod metrics;
+pub mod otlp;
 mod prompts;
 mod raw;
 mod resources;

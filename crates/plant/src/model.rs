@@ -26,6 +26,7 @@ pub(crate) struct RawServer {
     pub retain: Option<String>,
     pub confirm_by: Option<Vec<String>>,
     pub lease_s: Option<f64>,
+    pub otlp: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

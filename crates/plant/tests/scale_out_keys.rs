@@ -1,5 +1,6 @@
-//! The scale-out keys: `[server] lease_s` (how long a device lease lasts when several gateways
-//! share a PostgreSQL journal) and a device's `gateways` (which instances may own it).
+//! The scale-out and telemetry keys: `[server] lease_s` (how long a device lease lasts when
+//! several gateways share a PostgreSQL journal), a device's `gateways` (which instances may own
+//! it) and `[server] otlp` (where trace spans go).
 
 mod common;
 
@@ -56,4 +57,28 @@ fn gateways_name_each_instance_once_and_none_empty() {
         "gateways[0]",
         "an empty gateway name",
     );
+}
+
+#[test]
+fn otlp_is_a_plain_http_collector_address() {
+    assert_eq!(parsed(BASE).server.otlp, None);
+    let with = |url: &str| {
+        edit(
+            "name = \"workshop\"",
+            &format!("name = \"workshop\"\notlp = \"{url}\""),
+        )
+    };
+    let plant = parsed(&with("http://collector.lan:4318/"));
+    assert_eq!(
+        plant.server.otlp.as_deref(),
+        Some("http://collector.lan:4318")
+    );
+    expect_one(
+        &with("https://collector.lan:4318"),
+        None,
+        "server.otlp",
+        "plain HTTP only",
+    );
+    expect_one(&with("http://:4318"), None, "server.otlp", "give a host");
+    expect_one(&with("http://c:99999"), None, "server.otlp", "give a host");
 }

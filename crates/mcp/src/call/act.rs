@@ -47,6 +47,7 @@ impl Server {
             request_id: Some(request_id),
             confirmed: confirmed_by.is_some(),
             confirmed_by,
+            traceparent: traceparent(cx),
             ..Submission::default()
         };
         self.submit(sub, caller).await
@@ -389,4 +390,11 @@ fn confirmation_refused(refusal: &crate::confirm::Refusal) -> CallToolResult {
     let detail = refusal.to_string();
     let v = json!({"status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": "Call the action tool again to get a new confirmation_token, and ask the user again."});
     structured(v, true, format!("Rejected (INVALID_PARAMS): {detail}"))
+}
+
+/// The W3C `traceparent` of the request's `_meta`, when it carries a valid one (an invalid
+/// one is ignored, as W3C Trace Context says).
+fn traceparent(cx: &RequestContext<RoleServer>) -> Option<String> {
+    let t = cx.meta.get("traceparent")?.as_str()?;
+    crate::otlp::TraceParent::parse(t).map(|_| t.trim().to_string())
 }

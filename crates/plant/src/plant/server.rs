@@ -32,6 +32,10 @@ pub struct Server {
     /// (`lease_s`, default 5 s): the owner renews it every third of that, and a dead owner's
     /// devices go to another gateway once it expires.
     pub lease_s: f64,
+    /// Where to send a trace span per command (`otlp = "http://collector:4318"`, OTLP/HTTP with
+    /// protobuf): `http://host[:port][/path]`, the port 4318 when not given. `None` (the
+    /// default): no traces.
+    pub otlp: Option<String>,
 }
 
 /// How actions become MCP tools.

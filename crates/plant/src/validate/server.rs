@@ -94,6 +94,11 @@ pub(crate) fn server(
     ) {
         sink.push(None, "server.lease_s", m);
     }
+    let otlp = raw.otlp.as_deref().and_then(|url| {
+        otlp_url(url)
+            .map_err(|m| sink.push(None, "server.otlp", m))
+            .ok()
+    });
     Server {
         name,
         journal,
@@ -104,7 +109,27 @@ pub(crate) fn server(
         default_wait_s,
         retain,
         lease_s,
+        otlp,
     }
+}
+
+/// `otlp`: an OTLP/HTTP collector as `http://host[:port][/path]`, without the trailing slash.
+fn otlp_url(url: &str) -> Result<String, String> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(format!(
+            "otlp = {url:?}: write the collector's OTLP/HTTP address as http://host:4318; \
+             closedloop sends plain HTTP only (no gRPC, no TLS): use a collector on this host or \
+             network, which can forward over TLS"
+        ));
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    let (name, port) = host.rsplit_once(':').unwrap_or((host, "4318"));
+    if name.is_empty() || port.parse::<u16>().map_or(true, |p| p == 0) {
+        return Err(format!(
+            "otlp = {url:?}: give a host and, if not 4318, a port: http://collector:4318"
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_string())
 }
 
 /// `confirm_by`: names of declared tokens, each once.
