@@ -163,3 +163,11 @@ driver = { kind = "modbus-tcp", address = "[::1]:502", unit = 1 }
 energy = { holding = 0, type = "u64", byte_swap = true }
 ''')
 put(t, 'syntax-error', '[[device]]\nid = "x"\ndriver = { kind = "sim", model = \n')
+
+# host_origin: Host, newline, Origin, newline, an allow-list entry.
+t = 'host_origin'
+put(t, 'loopback', 'localhost:8080\nhttps://app.example\nhttp://localhost:*')
+put(t, 'no-origin', 'gw.example:8443')
+put(t, 'ipv6', '[::1]:9\nnull\n[::1]')
+put(t, 'rebinding', 'evil.example\nhttps://evil.example\nevil.example:80')
+put(t, 'userinfo', 'user@localhost\nhttps://app.example:443/\nhttps://APP.example:*')

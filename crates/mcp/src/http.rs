@@ -121,10 +121,12 @@ impl HttpOptions {
     /// Checks every allowed host and origin, naming the first that cannot be understood.
     pub fn validate(&self) -> Result<(), HttpError> {
         for h in &self.allowed_hosts {
-            guard::HostRule::parse(h).map_err(|why| HttpError::BadHost(h.clone(), why))?;
+            closedloop_origin::HostRule::parse(h)
+                .map_err(|why| HttpError::BadHost(h.clone(), why))?;
         }
         for o in &self.allowed_origins {
-            guard::OriginRule::parse(o).map_err(|why| HttpError::BadOrigin(o.clone(), why))?;
+            closedloop_origin::OriginRule::parse(o)
+                .map_err(|why| HttpError::BadOrigin(o.clone(), why))?;
         }
         if self.max_in_flight == 0
             || self.max_body_bytes == 0

@@ -1,23 +1,19 @@
-//! `Host` and `Origin` validation, in front of everything else.
-//!
-//! DNS rebinding: a web page on `evil.example` re-points its name at 127.0.0.1, and the browser
-//! then sends requests to the local server with `Host: evil.example`; only names this server is
-//! known by pass. Cross-site requests from a browser carry the page's `Origin`; only listed
-//! origins pass, while requests without `Origin` (every non-browser client) are not affected.
+//! `Host` and `Origin` validation, in front of everything else: the axum layer over
+//! `closedloop_origin`'s rules and check (DNS rebinding, cross-site browser requests; that
+//! crate's documentation says why each rule is there).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use closedloop_origin::{Allowed, HostRule, OriginHeader, OriginRule, Refusal};
 use std::sync::Arc;
 
-/// The parsed allow-lists. Entries that do not parse match nothing (and are reported by
-/// `HttpOptions::validate`, which `serve` runs first).
+/// The parsed allow-lists (`closedloop_origin`, where the rules and the check live). Entries
+/// that do not parse match nothing (and are reported by `HttpOptions::validate`, which `serve`
+/// runs first).
 #[derive(Debug)]
-pub(super) struct Guard {
-    hosts: Vec<HostRule>,
-    origins: Vec<OriginRule>,
-}
+pub(super) struct Guard(Allowed);
 
 impl Guard {
     pub(super) fn new(hosts: &[String], origins: &[String]) -> Guard {
@@ -25,7 +21,7 @@ impl Guard {
             r.map_err(|why| tracing::warn!("ignoring allowed {what} {s:?}: {why}"))
                 .ok()
         }
-        Guard {
+        Guard(Allowed {
             hosts: hosts
                 .iter()
                 .filter_map(|h| keep("host", h, HostRule::parse(h)))
@@ -34,49 +30,25 @@ impl Guard {
                 .iter()
                 .filter_map(|o| keep("origin", o, OriginRule::parse(o)))
                 .collect(),
-        }
+        })
     }
 
     /// `Err` is the reason for a 403 (or 400 for a request without any host).
     fn check(&self, uri: &Uri, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
         let host = match headers.get(header::HOST) {
-            Some(v) => v.to_str().ok().and_then(|s| Authority::parse(s).ok()),
-            None => uri
-                .authority()
-                .and_then(|a| Authority::parse(a.as_str()).ok()),
+            Some(v) => v.to_str().ok(),
+            None => uri.authority().map(|a| a.as_str()),
         };
-        let Some(host) = host else {
-            return Err((
-                StatusCode::BAD_REQUEST,
-                "missing or malformed Host header".into(),
-            ));
-        };
-        if !self.hosts.iter().any(|r| r.matches(&host)) {
-            let name = shown(&host.host);
-            return Err((
-                StatusCode::FORBIDDEN,
-                format!(
-                    "Host {name:?} is not allowed. If that is this gateway's name, restart it with --allow-host {name}"
-                ),
-            ));
-        }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let ok = origin
+        let origin = match headers.get(header::ORIGIN) {
+            None => OriginHeader::Absent,
+            Some(v) => v
                 .to_str()
-                .ok()
-                .and_then(Origin::parse)
-                .is_some_and(|o| self.origins.iter().any(|r| r.matches(&o)));
-            if !ok {
-                let o = shown(origin.to_str().unwrap_or("?"));
-                return Err((
-                    StatusCode::FORBIDDEN,
-                    format!(
-                        "Origin {o:?} is not allowed. To serve that web page, restart the gateway with --allow-origin {o}"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+                .map_or(OriginHeader::Unreadable, OriginHeader::Text),
+        };
+        self.0.check(host, origin).map_err(|r| match r {
+            Refusal::BadRequest(why) => (StatusCode::BAD_REQUEST, why),
+            Refusal::Forbidden(why) => (StatusCode::FORBIDDEN, why),
+        })
     }
 }
 
@@ -94,160 +66,6 @@ pub(super) async fn layer(State(guard): State<Arc<Guard>>, req: Request, next: N
                 );
             }
             (status, format!("{why}\n")).into_response()
-        }
-    }
-}
-
-/// A header value as it may be echoed in an answer: printable ASCII, at most 100 characters.
-fn shown(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_graphic())
-        .take(100)
-        .collect()
-}
-
-/// A host and an optional port, host lower-case without IPv6 brackets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Authority {
-    host: String,
-    port: Option<u16>,
-}
-
-impl Authority {
-    fn parse(s: &str) -> Result<Authority, String> {
-        let s = s.trim();
-        // A bare IPv6 address (`::1`) is not an authority; take it as a host without port.
-        if let Ok(ip) = s.parse::<std::net::Ipv6Addr>() {
-            return Ok(Authority {
-                host: ip.to_string(),
-                port: None,
-            });
-        }
-        let a: axum::http::uri::Authority = s.parse().map_err(|e| format!("{e}"))?;
-        if a.as_str().contains('@') {
-            return Err("a host must not carry user information".into());
-        }
-        let host = a.host().trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err("empty host".into());
-        }
-        Ok(Authority {
-            host: host.to_ascii_lowercase(),
-            port: a.port_u16(),
-        })
-    }
-}
-
-/// One `allowed_hosts` entry: a host, and a port when one is given (else any port).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct HostRule(Authority);
-
-impl HostRule {
-    pub(super) fn parse(s: &str) -> Result<HostRule, String> {
-        Authority::parse(s).map(HostRule)
-    }
-
-    fn matches(&self, a: &Authority) -> bool {
-        self.0.host == a.host && (self.0.port.is_none() || self.0.port == a.port)
-    }
-}
-
-/// A request's `Origin`: `null`, or scheme, host and the effective port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Origin {
-    Null,
-    Site {
-        scheme: String,
-        host: String,
-        port: Option<u16>,
-    },
-}
-
-impl Origin {
-    fn parse(s: &str) -> Option<Origin> {
-        let s = s.trim();
-        if s == "null" {
-            return Some(Origin::Null);
-        }
-        let (scheme, rest) = s.split_once("://")?;
-        let scheme = scheme.to_ascii_lowercase();
-        let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.contains('/') {
-            return None;
-        }
-        let a = Authority::parse(rest).ok()?;
-        let port = a.port.or_else(|| default_port(&scheme));
-        Some(Origin::Site {
-            scheme,
-            host: a.host,
-            port,
-        })
-    }
-}
-
-fn default_port(scheme: &str) -> Option<u16> {
-    match scheme {
-        "http" => Some(80),
-        "https" => Some(443),
-        _ => None,
-    }
-}
-
-/// One `allowed_origins` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum OriginRule {
-    /// `null` (sandboxed frames, `file:` pages).
-    Null,
-    /// `scheme://host[:port]`; `port: None` is `:*`, any port.
-    Site {
-        scheme: String,
-        host: String,
-        port: Option<u16>,
-    },
-}
-
-impl OriginRule {
-    pub(super) fn parse(s: &str) -> Result<OriginRule, String> {
-        let s = s.trim();
-        if s == "null" {
-            return Ok(OriginRule::Null);
-        }
-        let Some((_, rest)) = s.split_once("://") else {
-            return Err("write scheme://host[:port], e.g. https://app.example.com".into());
-        };
-        if let Some(host) = rest.strip_suffix(":*") {
-            let Some(Origin::Site { scheme, host, .. }) = Origin::parse(&s[..s.len() - 2]) else {
-                return Err(format!("{host:?} is not a host"));
-            };
-            return Ok(OriginRule::Site {
-                scheme,
-                host,
-                port: None,
-            });
-        }
-        match Origin::parse(s) {
-            Some(Origin::Site { scheme, host, port }) if port.is_some() => {
-                Ok(OriginRule::Site { scheme, host, port })
-            }
-            Some(_) => Err(format!(
-                "no default port for this scheme; write {s}:PORT or {s}:*"
-            )),
-            None => Err("write scheme://host[:port], e.g. https://app.example.com".into()),
-        }
-    }
-
-    fn matches(&self, o: &Origin) -> bool {
-        match (self, o) {
-            (OriginRule::Null, Origin::Null) => true,
-            (
-                OriginRule::Site { scheme, host, port },
-                Origin::Site {
-                    scheme: s,
-                    host: h,
-                    port: p,
-                },
-            ) => scheme == s && host == h && (port.is_none() || port == p),
-            _ => false,
         }
     }
 }
