@@ -13,6 +13,9 @@ Address space (namespace "urn:closedloop:test:pump", index 2):
 With --login USER:PASSWORD the server takes that user name and password and nothing else: no
 anonymous sessions, any other user or password is refused with Bad_UserAccessDenied.
 
+With --secure CERT.der:KEY.pem it offers only Basic256Sha256 with signing and encryption, under
+that certificate: the user name and password then cross an encrypted channel.
+
 Listens on a free loopback port and prints its endpoint URL as the only line on stdout once it
 accepts connections; logs go to stderr. Runs until killed or until stdin closes.
 """
@@ -48,6 +51,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay-ms", type=int, default=200, help="Running follows Start/Stop after this long")
     parser.add_argument("--login", help="USER:PASSWORD: require this user name and password")
+    parser.add_argument("--secure", help="CERT.der:KEY.pem: offer Basic256Sha256 SignAndEncrypt only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
@@ -57,7 +61,13 @@ async def main() -> None:
         server.set_identity_tokens([ua.UserNameIdentityToken])
     server.set_endpoint("opc.tcp://127.0.0.1:0/closedloop/pump")
     server.set_server_name("closedloop test pump (asyncua)")
-    server.set_security_policy([ua.SecurityPolicyType.NoSecurity])
+    if args.secure:
+        cert, _, key = args.secure.partition(":")
+        await server.load_certificate(cert)
+        await server.load_private_key(key)
+        server.set_security_policy([ua.SecurityPolicyType.Basic256Sha256_SignAndEncrypt])
+    else:
+        server.set_security_policy([ua.SecurityPolicyType.NoSecurity])
     idx = await server.register_namespace(NAMESPACE)
 
     pump = await server.nodes.objects.add_object(ua.NodeId("Pump1", idx), ua.QualifiedName("Pump1", idx))

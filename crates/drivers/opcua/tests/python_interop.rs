@@ -1,7 +1,8 @@
 //! Interop with an OPC UA stack no one here wrote: tests/python/opcua/pump_server.py, an asyncua
 //! 2.1 server, driven by this crate's client — browse, read, monitor, writes with the node's own
 //! data type, method calls with typed arguments, the fence, the server dying mid-monitor, and a
-//! server that takes only a user name and password (`--login`).
+//! server that takes only a user name and password (`--login`), also over a Basic256Sha256
+//! signed-and-encrypted channel (`--secure`).
 //!
 //! The Python environment is a prerequisite, never a reason to skip: without it these tests fail
 //! and say how to install it (`bash scripts/python-env`).
@@ -363,4 +364,73 @@ async fn an_anonymous_session_on_a_login_server_is_told_to_give_a_user() {
         why.starts_with("Bad_IdentityTokenRejected") && why.contains("add username and password"),
         "{why}"
     );
+}
+
+/// A self-signed certificate (DER) and key (PEM) for `pump_server.py --secure`, made by openssl
+/// in `dir`; the `--secure` argument naming them.
+fn server_certificate(dir: &std::path::Path) -> (PathBuf, String) {
+    let (cert, key) = (dir.join("pump.der"), dir.join("pump.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-outform", "DER",
+        ])
+        .args(["-subj", "/CN=closedloop test pump", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .args([
+            "-addext",
+            "subjectAltName=URI:urn:freeopcua:python:server,IP:127.0.0.1",
+        ])
+        .args([
+            "-addext",
+            "keyUsage=digitalSignature,nonRepudiation,keyEncipherment,dataEncipherment",
+        ])
+        .output()
+        .expect("openssl (scripts/system-deps installs it)");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let arg = format!("{}:{}", cert.display(), key.display());
+    (cert, arg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_over_a_signed_and_encrypted_channel_reads_writes_and_refuses_a_wrong_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, secure) = server_certificate(dir.path());
+    let server = Pump::start_with(&["--login", LOGIN, "--secure", &secure]).await;
+    let secured = |password: &str| {
+        let mut config = closedloop_opcua::OpcuaConfig {
+            identity: operator(password),
+            ..quick(&server.endpoint)
+        };
+        config.request_timeout = Duration::from_secs(5);
+        config.security = closedloop_opcua::Security::Basic256Sha256 {
+            mode: closedloop_opcua::SecurityMode::SignAndEncrypt,
+            server_cert: cert.clone(),
+            client_cert: None,
+            client_key: None,
+            pki_dir: dir.path().join("pki"),
+        };
+        OpcuaClient::connect(config).expect("a valid config")
+    };
+    let client = secured("s3cret-pw");
+    wait_link(&client, true).await;
+    client
+        .write(&pump("Speed"), Value::Number(750.0))
+        .await
+        .unwrap_or_else(|e| panic!("write as operator: {e}\n{}", server.stderr()));
+    // Read back from asyncua's address space: the server took the value.
+    let read = client.read(&[pump("Speed")]).await.expect("read back");
+    assert_eq!(read[0].value, Some(Value::Number(750.0)), "{:?}", read[0]);
+    let refused = secured("not-the-password");
+    let why = wait_reason(&refused, "Bad_UserAccessDenied").await;
+    assert!(
+        why.contains("refused the identity user \"operator\""),
+        "{why}"
+    );
+    assert!(!why.contains("not-the-password"), "{why}");
 }
