@@ -10,9 +10,6 @@ mod common;
 use closedloop_journal::Journal;
 use closedloop_mcp::Server;
 use closedloop_mcp::http::{self, HttpOptions};
-use rmcp::ServiceExt;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -54,14 +51,6 @@ scopes = ["read"]
     )
 }
 
-async fn client(url: &str, token: &str) -> common::Client {
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
-        .auth_header(token.to_string());
-    ().serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confirms_itself() {
     let dir = tempfile::tempdir().unwrap();
@@ -86,8 +75,8 @@ async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confi
         HttpOptions::default(),
         std::future::pending(),
     ));
-    let agent = client(&url, AGENT).await;
-    let operator = client(&url, OPERATOR).await;
+    let agent = common::http_client(&url, AGENT).await;
+    let operator = common::http_client(&url, OPERATOR).await;
 
     let asked = common::call(&agent, "slide_move_to", json!({"target_mm": 120.0})).await;
     let v = common::sc(&asked).clone();

@@ -1,6 +1,6 @@
 //! The operator page (`GET /`): signing in with a token into an HttpOnly cookie that stands for
 //! the token on the page's paths only, and — in a real headless Chromium driven through
-//! chromedriver — a device going offline shown live, a command's timeline charted, and a move
+//! chromedriver — a device going offline shown live, a command started over MCP charted, and a move
 //! cancelled from the page's button ending `cancelled` with the simulated slide really stopped.
 //!
 //! Without chromedriver and Chromium the browser test prints a skip line, unless `CI=true`:
@@ -9,7 +9,7 @@
 mod browser;
 mod common;
 
-use closedloop_engine::{Engine, Status, Submission};
+use closedloop_engine::{Engine, Status};
 use closedloop_mcp::Server;
 use closedloop_mcp::http::{self, HttpOptions};
 use reqwest::StatusCode;
@@ -64,20 +64,20 @@ async fn serve(
     (base, engine, sims)
 }
 
-async fn submit(engine: &Engine, device: &str, action: &str, args: Value) -> String {
-    let sub = Submission {
-        device: device.into(),
-        action: action.into(),
-        args: args.as_object().cloned().unwrap_or_default(),
-        caller: Some("test".into()),
-        ..Default::default()
-    };
-    let r = engine.submit(sub).await.expect("submit");
+/// Starts `device`'s `action` as an agent would: a `tools/call` over MCP (Streamable HTTP, the
+/// operator's token), not waiting; the command id.
+async fn submit(base: &str, device: &str, action: &str, args: Value) -> String {
+    let agent = common::http_client(&format!("{base}/mcp"), OPERATOR).await;
+    let mut args = args.as_object().cloned().unwrap_or_default();
+    args.insert("wait_s".into(), json!(0));
+    let r = common::call(&agent, &format!("{device}_{action}"), Value::Object(args)).await;
+    let r = common::sc(&r).clone();
     assert!(
-        matches!(r.status, Status::Accepted | Status::Running),
-        "{r:?}"
+        matches!(r["status"].as_str(), Some("accepted" | "running")),
+        "{r}"
     );
-    r.command_id
+    agent.cancel().await.unwrap();
+    r["command_id"].as_str().unwrap().to_string()
 }
 
 fn client() -> reqwest::Client {
@@ -107,7 +107,7 @@ fn cookie_of(r: &reqwest::Response) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signing_in_gives_an_http_only_cookie_that_stands_for_the_token_on_the_page_only() {
-    let (base, engine, _sims) = serve(true).await;
+    let (base, _engine, _sims) = serve(true).await;
     let http = client();
     let get = |path: &str, cookie: Option<&str>| {
         let mut req = http.get(format!("{base}{path}"));
@@ -173,7 +173,7 @@ async fn signing_in_gives_an_http_only_cookie_that_stands_for_the_token_on_the_p
     }
 
     // Cancel: needs the page's header, and actuate on the device.
-    let id = submit(&engine, "slide", "move_to", json!({"target_mm": 300.0})).await;
+    let id = submit(&base, "slide", "move_to", json!({"target_mm": 300.0})).await;
     let cancel = |cookie: String, header: bool| {
         let mut req = http
             .post(format!("{base}/page/commands/{id}/cancel"))
@@ -257,8 +257,8 @@ async fn in_chromium_the_page_shows_devices_and_commands_live_and_cancels_a_move
                    return !!li && li.dataset.liveness === 'offline' && li.querySelector('.live').textContent === 'offline'";
     s.wait_until("the lamp offline", offline, json!([])).await;
 
-    // A move started through the engine appears, and its timeline is charted.
-    let id = submit(&engine, "slide", "move_to", json!({"target_mm": 300.0})).await;
+    // A move started by an agent over MCP appears, and its timeline is charted.
+    let id = submit(&base, "slide", "move_to", json!({"target_mm": 300.0})).await;
     charted_while_running(&s, &id).await;
     browser::screenshot(&s, "running.png", 1000).await;
 

@@ -41,6 +41,17 @@ pub fn pipe(server: Server) -> tokio::io::DuplexStream {
 /// An MCP client of a served `Server`.
 pub type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
 
+/// An MCP client over Streamable HTTP at `url` (`http://…/mcp`) with the bearer `token`.
+pub async fn http_client(url: &str, token: &str) -> Client {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
+        .auth_header(token.to_string());
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap()
+}
+
 /// Calls `tool` with `args`; a protocol error fails the test.
 pub async fn call(c: &Client, tool: &str, args: serde_json::Value) -> rmcp::model::CallToolResult {
     let p = rmcp::model::CallToolRequestParams::new(tool.to_string())
