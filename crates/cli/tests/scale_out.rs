@@ -7,7 +7,8 @@
 mod common;
 
 use common::gateways::{
-    call, gateway, modbus_read, owned_by, settled_owner, signal, slide_mm, start_sim,
+    call, call_once_settled, gateway, modbus_read, owned_by, settled_owner, signal, slide_mm,
+    start_sim,
 };
 use common::pg::Database;
 use serde_json::Value;
@@ -53,7 +54,7 @@ async fn one_owner_per_device_and_the_survivor_takes_over_after_kill_9() {
     signal(owner_child, "-KILL");
     let _ = owner_child.wait();
     owned_by(other_at, "lamp", Some(survivor)).await;
-    let done = call(other_at, "lamp_switch", r#"{"on":false,"wait_s":5}"#).await;
+    let done = call_once_settled(other_at, "lamp_switch", r#"{"on":false,"wait_s":5}"#).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 0);
     let _ = other_child.kill();
@@ -78,7 +79,7 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
     };
     signal(paused, "-STOP");
     owned_by(survivor_at, "slide", Some(survivor)).await;
-    let moved = call(
+    let moved = call_once_settled(
         survivor_at,
         "slide_move_to",
         r#"{"target_mm":50,"wait_s":5}"#,

@@ -104,6 +104,25 @@ pub async fn metric(host_port: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// `call` on a gateway that has just taken the device over: while it is still recovering the
+/// commands the previous owner left it refuses, exactly `DEVICE_BUSY` saying so, and the call is
+/// made again (for at most 10 s); the first other answer.
+pub async fn call_once_settled(host_port: &str, tool: &str, args: &str) -> Value {
+    for _ in 0..100 {
+        let r = call(host_port, tool, args).await;
+        let settling = r["status"] == "rejected"
+            && r["error_code"] == "DEVICE_BUSY"
+            && r["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("still settling"));
+        if !settling {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{tool} on {host_port}: still settling after 10 s");
+}
+
 /// The owner `host_port` reports for `device`, once it reports one.
 pub async fn owner(host_port: &str, device: &str) -> Option<String> {
     let state = call(
