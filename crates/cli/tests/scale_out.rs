@@ -1,7 +1,8 @@
 //! Two gateways on one PostgreSQL journal (`CLOSEDLOOP_PG_URL`), driving the Modbus workshop that
 //! `closedloop sim` serves as its own process: each device has one owner; a call to the other
 //! gateway is refused and writes nothing; the owner's `kill -9` hands its devices to the survivor
-//! within the lease; and an owner paused past its lease (SIGSTOP) writes nothing once resumed.
+//! within the lease; an owner paused past its lease (SIGSTOP) writes nothing once resumed; and a
+//! keyed call the other gateway refused switches at the owner with the same key.
 //! Ground truth is read from the simulator's registers with Modbus requests written here.
 
 mod common;
@@ -168,4 +169,43 @@ async fn a_move_whose_owner_is_killed_mid_way_completes_under_the_survivor() {
         let _ = c.wait();
     }
     db.drop().await;
+}
+
+/// Regression: a non-owner's refusal once kept the call's idempotency key, so the same keyed
+/// call sent on to the owner (as the refusal says to) replayed the refusal from the shared
+/// journal instead of switching the lamp; and its hint said "another command holds this device".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_call_a_non_owner_refused_switches_at_the_owner_with_the_same_key() {
+    let Some(db) = Database::create("refused_key").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, modbus) = start_sim(dir.path(), &db.url, 2);
+    let (mut a, a_at) = gateway(dir.path(), "a");
+    let (mut b, b_at) = gateway(dir.path(), "b");
+    let (owner_at, other_at) = match settled_owner(&a_at, &b_at, "lamp").await.as_str() {
+        "a" => (&a_at, &b_at),
+        _ => (&b_at, &a_at),
+    };
+    let args = r#"{"on":true,"wait_s":5,"idempotency_key":"lamp-on-1"}"#;
+    let refused = call(other_at, "lamp_switch", args).await;
+    assert_eq!(refused["status"], "rejected", "{refused}");
+    assert_eq!(refused["error_code"], "DEVICE_BUSY", "{refused}");
+    let hint = refused["hint"].as_str().unwrap();
+    assert!(
+        hint.starts_with("Another gateway drives this device"),
+        "{refused}"
+    );
+    assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 0);
+    let done = call(owner_at, "lamp_switch", args).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_ne!(done["command_id"], refused["command_id"], "{done}");
+    assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 1);
+    // The key now belongs to the completed command: the refusing gateway replays it.
+    let replayed = call(other_at, "lamp_switch", args).await;
+    assert_eq!(replayed["command_id"], done["command_id"], "{replayed}");
+    for c in [&mut a, &mut b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }

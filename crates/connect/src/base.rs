@@ -53,6 +53,11 @@ impl Base {
         snap
     }
 
+    /// [`Base::current`]'s liveness alone: the sample is looked at where it lies, not copied.
+    pub fn liveness(&self) -> Liveness {
+        self.judge_liveness(&self.tx.borrow())
+    }
+
     /// Liveness from the last sign of life, judged now against the device's window.
     pub fn judge_liveness(&self, snap: &Snapshot) -> Liveness {
         let window = Duration::from_secs_f64(self.spec.liveness.max_silence_s);

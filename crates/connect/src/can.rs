@@ -264,6 +264,10 @@ impl Link for CanLink {
         self.base.current()
     }
 
+    fn liveness(&self) -> closedloop_link::Liveness {
+        self.base.liveness()
+    }
+
     fn fence(&self) -> u64 {
         self.port.last_seq()
     }

@@ -308,6 +308,10 @@ impl Link for MqttLink {
         self.base.current()
     }
 
+    fn liveness(&self) -> closedloop_link::Liveness {
+        self.base.liveness()
+    }
+
     fn fence(&self) -> u64 {
         self.broker.last_seq()
     }

@@ -312,6 +312,10 @@ impl Link for OpcuaLink {
         self.base.current()
     }
 
+    fn liveness(&self) -> closedloop_link::Liveness {
+        self.base.liveness()
+    }
+
     fn fence(&self) -> u64 {
         self.client.fence()
     }

@@ -184,6 +184,10 @@ impl Link for RegisterLink {
         self.base.current()
     }
 
+    fn liveness(&self) -> closedloop_link::Liveness {
+        self.base.liveness()
+    }
+
     fn fence(&self) -> u64 {
         self.issued.load(Ordering::SeqCst)
     }

@@ -8,7 +8,7 @@ use crate::context::{Full, QUEUE_CAPACITY};
 use crate::contract::ErrorCode;
 use crate::device::{DeviceRuntime, Liveness, Snapshot};
 use crate::engine::Engine;
-use crate::submit::Refusal;
+use crate::refusal::Refusal;
 use crate::supervisor::offline_detail;
 use crate::{Submission, plan};
 use closedloop_journal::{CommandRow, EventRow, JournalError};
@@ -28,7 +28,6 @@ impl Engine {
         action: &Action,
         params: &Params,
     ) -> Result<(), Refused> {
-        self.owned(&sub.device)?;
         confirmed(sub, action)?;
         if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, &sub.device) {
             return Err((
@@ -89,33 +88,38 @@ impl Engine {
 
 impl Engine {
     /// With several gateways on one journal, only the holder of a device's lease writes to it:
-    /// another gateway refuses, naming the holder, so the caller can send the call there.
-    pub(crate) fn owned(&self, device: &str) -> Result<(), Refused> {
+    /// another gateway refuses, naming the holder, so the caller can send the call there. The
+    /// refusal leaves the idempotency key free — the same call is meant to be made again — and
+    /// its hint says where, not "another command holds this device".
+    pub(crate) fn owned(&self, device: &str) -> Result<(), Refusal> {
         let me = self.ctx.ownership.instance();
         if self.ctx.ownership.recovering(device) {
-            return Err((
-                ErrorCode::DeviceBusy,
-                format!(
-                    "this gateway ({me}) has just taken {device} over and is still settling the \
-                     commands its previous owner left; try again in a moment; nothing was written"
-                ),
-            ));
+            let detail = format!(
+                "this gateway ({me}) has just taken {device} over and is still settling the \
+                 commands its previous owner left; try again in a moment; nothing was written"
+            );
+            return Err(Refusal::not_here(detail, CHANGING_HANDS));
         }
         let Err(not) = self.ctx.ownership.fence(device) else {
             return Ok(());
         };
-        let detail = match not.owner {
-            Some(owner) => format!(
-                "{device} is driven by gateway {owner}, not by this one ({me}): send the call to \
-                 {owner}; nothing was written"
+        Err(match not.owner {
+            Some(owner) => Refusal::not_here(
+                format!(
+                    "{device} is driven by gateway {owner}, not by this one ({me}): send the \
+                     call to {owner}; nothing was written"
+                ),
+                ELSEWHERE,
             ),
-            None => format!(
-                "this gateway ({me}) does not hold {device}'s lease now (another may, or none \
-                 yet); try again within a few seconds, or send the call to the gateway that \
-                 holds it; nothing was written"
+            None => Refusal::not_here(
+                format!(
+                    "this gateway ({me}) does not hold {device}'s lease now (another may, or \
+                     none yet); try again within a few seconds, or send the call to the gateway \
+                     that holds it; nothing was written"
+                ),
+                CHANGING_HANDS,
             ),
-        };
-        Err((ErrorCode::DeviceBusy, detail))
+        })
     }
 
     /// Journals a new command under the device's lease when there are leases (so a gateway
@@ -126,15 +130,7 @@ impl Engine {
         row: &CommandRow,
         events: &[EventRow],
     ) -> Result<Option<i64>, JournalError> {
-        let fence = self
-            .ctx
-            .ownership
-            .fence(&row.device)
-            .map_err(|not| JournalError::Fenced {
-                device: row.device.clone(),
-                owner: self.ctx.ownership.instance().to_string(),
-                epoch: not.lapsed_epoch.unwrap_or(0),
-            })?;
+        let fence = self.ctx.fence_at(&row.device, None)?;
         match &fence {
             Some(f) => self.ctx.journal.insert_fenced(row, events, f).await?,
             None => self.ctx.journal.insert(row, events).await?,
@@ -262,6 +258,14 @@ pub(crate) fn lease_lost(e: &JournalError, me: &str, device: &str) -> Option<Ref
              not accepted and nothing was written; try again in a few seconds (the gateway that \
              holds the lease then takes it)"
         );
-        Refusal::freed(ErrorCode::DeviceBusy, detail)
+        Refusal::not_here(detail, CHANGING_HANDS)
     })
 }
+
+/// The hint of a call sent to a gateway that does not drive the device.
+const ELSEWHERE: &str = "Another gateway drives this device: send the same call (the same \
+     idempotency_key is safe) to the gateway the detail names. Nothing was written.";
+
+/// The hint of a call made while the device's lease changes hands.
+const CHANGING_HANDS: &str = "The device's lease is changing hands between gateways: make the \
+     same call again in a few seconds (the same idempotency_key is safe). Nothing was written.";

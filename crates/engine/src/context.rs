@@ -288,8 +288,8 @@ impl Context {
         .await
     }
 
-    /// The lease a journal write about `cmd` goes under (`Ownership::fence`): `None` without
-    /// leases, the refusal when this gateway no longer holds the device.
+    /// The lease a journal write about `cmd` goes under: the one it was accepted (or recovered)
+    /// under.
     fn fence_for(
         &self,
         cmd: &LiveCommand,
@@ -297,14 +297,24 @@ impl Context {
         if !self.ownership.shared() {
             return Ok(None);
         }
-        let device = cmd.row().device;
-        self.ownership
-            .fence_at(&device, cmd.epoch())
-            .map_err(|not| closedloop_journal::JournalError::Fenced {
-                device,
+        self.fence_at(&cmd.row().device, cmd.epoch())
+    }
+
+    /// The lease a journal write about `device` goes under (`Ownership::fence_at`; `epoch`
+    /// `None`: whichever this gateway holds now): `None` without leases, the journal's
+    /// `Fenced` refusal when this gateway no longer holds the device under that epoch.
+    pub(crate) fn fence_at(
+        &self,
+        device: &str,
+        epoch: Option<i64>,
+    ) -> Result<Option<closedloop_journal::Fence>, closedloop_journal::JournalError> {
+        self.ownership.fence_at(device, epoch).map_err(|not| {
+            closedloop_journal::JournalError::Fenced {
+                device: device.to_string(),
                 owner: self.ownership.instance().to_string(),
                 epoch: not.lapsed_epoch.unwrap_or(0),
-            })
+            }
+        })
     }
 
     /// Lets go of a command whose device this gateway lost, or that recovery under a later

@@ -55,6 +55,11 @@ impl DeviceRuntime {
         self.link.current()
     }
 
+    /// [`DeviceRuntime::current`]'s liveness alone, without copying the sample.
+    pub fn liveness(&self) -> Liveness {
+        self.link.liveness()
+    }
+
     /// A receiver that wakes on every sample (holding the latest only).
     pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
         self.link.samples().subscribe()

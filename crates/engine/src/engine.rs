@@ -238,7 +238,7 @@ impl Engine {
                 DeviceInfo {
                     device: d.id.clone(),
                     description: d.description.clone(),
-                    liveness: self.ctx.devices[&d.id].current().liveness,
+                    liveness: self.ctx.devices[&d.id].liveness(),
                     actions: d.actions.iter().map(|a| a.name.clone()).collect(),
                     signals: d.signals.iter().map(|s| s.name.clone()).collect(),
                     owner,

@@ -81,6 +81,7 @@ pub mod ownership;
 mod plan;
 mod raw;
 mod recovery;
+mod refusal;
 mod result;
 mod stop;
 mod submit;

@@ -7,6 +7,7 @@ use crate::contract::{ErrorCode, Status};
 use crate::engine::{Engine, MAX_WAIT, profile};
 use crate::live::LiveCommand;
 use crate::machine::{Event, Machine};
+use crate::refusal::Refusal;
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
 use crate::{EngineError, Submission};
@@ -107,6 +108,9 @@ impl Engine {
                     Refusal::rate_limited(detail, wait_s),
                 )
                 .await;
+        }
+        if let Err(refusal) = self.owned(&sub.device) {
+            return self.reject(&sub, &request_id, action, refusal).await;
         }
         if let Err((code, detail)) = self.admit(&sub, action, &params).await {
             return self
@@ -238,70 +242,6 @@ impl Engine {
         Ok(cmd.result())
     }
 
-    async fn reject(
-        &self,
-        sub: &Submission,
-        request_id: &str,
-        action: &Action,
-        refusal: Refusal,
-    ) -> Result<CommandResult, EngineError> {
-        let Refusal {
-            code,
-            detail,
-            keep_key,
-            retry_after_s,
-        } = refusal;
-        // The machine decides what a rejection is (status, code, no verification), as it does
-        // for every other outcome; this only journals it.
-        let detail = crate::detail::tidy(&detail);
-        let mut machine = Machine::new(profile(action));
-        let reject = Event::Reject {
-            code,
-            detail: detail.clone(),
-        };
-        let Some(crate::machine::Effect::Finish(o)) = machine.on(reject).pop() else {
-            unreachable!("a received command always ends on Reject");
-        };
-        let code = o.code.clone().unwrap_or(ErrorCode::InvalidParams);
-        let now = self.ctx.clock.now_ms();
-        // Normalised when they validate (a replay compares like with like), else as given.
-        let params = action
-            .check_params(&sub.args)
-            .ok()
-            .and_then(|p| serde_json::to_value(p).ok())
-            .unwrap_or_else(|| serde_json::Value::Object(sub.args.clone()));
-        let mut row = new_row(sub, request_id, action, &Params::new(), o.status, now);
-        row.params = bounded(params);
-        row.verified = o.verified;
-        row.error_code = Some(code.as_str().into());
-        row.hint = crate::detail::hint(&o);
-        let detail = clipped(&detail, MAX_DETAIL);
-        row.detail = Some(detail.clone());
-        if !keep_key {
-            row.idempotency_key = None;
-        }
-        let events = vec![
-            EventRow {
-                at_ms: now,
-                event: "received".into(),
-                data: json!({"request_id": request_id}),
-            },
-            EventRow {
-                at_ms: now,
-                event: "rejected".into(),
-                data: match retry_after_s {
-                    Some(s) => json!({"code": code.as_str(), "detail": detail, "retry_after_s": s}),
-                    None => json!({"code": code.as_str(), "detail": detail}),
-                },
-            },
-        ];
-        self.ctx.journal.insert(&row, &events).await?;
-        crate::metrics::ended(&row.device, &row.action, o.status, Some(&code), None);
-        tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
-                       action = %row.action, code = %code, detail = %detail, "command rejected");
-        Ok(CommandResult::from_rows(&row, &events, None))
-    }
-
     /// Whether a command (or a rejection) already carries this idempotency key: the MCP layer
     /// asks before a confirmation, so a retried keyed call is answered with its command instead
     /// of a second confirmation.
@@ -310,7 +250,7 @@ impl Engine {
     }
 }
 
-fn new_row(
+pub(crate) fn new_row(
     sub: &Submission,
     request_id: &str,
     action: &Action,
@@ -342,75 +282,4 @@ fn new_row(
         caller: sub.caller.clone(),
         idempotency_key: sub.idempotency_key.clone(),
     }
-}
-
-/// Why a call is refused before anything is written, and how its journal row treats the key.
-pub(crate) struct Refusal {
-    code: ErrorCode,
-    detail: String,
-    /// Whether the idempotency key stays with the rejection (a replay returns it) or stays free.
-    keep_key: bool,
-    /// With `RATE_LIMITED`: seconds until the call may succeed.
-    retry_after_s: Option<f64>,
-}
-
-impl Refusal {
-    /// A refusal that keeps the idempotency key: a replay of the call returns it.
-    fn kept(code: ErrorCode, detail: String) -> Refusal {
-        Refusal {
-            code,
-            detail,
-            keep_key: true,
-            retry_after_s: None,
-        }
-    }
-
-    /// A refusal that leaves the key free (a caller's scope, a key used with other arguments).
-    pub(crate) fn freed(code: ErrorCode, detail: String) -> Refusal {
-        Refusal {
-            keep_key: false,
-            ..Refusal::kept(code, detail)
-        }
-    }
-
-    /// A spent operation-rate limit: transient, so the key stays free for the retry.
-    fn rate_limited(detail: String, wait_s: f64) -> Refusal {
-        Refusal {
-            retry_after_s: Some(wait_s),
-            ..Refusal::freed(ErrorCode::RateLimited, detail)
-        }
-    }
-}
-
-/// Arguments of a rejected call kept in full up to this size; beyond it, a digest.
-const MAX_ARGS: usize = 2048;
-/// Longest `detail` journaled for a rejection (it may quote what the caller sent).
-const MAX_DETAIL: usize = 1024;
-
-/// The arguments as journaled: in full when small, else their size, SHA-256 and first 2 KB —
-/// a caller sending megabytes of garbage cannot grow the journal with it.
-fn bounded(args: serde_json::Value) -> serde_json::Value {
-    let text = args.to_string();
-    if text.len() <= MAX_ARGS {
-        return args;
-    }
-    use sha2::Digest;
-    let sha: String = sha2::Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    json!({"omitted": "arguments over 2 KB", "bytes": text.len(), "sha256": sha,
-           "head": clipped(&text, MAX_ARGS)})
-}
-
-/// `text` cut to at most `max` bytes on a character boundary, marked when cut.
-fn clipped(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }

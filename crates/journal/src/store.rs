@@ -6,6 +6,7 @@ pub(crate) mod anchor;
 pub(crate) mod batch;
 #[cfg(test)]
 mod chain_tests;
+mod checkpoint;
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]
@@ -47,6 +48,9 @@ pub(crate) struct SqliteStore {
     /// connection whose query was cancelled; without this the writer would reopen on an empty
     /// database ("no such table: commands") and every command would be lost.
     _anchor: Option<SqlitePool>,
+    /// On disk: the connection and thread that checkpoint the WAL (`checkpoint`), so the
+    /// writer never does.
+    checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
 }
 
 /// What the group-commit writer commits SQLite writes with: the one writing connection and the
@@ -110,12 +114,16 @@ impl SqliteStore {
             })
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            .pragma("wal_autocheckpoint", checkpoint::BACKSTOP_PAGES);
         let writer = one_lasting_connection(options.clone()).await?;
-        let anchor = if memory {
-            Some(one_lasting_connection(options.clone()).await?)
+        let (anchor, checkpointer) = if memory {
+            (Some(one_lasting_connection(options.clone()).await?), None)
         } else {
-            None
+            let pool = one_lasting_connection(options.clone()).await?;
+            let c = checkpoint::Checkpointer::start(pool)
+                .map_err(|e| JournalError::Writer(format!("cannot start its checkpoints: {e}")))?;
+            (None, Some(std::sync::Arc::new(c)))
         };
         migrate(&writer).await?;
         let head = anchor::load_head(&writer).await?;
@@ -135,6 +143,7 @@ impl SqliteStore {
             writer,
             reader,
             _anchor: anchor,
+            checkpointer,
         };
         Ok((store, group))
     }
@@ -161,13 +170,17 @@ impl SqliteStore {
             writer: reader.clone(),
             reader,
             _anchor: None,
+            checkpointer: None,
         };
         Ok((store, group))
     }
 
-    /// Closes both pools, flushing the WAL.
+    /// Closes every connection, the writer last: closing, it folds the WAL into the database.
     pub(crate) async fn close(&self) {
         self.reader.close().await;
+        if let Some(c) = &self.checkpointer {
+            c.close().await;
+        }
         self.writer.close().await;
         if let Some(anchor) = &self._anchor {
             anchor.close().await;

@@ -111,6 +111,12 @@ pub trait Link: Send + Sync + 'static {
     /// device whose window ran out between two samples is already offline.
     fn current(&self) -> Snapshot;
 
+    /// Only the liveness of [`Link::current`], without copying the sample and its signals: what
+    /// a page of `list_devices` asks of every device on it.
+    fn liveness(&self) -> Liveness {
+        self.current().liveness
+    }
+
     /// The number of the last sample read so far: samples numbered above it are read later.
     fn fence(&self) -> u64;
 

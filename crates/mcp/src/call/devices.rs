@@ -18,15 +18,19 @@ impl Server {
         let devices = self.engine.devices(from, limit);
         let next = from + devices.len();
         let mut text = list_text(&devices);
-        let mut v = json!({"devices": devices, "total": total});
+        // Built by moving, not with `json!`: that would serialise the page into a copy.
+        let devices = devices.into_iter().map(DeviceInfo::into_json).collect();
+        let mut v = serde_json::Map::new();
+        v.insert("devices".into(), Value::Array(devices));
+        v.insert("total".into(), total.into());
         if next < total {
-            v["next_cursor"] = json!(next.to_string());
+            v.insert("next_cursor".into(), next.to_string().into());
             text.push_str(&format!(
                 "\n{} more of {total}: call list_devices with cursor \"{next}\".",
                 total - next
             ));
         }
-        Ok(structured(v, false, text))
+        Ok(structured(Value::Object(v), false, text))
     }
 
     /// `list_alarms`: every declared alarm; the text names the active ones.
@@ -159,9 +163,20 @@ fn page_start(args: &JsonObject, total: usize) -> Result<usize, McpError> {
 }
 
 fn list_text(devices: &[DeviceInfo]) -> String {
-    devices
-        .iter()
-        .map(|d| format!("{} ({}): {}", d.device, d.liveness.as_str(), d.description))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut text = String::with_capacity(devices.len() * 80);
+    for (i, d) in devices.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        for part in [
+            d.device.as_str(),
+            " (",
+            d.liveness.as_str(),
+            "): ",
+            &d.description,
+        ] {
+            text.push_str(part);
+        }
+    }
+    text
 }
