@@ -127,7 +127,8 @@ fn render(r: &VerifyReport) -> String {
     out
 }
 
-fn now_ms() -> i64 {
+/// Wall-clock ms now: what a `--since` duration counts back from.
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -135,7 +136,7 @@ fn now_ms() -> i64 {
 
 /// `--since`: a duration back from `now_ms` (`90s`, `30m`, `24h`, `7d`) or a UTC time
 /// (`2026-11-29`, `2026-11-29T16:00:00Z`, with optional `.mmm`); wall-clock ms.
-fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
+pub(crate) fn parse_since(text: &str, now_ms: i64) -> Result<i64, String> {
     let text = text.trim();
     let fix = "give a duration like 30m, 24h or 7d, or a UTC time like 2026-11-29T16:00:00Z";
     if let Some(unit) = text.chars().last().filter(|c| "smhd".contains(*c))

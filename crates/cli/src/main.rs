@@ -1,10 +1,12 @@
 //! The `closedloop` command line: a thin shell over the library crates.
 //!
 //! One module per subcommand: `check` (the plant loaded and its drivers built as `serve` would,
-//! then the tool surface), `serve` (MCP over stdio or Streamable HTTP), `demo` (the bundled
+//! then the tool surface), `lint` (warnings about that surface), `diff` (two plants' surfaces
+//! compared for clients), `serve` (MCP over stdio or Streamable HTTP), `demo` (the bundled
 //! workshop through a real MCP client session), `journal_cmds` (`commands` and `trace`, reading
-//! the journal read-only), `audit` (`audit` and `journal verify`, read-only too) and `sim` (the
-//! simulated devices over Modbus TCP, MQTT, CAN and OPC UA, and their run-time faults).
+//! the journal read-only), `audit` (`audit` and `journal verify`, read-only too), `report`
+//! (per-tool figures from the journal, read-only as well) and `sim` (the simulated devices over
+//! Modbus TCP, MQTT, CAN and OPC UA, and their run-time faults).
 //!
 //! Exit codes: 0 success; 1 the command ran and found a problem (an invalid plant file, an unknown
 //! command id, a broken link in the journal's hash chain); 2 bad usage (clap's own code).
@@ -22,8 +24,11 @@ mod banner;
 mod bench;
 mod check;
 mod demo;
+mod diff;
 mod journal_cmds;
+mod lint;
 mod logfile;
+mod report;
 mod retention;
 mod serve;
 mod sim;
@@ -43,6 +48,40 @@ enum Cmd {
     Check {
         /// The plant file (TOML).
         plant: PathBuf,
+        /// Also run `closedloop lint` on it (warnings only: the exit code stays the check's).
+        #[arg(long)]
+        lint: bool,
+    },
+    /// Warn about tool descriptions and parameters a model is likely to misread, naming file,
+    /// device and key; `--examples` also checks that each action's example requests pick its
+    /// tool first.
+    Lint {
+        /// The plant file (TOML).
+        plant: PathBuf,
+        /// Exit 1 on any warning (for a plant repository's CI).
+        #[arg(long)]
+        strict: bool,
+        /// Rank every tool for every action's `examples` request and report each example whose
+        /// own tool is not ranked first.
+        #[arg(long)]
+        examples: bool,
+    },
+    /// Compare the tool surfaces of two versions of a plant file: what would break a client
+    /// written against OLD (exit 1) and what only adds.
+    Diff {
+        /// The plant file as clients know it.
+        old: PathBuf,
+        /// The plant file about to replace it.
+        new: PathBuf,
+    },
+    /// Per tool, from the journal: calls, outcomes, rejections by code and the median time
+    /// until the hardware confirmed (or refuted) the action.
+    Report {
+        /// The plant file whose journal to read.
+        plant: PathBuf,
+        /// How far back: a duration (30m, 24h, 7d) or a UTC time (2026-11-29T16:00:00Z).
+        #[arg(long, value_name = "DURATION_OR_TIME", default_value = "7d")]
+        since: String,
     },
     /// Serve the plant's tools over MCP on stdin/stdout (logs go to stderr), or over HTTP.
     ///
@@ -195,7 +234,23 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Cmd::Check { plant } => Ok(check::run(&plant)),
+        Cmd::Check { plant, lint } => {
+            let code = check::run(&plant);
+            if lint && code == ExitCode::SUCCESS {
+                lint::run(&plant, false, false);
+            }
+            Ok(code)
+        }
+        Cmd::Lint {
+            plant,
+            strict,
+            examples,
+        } => Ok(lint::run(&plant, strict, examples)),
+        Cmd::Diff { old, new } => Ok(diff::run(&old, &new)),
+        Cmd::Report { plant, since } => {
+            let plant = load(&plant)?;
+            runtime()?.block_on(report::run(&plant, &since))
+        }
         Cmd::Serve {
             plant,
             http,

@@ -156,7 +156,7 @@ impl Server {
         if !crate::tasks::client_wants_tasks(cx) {
             return None;
         }
-        if let Some(task) = crate::tasks::confirmation_task(result) {
+        if let Some(task) = self.confirmation_task(result) {
             return Some(task);
         }
         let id = result
@@ -164,7 +164,7 @@ impl Server {
             .as_ref()
             .and_then(|v| v["command_id"].as_str())?;
         let cmd = self.engine.status(id, Duration::ZERO).await.ok()?;
-        Some(crate::tasks::created(&cmd))
+        Some(self.created_task(&cmd))
     }
 
     fn generic(&self) -> bool {

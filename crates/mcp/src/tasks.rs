@@ -6,10 +6,22 @@
 //! until the command is terminal; `completed` carrying the tool result for completed, sent,
 //! rejected, failed and timeout (the last three with `isError: true`); `cancelled` for cancelled;
 //! task `failed` only for protocol errors.
+//!
+//! A task's `ttlMs` says how long `tasks/get` keeps answering for it: a confirmation waiting for
+//! its answer lives `[server] confirm_ttl_s`; a command lives in the journal until `[server]
+//! retain` prunes it (null, unlimited, without `retain`).
+//!
+//! A confirmation task asks one thing, under the key `confirm`: an elicitation form with one
+//! boolean, answered with `tasks/update`; `tasks/cancel` of a task still waiting is a "no".
+//! Answers to keys it never asked, or sent after it stopped asking, are ignored and acknowledged
+//! (SEP-2663: a client may answer in parts, and only outstanding keys count); an answer under
+//! `confirm` that is not an elicitation result is refused; a task id closedloop does not know is
+//! `-32602`.
 
-use crate::Server;
 use crate::call::command_result;
-use closedloop_engine::{CommandResult, EngineError, Status};
+use crate::confirm::Pending;
+use crate::{Caller, Server};
+use closedloop_engine::{CommandResult, EngineError, Status, Submission};
 use rmcp::model::{
     CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask, ElicitRequest,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, GetTaskParams,
@@ -35,8 +47,13 @@ fn poll_interval_ms(r: &CommandResult) -> u64 {
     ((remaining * 1000.0 / 4.0) as u64).clamp(50, 2000)
 }
 
-/// The task view of a command.
-pub(crate) fn task_of(r: &CommandResult) -> Task {
+/// A TTL in the whole, positive milliseconds `ttlMs` takes.
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The task view of a command; `ttl` is how long the journal keeps it (`None`: for good).
+fn task_of(r: &CommandResult, ttl: Option<Duration>) -> Task {
     let status = match r.status {
         Status::Accepted | Status::Running => TaskStatus::Working,
         Status::Cancelled => TaskStatus::Cancelled,
@@ -48,19 +65,17 @@ pub(crate) fn task_of(r: &CommandResult) -> Task {
         .unwrap_or_else(|| r.updated_at.clone());
     let mut task = Task::new(r.command_id.clone(), status, created, r.updated_at.clone())
         .with_status_message(r.summary());
+    if let Some(ttl) = ttl {
+        task = task.with_ttl_ms(ttl_ms(ttl));
+    }
     if status == TaskStatus::Working {
         task = task.with_poll_interval_ms(poll_interval_ms(r));
     }
     task
 }
 
-/// The `CreateTaskResult` an action tool returns to a Tasks client.
-pub(crate) fn created(r: &CommandResult) -> CreateTaskResult {
-    CreateTaskResult::new(task_of(r))
-}
-
-fn detailed(r: &CommandResult) -> DetailedTask {
-    let task = task_of(r);
+fn detailed(r: &CommandResult, ttl: Option<Duration>) -> DetailedTask {
+    let task = task_of(r, ttl);
     let payload = match task.status {
         TaskStatus::Working => TaskPayload::Working,
         TaskStatus::Cancelled => TaskPayload::Cancelled,
@@ -74,43 +89,13 @@ fn detailed(r: &CommandResult) -> DetailedTask {
     DetailedTask::new(task, payload)
 }
 
-/// The key of the one input a confirmation task asks for.
-const CONFIRM_KEY: &str = "confirm";
-
-/// For a `needs_confirmation` result made for a Tasks client: the task, in `input_required`,
-/// under the id the command will have once the user confirms.
-pub(crate) fn confirmation_task(r: &CallToolResult) -> Option<CreateTaskResult> {
-    let v = r.structured_content.as_ref()?;
-    if v["status"] != "needs_confirmation" {
-        return None;
-    }
-    let id = v["confirmation_task"].as_str()?;
+/// The task of a confirmation waiting for its answer, in `input_required` under the id the
+/// command will have once the user confirms; it lives as long as the confirmation does.
+fn waiting_task(id: String, message: String, ttl: Duration) -> Task {
     let now = closedloop_engine::clock::rfc3339(closedloop_engine::clock::Clock::new().now_ms());
-    let detail = v["detail"]
-        .as_str()
-        .unwrap_or("needs a person's confirmation");
-    let task =
-        Task::new(id, TaskStatus::InputRequired, now.clone(), now).with_status_message(detail);
-    Some(CreateTaskResult::new(task))
-}
-
-/// The form a confirmation task shows: one boolean, "confirm".
-fn confirm_request(message: String) -> Option<InputRequests> {
-    let schema = ElicitationSchema::builder()
-        .required_bool(CONFIRM_KEY)
-        .build()
-        .ok()?;
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: schema,
-    };
-    let mut requests = InputRequests::new();
-    requests.insert(
-        CONFIRM_KEY.into(),
-        InputRequest::Elicitation(ElicitRequest::new(params)),
-    );
-    Some(requests)
+    Task::new(id, TaskStatus::InputRequired, now.clone(), now)
+        .with_status_message(message)
+        .with_ttl_ms(ttl_ms(ttl))
 }
 
 fn task_error(e: EngineError) -> McpError {
@@ -122,7 +107,83 @@ fn task_error(e: EngineError) -> McpError {
     }
 }
 
+/// The key of the one input a confirmation task asks for.
+const CONFIRM_KEY: &str = "confirm";
+
+/// What a waiting confirmation asks the person, and the form that asks it: one boolean,
+/// "confirm".
+fn question(p: &Pending) -> Result<(String, InputRequests), McpError> {
+    let shown: Vec<String> = p.args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let message = format!(
+        "closedloop: run {} {}{}? Nothing moves unless you confirm.",
+        p.device,
+        p.action,
+        if shown.is_empty() {
+            String::new()
+        } else {
+            format!(" with {}", shown.join(", "))
+        }
+    );
+    let schema = ElicitationSchema::builder()
+        .required_bool(CONFIRM_KEY)
+        .build()
+        .map_err(|_| McpError::internal_error("could not build the confirmation form", None))?;
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: message.clone(),
+        requested_schema: schema,
+    };
+    let mut requests = InputRequests::new();
+    requests.insert(
+        CONFIRM_KEY.into(),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    );
+    Ok((message, requests))
+}
+
+/// Whether an elicitation answer is a yes: accepted, with "confirm" ticked.
+fn is_yes(answer: &ElicitResult) -> bool {
+    answer.action == ElicitationAction::Accept
+        && answer
+            .content
+            .as_ref()
+            .and_then(|c| c.get(CONFIRM_KEY))
+            .and_then(|v| v.as_bool())
+            == Some(true)
+}
+
 impl Server {
+    /// How long the journal keeps a command, so its task: `[server] retain`, which prunes
+    /// commands that *finished* longer ago, so each lives at least that long from its creation.
+    fn command_ttl(&self) -> Option<Duration> {
+        self.engine.plant().server.retain
+    }
+
+    /// How long a confirmation waits for its answer: `[server] confirm_ttl_s`.
+    fn confirmation_ttl(&self) -> Duration {
+        Duration::from_secs_f64(self.engine.plant().server.confirm_ttl_s)
+    }
+
+    /// The `CreateTaskResult` an action tool returns to a Tasks client.
+    pub(crate) fn created_task(&self, r: &CommandResult) -> CreateTaskResult {
+        CreateTaskResult::new(task_of(r, self.command_ttl()))
+    }
+
+    /// For a `needs_confirmation` result made for a Tasks client: the task, in `input_required`,
+    /// under the id the command will have once the user confirms.
+    pub(crate) fn confirmation_task(&self, r: &CallToolResult) -> Option<CreateTaskResult> {
+        let v = r.structured_content.as_ref()?;
+        if v["status"] != "needs_confirmation" {
+            return None;
+        }
+        let id = v["confirmation_task"].as_str()?;
+        let detail = v["detail"]
+            .as_str()
+            .unwrap_or("needs a person's confirmation");
+        let task = waiting_task(id.to_string(), detail.to_string(), self.confirmation_ttl());
+        Some(CreateTaskResult::new(task))
+    }
+
     /// `tasks/get`.
     pub(crate) async fn get_task_impl(
         &self,
@@ -136,31 +197,14 @@ impl Server {
             ));
         }
         match self.engine.status(&request.task_id, Duration::ZERO).await {
-            Ok(r) => Ok(GetTaskResult::new(detailed(&r))),
+            Ok(r) => Ok(GetTaskResult::new(detailed(&r, self.command_ttl()))),
             Err(EngineError::UnknownCommand(id)) => {
                 // Not a command yet: maybe a confirmation waiting for the user.
                 let Some((_, p)) = self.confirmations.by_command(&id) else {
                     return Err(task_error(EngineError::UnknownCommand(id)));
                 };
-                let shown: Vec<String> = p.args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-                let message = format!(
-                    "closedloop: run {} {}{}? Nothing moves unless you confirm.",
-                    p.device,
-                    p.action,
-                    if shown.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" with {}", shown.join(", "))
-                    }
-                );
-                let input_requests = confirm_request(message.clone()).ok_or_else(|| {
-                    McpError::internal_error("could not build the confirmation form", None)
-                })?;
-                let now = closedloop_engine::clock::rfc3339(
-                    closedloop_engine::clock::Clock::new().now_ms(),
-                );
-                let task = Task::new(id, TaskStatus::InputRequired, now.clone(), now)
-                    .with_status_message(message);
+                let (message, input_requests) = question(&p)?;
+                let task = waiting_task(id, message, self.confirmation_ttl());
                 Ok(GetTaskResult::new(DetailedTask::new(
                     task,
                     TaskPayload::InputRequired { input_requests },
@@ -170,13 +214,18 @@ impl Server {
         }
     }
 
-    /// `tasks/cancel`: `cancel_command` by another name.
+    /// `tasks/cancel`: `cancel_command` by another name; a confirmation still waiting for its
+    /// answer is answered "no" (journaled as rejected `INTERLOCK`: nothing moved). A task that
+    /// already ended is acknowledged as it is.
     pub(crate) async fn cancel_task_impl(
         &self,
         request: CancelTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let caller = self.caller(&cx);
+        if let Some((token, _)) = self.confirmations.by_command(&request.task_id) {
+            return self.answer_confirmation(&token, false, &caller, &cx).await;
+        }
         let r = self
             .engine
             .status(&request.task_id, Duration::ZERO)
@@ -195,61 +244,74 @@ impl Server {
         Ok(())
     }
 
-    /// `tasks/update`: the user's answer to a confirmation task. Confirmed → the command runs under
-    /// the task's id; anything else → the command is journaled as rejected (`INTERLOCK`), so the
-    /// task still ends, with `isError`.
+    /// `tasks/update`: the user's answer to a confirmation task. Confirmed → the command runs
+    /// under the task's id; anything else → the command is journaled as rejected (`INTERLOCK`),
+    /// so the task still ends, with `isError`.
     pub(crate) async fn update_task_impl(
         &self,
         request: UpdateTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let Some((token, _)) = self.confirmations.by_command(&request.task_id) else {
+            // Asking nothing (any more): a task closedloop knows ignores the answers. Whether it
+            // knows it is for a caller that may read commands.
+            if !self.caller(&cx).may_read() {
+                return Err(McpError::invalid_request(
+                    "this caller may not read commands (no read scope)",
+                    None,
+                ));
+            }
+            self.engine
+                .peek(&request.task_id)
+                .await
+                .map_err(task_error)?;
+            return Ok(());
+        };
+        let Some(answer) = request.input_responses.get(CONFIRM_KEY) else {
+            // Answers to keys never asked: ignored; the question stays open.
+            return Ok(());
+        };
+        let answer: ElicitResult = serde_json::from_value(answer.clone()).map_err(|_| {
+            McpError::invalid_params(
+                format!("tasks/update needs an elicitation result under {CONFIRM_KEY:?}"),
+                None,
+            )
+        })?;
         let caller = self.caller(&cx);
-        let (token, _) = self
-            .confirmations
-            .by_command(&request.task_id)
-            .ok_or_else(|| {
-                McpError::invalid_params(
-                    format!("task {:?} is not waiting for input", request.task_id),
-                    None,
-                )
-            })?;
-        let answer = request
-            .input_responses
-            .get(CONFIRM_KEY)
-            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok())
-            .ok_or_else(|| {
-                McpError::invalid_params(
-                    format!("tasks/update needs an elicitation result under {CONFIRM_KEY:?}"),
-                    None,
-                )
-            })?;
-        let yes = answer.action == ElicitationAction::Accept
-            && answer
-                .content
-                .as_ref()
-                .and_then(|c| c.get(CONFIRM_KEY))
-                .and_then(|v| v.as_bool())
-                == Some(true);
+        self.answer_confirmation(&token, is_yes(&answer), &caller, &cx)
+            .await
+    }
+
+    /// Ends a confirmation task with the person's answer: redeems its token, then submits the
+    /// command under the task's id, confirmed or not (the engine journals an unconfirmed one as
+    /// rejected `INTERLOCK`, with nothing sent).
+    async fn answer_confirmation(
+        &self,
+        token: &str,
+        yes: bool,
+        caller: &Caller,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
         let by = self
-            .redeemer(&caller, &cx)
+            .redeemer(caller, cx)
             .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
         let p = self
             .confirmations
-            .redeem(&token, by, None)
+            .redeem(token, by, None)
             .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
-        let request_id = format!("req_{}", uuid::Uuid::now_v7());
-        let sub = closedloop_engine::Submission {
+        let sub = Submission {
             command_id: Some(p.command_id),
             device: p.device,
             action: p.action,
             args: p.args,
             idempotency_key: p.key,
-            request_id: Some(request_id),
+            request_id: Some(format!("req_{}", uuid::Uuid::now_v7())),
+            wait: Duration::ZERO,
             confirmed: yes,
             confirmed_by: yes.then(|| by.name().to_string()),
-            ..closedloop_engine::Submission::default()
+            ..Submission::default()
         };
-        self.submit(sub, &caller).await?;
+        self.submit(sub, caller).await?;
         Ok(())
     }
 }

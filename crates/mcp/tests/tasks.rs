@@ -244,15 +244,20 @@ async fn a_confirmation_is_a_task_in_input_required_answered_by_tasks_update() {
             json!(id),
             "the task id is the command id"
         );
-        let again = c
-            .update_task(UpdateTaskParams::new(
-                &id,
-                std::collections::BTreeMap::new(),
-            ))
-            .await;
-        assert!(
-            again.is_err(),
-            "an answered confirmation cannot be answered again"
+        // An answered confirmation cannot be answered again: a second answer is acknowledged
+        // and ignored (SEP-2663), and the command stays the one that ran.
+        let mut flipped = std::collections::BTreeMap::new();
+        flipped.insert(
+            "confirm".to_string(),
+            json!({"action": "accept", "content": {"confirm": answer != "accept"}}),
+        );
+        c.update_task(UpdateTaskParams::new(&id, flipped))
+            .await
+            .unwrap();
+        let (_, again) = task_status(&c, &id).await;
+        assert_eq!(
+            again.expect("still ended")["structuredContent"]["status"],
+            expect_status
         );
     }
     c.cancel().await.unwrap();

@@ -58,6 +58,11 @@ pub struct Action {
     /// `keepalive_s`: a dead-man action runs only while its caller keeps asking about it (any
     /// status call renews it); a lapse writes the cancel plan and ends it `DEADMAN`.
     pub keepalive_s: Option<f64>,
+    /// `examples`: requests a person might make that this tool should answer ("turn on the
+    /// desk lamp"). Nothing at run time reads them; `closedloop lint --examples` ranks every
+    /// tool of the plant for each one and reports those for which another tool looks a better
+    /// match, because a model choosing among the tools would likely pick that one too.
+    pub examples: Vec<String>,
 }
 
 impl Action {

@@ -34,6 +34,7 @@ mod error;
 mod expr;
 mod interned;
 pub mod limits;
+pub mod lint;
 mod literal;
 mod model;
 mod params;

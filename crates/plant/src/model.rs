@@ -187,6 +187,8 @@ pub(crate) struct RawAction {
     pub max_rate: Option<String>,
     pub max_burst: Option<u32>,
     pub keepalive_s: Option<f64>,
+    /// Requests a person might make for this action; read only by `closedloop lint --examples`.
+    pub examples: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

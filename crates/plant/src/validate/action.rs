@@ -111,6 +111,7 @@ impl ActionCheck<'_> {
         let exclusive = self.exclusive(raw.exclusive.take(), device);
         let max_rate = self.max_rate(&raw);
         let keepalive_s = self.keepalive(&raw);
+        let examples = self.examples(raw.examples.take());
         if self.sink.count() > before {
             return None;
         }
@@ -139,6 +140,7 @@ impl ActionCheck<'_> {
             tool_name,
             max_rate,
             keepalive_s,
+            examples,
         })
     }
 
@@ -218,6 +220,20 @@ impl ActionCheck<'_> {
             }
         }
         keepalive_s
+    }
+
+    /// `examples`: each a request in words, so that `closedloop lint --examples` has something
+    /// to rank the tools for (an empty one would rank nothing and prove nothing).
+    fn examples(&mut self, examples: Option<Vec<String>>) -> Vec<String> {
+        let examples = examples.unwrap_or_default();
+        for (i, e) in examples.iter().enumerate() {
+            if !e.chars().any(char::is_alphanumeric) {
+                self.err(&format!("examples[{i}]"), format!(
+                    "example {e:?} has no words; write a request a person would make for this action, like \"turn on the desk lamp\", or remove it"
+                ));
+            }
+        }
+        examples
     }
 
     /// `fail_when = { CODE = "expr" }`: codes in capitals, none of the contract's own.

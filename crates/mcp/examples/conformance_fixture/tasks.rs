@@ -1,0 +1,50 @@
+//! The Tasks extension's task tools, served by closedloop itself.
+//!
+//! The suite's task tools are the actions of `plant.toml`, whose simulated devices are named so
+//! that each tool name `{device}_{action}` is the suite's:
+//!
+//! | suite tool       | closedloop command                                                       |
+//! |------------------|--------------------------------------------------------------------------|
+//! | `slow_compute`   | axis `slow` moves `seconds` mm at 1 mm/s; completes when the encoder reads the target; `tasks/cancel` stops it (`cancelled`) |
+//! | `failing_job`    | relay `failing` (a simulated brownout) never closes: `failed` `FEEDBACK_MISMATCH` about 1 s after dispatch |
+//! | `confirm_delete` | relay `confirm` is `confirm = true`: the task waits in `input_required` for the person's yes (`tasks/update`) |
+//!
+//! The engine, the journal, the confirmations and the MCP mapping are closedloop's own
+//! (`closedloop_mcp::Server`); nothing here answers a task itself. The suite's other task tools
+//! have no closedloop counterpart and are not served (tests/conformance/expected-failures.txt
+//! says why for each): `protocol_error_job` (a task that fails at protocol level after it was
+//! created), `multi_input` (two questions at once) and `test_tool_with_task` (an SEP-2322 round
+//! before the task, task support `required`).
+
+use closedloop_engine::Engine;
+use closedloop_journal::Journal;
+use closedloop_mcp::Server;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The conformance plant; its `journal = "sqlite://journal.db"` resolves against the directory
+/// `start` is given.
+const PLANT: &str = include_str!("plant.toml");
+
+fn other(what: &str, e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("conformance plant: {what}: {e}"))
+}
+
+/// Starts an engine over the conformance plant with its journal in `dir`, and closedloop's MCP
+/// server on it (the journal names its caller `conformance`).
+pub(crate) async fn start(dir: &Path) -> io::Result<Server> {
+    let plant =
+        closedloop_plant::parse(PLANT, "plant.toml", dir).map_err(|e| other("plant.toml", e))?;
+    let journal = Journal::open(&plant.server.journal)
+        .await
+        .map_err(|e| other("journal", e))?;
+    let drivers = closedloop_connect::build_drivers(&plant).map_err(|e| other("drivers", e))?;
+    let links = drivers
+        .open(&plant.devices)
+        .map_err(|e| other("links", e))?;
+    let engine = Engine::start(Arc::new(plant), journal, links)
+        .await
+        .map_err(|e| other("engine", e))?;
+    Ok(Server::new(Arc::new(engine), "conformance"))
+}
