@@ -137,6 +137,12 @@ impl Writer {
         )
     }
 
+    /// Transactions committed since the journal opened, readable without holding the writer
+    /// open (the WAL checkpointer paces itself by them).
+    pub(crate) fn commits(&self) -> Commits {
+        Commits(Arc::clone(&self.counts))
+    }
+
     /// Hands `write` to the writer and waits until it is committed (or failed).
     pub(crate) async fn write(&self, write: Write) -> Result<(), JournalError> {
         let (done, outcome) = oneshot::channel();
@@ -149,6 +155,17 @@ impl Writer {
         self.gauges.depth.decrement(1.0);
         self.gauges.latency.record(sent.elapsed().as_secs_f64());
         answer.map_err(|_| JournalError::Writer("it stopped before answering".into()))?
+    }
+}
+
+/// A reader of the writer's commit count ([`Writer::commits`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Commits(Arc<Counts>);
+
+impl Commits {
+    /// Transactions committed so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.0.commits.load(Ordering::Relaxed)
     }
 }
 

@@ -117,13 +117,10 @@ impl SqliteStore {
             .foreign_keys(true)
             .pragma("wal_autocheckpoint", checkpoint::BACKSTOP_PAGES);
         let writer = one_lasting_connection(options.clone()).await?;
-        let (anchor, checkpointer) = if memory {
-            (Some(one_lasting_connection(options.clone()).await?), None)
+        let anchor = if memory {
+            Some(one_lasting_connection(options.clone()).await?)
         } else {
-            let pool = one_lasting_connection(options.clone()).await?;
-            let c = checkpoint::Checkpointer::start(pool)
-                .map_err(|e| JournalError::Writer(format!("cannot start its checkpoints: {e}")))?;
-            (None, Some(std::sync::Arc::new(c)))
+            None
         };
         migrate(&writer).await?;
         let head = anchor::load_head(&writer).await?;
@@ -133,12 +130,20 @@ impl SqliteStore {
         } else {
             SqlitePoolOptions::new()
                 .max_connections(4)
-                .connect_with(options.read_only(true))
+                .connect_with(options.clone().read_only(true))
                 .await?
         };
         let committer = SqliteCommitter::new(writer.clone(), head);
         let group =
             group::Writer::start(Box::new(move || Box::pin(async move { Ok(committer) }))).await?;
+        let checkpointer = if memory {
+            None
+        } else {
+            let pool = one_lasting_connection(options).await?;
+            let c = checkpoint::Checkpointer::start(pool, group.commits())
+                .map_err(|e| JournalError::Writer(format!("cannot start its checkpoints: {e}")))?;
+            Some(std::sync::Arc::new(c))
+        };
         let store = SqliteStore {
             writer,
             reader,
