@@ -62,8 +62,29 @@ fn tolerance(e: &Encoding, v: f64) -> f64 {
         }
         // As for f32: a raw value in the subnormal range has no relative precision left.
         ValueType::F64 => mag * 2f64.powi(-50) + e.scale.abs() * f64::MIN_POSITIVE,
-        // The nearest raw step, plus f64 arithmetic both ways.
-        _ => e.scale.abs() * 0.5 * (1.0 + 1e-9) + mag * 2f64.powi(-50),
+        // The nearest raw step, plus f64 arithmetic both ways, plus the decode's rounding to
+        // the decimals the scale and offset carry.
+        _ => e.scale.abs() * 0.5 * (1.0 + 1e-9) + mag * 2f64.powi(-50) + tidied(e),
+    }
+}
+
+/// How far the decode's rounding of `raw × scale + offset` to the decimals the scale and offset
+/// carry (`Encoding::engineering`) may move a value: half a unit of the last decimal kept. The
+/// decimals are found as the codec finds them, within 1e-15 relative, so a large offset with a
+/// small fraction (498216266952.0005) counts as whole and its fraction is rounded away.
+fn tidied(e: &Encoding) -> f64 {
+    let decimals = |x: f64| {
+        (0..=12).find(|d| {
+            let m = x * 10f64.powi(*d);
+            (m - m.round()).abs() <= 1e-15 * m.abs()
+        })
+    };
+    if e.scale == 1.0 && e.offset == 0.0 {
+        return 0.0;
+    }
+    match (decimals(e.scale), decimals(e.offset)) {
+        (Some(ds), Some(doff)) => 0.5 * 10f64.powi(-ds.max(doff)) * (1.0 + 1e-9),
+        _ => 0.0,
     }
 }
 
