@@ -7,22 +7,12 @@
 
 mod common;
 
-use common::gateways::{call, gateway, metric, modbus_read, owned_by, slide_mm, start_sim};
-use common::pg::{Database, sql};
+use common::gateways::{
+    call, gateway, metric, modbus_read, owned_by, slide_beyond, slide_mm, start_sim,
+};
+use common::pg::{Database, scalar, sql};
 use serde_json::Value;
-use sqlx::Connection;
 use std::time::Duration;
-
-/// One value of `query` on the database at `url`.
-async fn scalar(url: &str, query: &str) -> i64 {
-    let mut c = sqlx::postgres::PgConnection::connect(url).await.unwrap();
-    let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_string()))
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
-    c.close().await.unwrap();
-    n
-}
 
 /// The command's status once it is over, asked of `at` for at most 30 s.
 async fn settled(at: &str, id: &str) -> Value {
@@ -74,6 +64,11 @@ async fn a_command_whose_lease_goes_before_it_is_journaled_is_refused_and_leaves
             .contains("lost lamp's lease while accepting"),
         "{r}"
     );
+    let hint = r["hint"].as_str().unwrap();
+    assert!(
+        hint.starts_with("The device's lease is changing hands between gateways"),
+        "{r}"
+    );
     let open = "SELECT count(*) FROM commands WHERE device = 'lamp'
                 AND status IN ('accepted', 'running')";
     assert_eq!(
@@ -99,12 +94,7 @@ async fn move_then_lose_the_lease(url: &str, at: &str, modbus: &str, also: &str)
     owned_by(at, "slide", Some("a")).await;
     let r = call(at, "slide_move_to", r#"{"target_mm":250,"wait_s":0}"#).await;
     let id = r["command_id"].as_str().unwrap().to_string();
-    for _ in 0..100 {
-        if slide_mm(modbus).await > 20.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    slide_beyond(modbus, 20.0).await;
     let also = also.replace("{id}", &id);
     sql(
         url,

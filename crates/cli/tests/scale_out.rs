@@ -1,15 +1,16 @@
 //! Two gateways on one PostgreSQL journal (`CLOSEDLOOP_PG_URL`), driving the Modbus workshop that
 //! `closedloop sim` serves as its own process: each device has one owner; a call to the other
-//! gateway is refused and writes nothing; the owner's `kill -9` hands its devices to the survivor
-//! within the lease; an owner paused past its lease (SIGSTOP) writes nothing once resumed; and a
-//! keyed call the other gateway refused switches at the owner with the same key.
-//! Ground truth is read from the simulator's registers with Modbus requests written here.
+//! gateway is accepted there and run by the owner; the owner's `kill -9` hands its devices to
+//! the survivor within the lease; an owner paused past its lease (SIGSTOP) writes nothing once
+//! resumed, and the call it took meanwhile is run by the survivor; and a keyed call is one
+//! command whichever gateway it is sent to. Ground truth is read from the simulator's registers
+//! with Modbus requests written here.
 
 mod common;
 
 use common::gateways::{
-    call, call_once_settled, gateway, modbus_read, owned_by, settled_owner, signal, slide_mm,
-    start_sim,
+    call, call_once_settled, entry, gateway, modbus_read, owned_by, settled_owner, signal,
+    slide_beyond, slide_mm, start_sim, wait_for,
 };
 use common::pg::Database;
 use serde_json::Value;
@@ -30,26 +31,22 @@ async fn one_owner_per_device_and_the_survivor_takes_over_after_kill_9() {
     } else {
         (&b_at, &a_at, &mut b, "a", a)
     };
-    // The gateway that does not own the lamp refuses, naming the owner, and writes nothing.
-    let refused = call(other_at, "lamp_switch", r#"{"on":true,"wait_s":5}"#).await;
-    assert_eq!(refused["status"], "rejected", "{refused}");
-    assert_eq!(refused["error_code"], "DEVICE_BUSY", "{refused}");
-    assert!(
-        refused["detail"].as_str().unwrap().contains(&lamp_owner),
-        "{refused}"
-    );
-    assert_eq!(
-        modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1,
-        0,
-        "the contact moved"
-    );
-    let done = call(owner_at, "lamp_switch", r#"{"on":true,"wait_s":5}"#).await;
+    // The gateway that does not own the lamp accepts the call and hands it to the owner, which
+    // takes it over under its lease and switches the lamp; the caller waits at the first.
+    let done = call(other_at, "lamp_switch", r#"{"on":true,"wait_s":5}"#).await;
     assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(entry(&done, "accepted")["handed_to"], lamp_owner.as_str());
+    assert_eq!(entry(&done, "claimed")["by"], lamp_owner.as_str(), "{done}");
     assert_eq!(
         modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1,
         1,
         "the contact did not move"
     );
+    let status = format!(
+        r#"{{"command_id":"{}"}}"#,
+        done["command_id"].as_str().unwrap()
+    );
+    assert_eq!(call(owner_at, "get_command_status", &status).await, done);
 
     // The owner dies; after its lease the survivor holds the lamp and switches it.
     signal(owner_child, "-KILL");
@@ -88,7 +85,7 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
     .await;
     assert_eq!(moved["status"], "completed", "{moved}");
     // A call waits in the paused gateway's socket; resumed, it checks its lease before anything
-    // else and refuses: it writes nothing under the lease it lost.
+    // else and finds it gone: it writes nothing itself, and hands the call to the survivor.
     let paused_at = paused_at.clone();
     let pending = tokio::spawn(async move {
         call(
@@ -100,12 +97,13 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     signal(paused, "-CONT");
-    let refused = pending.await.unwrap();
-    assert_eq!(refused["status"], "rejected", "{refused}");
-    assert_eq!(refused["error_code"], "DEVICE_BUSY", "{refused}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let handed = pending.await.unwrap();
+    let id = handed["command_id"].as_str().unwrap();
+    let end = call(survivor_at, "get_command_status", &wait_for(id)).await;
+    assert_eq!(end["status"], "completed", "{end}");
+    assert_eq!(entry(&end, "claimed")["by"], survivor, "{end}");
     let at = slide_mm(&modbus).await;
-    assert!((at - 50.0).abs() < 0.5, "the slide is at {at} mm, not 50");
+    assert!((at - 250.0).abs() < 0.5, "the slide is at {at} mm, not 250");
     for c in [&mut a, &mut b] {
         let _ = c.kill();
         let _ = c.wait();
@@ -136,12 +134,7 @@ async fn a_move_whose_owner_is_killed_mid_way_completes_under_the_survivor() {
     )
     .await;
     let id = started["command_id"].as_str().unwrap().to_string();
-    for _ in 0..100 {
-        if slide_mm(&modbus).await > 20.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    slide_beyond(&modbus, 20.0).await;
     signal(doomed, "-KILL");
     let _ = doomed.wait();
     owned_by(survivor_at, "slide", Some(survivor)).await;
@@ -171,11 +164,10 @@ async fn a_move_whose_owner_is_killed_mid_way_completes_under_the_survivor() {
     db.drop().await;
 }
 
-/// Regression: a non-owner's refusal once kept the call's idempotency key, so the same keyed
-/// call sent on to the owner (as the refusal says to) replayed the refusal from the shared
-/// journal instead of switching the lamp; and its hint said "another command holds this device".
+/// A keyed call is one command whichever gateway takes it: sent to the non-owner (which hands it
+/// on) and again to the owner, the lamp is switched once and both answer with that command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_keyed_call_a_non_owner_refused_switches_at_the_owner_with_the_same_key() {
+async fn a_keyed_call_is_one_command_whichever_gateway_takes_it() {
     let Some(db) = Database::create("refused_key").await else {
         return;
     };
@@ -188,22 +180,16 @@ async fn a_keyed_call_a_non_owner_refused_switches_at_the_owner_with_the_same_ke
         _ => (&b_at, &a_at),
     };
     let args = r#"{"on":true,"wait_s":5,"idempotency_key":"lamp-on-1"}"#;
-    let refused = call(other_at, "lamp_switch", args).await;
-    assert_eq!(refused["status"], "rejected", "{refused}");
-    assert_eq!(refused["error_code"], "DEVICE_BUSY", "{refused}");
-    let hint = refused["hint"].as_str().unwrap();
-    assert!(
-        hint.starts_with("Another gateway drives this device"),
-        "{refused}"
-    );
-    assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 0);
-    let done = call(owner_at, "lamp_switch", args).await;
+    let done = call(other_at, "lamp_switch", args).await;
     assert_eq!(done["status"], "completed", "{done}");
-    assert_ne!(done["command_id"], refused["command_id"], "{done}");
     assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 1);
-    // The key now belongs to the completed command: the refusing gateway replays it.
-    let replayed = call(other_at, "lamp_switch", args).await;
-    assert_eq!(replayed["command_id"], done["command_id"], "{replayed}");
+    for at in [owner_at, other_at] {
+        let replayed = call(at, "lamp_switch", args).await;
+        assert_eq!(replayed["command_id"], done["command_id"], "{replayed}");
+        assert_eq!(replayed["status"], "completed", "{replayed}");
+    }
+    let one = "SELECT count(*) FROM commands WHERE idempotency_key = 'lamp-on-1'";
+    assert_eq!(common::pg::scalar(&db.url, one).await, 1);
     for c in [&mut a, &mut b] {
         let _ = c.kill();
         let _ = c.wait();

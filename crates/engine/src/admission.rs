@@ -140,7 +140,7 @@ impl Engine {
 }
 
 /// A `confirm = true` action moves only once a person confirmed it.
-fn confirmed(sub: &Submission, action: &Action) -> Result<(), Refused> {
+pub(crate) fn confirmed(sub: &Submission, action: &Action) -> Result<(), Refused> {
     if !action.confirm || sub.confirmed {
         return Ok(());
     }

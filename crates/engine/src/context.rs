@@ -25,6 +25,9 @@ pub enum Change {
         device: String,
         /// Its status after the change.
         status: String,
+        /// Announced by another gateway through the shared journal's feed: a command this
+        /// gateway does not run (its trace span is that gateway's to export).
+        elsewhere: bool,
     },
 }
 
@@ -169,6 +172,18 @@ impl Context {
             .insert(id, cmd);
     }
 
+    /// Registers a live command unless one of its id is live already; whether it did. Two
+    /// ways of finding a command to take over (the feed, a keeper round) may race: one wins.
+    pub fn remember_new(&self, cmd: Arc<LiveCommand>) -> bool {
+        let id = cmd.row().command_id;
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live.contains_key(&id) {
+            return false;
+        }
+        live.insert(id, cmd);
+        true
+    }
+
     /// A live command by id.
     pub fn live(&self, id: &str) -> Option<Arc<LiveCommand>> {
         self.live
@@ -262,6 +277,7 @@ impl Context {
             command_id: row.command_id,
             device: row.device,
             status: row.status,
+            elsewhere: false,
         });
         true
     }

@@ -144,6 +144,10 @@ impl Engine {
         if let Some(done) = self.ctx.finished.get(command_id) {
             return Ok(done);
         }
+        if self.ctx.ownership.shared() && !wait.is_zero() {
+            // Another gateway may be running it: wait on the journal.
+            return self.follow(command_id, wait).await;
+        }
         self.read_journal(command_id).await
     }
 

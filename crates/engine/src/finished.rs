@@ -40,6 +40,13 @@ impl Finished {
         }
     }
 
+    /// Whether command `id` ended here recently (its result is kept): a change the journal's
+    /// feed announces for it is this gateway's own, already announced.
+    pub fn contains(&self, id: &str) -> bool {
+        let k = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        k.by_id.contains_key(id)
+    }
+
     /// The kept result of command `id`.
     pub fn get(&self, id: &str) -> Option<CommandResult> {
         let k = self.inner.lock().unwrap_or_else(|p| p.into_inner());

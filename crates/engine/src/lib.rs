@@ -63,6 +63,7 @@
 
 mod admission;
 mod admit;
+mod adopt;
 mod alarms;
 mod api;
 mod context;
@@ -72,6 +73,7 @@ mod dispatch;
 mod engine;
 mod envelope;
 mod finished;
+mod handover;
 mod judge;
 mod live;
 pub mod machine;

@@ -127,6 +127,9 @@ impl Machine {
                 vec![Effect::Write { attempt: 1 }]
             }
             (Queued, Event::QueueExpired) => self.finish(Outcome::timeout(Reason::QueueExpired)),
+            (Queued, Event::Reject { code, detail }) => {
+                self.finish(Outcome::failed(code, Reason::Rejected(detail)))
+            }
             (Queued, Event::CancelRequested) => {
                 self.finish(Outcome::cancelled(Reason::Cancelled {
                     stop_written: false,

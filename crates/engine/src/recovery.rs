@@ -28,8 +28,10 @@ impl Engine {
 
     /// Recovery of one device whose lease this gateway just took: its unfinished commands that
     /// no task here supervises under this lease (a dead or paused owner's, or this gateway's
-    /// own under a lease it lost since), by the same rules as at start-up.
-    pub(crate) async fn recover_device(&self, device: &str) -> Result<(), EngineError> {
+    /// own under a lease it lost since), by the same rules as at start-up — except the ones
+    /// accepted and never dispatched: nothing was written for those, and they move to this
+    /// gateway with the device (taken over, `adopt.rs`), as queued commands should.
+    pub(crate) async fn recover_device(self: &Arc<Self>, device: &str) -> Result<(), EngineError> {
         let epoch = self
             .ctx
             .ownership
@@ -48,7 +50,15 @@ impl Engine {
             }
             mine.push(row);
         }
-        self.recover_rows(mine).await
+        let (waiting, rest): (Vec<_>, Vec<_>) = mine
+            .into_iter()
+            .partition(|r| r.status == Status::Accepted.as_str() && !r.dispatched);
+        self.recover_rows(rest).await?;
+        for row in waiting {
+            let events = self.ctx.journal.events(&row.command_id).await?;
+            self.spawn_adoption(row, events);
+        }
+        Ok(())
     }
 
     async fn recover_rows(

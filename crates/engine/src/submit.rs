@@ -1,6 +1,8 @@
 //! Submission: from a tool call to an accepted (journaled) or rejected command, in small steps
-//! — scope, idempotency key, parameters, then `Engine::admit`'s checks in order (`admission.rs`) — each
-//! returning the reason nothing will be written, or passing on.
+//! — scope, idempotency key, parameters, the operation rate, then the device's ownership (a
+//! device another gateway drives: the call is handed to it, `handover.rs`), then
+//! `Engine::admit`'s checks in order (`admission.rs`) — each returning the reason nothing will
+//! be written, or passing on.
 
 use crate::context::Change;
 use crate::contract::{ErrorCode, Status};
@@ -110,7 +112,15 @@ impl Engine {
                 .await;
         }
         if let Err(refusal) = self.owned(&sub.device) {
-            return self.reject(&sub, &request_id, action, refusal).await;
+            // Another gateway drives the device (or this one is still settling it): the call is
+            // accepted here and run there. With no live owner it is refused, to be made again.
+            return match self.ctx.ownership.owner_of(&sub.device) {
+                Some((owner, _)) => {
+                    self.hand(sub, request_id, action, params, wait, owner)
+                        .await
+                }
+                None => self.reject(&sub, &request_id, action, refusal).await,
+            };
         }
         if let Err((code, detail)) = self.admit(&sub, action, &params).await {
             return self
@@ -199,7 +209,25 @@ impl Engine {
         tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
                        action = %row.action, params = %row.params, "command accepted");
         let cmd = Arc::new(LiveCommand::new(row, events, epoch));
-        let dev = Arc::clone(&self.ctx.devices[&sub.device]);
+        self.supervise(Arc::clone(&cmd), action, params, machine, Instant::now());
+        if !wait.is_zero() {
+            cmd.wait_terminal(Instant::now() + wait).await;
+        }
+        Ok(cmd.result())
+    }
+
+    /// Starts the task of a command journaled `accepted` (here, or by another gateway and taken
+    /// over: `accepted` is when its queue wait began), with its estimate, announced.
+    pub(crate) fn supervise(
+        &self,
+        cmd: Arc<LiveCommand>,
+        action: &Action,
+        params: Params,
+        machine: Machine,
+        accepted: Instant,
+    ) {
+        let row = cmd.row();
+        let dev = Arc::clone(&self.ctx.devices[&row.device]);
         // Until dispatch re-evaluates it, the estimate is the expected duration from now.
         let signals = dev.snapshot().plain();
         let devices = self.ctx.scope_for(action);
@@ -222,24 +250,15 @@ impl Engine {
         }
         self.ctx.remember(Arc::clone(&cmd));
         let _ = self.ctx.changes.send(Change::Command {
-            command_id: cmd.row().command_id,
-            device: sub.device.clone(),
+            command_id: row.command_id,
+            device: row.device,
             status: "accepted".into(),
+            elsewhere: false,
         });
         let action = Arc::new(action.clone());
-        let sup = Supervisor::new(
-            Arc::clone(&self.ctx),
-            Arc::clone(&cmd),
-            dev,
-            action,
-            params,
-            machine,
-        );
+        let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
+        sup.accepted = accepted;
         self.spawn(sup);
-        if !wait.is_zero() {
-            cmd.wait_terminal(Instant::now() + wait).await;
-        }
-        Ok(cmd.result())
     }
 
     /// Whether a command (or a rejection) already carries this idempotency key: the MCP layer

@@ -113,6 +113,15 @@ impl Journal {
         }
     }
 
+    /// The feed of commands inserted or changed by any gateway on this journal (PostgreSQL,
+    /// shared); `None` on SQLite, which one gateway owns whole and hears nothing from others.
+    pub async fn feed(&self) -> Result<Option<crate::ChangeFeed>, JournalError> {
+        match &self.store {
+            Store::Sqlite(_) => Ok(None),
+            Store::Postgres(p) => p.feed().await.map(Some),
+        }
+    }
+
     /// Test builds (`testing` feature): makes every write fail until called with `false`, so
     /// tests can show what the engine does while its journal is unavailable.
     #[cfg(feature = "testing")]

@@ -12,6 +12,7 @@
 //!   so the reads the engine needs current with its own writes are current there too.
 
 mod batch;
+pub(crate) mod feed;
 #[cfg(test)]
 mod lease_tests;
 pub(crate) mod leases;
@@ -92,6 +93,11 @@ impl PgStore {
         }))
         .await?;
         Ok((PgStore { reader }, group))
+    }
+
+    /// A listener on the journal's change channel, on a connection of its own.
+    pub(crate) async fn feed(&self) -> Result<feed::ChangeFeed, JournalError> {
+        feed::ChangeFeed::open((*self.reader.connect_options()).clone()).await
     }
 
     /// Closes the read pool (the writer's closes with the writer thread).

@@ -170,4 +170,24 @@ CREATE TABLE alarm_events (
 CREATE INDEX alarm_events_by_time ON alarm_events (at_ms);
 "#,
     ),
+    (
+        6,
+        // Scale-out: every insert of a command and every change of its state is announced on
+        // the channel `closedloop_commands` (pg/feed.rs), so gateways hear of the commands the
+        // others accept and end. Timeline appends alone announce nothing.
+        r#"
+CREATE FUNCTION closedloop_announce() RETURNS trigger AS $$
+BEGIN
+    IF TG_OP = 'INSERT' OR NEW.status <> OLD.status OR NEW.dispatched <> OLD.dispatched THEN
+        PERFORM pg_notify('closedloop_commands', json_build_object(
+            'command_id', NEW.command_id, 'device', NEW.device,
+            'status', NEW.status, 'dispatched', NEW.dispatched)::text);
+    END IF;
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+CREATE TRIGGER commands_announce AFTER INSERT OR UPDATE ON commands
+    FOR EACH ROW EXECUTE FUNCTION closedloop_announce();
+"#,
+    ),
 ];

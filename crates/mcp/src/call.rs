@@ -79,7 +79,7 @@ impl Server {
     }
 
     /// A dead-man command (`keepalive_s`) started in a 2025-era HTTP session is recorded with
-    /// the session, which ends it if the session ends first (`leases.rs`).
+    /// the session, which ends it if the session ends first (`session_commands.rs`).
     fn hold_if_dead_man(&self, result: &CallToolResult, cx: &RequestContext<RoleServer>) {
         let Some(v) = result.structured_content.as_ref() else {
             return;
@@ -98,7 +98,7 @@ impl Server {
             .and_then(|d| d.action(action))
             .is_some_and(|a| a.keepalive_s.is_some());
         if dead_man && crate::http::session_of(cx).is_some() {
-            self.leases.hold(id);
+            self.session_commands.hold(id);
         }
     }
 

@@ -13,7 +13,8 @@
 //! - Resources `device://{id}/state`, `device://{id}/config`, `command://{id}`,
 //!   `command://{id}/timeline` (paged) and `alarm://active`, with change notifications; prompts
 //!   `diagnose_device` and `act_and_confirm`.
-//! - `leases.rs`: the dead-man commands each HTTP session started, ended with the session.
+//! - `session_commands.rs`: the dead-man commands each HTTP session started, ended with the
+//!   session.
 //! - [`Caller`]: who calls and with which scopes (a bearer token's over HTTP, every scope over
 //!   stdio).
 //!
@@ -26,13 +27,13 @@ pub mod confirm;
 mod elicit;
 mod handler;
 pub mod http;
-mod leases;
 pub mod metrics;
 pub mod otlp;
 mod prompts;
 mod raw;
 mod resources;
 pub mod schema;
+mod session_commands;
 mod tasks;
 mod tools;
 
@@ -102,7 +103,7 @@ pub struct Server {
     /// Resource subscriptions of every client of this server.
     subscriptions: Arc<resources::Subscriptions>,
     /// The running dead-man commands of each HTTP session, ended with it.
-    leases: Arc<leases::Leases>,
+    session_commands: Arc<session_commands::SessionCommands>,
 }
 
 impl Server {
@@ -110,24 +111,31 @@ impl Server {
     pub fn new(engine: Arc<Engine>, caller: &str) -> Server {
         let tools = Arc::new(tools::build(engine.plant()));
         let ttl = std::time::Duration::from_secs_f64(engine.plant().server.confirm_ttl_s);
-        let leases = Arc::new(leases::Leases::new(Arc::clone(&engine), None));
+        let session_commands = Arc::new(session_commands::SessionCommands::new(
+            Arc::clone(&engine),
+            None,
+        ));
         Server {
             engine,
             tools,
             local: Caller::local(caller),
             confirmations: Arc::new(confirm::Confirmations::new(ttl)),
             subscriptions: Arc::new(resources::Subscriptions::new()),
-            leases,
+            session_commands,
         }
     }
 
     /// A copy for one HTTP session (or one stateless request): the same engine, tools,
     /// confirmations and subscriptions, with a list of the dead-man commands of its own, lapsed
-    /// when rmcp drops it as the session ends (see `leases`), unless `shutdown` was cancelled.
+    /// when rmcp drops it as the session ends (see `session_commands`), unless `shutdown` was
+    /// cancelled.
     pub(crate) fn for_session(&self, shutdown: CancellationToken) -> Server {
         let engine = Arc::clone(&self.engine);
         Server {
-            leases: Arc::new(leases::Leases::new(engine, Some(shutdown))),
+            session_commands: Arc::new(session_commands::SessionCommands::new(
+                engine,
+                Some(shutdown),
+            )),
             ..self.clone()
         }
     }

@@ -189,10 +189,35 @@ pub async fn slide_mm(addr: &str) -> f64 {
     f64::from(i32::from_be_bytes([d[0], d[1], d[2], d[3]])) * 0.01
 }
 
+/// Waits (bounded) until the slide reads beyond `mm`.
+pub async fn slide_beyond(modbus: &str, mm: f64) {
+    for _ in 0..150 {
+        if slide_mm(modbus).await > mm {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the slide never passed {mm} mm");
+}
+
 pub fn signal(child: &Child, sig: &str) {
     let ok = Command::new("kill")
         .args([sig, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(ok.success(), "kill {sig}");
+}
+
+/// The first entry of a result's timeline with this event (`Null` when there is none).
+pub fn entry(result: &Value, event: &str) -> Value {
+    let timeline = result["timeline"].as_array().cloned().unwrap_or_default();
+    timeline
+        .into_iter()
+        .find(|e| e["event"] == event)
+        .unwrap_or(Value::Null)
+}
+
+/// `get_command_status` arguments that wait up to 10 s for the command to end.
+pub fn wait_for(command_id: &str) -> String {
+    format!(r#"{{"command_id":"{command_id}","wait_s":10}}"#)
 }

@@ -42,3 +42,14 @@ pub async fn sql(url: &str, statement: &str) {
         .unwrap();
     c.close().await.unwrap();
 }
+
+/// One value of `query` on the database at `url`.
+pub async fn scalar(url: &str, query: &str) -> i64 {
+    let mut c = PgConnection::connect(url).await.unwrap();
+    let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(query.to_string()))
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    n
+}

@@ -5,116 +5,17 @@
 //! signed-and-encrypted channel (`--secure`).
 //!
 //! The Python environment is a prerequisite, never a reason to skip: without it these tests fail
-//! and say how to install it (`bash scripts/python-env`).
+//! and say how to install it (`bash scripts/python-env`). Starting the Python server and
+//! finding that environment is `common/mod.rs`.
 
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+mod common;
+
 use std::time::Duration;
 
 use closedloop_driver::Value;
 use closedloop_opcua::testing::*;
 use closedloop_opcua::{Class, Error, Identity, Link, OpcuaClient, classify};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-/// The repository root (this crate is crates/drivers/opcua).
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
-
-/// The tests' virtual environment's python, as scripts/python-env makes it; fails (never skips)
-/// with the command that installs it when it or asyncua is missing.
-fn python() -> PathBuf {
-    let venv = std::env::var_os("CLOSEDLOOP_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/closedloop-venv"));
-    let python = venv.join("bin/python");
-    let check = std::process::Command::new(&python)
-        .args([
-            "-c",
-            "import asyncua; print(asyncua.__version__ if hasattr(asyncua, '__version__') else '')",
-        ])
-        .output();
-    match check {
-        Ok(out) if out.status.success() => python,
-        Ok(out) => panic!(
-            "{} cannot import asyncua ({}). asyncua is pinned in tests/python/requirements.txt; \
-             install it with `bash scripts/python-env` (from the repository root)",
-            python.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-        Err(e) => panic!(
-            "no Python virtual environment at {} ({e}); create it with `bash scripts/python-env` \
-             (from the repository root; CLOSEDLOOP_VENV overrides the location)",
-            venv.display()
-        ),
-    }
-}
-
-/// pump_server.py as a child process, killed when dropped.
-struct Pump {
-    child: Child,
-    endpoint: String,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Pump {
-    async fn start() -> Pump {
-        Pump::start_with(&[]).await
-    }
-
-    /// pump_server.py with extra arguments (`--login USER:PASSWORD`).
-    async fn start_with(args: &[&str]) -> Pump {
-        let script = repo().join("tests/python/opcua/pump_server.py");
-        let mut child = Command::new(python())
-            .arg(&script)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().expect("piped stderr");
-        let sink = stderr.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
-        let endpoint = match line {
-            Ok(Ok(Some(l))) if l.starts_with("opc.tcp://") => l,
-            other => panic!(
-                "pump_server.py printed no endpoint ({other:?}); its stderr:\n{}",
-                stderr.lock().unwrap()
-            ),
-        };
-        Pump {
-            child,
-            endpoint,
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-fn pump(name: &str) -> String {
-    format!("ns=2;s=Pump1.{name}")
-}
+use common::{Pump, pump, server_certificate};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closedloop_drives_an_asyncua_pump() {
@@ -364,37 +265,6 @@ async fn an_anonymous_session_on_a_login_server_is_told_to_give_a_user() {
         why.starts_with("Bad_IdentityTokenRejected") && why.contains("add username and password"),
         "{why}"
     );
-}
-
-/// A self-signed certificate (DER) and key (PEM) for `pump_server.py --secure`, made by openssl
-/// in `dir`; the `--secure` argument naming them.
-fn server_certificate(dir: &std::path::Path) -> (PathBuf, String) {
-    let (cert, key) = (dir.join("pump.der"), dir.join("pump.pem"));
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-outform", "DER",
-        ])
-        .args(["-subj", "/CN=closedloop test pump", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .args([
-            "-addext",
-            "subjectAltName=URI:urn:freeopcua:python:server,IP:127.0.0.1",
-        ])
-        .args([
-            "-addext",
-            "keyUsage=digitalSignature,nonRepudiation,keyEncipherment,dataEncipherment",
-        ])
-        .output()
-        .expect("openssl (scripts/system-deps installs it)");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let arg = format!("{}:{}", cert.display(), key.display());
-    (cert, arg)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -66,7 +66,9 @@ pub struct Reading {
 pub enum Event {
     /// Validation passed and the command may be journaled as accepted.
     Accept,
-    /// Validation failed; the command never reaches the device.
+    /// Validation failed; the command never reaches the device. Before acceptance it ends
+    /// `rejected`; once accepted — by another gateway, the owner's checks refusing it when it
+    /// takes the command over — it ends `failed` with the code.
     Reject { code: ErrorCode, detail: String },
     /// The device (its exclusive group) is ours: write the plan.
     Dispatch,

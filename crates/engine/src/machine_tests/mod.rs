@@ -184,6 +184,22 @@ fn queued_offline_fails_device_offline() {
 }
 
 #[test]
+fn queued_reject_fails_with_its_code_and_nothing_written() {
+    let mut m = queued(profile());
+    let fx = m.on(Event::Reject {
+        code: ErrorCode::Interlock,
+        detail: "door open".into(),
+    });
+    assert_eq!(fx.len(), 1, "only the finish: no write, no stop");
+    let o = finish(&fx);
+    assert_eq!(
+        (o.status, o.code.clone(), o.verified),
+        (Status::Failed, Some(ErrorCode::Interlock), false)
+    );
+    assert_eq!(o.reason, Reason::Rejected("door open".into()));
+}
+
+#[test]
 fn queued_shutdown_is_never_sent_late() {
     let mut m = queued(profile());
     let o = finish(&m.on(Event::Shutdown)).clone();

@@ -98,13 +98,15 @@ impl crate::Engine {
     /// Starts the lease keeper when several gateways share the journal (a no-op otherwise): a
     /// first round now, so a gateway takes calls for the devices that fall to it as soon as it
     /// serves, then a round every third of `lease_s`, with the unfinished commands of every
-    /// device it takes recovered at once. The task holds the engine weakly and ends with it or
+    /// device it takes recovered at once; and the follower of the journal's change feed
+    /// ([`Engine::follow_feed`]), through which it hears of the commands handed to it. The task holds the engine weakly and ends with it or
     /// at shutdown.
     pub async fn keep_leases(self: &std::sync::Arc<Self>) {
         if !self.ctx.ownership.shared() {
             return;
         }
         self.lease_round().await;
+        self.follow_feed().await;
         let engine = std::sync::Arc::downgrade(self);
         let period = self.ctx.ownership.lease / 3;
         let mut stop = self.ctx.shutdown_rx();
@@ -125,9 +127,11 @@ impl crate::Engine {
     }
 
     /// One keeper round, then recovery of every device taken and not recovered yet — in this
-    /// round or an earlier one whose recovery failed or was cut short. A database that does not
-    /// answer is logged; the leases held stop counting at their own time (`Ownership::fence`).
-    async fn lease_round(&self) {
+    /// round or an earlier one whose recovery failed or was cut short — and the take-over of
+    /// commands other gateways accepted for the devices held (the change feed's backstop). A
+    /// database that does not answer is logged; the leases held stop counting at their own time
+    /// (`Ownership::fence`).
+    async fn lease_round(self: &std::sync::Arc<Self>) {
         let ctx = &self.ctx;
         let busy = |device: &str| ctx.busy_on(device);
         // A round that hangs (a lock held by a paused gateway) must not stop the rounds: the
@@ -154,6 +158,9 @@ impl crate::Engine {
                     tracing::error!(device, error = %e, "recovering the device's commands failed; tried again next round")
                 }
             }
+        }
+        if let Err(e) = self.adopt_waiting().await {
+            tracing::warn!(error = %e, "looking for commands handed to this gateway failed; tried again next round");
         }
     }
 }

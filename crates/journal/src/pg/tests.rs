@@ -245,3 +245,36 @@ async fn alarms_are_kept_on_postgres_as_on_sqlite() {
     j.close().await;
     db.drop().await;
 }
+
+#[tokio::test]
+async fn every_insert_and_change_of_state_is_announced_on_the_feed_and_appends_are_not() {
+    let Some(db) = Database::create("feed").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let mut feed = j.feed().await.unwrap().expect("PostgreSQL has a feed");
+    let mut c = row("c1", "lamp", "accepted", 10);
+    j.insert(&c, &[ev(10, "accepted")]).await.unwrap();
+    j.append("c1", &[ev(11, "signal")]).await.unwrap();
+    c.dispatched = true;
+    j.update(&c, &[ev(12, "dispatched")]).await.unwrap();
+    c.status = "completed".into();
+    j.update(&c, &[ev(13, "completed")]).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(10), feed.next());
+        let change = next.await.expect("announced within 10 s").unwrap();
+        assert_eq!(
+            (change.command_id.as_str(), change.device.as_str()),
+            ("c1", "lamp")
+        );
+        seen.push((change.status, change.dispatched));
+    }
+    let expected = [("accepted", false), ("accepted", true), ("completed", true)];
+    let expected: Vec<(String, bool)> = expected.iter().map(|(s, d)| (s.to_string(), *d)).collect();
+    assert_eq!(seen, expected);
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(300), feed.next());
+    assert!(quiet.await.is_err(), "the timeline append was announced");
+    let sqlite = Journal::open("sqlite::memory:").await.unwrap();
+    assert!(sqlite.feed().await.unwrap().is_none());
+}

@@ -85,8 +85,10 @@ async fn run(
     loop {
         let due = tokio::select! {
             change = rx.recv() => match change {
-                Ok(Change::Command { command_id, status, .. }) => {
-                    if Status::parse(&status).is_some_and(Status::is_terminal)
+                Ok(Change::Command { command_id, status, elsewhere, .. }) => {
+                    // A command another gateway ran is that gateway's span to export.
+                    if !elsewhere
+                        && Status::parse(&status).is_some_and(Status::is_terminal)
                         && let Some(engine) = engine.upgrade()
                         && let Ok(r) = engine.peek(&command_id).await
                     {

@@ -77,7 +77,7 @@ async fn feed(
             () = stop.cancelled() => return,
             () = tx.closed() => return,
             change = changes.recv() => match change {
-                Ok(Change::Command { command_id, device, status }) => {
+                Ok(Change::Command { command_id, device, status, .. }) => {
                     let data = json!({"command_id": command_id, "device": device, "status": status});
                     vec![event("command", &data)]
                 }

@@ -27,6 +27,7 @@ fn change(id: &str) -> Change {
         command_id: id.into(),
         device: "lamp".into(),
         status: "running".into(),
+        elsewhere: false,
     }
 }
 

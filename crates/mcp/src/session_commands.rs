@@ -9,8 +9,9 @@
 //!
 //! rmcp serves each session with one [`Server`](crate::Server) of its own (the HTTP factory's
 //! `Server::for_session`) and drops it when the session ends, however it ends; that `Server`
-//! holds one [`Leases`], so the drop is the session's end. Stdio and stateless 2026-07-28
-//! requests have no session and record nothing: only the keepalive ends their commands.
+//! holds one [`SessionCommands`], so the drop is the session's end. Stdio and stateless
+//! 2026-07-28 requests have no session and record nothing: only the keepalive ends their
+//! commands.
 //!
 //! # Invariants
 //! - Only calls that carried an `Mcp-Session-Id` record a command, so a per-request `Server`
@@ -28,17 +29,17 @@ pub(crate) const SESSION_ENDED: &str =
     "The MCP session that started this command ended (closed by its client, or idle too long)";
 
 /// The running dead-man commands of one session, lapsed when it is dropped.
-pub(crate) struct Leases {
+pub(crate) struct SessionCommands {
     engine: Arc<Engine>,
     held: Mutex<Vec<String>>,
     /// Cancelled when the HTTP server stops; `None` off HTTP.
     shutdown: Option<CancellationToken>,
 }
 
-impl Leases {
+impl SessionCommands {
     /// An empty list for one session (or for a transport without sessions).
-    pub(crate) fn new(engine: Arc<Engine>, shutdown: Option<CancellationToken>) -> Leases {
-        Leases {
+    pub(crate) fn new(engine: Arc<Engine>, shutdown: Option<CancellationToken>) -> SessionCommands {
+        SessionCommands {
             engine,
             held: Mutex::new(Vec::new()),
             shutdown,
@@ -60,7 +61,7 @@ impl Leases {
     }
 }
 
-impl Drop for Leases {
+impl Drop for SessionCommands {
     fn drop(&mut self) {
         if self.shutdown.as_ref().is_some_and(|s| s.is_cancelled()) {
             return;

@@ -1,0 +1,104 @@
+//! The change feed of a shared journal: every insert or change of state of a command, as
+//! PostgreSQL announces it on the `closedloop_commands` channel (a trigger, schema version 6),
+//! so each gateway hears of the commands the others accept and end. A gateway that owns a
+//! device claims the commands another accepted for it; one waiting for a command another runs
+//! wakes when it ends; subscriptions see changes made anywhere.
+//!
+//! A notification can be missed (the listening connection is re-opened after it drops, and
+//! PostgreSQL keeps nothing for a listener that was away): the feed is a wake-up, never the
+//! truth, and its users read the journal itself — on every notification, and on a timer too.
+
+use crate::JournalError;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+
+/// The channel the trigger notifies.
+pub(crate) const CHANNEL: &str = "closedloop_commands";
+
+/// One command inserted or changed, as announced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandChange {
+    /// The command's id.
+    pub command_id: String,
+    /// Its device.
+    pub device: String,
+    /// Its status after the change.
+    pub status: String,
+    /// Whether its write plan has been handed to the device's driver.
+    pub dispatched: bool,
+}
+
+/// A listening connection on the journal's change channel.
+pub struct ChangeFeed {
+    listener: PgListener,
+}
+
+impl std::fmt::Debug for ChangeFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChangeFeed")
+    }
+}
+
+impl ChangeFeed {
+    /// Listens on the channel over a connection of its own (a pool of one, which the listener
+    /// uses to connect again after the connection drops).
+    pub(crate) async fn open(options: PgConnectOptions) -> Result<ChangeFeed, JournalError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await?;
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(CHANNEL).await?;
+        Ok(ChangeFeed { listener })
+    }
+
+    /// The next change announced. A dropped connection is re-opened here (changes announced
+    /// meanwhile are lost: see the module's note); a payload this version cannot read is
+    /// skipped with a warning rather than ending the feed.
+    pub async fn next(&mut self) -> Result<CommandChange, JournalError> {
+        loop {
+            let note = self.listener.recv().await?;
+            match parse(note.payload()) {
+                Some(change) => return Ok(change),
+                None => tracing::warn!(
+                    payload = note.payload(),
+                    "a journal change notification this version cannot read; skipped"
+                ),
+            }
+        }
+    }
+}
+
+/// A notification's payload: the JSON object the trigger builds.
+fn parse(payload: &str) -> Option<CommandChange> {
+    let v: serde_json::Value = serde_json::from_str(payload).ok()?;
+    let text = |k: &str| v.get(k)?.as_str().map(str::to_string);
+    Some(CommandChange {
+        command_id: text("command_id")?,
+        device: text("device")?,
+        status: text("status")?,
+        dispatched: v.get("dispatched")?.as_bool()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_is_read_into_its_change_and_a_foreign_one_is_not() {
+        let p = r#"{"command_id":"c1","device":"lamp","status":"accepted","dispatched":false}"#;
+        assert_eq!(
+            parse(p),
+            Some(CommandChange {
+                command_id: "c1".into(),
+                device: "lamp".into(),
+                status: "accepted".into(),
+                dispatched: false,
+            })
+        );
+        assert_eq!(parse(r#"{"command_id":"c1"}"#), None);
+        assert_eq!(parse("not json"), None);
+    }
+}
