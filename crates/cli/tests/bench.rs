@@ -1,5 +1,9 @@
 //! `closedloop bench` end to end: the bundled relays served by the real binary, every figure
-//! printed beside the bare rmcp server's, and an act-and-confirm latency that physics allows.
+//! printed beside the bare rmcp server's, and an act-and-confirm latency that physics allows;
+//! with several gateways on PostgreSQL (`CLOSEDLOOP_PG_URL`), commands through them and a
+//! failover no faster than the lease allows.
+
+mod common;
 
 use std::process::Command;
 
@@ -76,5 +80,56 @@ fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
     assert!(
         number(latency[1]) >= 1.0,
         "faster than physics: {latency:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_measures_commands_through_three_gateways_and_the_failover_time() {
+    let Some(db) = common::pg::Database::create("bench_gateways").await else {
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args([
+            "bench",
+            "--calls",
+            "20",
+            "--http",
+            "127.0.0.1:0",
+            "--gateways",
+            "3",
+        ])
+        .args(["--journal", &db.url, "--failover", "2"])
+        .output()
+        .expect("closedloop bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let http = row(&stdout, "act-and-confirm commands/s, 16 clients at once");
+    assert!(
+        http[0].ends_with("3 gateways on one PostgreSQL"),
+        "{http:?}"
+    );
+    assert!(number(http[1]) > 0.0, "{http:?}");
+    // The survivor may take the device only once the dead owner's 1 s lease expired on the
+    // database: at least the lease less one renewal period (a third of it) after the kill.
+    let failover = row(&stdout, "owner killed (SIGKILL)");
+    assert!(
+        number(failover[1]) >= 600.0,
+        "sooner than the lease allows: {failover:?}"
+    );
+    db.drop().await;
+}
+
+#[test]
+fn bench_refuses_several_gateways_without_a_postgresql_journal() {
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["bench", "--http", "127.0.0.1:0", "--gateways", "2"])
+        .output()
+        .expect("closedloop bench runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--gateways 2 needs --journal postgres://USER@HOST:PORT/DATABASE"),
+        "{stderr}"
     );
 }

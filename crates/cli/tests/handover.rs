@@ -11,7 +11,7 @@ use common::gateways::{
     call, entry, gateway, modbus_read, owned_by, settled_owner, signal, slide_beyond, slide_mm,
     start_sim, wait_for,
 };
-use common::pg::{Database, scalar};
+use common::pg::Database;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handed_call_the_owner_refuses_ends_failed_with_its_code_and_nothing_written() {
@@ -44,6 +44,14 @@ async fn a_handed_call_the_owner_refuses_ends_failed_with_its_code_and_nothing_w
         0,
         "the gripper closed while the slide moved"
     );
+    let moved = call(
+        &a_at,
+        "get_command_status",
+        &wait_for(moving["command_id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(moved["status"], "completed", "{moved}");
+    common::pg::assert_consistent(&db.url).await;
     for c in [&mut a, &mut b] {
         let _ = c.kill();
         let _ = c.wait();
@@ -51,47 +59,80 @@ async fn a_handed_call_the_owner_refuses_ends_failed_with_its_code_and_nothing_w
     db.drop().await;
 }
 
+/// Two gateways; the slide's owner moves it 0 → 250 mm (about 2.5 s) and queues a move to
+/// 100 mm behind it, accepted there and never handed, then is killed mid-move. `queue_timeout_s`
+/// of the move, when given, is written into the plant first.
+struct Queued {
+    _dir: tempfile::TempDir,
+    _sim: common::Running,
+    modbus: String,
+    gateways: [std::process::Child; 2],
+    survivor: &'static str,
+    survivor_at: String,
+    second: String,
+}
+
+async fn queued_behind_a_killed_owner(db: &Database, queue_timeout_s: Option<u32>) -> Queued {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let (sim, modbus) = start_sim(&dir, &db.url, 2);
+    if let Some(t) = queue_timeout_s {
+        let path = dir.join("plant.toml");
+        let at = "name = \"move_to\"";
+        let plant = std::fs::read_to_string(&path).unwrap();
+        let plant = plant.replacen(at, &format!("{at}\nqueue_timeout_s = {t}"), 1);
+        std::fs::write(&path, plant).unwrap();
+    }
+    let (a, a_at) = gateway(&dir, "a");
+    let (b, b_at) = gateway(&dir, "b");
+    let mut gateways = [a, b];
+    let doomed = usize::from(settled_owner(&a_at, &b_at, "slide").await != "a");
+    let ats = [a_at, b_at];
+    let first = r#"{"target_mm":250,"wait_s":0}"#;
+    let first = call(&ats[doomed], "slide_move_to", first).await;
+    let second = r#"{"target_mm":100,"wait_s":0}"#;
+    let second = call(&ats[doomed], "slide_move_to", second).await;
+    assert_eq!(second["status"], "accepted", "{second}");
+    slide_beyond(&modbus, 20.0).await;
+    signal(&gateways[doomed], "-KILL");
+    let _ = gateways[doomed].wait();
+    let survivor = ["a", "b"][1 - doomed];
+    let survivor_at = ats[1 - doomed].clone();
+    owned_by(&survivor_at, "slide", Some(survivor)).await;
+    let first_id = first["command_id"].as_str().unwrap();
+    let end = call(&survivor_at, "get_command_status", &wait_for(first_id)).await;
+    assert_eq!(end["status"], "completed", "{end}");
+    Queued {
+        _dir: tmp,
+        _sim: sim,
+        modbus,
+        gateways,
+        survivor,
+        survivor_at,
+        second: second["command_id"].as_str().unwrap().to_string(),
+    }
+}
+
+impl Queued {
+    async fn end(mut self, db: Database) {
+        common::pg::assert_consistent(&db.url).await;
+        for c in &mut self.gateways {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        db.drop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_queued_behind_a_move_moves_with_the_device_when_its_owner_is_killed() {
     let Some(db) = Database::create("queued_moves").await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (_sim, modbus) = start_sim(dir.path(), &db.url, 2);
-    let (mut a, a_at) = gateway(dir.path(), "a");
-    let (mut b, b_at) = gateway(dir.path(), "b");
-    let slide_owner = settled_owner(&a_at, &b_at, "slide").await;
-    let (doomed, doomed_at, survivor, survivor_at) = if slide_owner == "a" {
-        (&mut a, &a_at, "b", &b_at)
-    } else {
-        (&mut b, &b_at, "a", &a_at)
-    };
-    let first = call(
-        doomed_at,
-        "slide_move_to",
-        r#"{"target_mm":250,"wait_s":0}"#,
-    )
-    .await;
-    // Queued at the owner behind the first move (accepted there, never handed): only the
-    // survivor's take-over of the device can move it.
-    let second = call(
-        doomed_at,
-        "slide_move_to",
-        r#"{"target_mm":100,"wait_s":0}"#,
-    )
-    .await;
-    assert_eq!(second["status"], "accepted", "{second}");
-    slide_beyond(&modbus, 20.0).await;
-    signal(doomed, "-KILL");
-    let _ = doomed.wait();
-    owned_by(survivor_at, "slide", Some(survivor)).await;
-    let first_id = first["command_id"].as_str().unwrap();
-    let end = call(survivor_at, "get_command_status", &wait_for(first_id)).await;
-    assert_eq!(end["status"], "completed", "{end}");
-    let second_id = second["command_id"].as_str().unwrap();
-    let mut end = call(survivor_at, "get_command_status", &wait_for(second_id)).await;
+    let q = queued_behind_a_killed_owner(&db, None).await;
+    let mut end = call(&q.survivor_at, "get_command_status", &wait_for(&q.second)).await;
     if end["status"] == "accepted" || end["status"] == "running" {
-        end = call(survivor_at, "get_command_status", &wait_for(second_id)).await;
+        end = call(&q.survivor_at, "get_command_status", &wait_for(&q.second)).await;
     }
     assert_eq!(end["status"], "completed", "{end}");
     let claims: Vec<_> = end["timeline"]
@@ -101,13 +142,72 @@ async fn a_command_queued_behind_a_move_moves_with_the_device_when_its_owner_is_
         .filter(|e| e["event"] == "claimed")
         .map(|e| e["by"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(claims, [survivor], "{end}");
+    assert_eq!(claims, [q.survivor], "{end}");
     assert!(entry(&end, "accepted")["handed_to"].is_null(), "{end}");
-    let at = slide_mm(&modbus).await;
+    let at = slide_mm(&q.modbus).await;
     assert!((at - 100.0).abs() < 0.5, "the slide is at {at} mm, not 100");
-    // The journal is consistent: nothing left accepted or running.
-    let open = "SELECT count(*) FROM commands WHERE status IN ('accepted', 'running')";
-    assert_eq!(scalar(&db.url, open).await, 0);
+    q.end(db).await;
+}
+
+/// A queued command moves with its device only within its queue wait: one that waited longer
+/// than `queue_timeout_s` while the lease changed hands ends `timeout`, never sent late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_command_whose_wait_ran_out_during_the_takeover_ends_timeout_unsent() {
+    let Some(db) = Database::create("queued_expired").await else {
+        return;
+    };
+    let q = queued_behind_a_killed_owner(&db, Some(1)).await;
+    let end = call(&q.survivor_at, "get_command_status", &wait_for(&q.second)).await;
+    assert_eq!(
+        (end["status"].as_str(), end["error_code"].as_str()),
+        (Some("timeout"), Some("TIMEOUT")),
+        "{end}"
+    );
+    assert_eq!(entry(&end, "claimed")["by"], q.survivor, "{end}");
+    assert!(entry(&end, "dispatched").is_null(), "{end}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mm = slide_mm(&q.modbus).await;
+    assert!((mm - 250.0).abs() < 0.5, "the slide is at {mm} mm, not 250");
+    q.end(db).await;
+}
+
+/// Gap (d) of the first scale-out review: devices whose actions share an exclusive group must be
+/// driven by one gateway, or the group is not exclusive across gateways. Two devices that the
+/// per-device placement splits between `a` and `b` are put in one group; both gateways then
+/// report one owner for both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_of_one_exclusive_group_are_driven_by_one_gateway() {
+    let Some(db) = Database::create("one_cell").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, _modbus) = start_sim(dir.path(), &db.url, 2);
+    let actions = [
+        ("lamp", "switch"),
+        ("slide", "move_to"),
+        ("gripper", "close"),
+        ("oven", "set_temperature"),
+    ];
+    let gateways = ["a".to_string(), "b".to_string()];
+    let alone = |d: &str| closedloop_engine::ownership::rendezvous(d, &gateways).cloned();
+    let (first, second) = actions
+        .iter()
+        .flat_map(|x| actions.iter().map(move |y| (x, y)))
+        .find(|(x, y)| alone(x.0) != alone(y.0))
+        .expect("the per-device placement splits some pair");
+    let path = dir.path().join("plant.toml");
+    let mut plant = std::fs::read_to_string(&path).unwrap();
+    for (_, action) in [first, second] {
+        let at = format!("name = \"{action}\"");
+        plant = plant.replacen(&at, &format!("{at}\nexclusive = \"cell\""), 1);
+    }
+    std::fs::write(&path, plant).unwrap();
+    let (mut a, a_at) = gateway(dir.path(), "a");
+    let (mut b, b_at) = gateway(dir.path(), "b");
+    let one = settled_owner(&a_at, &b_at, first.0).await;
+    let other = settled_owner(&a_at, &b_at, second.0).await;
+    assert_eq!(one, other, "{} and {} are driven apart", first.0, second.0);
+    common::pg::assert_consistent(&db.url).await;
     for c in [&mut a, &mut b] {
         let _ = c.kill();
         let _ = c.wait();

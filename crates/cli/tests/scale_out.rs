@@ -2,7 +2,7 @@
 //! `closedloop sim` serves as its own process: each device has one owner; a call to the other
 //! gateway is accepted there and run by the owner; the owner's `kill -9` hands its devices to
 //! the survivor within the lease; an owner paused past its lease (SIGSTOP) writes nothing once
-//! resumed, and the call it took meanwhile is run by the survivor; and a keyed call is one
+//! resumed (the call it took meanwhile is refused, or run by the survivor); and a keyed call is one
 //! command whichever gateway it is sent to. Ground truth is read from the simulator's registers
 //! with Modbus requests written here.
 
@@ -55,6 +55,7 @@ async fn one_owner_per_device_and_the_survivor_takes_over_after_kill_9() {
     let done = call_once_settled(other_at, "lamp_switch", r#"{"on":false,"wait_s":5}"#).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 0);
+    common::pg::assert_consistent(&db.url).await;
     let _ = other_child.kill();
     let _ = other_child.wait();
     db.drop().await;
@@ -85,7 +86,7 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
     .await;
     assert_eq!(moved["status"], "completed", "{moved}");
     // A call waits in the paused gateway's socket; resumed, it checks its lease before anything
-    // else and finds it gone: it writes nothing itself, and hands the call to the survivor.
+    // else and finds it gone.
     let paused_at = paused_at.clone();
     let pending = tokio::spawn(async move {
         call(
@@ -97,13 +98,27 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     signal(paused, "-CONT");
-    let handed = pending.await.unwrap();
-    let id = handed["command_id"].as_str().unwrap();
-    let end = call(survivor_at, "get_command_status", &wait_for(id)).await;
-    assert_eq!(end["status"], "completed", "{end}");
-    assert_eq!(entry(&end, "claimed")["by"], survivor, "{end}");
-    let at = slide_mm(&modbus).await;
-    assert!((at - 250.0).abs() < 0.5, "the slide is at {at} mm, not 250");
+    // Resumed, it knows no live owner until its next keeper round: it refuses the call, or,
+    // if that round came first, hands it to the survivor, which runs it. Either way the
+    // resumed gateway wrote nothing.
+    let answer = pending.await.unwrap();
+    let at = if answer["status"] == "rejected" {
+        assert_eq!(answer["error_code"], "DEVICE_BUSY", "{answer}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        50.0
+    } else {
+        let id = answer["command_id"].as_str().unwrap();
+        let end = call(survivor_at, "get_command_status", &wait_for(id)).await;
+        assert_eq!(end["status"], "completed", "{end}");
+        assert_eq!(entry(&end, "claimed")["by"], survivor, "{end}");
+        250.0
+    };
+    let mm = slide_mm(&modbus).await;
+    assert!(
+        (mm - at).abs() < 0.5,
+        "the slide is at {mm} mm, not {at}: {answer}"
+    );
+    common::pg::assert_consistent(&db.url).await;
     for c in [&mut a, &mut b] {
         let _ = c.kill();
         let _ = c.wait();
@@ -157,6 +172,7 @@ async fn a_move_whose_owner_is_killed_mid_way_completes_under_the_survivor() {
     assert!(events.contains(&"recovered"), "{events:?}");
     let at = slide_mm(&modbus).await;
     assert!((at - 250.0).abs() < 0.5, "the slide is at {at} mm");
+    common::pg::assert_consistent(&db.url).await;
     for c in [&mut a, &mut b] {
         let _ = c.kill();
         let _ = c.wait();
@@ -190,6 +206,7 @@ async fn a_keyed_call_is_one_command_whichever_gateway_takes_it() {
     }
     let one = "SELECT count(*) FROM commands WHERE idempotency_key = 'lamp-on-1'";
     assert_eq!(common::pg::scalar(&db.url, one).await, 1);
+    common::pg::assert_consistent(&db.url).await;
     for c in [&mut a, &mut b] {
         let _ = c.kill();
         let _ = c.wait();

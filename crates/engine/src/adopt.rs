@@ -9,8 +9,12 @@
 //! - A command is taken over by the holder of its device's lease only, under that lease: the
 //!   `claimed` entry is a fenced write, so a gateway that lost the lease meanwhile claims
 //!   nothing, and the lease itself keeps two gateways from running one command.
-//! - One gateway takes a command over once: it is registered live before anything is awaited.
-//! - The queue wait counts from the acceptance at the other gateway (`queue_timeout_s`).
+//! - One taker at a time per gateway (`Context::taking`), which reads the command again once
+//!   it has checked its lease, and runs it only if it still waits; a command registers live
+//!   only if none of its id is (`Context::remember_new`), so a gateway's own fresh command and
+//!   a take-over of it never both run.
+//! - The queue wait counts from the acceptance, wherever it was (`queue_timeout_s`): a command
+//!   that waited longer while its device changed hands ends `timeout`, never sent late.
 
 use crate::context::Change;
 use crate::engine::{Engine, profile};
@@ -18,7 +22,7 @@ use crate::live::LiveCommand;
 use crate::machine::{Effect, Event, Machine};
 use crate::terminal::Ending;
 use crate::{EngineError, Submission};
-use closedloop_journal::{CommandRow, EventRow};
+use closedloop_journal::CommandRow;
 use closedloop_plant::Action;
 use serde_json::json;
 use std::sync::{Arc, Weak};
@@ -43,53 +47,65 @@ impl Engine {
         });
     }
 
-    /// The commands other gateways accepted for devices this one holds and nobody took over
-    /// yet: each is taken over (the feed's backstop, every keeper round).
+    /// The commands accepted for devices this gateway holds that nobody runs — handed here by
+    /// another gateway, or queued at a previous owner — each taken over (the feed's backstop,
+    /// and how queued commands move with a device: every keeper round).
     pub(crate) async fn adopt_waiting(self: &Arc<Self>) -> Result<(), EngineError> {
         for row in self.ctx.journal.unfinished().await? {
             if self.mine_to_take(&row) {
-                let events = self.ctx.journal.events(&row.command_id).await?;
-                if handed(&events) {
-                    self.spawn_adoption(row, events);
-                }
+                self.spawn_adoption(row.command_id);
             }
         }
         Ok(())
     }
 
     /// Whether `row` waits for a gateway to run it and this one may: accepted, never
-    /// dispatched, not running here, on a device whose lease this gateway holds and settled.
+    /// dispatched, not running or just ended here, on a device whose lease this gateway holds
+    /// and has settled, while it is not shutting down.
     pub(crate) fn mine_to_take(&self, row: &CommandRow) -> bool {
         let own = &self.ctx.ownership;
         row.status == "accepted"
             && !row.dispatched
             && self.ctx.live(&row.command_id).is_none()
+            && !self.ctx.finished.contains(&row.command_id)
             && !own.recovering(&row.device)
             && matches!(own.fence(&row.device), Ok(Some(_)))
+            && !*self.ctx.shutdown_rx().borrow()
     }
 
     /// Takes a command over in a task of its own (its checks may wait for the device).
-    pub(crate) fn spawn_adoption(self: &Arc<Self>, row: CommandRow, events: Vec<EventRow>) {
+    pub(crate) fn spawn_adoption(self: &Arc<Self>, command_id: String) {
         let engine = Arc::clone(self);
         self.spawn_task(async move {
-            if let Err(e) = engine.adopt(row, events).await {
-                tracing::error!(error = %e, "taking over a command failed; tried again next round");
+            if let Err(e) = engine.adopt(&command_id).await {
+                tracing::error!(command_id, error = %e, "taking over a command failed; tried again next round");
             }
         });
     }
 
-    /// Takes one command over: registers it, journals `claimed` under this gateway's lease,
-    /// runs the admission checks that need the device's values, and runs the command — or
-    /// ends it `failed` with the refusing check's code, nothing written.
-    pub(crate) async fn adopt(
-        &self,
-        row: CommandRow,
-        events: Vec<EventRow>,
-    ) -> Result<(), EngineError> {
+    /// Takes one command over: reads it under this gateway's lease (what the journal says then
+    /// is the truth: a command another taker ran meanwhile no longer waits), registers it,
+    /// journals `claimed` under the lease, and runs it — or ends it: `timeout` when its queue
+    /// wait ran out since it was accepted, `failed` with the code when admission's checks
+    /// refuse it here; nothing written either way.
+    pub(crate) async fn adopt(&self, command_id: &str) -> Result<(), EngineError> {
+        let Some(_taking) = crate::context::Taking::new(&self.ctx, command_id) else {
+            return Ok(());
+        };
+        let Some(row) = self.ctx.journal.get(command_id).await? else {
+            return Ok(());
+        };
         let Ok(Some(fence)) = self.ctx.ownership.fence(&row.device) else {
             return Ok(());
         };
-        let accepted = self.ctx.clock.instant_of(row.accepted_at_ms);
+        // Read again now the lease is checked: no write of an earlier epoch lands after this.
+        let Some(row) = self.ctx.journal.get(command_id).await? else {
+            return Ok(());
+        };
+        if !self.mine_to_take(&row) {
+            return Ok(());
+        }
+        let events = self.ctx.journal.events(command_id).await?;
         let cmd = Arc::new(LiveCommand::new(row.clone(), events, Some(fence.epoch)));
         if !self.ctx.remember_new(Arc::clone(&cmd)) {
             return Ok(());
@@ -103,31 +119,59 @@ impl Engine {
             self.ctx.drop_fenced(&cmd);
             return Ok(());
         }
-        tracing::info!(command_id = %row.command_id, device = %row.device, epoch = fence.epoch,
-                       "command taken over from the gateway that accepted it");
+        tracing::info!(command_id, device = %row.device, epoch = fence.epoch, "command taken over");
+        self.run_adopted(cmd, &row).await;
+        Ok(())
+    }
+
+    /// The rest of [`Engine::adopt`], once the command is registered and claimed here.
+    async fn run_adopted(&self, cmd: Arc<LiveCommand>, row: &CommandRow) {
         let action = self
             .ctx
             .plant
             .device(&row.device)
             .and_then(|d| d.action(&row.action));
-        let checked = match action {
-            Some(a) => self.recheck(&row, a).await.map(|p| (a, p)),
-            None => Err((
-                crate::contract::ErrorCode::InvalidParams,
-                format!(
-                    "this gateway's plant has no action {} on {}: the gateways' plant files \
-                     differ; nothing was written.",
-                    row.action, row.device
-                ),
-            )),
-        };
         let mut machine = Machine::new(action.map_or_else(inert_profile, profile));
         machine.on(Event::Accept);
-        match checked {
-            Ok((action, params)) => self.supervise(cmd, action, params, machine, accepted),
-            Err((code, detail)) => self.refuse_adopted(&cmd, machine, code, detail).await?,
+        let Some(action) = action else {
+            let detail = format!(
+                "this gateway's plant has no action {} on {}: the gateways' plant files differ; \
+                 nothing was written.",
+                row.action, row.device
+            );
+            let refused = Event::Reject {
+                code: crate::contract::ErrorCode::InvalidParams,
+                detail: detail.clone(),
+            };
+            return self.end_adopted(&cmd, machine, refused, detail).await;
+        };
+        let waited_ms = self.ctx.clock.now_ms() - row.accepted_at_ms;
+        if waited_ms as f64 >= action.queue_timeout_s * 1000.0 {
+            let detail = format!(
+                "Waited {} s for {} while its lease changed hands (queue_timeout_s); nothing was \
+                 written.",
+                action.queue_timeout_s, row.device
+            );
+            return self
+                .end_adopted(&cmd, machine, Event::QueueExpired, detail)
+                .await;
         }
-        Ok(())
+        match self.recheck(row, action).await {
+            Ok(params) => {
+                let accepted = self.ctx.clock.instant_of(row.accepted_at_ms);
+                self.supervise(cmd, action, params, machine, accepted);
+            }
+            Err((code, detail)) => {
+                let detail = crate::detail::tidy(&format!(
+                    "Refused by the gateway that drives the device: {detail}"
+                ));
+                let refused = Event::Reject {
+                    code,
+                    detail: detail.clone(),
+                };
+                self.end_adopted(&cmd, machine, refused, detail).await
+            }
+        }
     }
 
     /// Admission's checks for a command accepted elsewhere, as if it were submitted here: its
@@ -159,39 +203,22 @@ impl Engine {
         Ok(params)
     }
 
-    /// Ends a taken-over command the owner's checks refused: `failed` with the code.
-    async fn refuse_adopted(
+    /// Ends a taken-over command before it ran, as the machine decides on `event`; journaled
+    /// and announced like any end (`Context::record`), then let go.
+    async fn end_adopted(
         &self,
         cmd: &Arc<LiveCommand>,
         mut machine: Machine,
-        code: crate::contract::ErrorCode,
+        event: Event,
         detail: String,
-    ) -> Result<(), EngineError> {
-        let detail = format!("Refused by the gateway that drives the device: {detail}");
-        let Some(Effect::Finish(o)) = machine
-            .on(Event::Reject {
-                code,
-                detail: detail.clone(),
-            })
-            .pop()
-        else {
-            unreachable!("a queued command refused always ends at once");
+    ) {
+        let Some(Effect::Finish(o)) = machine.on(event).pop() else {
+            unreachable!("a queued command refused or expired always ends at once");
         };
         let end = Ending::new(o, Some(detail), None);
-        self.ctx
-            .record_or_fail(cmd, |r| end.apply(r), end.events())
-            .await?;
+        self.ctx.record(cmd, |r| end.apply(r), end.events()).await;
         self.ctx.forget(cmd);
-        Ok(())
     }
-}
-
-/// Whether a command was handed to its device's owner by the gateway that accepted it (its
-/// `accepted` entry names the gateway it was handed to).
-pub(crate) fn handed(events: &[EventRow]) -> bool {
-    events
-        .iter()
-        .any(|e| e.event == "accepted" && e.data.get("handed_to").is_some())
 }
 
 /// The profile of an action this gateway's plant lacks: only ever refused.
@@ -254,19 +281,8 @@ impl Engine {
             status: change.status,
             elsewhere: true,
         });
-        if !waiting || !matches!(self.ctx.ownership.fence(&change.device), Ok(Some(_))) {
-            return;
-        }
-        let Ok(Some(row)) = self.ctx.journal.get(&change.command_id).await else {
-            return;
-        };
-        if !self.mine_to_take(&row) {
-            return;
-        }
-        if let Ok(events) = self.ctx.journal.events(&row.command_id).await
-            && handed(&events)
-        {
-            self.spawn_adoption(row, events);
+        if waiting && matches!(self.ctx.ownership.fence(&change.device), Ok(Some(_))) {
+            self.spawn_adoption(change.command_id);
         }
     }
 }

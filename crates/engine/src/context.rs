@@ -11,6 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 
+mod taking;
+#[cfg(test)]
+mod tests;
+pub(crate) use taking::Taking;
+
 /// How many commands may wait for one exclusive group; one more is rejected `DEVICE_BUSY`.
 pub const QUEUE_CAPACITY: usize = 32;
 
@@ -102,6 +107,8 @@ pub struct Context {
     /// Runtime of every device, by id.
     pub devices: BTreeMap<String, Arc<DeviceRuntime>>,
     groups: Mutex<HashMap<String, Arc<Group>>>,
+    /// Commands being taken over from the journal here (`adopt.rs`): one taker at a time.
+    taking: Mutex<std::collections::HashSet<String>>,
     live: Mutex<HashMap<String, Arc<LiveCommand>>>,
     /// The results of recently finished commands (`finished.rs`).
     pub finished: crate::finished::Finished,
@@ -131,6 +138,7 @@ impl Context {
             clock,
             devices,
             groups: Mutex::new(HashMap::new()),
+            taking: Mutex::new(Default::default()),
             live: Mutex::new(HashMap::new()),
             finished: crate::finished::Finished::default(),
             changes: broadcast::channel(1024).0,
@@ -172,8 +180,9 @@ impl Context {
             .insert(id, cmd);
     }
 
-    /// Registers a live command unless one of its id is live already; whether it did. Two
-    /// ways of finding a command to take over (the feed, a keeper round) may race: one wins.
+    /// Registers a live command unless one of its id is live already; whether it did. A
+    /// gateway's own fresh command and a take-over of it from the journal (`adopt.rs`) may
+    /// race: one wins, and only that one runs.
     pub fn remember_new(&self, cmd: Arc<LiveCommand>) -> bool {
         let id = cmd.row().command_id;
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
@@ -226,10 +235,27 @@ impl Context {
             );
             self.finished.keep(result);
         }
-        self.live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        self.let_go(cmd, &id);
+    }
+
+    /// Whether `cmd` is still the live command of its id `id` (not let go of because its
+    /// lease was lost, nor superseded by a recovery under a later lease).
+    pub(crate) fn holds(&self, id: &str, cmd: &LiveCommand) -> bool {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.get(id)
+            .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), cmd))
+    }
+
+    /// Unmaps `cmd` — only this very command: a newer one of the same id (recovered or taken
+    /// over under a later lease) stays.
+    fn let_go(&self, cmd: &LiveCommand, id: &str) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if live
+            .get(id)
+            .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), cmd))
+        {
+            live.remove(id);
+        }
     }
 
     /// Journals a change to a command and announces it; whether the journal took it. While the
@@ -337,14 +363,7 @@ impl Context {
     /// lease superseded: no longer live here, nothing kept as its result (the journal is the
     /// truth about it). Only this very command: a newer one of the same id stays.
     pub(crate) fn drop_fenced(&self, cmd: &LiveCommand) {
-        let id = cmd.row().command_id;
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        if live
-            .get(&id)
-            .is_some_and(|c| std::ptr::eq(Arc::as_ptr(c), cmd))
-        {
-            live.remove(&id);
-        }
+        self.let_go(cmd, &cmd.row().command_id);
     }
 
     /// Whether a command this gateway supervises is on `device` (a lease is never handed over

@@ -60,27 +60,7 @@ mod tests {
     use crate::contract::Status;
 
     fn result(id: &str, status: Status) -> CommandResult {
-        let row = closedloop_journal::CommandRow {
-            command_id: id.into(),
-            request_id: format!("req-{id}"),
-            device: "lamp".into(),
-            action: "switch".into(),
-            params: serde_json::json!({}),
-            status: status.as_str().into(),
-            verified: false,
-            verification: "feedback".into(),
-            error_code: None,
-            detail: None,
-            hint: None,
-            evidence: serde_json::json!({}),
-            readback_matched: None,
-            accepted_at_ms: 0,
-            updated_at_ms: 0,
-            deadline_ms: None,
-            dispatched: false,
-            caller: None,
-            idempotency_key: None,
-        };
+        let row = crate::fixtures::row(id, status.as_str());
         CommandResult::from_rows(&row, &[], None)
     }
 

@@ -9,8 +9,11 @@
 //! - Only the checks that need the call itself run here (parameters, rate, confirmation); the
 //!   ones that need the device's values run at the owner, which ends the command `failed` with
 //!   the code when one refuses (the contract's accepted → failed edge: nothing was written).
-//! - A call for a device that no live gateway holds is refused as before: a command handed to
-//!   nobody would wait for whoever comes next.
+//! - A call for a device no live gateway may drive is refused: a command handed to nobody
+//!   would wait for whoever comes next. One whose lease is between owners goes to the live
+//!   gateway it falls to, which claims it within a keeper round. So is a call whose rules live in one process — a rate
+//!   limit (counted under a lock of the gateway that accepts) or a dead-man action (renewed
+//!   and lapsed where it runs) — naming the gateway to send it to.
 
 use crate::context::Change;
 use crate::contract::Status;
@@ -20,7 +23,7 @@ use crate::result::CommandResult;
 use crate::submit::new_row;
 use crate::{EngineError, Submission};
 use closedloop_journal::EventRow;
-use closedloop_plant::{Action, Params};
+use closedloop_plant::{Action, Device, Params};
 use serde_json::json;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -31,6 +34,25 @@ use tokio::time::Instant;
 const RECHECK: Duration = Duration::from_secs(1);
 
 impl Engine {
+    /// The gateway a call for `device` is handed to: the other gateway that holds its lease (as
+    /// last read), else the live gateway it falls to (the lease between owners: it claims it
+    /// within a keeper round), or this one while it settles a device it just took (the call
+    /// runs once the device's earlier commands are recovered). `None` — refuse — when no live
+    /// gateway may drive it, or when the action is rate-limited or a dead-man action.
+    pub(crate) fn hand_to(&self, device: &Device, action: &Action) -> Option<String> {
+        let local_rules =
+            action.keepalive_s.is_some() || action.max_rate.is_some() || device.max_rate.is_some();
+        let own = &self.ctx.ownership;
+        if local_rules {
+            None
+        } else if own.recovering(&device.id) {
+            Some(own.instance().to_string())
+        } else {
+            let not = own.fence(&device.id).err()?;
+            not.owner.or_else(|| own.desired(&device.id))
+        }
+    }
+
     /// Accepts a call for a device `owner` drives: journaled `accepted` (durable before this
     /// returns) with `handed_to` on its `accepted` entry, announced, then waited on up to `wait`.
     pub(crate) async fn hand(
@@ -63,7 +85,15 @@ impl Engine {
                 event: event.into(),
                 data,
             });
-        self.ctx.journal.insert(&row, &events).await?;
+        if let Err(e) = self.ctx.journal.insert(&row, &events).await {
+            // The same keyed call taken by another gateway at the same moment: its command.
+            if let Some(key) = &sub.idempotency_key
+                && let Some(prev) = self.ctx.journal.by_idempotency_key(key).await?
+            {
+                return self.replay(&sub, &request_id, action, prev, wait).await;
+            }
+            return Err(e.into());
+        }
         tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
                        action = %row.action, owner = %owner, "command accepted and handed to the device's owner");
         let _ = self.ctx.changes.send(Change::Command {
@@ -87,8 +117,12 @@ impl Engine {
         let mut changes = self.ctx.changes.subscribe();
         loop {
             if let Some(cmd) = self.ctx.live(command_id) {
-                cmd.wait_terminal(until).await;
-                return Ok(cmd.result());
+                // In steps: a command this gateway lets go of (its lease lost) ends elsewhere.
+                cmd.wait_terminal(until.min(Instant::now() + RECHECK)).await;
+                if cmd.status().is_terminal() || Instant::now() >= until {
+                    return Ok(cmd.result());
+                }
+                continue;
             }
             let result = self.peek(command_id).await?;
             if result.status.is_terminal() || Instant::now() >= until {

@@ -73,6 +73,8 @@ mod dispatch;
 mod engine;
 mod envelope;
 mod finished;
+#[cfg(test)]
+mod fixtures;
 mod handover;
 mod judge;
 mod live;

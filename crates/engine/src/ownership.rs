@@ -47,6 +47,9 @@ struct State {
     unrecovered: HashSet<String>,
     /// Every device's owner and epoch as last read (refreshed each keeper round).
     owners: HashMap<String, (String, i64)>,
+    /// The live instance each device falls to, as the last keeper round computed it: where a
+    /// call goes while the device's lease is between owners.
+    desired: HashMap<String, String>,
 }
 
 /// Why a device cannot be written from here now.
@@ -149,6 +152,12 @@ impl Ownership {
     /// `device`'s earlier commands are recovered: it takes new commands.
     pub(crate) fn recovered(&self, device: &str) {
         self.state().unrecovered.remove(device);
+    }
+
+    /// The live instance `device` falls to (it holds the lease, or claims it within a keeper
+    /// round), as the last round computed it; `None` without leases or live eligible instances.
+    pub fn desired(&self, device: &str) -> Option<String> {
+        self.state().desired.get(device).cloned()
     }
 
     /// The owner and epoch of `device`'s lease as last read, when leases are in use.

@@ -30,8 +30,9 @@ impl Engine {
     /// no task here supervises under this lease (a dead or paused owner's, or this gateway's
     /// own under a lease it lost since), by the same rules as at start-up — except the ones
     /// accepted and never dispatched: nothing was written for those, and they move to this
-    /// gateway with the device (taken over, `adopt.rs`), as queued commands should.
-    pub(crate) async fn recover_device(self: &Arc<Self>, device: &str) -> Result<(), EngineError> {
+    /// gateway with the device (taken over once it is recovered, `adopt.rs`), as queued
+    /// commands should.
+    pub(crate) async fn recover_device(&self, device: &str) -> Result<(), EngineError> {
         let epoch = self
             .ctx
             .ownership
@@ -50,15 +51,10 @@ impl Engine {
             }
             mine.push(row);
         }
-        let (waiting, rest): (Vec<_>, Vec<_>) = mine
-            .into_iter()
-            .partition(|r| r.status == Status::Accepted.as_str() && !r.dispatched);
-        self.recover_rows(rest).await?;
-        for row in waiting {
-            let events = self.ctx.journal.events(&row.command_id).await?;
-            self.spawn_adoption(row, events);
-        }
-        Ok(())
+        // Accepted and never dispatched: left to the take-over that follows every recovery
+        // (`Engine::adopt_waiting`, the same keeper round), retried every round until it runs.
+        mine.retain(|r| r.status != Status::Accepted.as_str() || r.dispatched);
+        self.recover_rows(mine).await
     }
 
     async fn recover_rows(

@@ -113,9 +113,9 @@ impl Engine {
         }
         if let Err(refusal) = self.owned(&sub.device) {
             // Another gateway drives the device (or this one is still settling it): the call is
-            // accepted here and run there. With no live owner it is refused, to be made again.
-            return match self.ctx.ownership.owner_of(&sub.device) {
-                Some((owner, _)) => {
+            // accepted here and run there (`handover.rs`), or refused naming where to send it.
+            return match self.hand_to(device, action) {
+                Some(owner) => {
                     self.hand(sub, request_id, action, params, wait, owner)
                         .await
                 }
@@ -133,7 +133,7 @@ impl Engine {
     /// A keyed call whose key is taken: the same call (same device, action and arguments, as
     /// given or once normalised) gets the command — or the rejection — it had; anything else
     /// is refused `INVALID_PARAMS` and the key stays with its command.
-    async fn replay(
+    pub(crate) async fn replay(
         &self,
         sub: &Submission,
         request_id: &str,
@@ -208,16 +208,26 @@ impl Engine {
         };
         tracing::info!(request_id = %row.request_id, command_id = %row.command_id, device = %row.device,
                        action = %row.action, params = %row.params, "command accepted");
+        let id = row.command_id.clone();
         let cmd = Arc::new(LiveCommand::new(row, events, epoch));
-        self.supervise(Arc::clone(&cmd), action, params, machine, Instant::now());
+        // A take-over of this very command (a keeper round reading the journal between the
+        // insert and now) may have registered first: then that one runs it, not this.
+        let cmd = if self.ctx.remember_new(Arc::clone(&cmd)) {
+            self.supervise(Arc::clone(&cmd), action, params, machine, Instant::now());
+            cmd
+        } else {
+            self.ctx.dequeued(&action.exclusive);
+            self.ctx.live(&id).unwrap_or(cmd)
+        };
         if !wait.is_zero() {
             cmd.wait_terminal(Instant::now() + wait).await;
         }
         Ok(cmd.result())
     }
 
-    /// Starts the task of a command journaled `accepted` (here, or by another gateway and taken
-    /// over: `accepted` is when its queue wait began), with its estimate, announced.
+    /// Starts the task of a command journaled `accepted` and registered live (here, or by
+    /// another gateway and taken over: `accepted` is when its queue wait began), with its
+    /// estimate, announced.
     pub(crate) fn supervise(
         &self,
         cmd: Arc<LiveCommand>,
@@ -248,7 +258,6 @@ impl Engine {
         {
             cmd.set_expected_end(end);
         }
-        self.ctx.remember(Arc::clone(&cmd));
         let _ = self.ctx.changes.send(Change::Command {
             command_id: row.command_id,
             device: row.device,

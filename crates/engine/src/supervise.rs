@@ -71,6 +71,11 @@ impl Supervisor {
     pub(crate) async fn supervise(&mut self) {
         let mut w = self.watches();
         while self.machine.is_supervising() {
+            // Let go of (its device's lease lost): the journal and the new owner say the rest,
+            // and nothing here may read on for it.
+            if self.ctx.ownership.shared() && !self.ctx.holds(&self.command_id, &self.cmd) {
+                return;
+            }
             let wake = match self.next_wake(&mut w).await {
                 Turn::Wake(wake) => wake,
                 Turn::Again => continue,

@@ -221,8 +221,8 @@ impl Supervisor {
     }
 
     /// Starts re-sending the plan's cyclic requests (a CAN frame with `cycle_ms`) until the
-    /// command ends or its cancel plan is written. A failed re-send is logged; the criterion
-    /// judges the effect.
+    /// command ends, its cancel plan is written, or the device's lease is lost (several
+    /// gateways). A failed re-send is logged; the criterion judges the effect.
     pub(crate) fn start_cycling(&mut self, writes: &[Request]) {
         let cyclic: Vec<(Request, Duration)> = writes
             .iter()
@@ -233,6 +233,7 @@ impl Supervisor {
         }
         let dev = Arc::clone(&self.dev);
         let command_id = self.cmd.row().command_id;
+        let (ctx, epoch) = (Arc::clone(&self.ctx), self.cmd.epoch());
         self.cycling = Some(AbortOnDrop(tokio::spawn(async move {
             let start = Instant::now();
             let mut next: Vec<Instant> = cyclic.iter().map(|(_, period)| start + *period).collect();
@@ -241,6 +242,11 @@ impl Supervisor {
                     return;
                 };
                 sleep_until(at).await;
+                // Only the lease's holder writes, cyclic frames too.
+                if ctx.ownership.fence_at(dev.id(), epoch).is_err() {
+                    tracing::warn!(%command_id, device = %dev.id(), "cyclic requests stopped: the device's lease was lost");
+                    return;
+                }
                 let (request, period) = &cyclic[i];
                 if let Err(e) = dev.send(request, *period).await {
                     tracing::warn!(%command_id, device = %dev.id(), error = %e.detail, "cyclic request not sent");

@@ -29,6 +29,7 @@
 
 mod action;
 mod ast;
+mod cells;
 mod env;
 mod error;
 mod expr;
@@ -48,6 +49,7 @@ mod template;
 mod validate;
 
 pub use action::{Action, Verification, WriteEntry};
+pub use cells::{Cell, Cells};
 pub use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{PlantError, PlantErrors};
 pub use expr::{EvalError, Expr, Scope};

@@ -104,6 +104,13 @@ impl Plant {
         self.index.devices.get(id).map(|&i| &*self.devices[i])
     }
 
+    /// The devices that must share a gateway, joined by the exclusive groups their actions name
+    /// ([`crate::Cells`]).
+    pub fn cells(&self) -> crate::Cells {
+        let devices: Vec<&Device> = self.devices.iter().map(|d| &**d).collect();
+        crate::Cells::of(&devices)
+    }
+
     /// Every action of every device, with its device, in file order.
     pub fn actions(&self) -> impl Iterator<Item = (&Device, &Action)> {
         self.devices

@@ -82,3 +82,63 @@ fn otlp_is_a_plain_http_collector_address() {
     expect_one(&with("http://:4318"), None, "server.otlp", "give a host");
     expect_one(&with("http://c:99999"), None, "server.otlp", "give a host");
 }
+
+/// BASE with the lamp's and the slide's actions in one exclusive group, and a third device in a
+/// group of its own; `lamp_gw` and `slide_gw` are their `gateways` lines ("" for none).
+fn cell_plant(lamp_gw: &str, slide_gw: &str) -> String {
+    let src = edit("id = \"lamp\"", &format!("id = \"lamp\"\n{lamp_gw}"))
+        .replacen("id = \"slide\"", &format!("id = \"slide\"\n{slide_gw}"), 1)
+        .replacen(
+            "expect_s = 0.02",
+            "expect_s = 0.02\nexclusive = \"bench\"",
+            1,
+        )
+        .replacen(
+            "stopped_when = \"!moving\"",
+            "stopped_when = \"!moving\"\nexclusive = \"bench\"",
+            1,
+        );
+    src + r#"
+[[device]]
+id = "fan"
+driver = { kind = "sim", model = "relay" }
+[device.signals]
+contact = { discrete_input = 0 }
+"#
+}
+
+#[test]
+fn devices_joined_by_an_exclusive_group_form_one_cell_placed_by_its_first_device() {
+    let plant = parsed(&cell_plant(
+        "gateways = [\"a\", \"b\"]",
+        "gateways = [\"b\", \"c\"]",
+    ));
+    let cells = plant.cells();
+    let bench = cells.cell("slide").unwrap();
+    assert_eq!(bench.key, "lamp");
+    assert_eq!(bench.devices, ["lamp", "slide"]);
+    assert_eq!(bench.gateways, ["b"]);
+    assert!(!bench.disjoint);
+    assert_eq!(cells.cell("lamp"), Some(bench));
+    let fan = cells.cell("fan").unwrap();
+    assert_eq!((fan.key.as_str(), fan.devices.len()), ("fan", 1));
+    assert!(fan.gateways.is_empty(), "no list: any gateway");
+    assert_eq!(cells.iter().count(), 2);
+}
+
+#[test]
+fn a_cell_whose_gateways_lists_share_no_gateway_is_refused() {
+    let e = expect_one(
+        &cell_plant("gateways = [\"a\"]", "gateways = [\"b\"]"),
+        Some("lamp"),
+        "gateways",
+        "lamp shares an exclusive group with slide, and no gateway is on every one",
+    );
+    assert!(
+        e.message.contains("list a gateway that reaches them all"),
+        "{e}"
+    );
+    // One list alone constrains the cell without being disjoint.
+    let plant = parsed(&cell_plant("", "gateways = [\"b\"]"));
+    assert_eq!(plant.cells().cell("lamp").unwrap().gateways, ["b"]);
+}

@@ -20,15 +20,44 @@ use tokio::process::{Child, Command};
 /// Clients at once, each with one command in flight.
 pub const CLIENTS: usize = 16;
 
-/// Starts `serve PLANT --http ADDR` and returns it with the address it announced.
-async fn start(exe: &Path, dir: &Path, addr: &str) -> Result<(Child, SocketAddr)> {
+/// Where the HTTP bench's gateways keep their journal: one `serve` on a SQLite file of its own,
+/// or `gateways` of them (`--instance g1`, `g2`, …) sharing the PostgreSQL database `journal`.
+#[derive(Debug, Clone, Copy)]
+pub struct Topology<'a> {
+    /// A `postgres://` URL, or `None` for one gateway on SQLite.
+    pub journal: Option<&'a str>,
+    /// How many gateways serve the relays (clients are spread over them).
+    pub gateways: usize,
+    /// The device lease, s (several gateways only).
+    pub lease_s: u32,
+}
+
+/// Writes the bench plant of [`CLIENTS`] fast relays, journaled as `topo` says; its path.
+pub(super) fn plant(dir: &Path, topo: Topology<'_>) -> Result<std::path::PathBuf> {
     let plant = dir.join("http-bench.toml");
-    let src = super::hall::relays(CLIENTS, 1, 1).replace("bench.db", "http-bench.db");
+    let mut src = super::hall::relays(CLIENTS, 1, 1).replace("bench.db", "http-bench.db");
+    if let Some(url) = topo.journal {
+        let shared = format!("journal = \"{url}\"\nlease_s = {}", topo.lease_s);
+        src = src.replace("journal = \"sqlite://http-bench.db\"", &shared);
+    }
     std::fs::write(&plant, src)?;
+    Ok(plant)
+}
+
+/// Starts `serve PLANT --http ADDR` (as `instance`, when given) and returns it with the address
+/// it announced.
+pub(super) async fn start(
+    exe: &Path,
+    plant: &Path,
+    addr: &str,
+    instance: Option<&str>,
+) -> Result<(Child, SocketAddr)> {
+    let dir = plant.parent().unwrap_or(Path::new("."));
     let mut child = Command::new(exe)
         .arg("serve")
-        .arg(&plant)
+        .arg(plant)
         .args(["--http", addr])
+        .args(instance.map(|i| ["--instance", i]).into_iter().flatten())
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -55,14 +84,14 @@ async fn start(exe: &Path, dir: &Path, addr: &str) -> Result<(Child, SocketAddr)
 }
 
 /// One keep-alive HTTP/1.1 connection speaking stateless MCP requests.
-struct Connection {
+pub(super) struct Connection {
     addr: SocketAddr,
     stream: BufReader<TcpStream>,
     next_id: u64,
 }
 
 impl Connection {
-    async fn open(addr: SocketAddr) -> Result<Connection> {
+    pub(super) async fn open(addr: SocketAddr) -> Result<Connection> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Connection {
@@ -73,7 +102,7 @@ impl Connection {
     }
 
     /// Calls `tool` and returns its structured content.
-    async fn tool(&mut self, tool: &str, arguments: Value) -> Result<Value> {
+    pub(super) async fn tool(&mut self, tool: &str, arguments: Value) -> Result<Value> {
         self.next_id += 1;
         let body = json!({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments, "_meta": {
@@ -161,17 +190,36 @@ fn json_of(body: &str) -> Result<Value> {
         .ok_or_else(|| anyhow!("no JSON-RPC answer in {body:?}"))
 }
 
-/// `calls` act-and-confirm commands over HTTP, [`CLIENTS`] at once.
-pub async fn measure(exe: &Path, dir: &Path, addr: &str, calls: usize) -> Result<Latencies> {
-    let (child, at) = start(exe, dir, addr).await?;
+/// `calls` act-and-confirm commands over HTTP, [`CLIENTS`] at once, spread over the gateways
+/// `topo` names (client `i` calls gateway `i % gateways`, whichever drives its relay).
+pub async fn measure(
+    exe: &Path,
+    dir: &Path,
+    addr: &str,
+    calls: usize,
+    topo: Topology<'_>,
+) -> Result<Latencies> {
+    let plant = plant(dir, topo)?;
+    let mut children = Vec::with_capacity(topo.gateways);
+    let mut addrs = Vec::with_capacity(topo.gateways);
+    for g in 1..=topo.gateways {
+        let instance = format!("g{g}");
+        let shared = topo.journal.is_some().then_some(instance.as_str());
+        let (child, at) = start(exe, &plant, addr, shared).await?;
+        children.push(child);
+        addrs.push(at);
+    }
     let per_client = calls.div_ceil(CLIENTS);
     let label = format!("http: act-and-confirm, {CLIENTS} clients");
     let bar = Arc::new(Mutex::new(Progress::new(&label, per_client * CLIENTS)));
     let mut conns = Vec::with_capacity(CLIENTS);
     for relay in 0..CLIENTS {
-        let mut c = Connection::open(at).await?;
+        let mut c = Connection::open(addrs[relay % addrs.len()]).await?;
         wait_online(&mut c, relay).await?;
         conns.push(c);
+    }
+    if topo.gateways > 1 {
+        super::failover::settled(&mut conns[..], CLIENTS).await?;
     }
     let start = Instant::now();
     let tasks: Vec<_> = conns
@@ -207,12 +255,12 @@ pub async fn measure(exe: &Path, dir: &Path, addr: &str, calls: usize) -> Result
     if let Ok(b) = Arc::try_unwrap(bar) {
         b.into_inner().unwrap_or_else(|p| p.into_inner()).finish();
     }
-    drop(child);
+    drop(children);
     Ok(Latencies::new(samples, total))
 }
 
 /// Waits (bounded: 10 s) until `relay` reads online, so start-up is not measured.
-async fn wait_online(c: &mut Connection, relay: usize) -> Result<()> {
+pub(super) async fn wait_online(c: &mut Connection, relay: usize) -> Result<()> {
     for _ in 0..200 {
         let s = c
             .tool(

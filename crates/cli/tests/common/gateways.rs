@@ -49,9 +49,14 @@ pub fn start_sim(dir: &Path, journal: &str, lease_s: u32) -> (Running, String) {
 
 /// `closedloop serve --instance NAME --http 127.0.0.1:0`: the process and its host:port.
 pub fn gateway(dir: &Path, name: &str) -> (Child, String) {
+    gateway_on(&dir.join("plant.toml"), name)
+}
+
+/// [`gateway`] serving the plant file `plant`.
+pub fn gateway_on(plant: &Path, name: &str) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
         .arg("serve")
-        .arg(dir.join("plant.toml"))
+        .arg(plant)
         .args(["--instance", name, "--http", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -72,6 +77,11 @@ pub fn gateway(dir: &Path, name: &str) -> (Child, String) {
 
 /// One stateless `tools/call` over a fresh connection: the result's structured content.
 pub async fn call(host_port: &str, tool: &str, args: &str) -> Value {
+    call_raw(host_port, tool, args).await["result"]["structuredContent"].clone()
+}
+
+/// [`call`]'s whole JSON-RPC answer (a `result` or an `error`).
+pub async fn call_raw(host_port: &str, tool: &str, args: &str) -> Value {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{args},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
     );
@@ -86,8 +96,7 @@ pub async fn call(host_port: &str, tool: &str, args: &str) -> Value {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
     let json = &answer[answer.find("\r\n\r\n").expect("a body") + 4..];
-    let reply: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {answer}"));
-    reply["result"]["structuredContent"].clone()
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {answer}"))
 }
 
 /// The value of the series `series` (name and labels as exposed, e.g.

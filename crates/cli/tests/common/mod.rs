@@ -5,6 +5,7 @@
 
 pub mod gateways;
 pub mod pg;
+pub mod proxy;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;

@@ -53,3 +53,35 @@ pub async fn scalar(url: &str, query: &str) -> i64 {
     c.close().await.unwrap();
     n
 }
+
+/// The journal at `url` after a scenario, checked whole: no command left `accepted` or
+/// `running` (every one ended, and nobody supervises a command it cannot see), every command's
+/// status on its own timeline, no command with two endings, and none dispatched twice (a write
+/// sent once per command, whatever changed hands).
+pub async fn assert_consistent(url: &str) {
+    let checks = [
+        (
+            "left open",
+            "SELECT count(*) FROM commands WHERE status IN ('accepted', 'running')",
+        ),
+        (
+            "whose status is not on its timeline",
+            "SELECT count(*) FROM commands c WHERE NOT EXISTS
+             (SELECT 1 FROM events e WHERE e.command_id = c.command_id AND e.event = c.status)",
+        ),
+        (
+            "with two endings",
+            "SELECT count(*) FROM (SELECT command_id FROM events WHERE event IN
+             ('completed', 'failed', 'timeout', 'sent', 'cancelled', 'rejected')
+             GROUP BY command_id HAVING count(*) > 1) twice",
+        ),
+        (
+            "dispatched twice",
+            "SELECT count(*) FROM (SELECT command_id FROM events WHERE event = 'dispatched'
+             GROUP BY command_id HAVING count(*) > 1) twice",
+        ),
+    ];
+    for (what, query) in checks {
+        assert_eq!(scalar(url, query).await, 0, "commands {what}");
+    }
+}

@@ -7,9 +7,10 @@ use tokio::time::Instant;
 
 impl Ownership {
     /// One keeper round over the devices of `plant`; a device newly held is marked to recover
-    /// (its unfinished commands are now this instance's: [`Ownership::to_recover`]).
-    /// `busy(device)` says whether a command of this instance is on the device: such a device
-    /// is never handed over.
+    /// (its unfinished commands are now this instance's: [`Ownership::to_recover`]). Devices
+    /// are placed by cell (`closedloop_plant::Cells`: joined by exclusive groups), so a group's
+    /// devices are driven by one gateway. `busy(device)` says whether a command of this
+    /// instance is on the device: a cell with such a device is never handed over.
     pub(crate) async fn round(
         &self,
         plant: &Plant,
@@ -20,15 +21,27 @@ impl Ownership {
         };
         self.renew(leases).await?;
         let live = leases.live_instances(self.lease).await?;
+        let cells = plant.cells();
+        let mut cell_busy: std::collections::HashMap<&str, bool> = Default::default();
+        let mut wanted = std::collections::HashMap::with_capacity(plant.devices.len());
         for device in &plant.devices {
+            let (key, allowed, members) = match cells.cell(&device.id) {
+                Some(c) if !c.disjoint => (c.key.as_str(), &c.gateways, c.devices.as_slice()),
+                _ => (
+                    device.id.as_str(),
+                    &device.gateways,
+                    std::slice::from_ref(&device.id),
+                ),
+            };
             let eligible: Vec<String> = live
                 .iter()
-                .filter(|i| device.gateways.is_empty() || device.gateways.contains(i))
+                .filter(|i| allowed.is_empty() || allowed.contains(i))
                 .cloned()
                 .collect();
-            let Some(desired) = rendezvous(&device.id, &eligible) else {
+            let Some(desired) = rendezvous(key, &eligible) else {
                 continue;
             };
+            wanted.insert(device.id.clone(), desired.clone());
             let mine = self.state().held.contains_key(&device.id);
             if *desired == self.instance && !mine {
                 let sent = Instant::now();
@@ -43,16 +56,25 @@ impl Ownership {
                     tracing::info!(device = %device.id, epoch, instance = %self.instance, "lease taken");
                     metrics::counter!("closedloop_leases_taken_total").increment(1);
                 }
-            } else if *desired != self.instance && mine && !busy(&device.id) {
-                self.hand_over(leases, &device.id).await?;
+            } else if *desired != self.instance && mine {
+                // Judged once per cell, so the whole cell goes in one round: a command that
+                // slips in after the check cannot run on (its writes are fenced by the lease).
+                let held_up = *cell_busy
+                    .entry(key)
+                    .or_insert_with(|| members.iter().any(|d| busy(d)));
+                if !held_up {
+                    self.hand_over(leases, &device.id).await?;
+                }
             }
         }
         let all = leases.all().await?;
-        self.state().owners = all
+        let mut s = self.state();
+        s.owners = all
             .into_iter()
             .filter(|l| l.expires_in_ms > 0)
             .map(|l| (l.device, (l.owner, l.epoch)))
             .collect();
+        s.desired = wanted;
         Ok(())
     }
 

@@ -73,6 +73,7 @@ pub(crate) fn run(
     let catalog = catalog(&pending);
     let alarms = alarm::alarms(doc.remove("alarm"), &catalog, &mut sink);
     let devices = devices(pending, &catalog, &mut sink);
+    cells_reachable(&devices, &mut sink);
     sink.finish(Plant::new(file, server, devices, alarms))
 }
 
@@ -231,6 +232,37 @@ fn devices(pending: Vec<Pending>, catalog: &Catalog, sink: &mut Sink) -> Vec<Dev
         }
     }
     devices
+}
+
+/// Refuses a cell (devices joined by exclusive groups, `cells.rs`) whose devices' `gateways`
+/// lists have no gateway in common: no one gateway could hold the group, so its commands could
+/// run at once on two gateways. Reported once, at the first device of the cell with a list.
+fn cells_reachable(devices: &[Device], sink: &mut Sink) {
+    let refs: Vec<&Device> = devices.iter().collect();
+    for cell in crate::Cells::of(&refs).iter().filter(|c| c.disjoint) {
+        let listed = devices
+            .iter()
+            .find(|d| cell.devices.contains(&d.id) && !d.gateways.is_empty());
+        let Some(first) = listed else { continue };
+        let others: Vec<&str> = cell
+            .devices
+            .iter()
+            .filter(|d| **d != first.id)
+            .map(String::as_str)
+            .collect();
+        sink.push(
+            Some(&first.id),
+            "gateways",
+            format!(
+                "{} shares an exclusive group with {}, and no gateway is on every one of their \
+                 gateways lists, so no one gateway could run the group's commands one at a time; \
+                 list a gateway that reaches them all, or give the actions different exclusive \
+                 groups",
+                first.id,
+                others.join(", ")
+            ),
+        );
+    }
 }
 
 /// Reports actions whose tool name another (device, action) pair already produced

@@ -1,0 +1,141 @@
+//! Several gateways on one PostgreSQL journal: waiting until the relays' leases have settled
+//! (so a bench through several gateways measures commands, not start-up), and the failover
+//! figure — the gateway that drives a relay killed with SIGKILL, the time until the survivor
+//! completes the next command for it — repeated, the killed gateway restarted each time.
+
+use super::http::{Connection, Topology, start};
+use super::stats::{Latencies, Progress};
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tokio::process::Child;
+
+/// How long the leases may take to settle, and a failover to complete, before the bench gives up.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The owner of `relay` as the gateway behind `c` reports it (`null` while none holds it).
+async fn owner(c: &mut Connection, relay: usize) -> Result<Value> {
+    let device = json!({"device": format!("relay{relay}")});
+    Ok(c.tool("get_device_state", device).await?["owner"].clone())
+}
+
+/// The owner of each of `relays` relays, relay `r` asked through `conns[r % len]`.
+async fn owners(conns: &mut [Connection], relays: usize) -> Result<Vec<Value>> {
+    let mut out = Vec::with_capacity(relays);
+    for relay in 0..relays {
+        let n = conns.len();
+        out.push(owner(&mut conns[relay % n], relay).await?);
+    }
+    Ok(out)
+}
+
+/// Waits until every relay has an owner and none changed in the last second (the first gateway
+/// up holds every relay until the others are live, then hands theirs over between commands).
+pub async fn settled(conns: &mut [Connection], relays: usize) -> Result<()> {
+    let until = Instant::now() + PATIENCE;
+    let mut last = owners(conns, relays).await?;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = owners(conns, relays).await?;
+        if now == last && now.iter().all(Value::is_string) {
+            return Ok(());
+        }
+        last = now;
+    }
+    bail!(
+        "the relays' leases did not settle within {} s",
+        PATIENCE.as_secs()
+    )
+}
+
+/// `rounds` failovers between two gateways on the PostgreSQL database `journal` with 1 s
+/// leases: each time the owner of relay0 is killed (SIGKILL), the survivor is asked to switch
+/// it until a command completes, and the killed gateway is started again under its name.
+pub async fn measure(
+    exe: &Path,
+    dir: &Path,
+    addr: &str,
+    journal: &str,
+    rounds: usize,
+) -> Result<Latencies> {
+    let topo = Topology {
+        journal: Some(journal),
+        gateways: 2,
+        lease_s: 1,
+    };
+    let plant = super::http::plant(dir, topo)?;
+    let names = ["g1", "g2"];
+    let mut up: Vec<(Child, SocketAddr)> = Vec::with_capacity(2);
+    for name in names {
+        up.push(start(exe, &plant, addr, Some(name)).await?);
+    }
+    let mut bar = Progress::new("failover: owner killed, next command", rounds);
+    let mut samples = Vec::with_capacity(rounds);
+    let all = Instant::now();
+    for round in 0..rounds {
+        let owner = owner_of_relay0(&up, &names).await?;
+        let mut survivor = Connection::open(up[1 - owner].1).await?;
+        up[owner].0.start_kill()?;
+        let _ = up[owner].0.wait().await;
+        let killed = Instant::now();
+        next_completed(&mut survivor, round.is_multiple_of(2), killed).await?;
+        samples.push(killed.elapsed());
+        up[owner] = start(exe, &plant, addr, Some(names[owner])).await?;
+        bar.step();
+    }
+    bar.finish();
+    Ok(Latencies::new(samples, all.elapsed()))
+}
+
+/// Which of the gateways `up` drives relay0, once both report the same owner twice in a row.
+async fn owner_of_relay0(up: &[(Child, SocketAddr)], names: &[&str; 2]) -> Result<usize> {
+    let until = Instant::now() + PATIENCE;
+    let mut conns = Vec::with_capacity(up.len());
+    for (_, at) in up {
+        conns.push(Connection::open(*at).await?);
+    }
+    let mut last = Value::Null;
+    while Instant::now() < until {
+        let a = owner(&mut conns[0], 0).await?;
+        let b = owner(&mut conns[1], 0).await?;
+        if a == b && a == last {
+            let name = a.as_str().unwrap_or_default();
+            if let Some(i) = names.iter().position(|n| *n == name) {
+                return Ok(i);
+            }
+        }
+        last = a;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    bail!(
+        "relay0's owner did not settle within {} s",
+        PATIENCE.as_secs()
+    )
+}
+
+/// Asks `survivor` to switch relay0 to `on` until a command completes (a call made before the
+/// lease moved is handed to the dead owner and taken over with the device, or refused).
+async fn next_completed(survivor: &mut Connection, on: bool, killed: Instant) -> Result<()> {
+    while killed.elapsed() < PATIENCE {
+        let r = survivor
+            .tool("relay0_switch", json!({"on": on, "wait_s": 5}))
+            .await?;
+        match r["status"].as_str() {
+            Some("completed") => return Ok(()),
+            Some("rejected" | "accepted") => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            _ => bail!(
+                "relay0 ended {} after a failover: {}",
+                r["status"],
+                r["detail"]
+            ),
+        }
+    }
+    bail!(
+        "no command completed within {} s of the kill",
+        PATIENCE.as_secs()
+    )
+}
