@@ -176,6 +176,9 @@ impl Engine {
         machine.on(Event::Accept);
         let now = self.ctx.clock.now_ms();
         let row = new_row(&sub, &request_id, action, &params, Status::Accepted, now);
+        // This gateway's own: the journal's feed announces the insert before the command is
+        // registered below, and no take-over here may run it meanwhile.
+        let taking = crate::context::Taking::new(&self.ctx, &row.command_id);
         let events = vec![
             EventRow {
                 at_ms: now,
@@ -210,15 +213,15 @@ impl Engine {
                        action = %row.action, params = %row.params, "command accepted");
         let id = row.command_id.clone();
         let cmd = Arc::new(LiveCommand::new(row, events, epoch));
-        // A take-over of this very command (a keeper round reading the journal between the
-        // insert and now) may have registered first: then that one runs it, not this.
-        let cmd = if self.ctx.remember_new(Arc::clone(&cmd)) {
-            self.supervise(Arc::clone(&cmd), action, params, machine, Instant::now());
-            cmd
-        } else {
+        let registered = self.ctx.remember_new(Arc::clone(&cmd));
+        drop(taking);
+        if !registered {
+            // Unreachable while `taking` holds the id; were it not, whoever registered first
+            // runs the command, and the caller follows it.
             self.ctx.dequeued(&action.exclusive);
-            self.ctx.live(&id).unwrap_or(cmd)
-        };
+            return self.follow(&id, wait).await;
+        }
+        self.supervise(Arc::clone(&cmd), action, params, machine, Instant::now());
         if !wait.is_zero() {
             cmd.wait_terminal(Instant::now() + wait).await;
         }
