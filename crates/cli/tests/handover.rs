@@ -171,6 +171,49 @@ async fn a_queued_command_whose_wait_ran_out_during_the_takeover_ends_timeout_un
     q.end(db).await;
 }
 
+/// `cancel_command` is honest from any gateway: sent to the one that does not run the move, it
+/// is kept on the command's timeline, announced to the one that runs it, which writes the stop;
+/// the answer is the cancelled command, and the slide stands short of its target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_cancelled_through_the_gateway_that_does_not_run_it_stops_short() {
+    let Some(db) = Database::create("cancel_elsewhere").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, modbus) = start_sim(dir.path(), &db.url, 2);
+    let (mut a, a_at) = gateway(dir.path(), "a");
+    let (mut b, b_at) = gateway(dir.path(), "b");
+    let (owner_at, other, other_at) = match settled_owner(&a_at, &b_at, "slide").await.as_str() {
+        "a" => (&a_at, "b", &b_at),
+        _ => (&b_at, "a", &a_at),
+    };
+    let moving = call(owner_at, "slide_move_to", r#"{"target_mm":250,"wait_s":0}"#).await;
+    slide_beyond(&modbus, 20.0).await;
+    let id = moving["command_id"].as_str().unwrap();
+    let cancel = format!(r#"{{"command_id":"{id}","wait_s":5}}"#);
+    let r = call(other_at, "cancel_command", &cancel).await;
+    assert_eq!(r["status"], "cancelled", "{r}");
+    assert_eq!(entry(&r, "cancel_requested")["gateway"], other, "{r}");
+    assert!(
+        !entry(&r, "cancel_sent").is_null(),
+        "no stop was written: {r}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mm = slide_mm(&modbus).await;
+    assert!(mm < 240.0, "the slide went on to {mm} mm");
+    assert_eq!(
+        modbus_read(&modbus, 2, 2, 0, 1).await[0] & 1,
+        0,
+        "still moving"
+    );
+    common::pg::assert_consistent(&db.url).await;
+    for c in [&mut a, &mut b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    db.drop().await;
+}
+
 /// Gap (d) of the first scale-out review: devices whose actions share an exclusive group must be
 /// driven by one gateway, or the group is not exclusive across gateways. Two devices that the
 /// per-device placement splits between `a` and `b` are put in one group; both gateways then

@@ -106,6 +106,7 @@ impl Engine {
             return Ok(());
         }
         let events = self.ctx.journal.events(command_id).await?;
+        let cancelled = events.iter().any(|e| e.event == CANCEL_REQUESTED);
         let cmd = Arc::new(LiveCommand::new(row.clone(), events, Some(fence.epoch)));
         if !self.ctx.remember_new(Arc::clone(&cmd)) {
             return Ok(());
@@ -120,6 +121,14 @@ impl Engine {
             return Ok(());
         }
         tracing::info!(command_id, device = %row.device, epoch = fence.epoch, "command taken over");
+        if cancelled {
+            let mut machine = Machine::new(inert_profile());
+            machine.on(Event::Accept);
+            let detail = "Cancelled on request before it ran; nothing was written.".to_string();
+            self.end_adopted(&cmd, machine, Event::CancelRequested, detail)
+                .await;
+            return Ok(());
+        }
         self.run_adopted(cmd, &row).await;
         Ok(())
     }
@@ -221,7 +230,11 @@ impl Engine {
     }
 }
 
-/// The profile of an action this gateway's plant lacks: only ever refused.
+/// The timeline entry a gateway that does not run a command adds when asked to cancel it: the
+/// gateway that takes the command over later ends it `cancelled` instead of running it.
+pub(crate) const CANCEL_REQUESTED: &str = "cancel_requested";
+
+/// The profile of an action this gateway's plant lacks, or of a command ended before it runs.
 fn inert_profile() -> crate::machine::Profile {
     crate::machine::Profile {
         check: crate::machine::Check::Feedback,
@@ -267,9 +280,19 @@ async fn feed_loop(engine: Weak<Engine>) {
 }
 
 impl Engine {
-    /// One change announced on the feed: passed on unless it is this gateway's own command
-    /// (already announced here), and taken over when it waits for this gateway.
-    async fn on_change(self: &Arc<Self>, change: closedloop_journal::CommandChange) {
+    /// One announcement on the feed: a cancel request for a command this gateway runs is
+    /// carried out; a change is passed on unless it is this gateway's own command (already
+    /// announced here), and the command taken over when it waits for this gateway.
+    async fn on_change(self: &Arc<Self>, announced: closedloop_journal::Announcement) {
+        let change = match announced {
+            closedloop_journal::Announcement::Cancel(id) => {
+                if let Some(cmd) = self.ctx.live(&id) {
+                    cmd.request_cancel();
+                }
+                return;
+            }
+            closedloop_journal::Announcement::Changed(change) => change,
+        };
         let id = &change.command_id;
         if self.ctx.live(id).is_some() || self.ctx.finished.contains(id) {
             return;

@@ -195,8 +195,13 @@ impl Engine {
         wait: Duration,
     ) -> Result<CommandResult, EngineError> {
         let Some(cmd) = self.ctx.live(command_id) else {
-            // Terminal (or unknown): terminal states never change.
-            return self.read_journal(command_id).await;
+            // Terminal (or unknown): terminal states never change. Unfinished and run by
+            // another gateway (several on one journal): asked there (`handover.rs`).
+            let now = self.read_journal(command_id).await?;
+            if self.ctx.ownership.shared() && !now.status.is_terminal() {
+                return self.cancel_elsewhere(command_id, wait).await;
+            }
+            return Ok(now);
         };
         cmd.request_cancel();
         cmd.wait_terminal(Instant::now() + wait.min(MAX_WAIT)).await;

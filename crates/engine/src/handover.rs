@@ -146,4 +146,26 @@ impl Engine {
             }
         }
     }
+
+    /// `cancel_command` for a command another gateway runs or will take over: the request is
+    /// kept on its timeline (`cancel_requested`, so a gateway that takes it over later ends it
+    /// `cancelled` unsent) and announced on the feed (so the one running it cancels it now),
+    /// then the command is followed up to `wait`. A request announced while the running
+    /// gateway's listener reconnects is lost: the result then still shows it running, and the
+    /// call can be made again.
+    pub(crate) async fn cancel_elsewhere(
+        &self,
+        command_id: &str,
+        wait: Duration,
+    ) -> Result<CommandResult, EngineError> {
+        let by = json!({"gateway": self.ctx.ownership.instance()});
+        let entry = EventRow {
+            at_ms: self.ctx.clock.now_ms(),
+            event: crate::adopt::CANCEL_REQUESTED.into(),
+            data: by,
+        };
+        self.ctx.journal.append(command_id, &[entry]).await?;
+        self.ctx.journal.announce_cancel(command_id).await?;
+        self.follow(command_id, wait).await
+    }
 }

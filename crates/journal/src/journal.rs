@@ -122,6 +122,20 @@ impl Journal {
         }
     }
 
+    /// Asks, on the feed, the gateway that runs `command_id` to cancel it (PostgreSQL; a no-op on
+    /// SQLite, where the only gateway runs every command).
+    pub async fn announce_cancel(&self, command_id: &str) -> Result<(), JournalError> {
+        let Store::Postgres(p) = &self.store else {
+            return Ok(());
+        };
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(crate::pg::feed::CHANNEL)
+            .bind(crate::pg::feed::cancel_payload(command_id))
+            .execute(&p.reader)
+            .await?;
+        Ok(())
+    }
+
     /// Test builds (`testing` feature): makes every write fail until called with `false`, so
     /// tests can show what the engine does while its journal is unavailable.
     #[cfg(feature = "testing")]

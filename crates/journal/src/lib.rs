@@ -24,7 +24,7 @@ mod writes;
 
 pub use alarms::AlarmRow;
 pub use journal::Journal;
-pub use pg::feed::{ChangeFeed, CommandChange};
+pub use pg::feed::{Announcement, ChangeFeed, CommandChange};
 pub use pg::leases::{Lease, Leases};
 pub use pg::redacted as shown_url;
 pub use store::{Anchor, AuditFilter, AuditRow, Break, BrokenLink, ListFilter, VerifyReport};

@@ -4,6 +4,9 @@
 //! device claims the commands another accepted for it; one waiting for a command another runs
 //! wakes when it ends; subscriptions see changes made anywhere.
 //!
+//! The same channel carries cancel requests: `cancel_command` at a gateway that does not run the
+//! command announces it ([`crate::Journal::announce_cancel`]), and the one running it cancels it.
+//!
 //! A notification can be missed (the listening connection is re-opened after it drops, and
 //! PostgreSQL keeps nothing for a listener that was away): the feed is a wake-up, never the
 //! truth, and its users read the journal itself — on every notification, and on a timer too.
@@ -25,6 +28,16 @@ pub struct CommandChange {
     pub status: String,
     /// Whether its write plan has been handed to the device's driver.
     pub dispatched: bool,
+}
+
+/// What the feed announces.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Announcement {
+    /// A command was inserted or changed state.
+    Changed(CommandChange),
+    /// A gateway was asked to cancel this command and does not run it: the one that runs it
+    /// cancels it.
+    Cancel(String),
 }
 
 /// A listening connection on the journal's change channel.
@@ -56,7 +69,7 @@ impl ChangeFeed {
     /// The next change announced. A dropped connection is re-opened here (changes announced
     /// meanwhile are lost: see the module's note); a payload this version cannot read is
     /// skipped with a warning rather than ending the feed.
-    pub async fn next(&mut self) -> Result<CommandChange, JournalError> {
+    pub async fn next(&mut self) -> Result<Announcement, JournalError> {
         loop {
             let note = self.listener.recv().await?;
             match parse(note.payload()) {
@@ -70,16 +83,24 @@ impl ChangeFeed {
     }
 }
 
-/// A notification's payload: the JSON object the trigger builds.
-fn parse(payload: &str) -> Option<CommandChange> {
+/// A notification's payload: the JSON object the trigger builds, or a cancel request.
+fn parse(payload: &str) -> Option<Announcement> {
     let v: serde_json::Value = serde_json::from_str(payload).ok()?;
     let text = |k: &str| v.get(k)?.as_str().map(str::to_string);
-    Some(CommandChange {
+    if let Some(id) = text("cancel") {
+        return Some(Announcement::Cancel(id));
+    }
+    Some(Announcement::Changed(CommandChange {
         command_id: text("command_id")?,
         device: text("device")?,
         status: text("status")?,
         dispatched: v.get("dispatched")?.as_bool()?,
-    })
+    }))
+}
+
+/// The payload of a cancel request for `command_id`.
+pub(crate) fn cancel_payload(command_id: &str) -> String {
+    serde_json::json!({ "cancel": command_id }).to_string()
 }
 
 #[cfg(test)]
@@ -91,13 +112,15 @@ mod tests {
         let p = r#"{"command_id":"c1","device":"lamp","status":"accepted","dispatched":false}"#;
         assert_eq!(
             parse(p),
-            Some(CommandChange {
+            Some(Announcement::Changed(CommandChange {
                 command_id: "c1".into(),
                 device: "lamp".into(),
                 status: "accepted".into(),
                 dispatched: false,
-            })
+            }))
         );
+        let cancel = cancel_payload("c1");
+        assert_eq!(parse(&cancel), Some(Announcement::Cancel("c1".into())));
         assert_eq!(parse(r#"{"command_id":"c1"}"#), None);
         assert_eq!(parse("not json"), None);
     }

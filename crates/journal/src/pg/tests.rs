@@ -247,7 +247,7 @@ async fn alarms_are_kept_on_postgres_as_on_sqlite() {
 }
 
 #[tokio::test]
-async fn every_insert_and_change_of_state_is_announced_on_the_feed_and_appends_are_not() {
+async fn every_insert_change_of_state_and_cancel_request_is_announced_and_appends_are_not() {
     let Some(db) = Database::create("feed").await else {
         return;
     };
@@ -264,6 +264,9 @@ async fn every_insert_and_change_of_state_is_announced_on_the_feed_and_appends_a
     for _ in 0..3 {
         let next = tokio::time::timeout(std::time::Duration::from_secs(10), feed.next());
         let change = next.await.expect("announced within 10 s").unwrap();
+        let crate::Announcement::Changed(change) = change else {
+            panic!("a change was expected: {change:?}");
+        };
         assert_eq!(
             (change.command_id.as_str(), change.device.as_str()),
             ("c1", "lamp")
@@ -275,6 +278,10 @@ async fn every_insert_and_change_of_state_is_announced_on_the_feed_and_appends_a
     assert_eq!(seen, expected);
     let quiet = tokio::time::timeout(std::time::Duration::from_millis(300), feed.next());
     assert!(quiet.await.is_err(), "the timeline append was announced");
+    j.announce_cancel("c1").await.unwrap();
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), feed.next());
+    let cancel = next.await.expect("announced within 10 s").unwrap();
+    assert_eq!(cancel, crate::Announcement::Cancel("c1".into()));
     let sqlite = Journal::open("sqlite::memory:").await.unwrap();
     assert!(sqlite.feed().await.unwrap().is_none());
 }
