@@ -5,7 +5,8 @@
 //! session set-up is counted. The client is a few lines of HTTP/1.1 written here: a library
 //! client's own costs would be counted as the server's.
 
-use super::stats::{Latencies, Progress};
+use super::BenchArgs;
+use super::stats::{Latencies, Progress, ms, table};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -274,4 +275,64 @@ pub(super) async fn wait_online(c: &mut Connection, relay: usize) -> Result<()> 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     bail!("relay{relay} did not come online within 10 s")
+}
+
+/// Act-and-confirm through MCP Streamable HTTP, on one gateway or on `--gateways` sharing
+/// `--journal`, in a table.
+pub(super) async fn print(exe: &Path, dir: &Path, addr: &str, args: &BenchArgs) -> Result<()> {
+    let topo = Topology {
+        journal: args.journal.as_deref(),
+        gateways: args.gateways,
+        lease_s: 5,
+    };
+    let journal = match topo.journal {
+        Some(_) if topo.gateways > 1 => format!("{} gateways on one PostgreSQL", topo.gateways),
+        Some(_) => "one gateway on PostgreSQL".to_string(),
+        None => "one gateway on SQLite".to_string(),
+    };
+    let calls = args.calls.max(CLIENTS);
+    let over = measure(exe, dir, addr, calls, topo).await?;
+    let rows = vec![
+        vec![
+            format!(
+                "act-and-confirm commands/s, {} clients at once (1 ms pull-in, 1 ms poll), {journal}",
+                CLIENTS
+            ),
+            format!("{:.0}", over.per_second()),
+        ],
+        vec![
+            "their latency p50 / p99 over HTTP".into(),
+            format!("{} / {}", ms(over.p50()), ms(over.p99())),
+        ],
+    ];
+    println!();
+    print!("{}", table(&["MCP Streamable HTTP", "measured"], &rows));
+    Ok(())
+}
+
+/// `--gateways`, `--journal` and `--failover` together: several gateways share a PostgreSQL
+/// journal, which must be named; a failover needs at least one kill.
+pub(super) fn check_gateways(args: &BenchArgs) -> Result<()> {
+    let postgres = args
+        .journal
+        .as_deref()
+        .is_some_and(|j| j.starts_with("postgres://") || j.starts_with("postgresql://"));
+    if args.gateways == 0 {
+        bail!("--gateways must be at least 1");
+    }
+    if args.journal.is_some() && !postgres {
+        bail!(
+            "--journal must be a postgres:// URL (several gateways share one PostgreSQL database)"
+        );
+    }
+    if args.gateways > 1 && !postgres {
+        bail!(
+            "--gateways {} needs --journal postgres://USER@HOST:PORT/DATABASE: gateways share one PostgreSQL journal",
+            args.gateways
+        );
+    }
+    if args.failover == Some(0) {
+        bail!("--failover must be at least 1 kill");
+    }
+    Ok(())
 }

@@ -93,7 +93,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.calls == 0 {
         bail!("--calls must be at least 1");
     }
-    check_gateways(&args)?;
+    http::check_gateways(&args)?;
     let dir = tempfile::tempdir()?;
     if args.engine_only {
         print_engine(dir.path(), args.calls).await?;
@@ -124,7 +124,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
         print_engine(dir.path(), args.calls).await?;
     }
     if let Some(addr) = &args.http {
-        print_http(&exe, dir.path(), addr, &args).await?;
+        http::print(&exe, dir.path(), addr, &args).await?;
     }
     if let (Some(kills), Some(journal)) = (args.failover, &args.journal) {
         let addr = args.http.as_deref().unwrap_or("127.0.0.1:0");
@@ -144,39 +144,6 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
         print_hall(&h);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Act-and-confirm through MCP Streamable HTTP, on one gateway or on `--gateways` sharing
-/// `--journal`, in a table.
-async fn print_http(exe: &Path, dir: &Path, addr: &str, args: &BenchArgs) -> Result<()> {
-    let topo = http::Topology {
-        journal: args.journal.as_deref(),
-        gateways: args.gateways,
-        lease_s: 5,
-    };
-    let journal = match topo.journal {
-        Some(_) if topo.gateways > 1 => format!("{} gateways on one PostgreSQL", topo.gateways),
-        Some(_) => "one gateway on PostgreSQL".to_string(),
-        None => "one gateway on SQLite".to_string(),
-    };
-    let calls = args.calls.max(http::CLIENTS);
-    let over = http::measure(exe, dir, addr, calls, topo).await?;
-    let rows = vec![
-        vec![
-            format!(
-                "act-and-confirm commands/s, {} clients at once (1 ms pull-in, 1 ms poll), {journal}",
-                http::CLIENTS
-            ),
-            format!("{:.0}", over.per_second()),
-        ],
-        vec![
-            "their latency p50 / p99 over HTTP".into(),
-            format!("{} / {}", ms(over.p50()), ms(over.p99())),
-        ],
-    ];
-    println!();
-    print!("{}", table(&["MCP Streamable HTTP", "measured"], &rows));
-    Ok(())
 }
 
 /// The baseline: the bare echo server's ping, `tools/list` (of the plant's tools) and tool call.
@@ -382,31 +349,4 @@ fn print_hall(h: &hall::Hall) {
     ];
     println!();
     print!("{}", table(&["at a hall's size", "measured"], &rows));
-}
-
-/// `--gateways`, `--journal` and `--failover` together: several gateways share a PostgreSQL
-/// journal, which must be named; a failover needs at least one kill.
-fn check_gateways(args: &BenchArgs) -> Result<()> {
-    let postgres = args
-        .journal
-        .as_deref()
-        .is_some_and(|j| j.starts_with("postgres://") || j.starts_with("postgresql://"));
-    if args.gateways == 0 {
-        bail!("--gateways must be at least 1");
-    }
-    if args.journal.is_some() && !postgres {
-        bail!(
-            "--journal must be a postgres:// URL (several gateways share one PostgreSQL database)"
-        );
-    }
-    if args.gateways > 1 && !postgres {
-        bail!(
-            "--gateways {} needs --journal postgres://USER@HOST:PORT/DATABASE: gateways share one PostgreSQL journal",
-            args.gateways
-        );
-    }
-    if args.failover == Some(0) {
-        bail!("--failover must be at least 1 kill");
-    }
-    Ok(())
 }
