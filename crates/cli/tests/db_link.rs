@@ -55,10 +55,5 @@ async fn a_gateway_cut_off_from_postgresql_stops_writing_and_its_devices_move() 
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 1);
     proxy.mend();
-    common::pg::assert_consistent(&db.url).await;
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    db.drop().await;
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }

@@ -51,12 +51,7 @@ async fn a_handed_call_the_owner_refuses_ends_failed_with_its_code_and_nothing_w
     )
     .await;
     assert_eq!(moved["status"], "completed", "{moved}");
-    common::pg::assert_consistent(&db.url).await;
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    db.drop().await;
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }
 
 /// Two gateways; the slide's owner moves it 0 → 250 mm (about 2.5 s) and queues a move to
@@ -115,12 +110,8 @@ async fn queued_behind_a_killed_owner(db: &Database, queue_timeout_s: Option<u32
 
 impl Queued {
     async fn end(mut self, db: Database) {
-        common::pg::assert_consistent(&db.url).await;
-        for c in &mut self.gateways {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        db.drop().await;
+        let [a, b] = &mut self.gateways;
+        common::gateways::wind_up(db, &mut [a, b]).await;
     }
 }
 
@@ -206,12 +197,7 @@ async fn a_move_cancelled_through_the_gateway_that_does_not_run_it_stops_short()
         0,
         "still moving"
     );
-    common::pg::assert_consistent(&db.url).await;
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    db.drop().await;
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }
 
 /// Gap (d) of the first scale-out review: devices whose actions share an exclusive group must be
@@ -250,10 +236,5 @@ async fn devices_of_one_exclusive_group_are_driven_by_one_gateway() {
     let one = settled_owner(&a_at, &b_at, first.0).await;
     let other = settled_owner(&a_at, &b_at, second.0).await;
     assert_eq!(one, other, "{} and {} are driven apart", first.0, second.0);
-    common::pg::assert_consistent(&db.url).await;
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    db.drop().await;
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }

@@ -55,10 +55,7 @@ async fn one_owner_per_device_and_the_survivor_takes_over_after_kill_9() {
     let done = call_once_settled(other_at, "lamp_switch", r#"{"on":false,"wait_s":5}"#).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1, 0);
-    common::pg::assert_consistent(&db.url).await;
-    let _ = other_child.kill();
-    let _ = other_child.wait();
-    db.drop().await;
+    common::gateways::wind_up(db, &mut [&mut other_child]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,12 +115,7 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
         (mm - at).abs() < 0.5,
         "the slide is at {mm} mm, not {at}: {answer}"
     );
-    common::pg::assert_consistent(&db.url).await;
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    db.drop().await;
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,12 +164,7 @@ async fn a_move_whose_owner_is_killed_mid_way_completes_under_the_survivor() {
     assert!(events.contains(&"recovered"), "{events:?}");
     let at = slide_mm(&modbus).await;
     assert!((at - 250.0).abs() < 0.5, "the slide is at {at} mm");
-    common::pg::assert_consistent(&db.url).await;
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    db.drop().await;
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }
 
 /// A keyed call is one command whichever gateway takes it: sent to the non-owner (which hands it
@@ -206,9 +193,5 @@ async fn a_keyed_call_is_one_command_whichever_gateway_takes_it() {
     }
     let one = "SELECT count(*) FROM commands WHERE idempotency_key = 'lamp-on-1'";
     assert_eq!(common::pg::scalar(&db.url, one).await, 1);
-    common::pg::assert_consistent(&db.url).await;
-    for c in [&mut a, &mut b] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }

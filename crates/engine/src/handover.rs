@@ -75,10 +75,7 @@ impl Engine {
         if let Some(by) = &sub.confirmed_by {
             accepted["confirmed_by"] = json!(by);
         }
-        let received = match &sub.traceparent {
-            Some(t) => json!({"request_id": request_id, "traceparent": t}),
-            None => json!({"request_id": request_id}),
-        };
+        let received = crate::submit::received(&sub, &request_id);
         let events =
             [("received", received), ("accepted", accepted)].map(|(event, data)| EventRow {
                 at_ms: now,

@@ -183,10 +183,7 @@ impl Engine {
             EventRow {
                 at_ms: now,
                 event: "received".into(),
-                data: match &sub.traceparent {
-                    Some(t) => json!({"request_id": request_id, "traceparent": t}),
-                    None => json!({"request_id": request_id}),
-                },
+                data: received(&sub, &request_id),
             },
             EventRow {
                 at_ms: now,
@@ -312,5 +309,14 @@ pub(crate) fn new_row(
         dispatched: false,
         caller: sub.caller.clone(),
         idempotency_key: sub.idempotency_key.clone(),
+    }
+}
+
+/// The data of a command's `received` entry: the request id, and the caller's `traceparent`
+/// when it sent one (its trace span is then a child of the caller's).
+pub(crate) fn received(sub: &Submission, request_id: &str) -> serde_json::Value {
+    match &sub.traceparent {
+        Some(t) => json!({"request_id": request_id, "traceparent": t}),
+        None => json!({"request_id": request_id}),
     }
 }

@@ -230,3 +230,14 @@ pub fn entry(result: &Value, event: &str) -> Value {
 pub fn wait_for(command_id: &str) -> String {
     format!(r#"{{"command_id":"{command_id}","wait_s":10}}"#)
 }
+
+/// The end of a scenario: the journal checked whole (`pg::assert_consistent`), the gateways
+/// stopped, the database dropped.
+pub async fn wind_up(db: super::pg::Database, gateways: &mut [&mut Child]) {
+    super::pg::assert_consistent(&db.url).await;
+    for c in gateways.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    db.drop().await;
+}
