@@ -38,7 +38,7 @@ pub(super) async fn act(rpc: &mut Rpc, calls: usize, echo: &Echo) -> Result<Vec<
     bar.finish();
     let one = Latencies::new(samples, start.elapsed());
     let status = super::repeat(rpc, "closedloop: get_command_status", calls, |r| {
-        Box::pin(r.tool("get_command_status", json!({"command_id": last.clone()})))
+        Box::pin(r.tool_round_trip("get_command_status", json!({"command_id": last.clone()})))
     })
     .await?;
     let parallel = parallel(rpc, calls).await?;

@@ -158,15 +158,15 @@ async fn measure_echo(exe: &Path, dir: &Path, plant: &Path, calls: usize) -> Res
     let args = ["bench", "--echo-server", "--echo-tools", &plant];
     let mut rpc = Rpc::start(exe, &args, dir).await?;
     let ping = repeat(&mut rpc, "bare rmcp: ping", calls, |r| {
-        Box::pin(r.call("ping", Value::Null))
+        Box::pin(r.round_trip("ping", Value::Null))
     })
     .await?;
     let tools_list = repeat(&mut rpc, "bare rmcp: tools/list", calls, |r| {
-        Box::pin(r.call("tools/list", Value::Null))
+        Box::pin(r.round_trip("tools/list", Value::Null))
     })
     .await?;
     let call = repeat(&mut rpc, "bare rmcp: echo", calls, |r| {
-        Box::pin(r.tool("echo", json!({"device": "relay0"})))
+        Box::pin(r.tool_round_trip("echo", json!({"device": "relay0"})))
     })
     .await?;
     rpc.stop().await;
@@ -177,7 +177,7 @@ async fn measure_echo(exe: &Path, dir: &Path, plant: &Path, calls: usize) -> Res
     })
 }
 
-type CallFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value>> + 'a>>;
+type CallFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + 'a>>;
 
 /// Calls `f` `calls` times one after the other, with a progress bar; the latencies.
 async fn repeat(
@@ -212,19 +212,19 @@ async fn measure_plant(
     let mut rpc = Rpc::start(exe, &["serve", &path], dir).await?;
     let device = first_online_device(&mut rpc).await?;
     let ping = repeat(&mut rpc, "closedloop: ping", calls, |r| {
-        Box::pin(r.call("ping", Value::Null))
+        Box::pin(r.round_trip("ping", Value::Null))
     })
     .await?;
     let tools_list = repeat(&mut rpc, "closedloop: tools/list", calls, |r| {
-        Box::pin(r.call("tools/list", Value::Null))
+        Box::pin(r.round_trip("tools/list", Value::Null))
     })
     .await?;
     let state = repeat(&mut rpc, "closedloop: get_device_state", calls, |r| {
-        Box::pin(r.tool("get_device_state", json!({"device": device})))
+        Box::pin(r.tool_round_trip("get_device_state", json!({"device": device})))
     })
     .await?;
     let list = repeat(&mut rpc, "closedloop: list_devices", calls, |r| {
-        Box::pin(r.tool("list_devices", json!({})))
+        Box::pin(r.tool_round_trip("list_devices", json!({})))
     })
     .await?;
     let mut rows = vec![

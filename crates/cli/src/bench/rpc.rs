@@ -2,6 +2,8 @@
 //! with the request's id. No MCP library on this side, so the figures are the server's.
 
 use anyhow::{Context, Result, anyhow, bail};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,7 +24,7 @@ pub struct Rpc {
     /// Requests written by `send_call` and not yet flushed.
     outgoing: Vec<u8>,
     /// Answers read while waiting for another one, by id.
-    early: HashMap<u64, Value>,
+    early: HashMap<u64, (String, Head)>,
 }
 
 impl Rpc {
@@ -91,35 +93,64 @@ impl Rpc {
         Ok(())
     }
 
-    /// The `result` of request `id` (an error answer is an error here); answers to other
-    /// requests read meanwhile are kept for their own turn.
-    pub async fn answer(&mut self, id: u64) -> Result<Value> {
+    /// The line of request `id`'s answer; answers to other requests read meanwhile are kept
+    /// for their own turn. Lines are only skimmed here ([`Head`]): a timed call should not
+    /// pay for building the answer the bench does not look at.
+    async fn answer_line(&mut self, id: u64) -> Result<(String, Head)> {
         let deadline = Instant::now() + ANSWER_TIMEOUT;
-        let answer = loop {
+        loop {
             if let Some(a) = self.early.remove(&id) {
-                break a;
+                return Ok(a);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             let line = tokio::time::timeout(left, self.lines.next_line())
                 .await
                 .map_err(|_| anyhow!("request {id}: no answer within {ANSWER_TIMEOUT:?}"))??
                 .ok_or_else(|| anyhow!("request {id}: the server closed its output"))?;
-            let Ok(answer) = serde_json::from_str::<Value>(&line) else {
+            let Ok(head) = serde_json::from_str::<Head>(&line) else {
                 continue;
             };
             // Notifications and server requests carry no id of ours: skip them.
-            match answer.get("id").and_then(Value::as_u64) {
-                Some(n) if n == id => break answer,
-                Some(n) if n <= self.next_id && answer.get("method").is_none() => {
-                    self.early.insert(n, answer);
+            match head.id.as_ref().and_then(Value::as_u64) {
+                Some(n) if n == id && !head.is_request() => return Ok((line, head)),
+                Some(n) if n <= self.next_id && !head.is_request() => {
+                    self.early.insert(n, (line, head));
                 }
                 _ => {}
             }
-        };
-        if let Some(e) = answer.get("error") {
+        }
+    }
+
+    /// The `result` of request `id`; an error answer is an error here.
+    pub async fn answer(&mut self, id: u64) -> Result<Value> {
+        let (line, head) = self.answer_line(id).await?;
+        if let Some(e) = head.error {
             bail!("request {id}: {e}");
         }
-        Ok(answer.get("result").cloned().unwrap_or(Value::Null))
+        let mut answer: Value = serde_json::from_str(&line)?;
+        Ok(answer
+            .get_mut("result")
+            .map(Value::take)
+            .unwrap_or(Value::Null))
+    }
+
+    /// Sends one request and checks its answer is neither an error nor a tool's `isError`
+    /// result, without building it: what the timed loops of the bench call.
+    pub async fn round_trip(&mut self, method: &str, params: Value) -> Result<()> {
+        let id = self.send_call(method, params)?;
+        self.flush().await?;
+        let (_, head) = self.answer_line(id).await?;
+        match (head.error, head.result) {
+            (Some(e), _) => bail!("{method}: {e}"),
+            (None, Some(r)) if r.is_error => bail!("{method}: the tool answered isError"),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Rpc::round_trip`] of a `tools/call`.
+    pub async fn tool_round_trip(&mut self, name: &str, arguments: Value) -> Result<()> {
+        let params = json!({"name": name, "arguments": arguments});
+        self.round_trip("tools/call", params).await
     }
 
     /// Sends one request and returns its `result`.
@@ -142,4 +173,28 @@ impl Rpc {
         drop(self.stdin);
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
+}
+
+/// What the bench reads of an answer line. Parsing into it still checks the whole line is JSON,
+/// but builds nothing of the parts it ignores.
+#[derive(Deserialize)]
+struct Head {
+    id: Option<Value>,
+    method: Option<IgnoredAny>,
+    error: Option<Value>,
+    result: Option<ResultHead>,
+}
+
+impl Head {
+    /// A request from the server (it has a method), not an answer to one of ours.
+    fn is_request(&self) -> bool {
+        self.method.is_some()
+    }
+}
+
+/// Whether a tool's result says it failed.
+#[derive(Deserialize)]
+struct ResultHead {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
 }
