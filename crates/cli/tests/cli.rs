@@ -742,7 +742,7 @@ fn readme_sets_up_in_two_commands_and_names_what_the_server_offers() {
         "`diagnose_device(device)`",
         "`act_and_confirm(device, action)`",
         "**Instructions**",
-        "one `omitted` entry",
+        "become `omitted` entries counting them",
         "`list_commands` returns short rows, and `omitted`",
     ] {
         assert!(readme.contains(needle), "README lacks {needle}");

@@ -64,11 +64,11 @@ impl Engine {
         for row in rows {
             let events = self.ctx.journal.events(&row.command_id).await?;
             let events_for_rule = events.clone();
-            let epoch = self.ctx.ownership.fence(&row.device).ok().flatten();
+            let fence = self.ctx.ownership.fence(&row.device).ok().flatten();
             let cmd = Arc::new(LiveCommand::new(
                 row.clone(),
                 events,
-                epoch.map(|f| f.epoch),
+                fence.as_ref().map(|f| f.epoch),
             ));
             let found = self
                 .ctx
@@ -102,12 +102,15 @@ impl Engine {
                 self.end_unsupervised(&cmd, found).await?;
                 continue;
             };
+            // Among gateways, which one recovered it and under which lease: the timeline of a
+            // move whose owner died says who judged the rest.
+            let mut recovered = json!({"deadline": rfc3339(deadline_ms)});
+            if let Some(f) = &fence {
+                recovered["by"] = json!(f.owner);
+                recovered["epoch"] = json!(f.epoch);
+            }
             self.ctx
-                .record_or_fail(
-                    &cmd,
-                    |_| {},
-                    vec![("recovered", json!({"deadline": rfc3339(deadline_ms)}))],
-                )
+                .record_or_fail(&cmd, |_| {}, vec![("recovered", recovered)])
                 .await?;
             let action = Arc::new(action.clone());
             let dev = Arc::clone(&self.ctx.devices[&row.device]);

@@ -123,39 +123,40 @@ impl CommandResult {
     }
 
     /// The result sized for a model (docs/architecture.md): the timeline keeps its milestones and
-    /// its first and last readings; the readings between become one `omitted` entry counting them.
-    /// A 5 s move read every 20 ms would otherwise carry hundreds of readings (~40 KB) that a model
-    /// reads in full; the whole timeline stays in the journal (`Engine::timeline`).
+    /// its first and last readings; each stretch of readings between them becomes one `omitted`
+    /// entry counting it, stamped with its first reading's time, so the timeline stays in time
+    /// order (a single marker before the last reading put a `recovered` ahead of readings the
+    /// previous owner took before it). A 5 s move read every 20 ms would otherwise carry hundreds
+    /// of readings (~40 KB) that a model reads in full; the whole timeline stays in the journal
+    /// (`Engine::timeline`).
     pub fn for_model(&self) -> CommandResult {
-        let readings: Vec<usize> = self
-            .timeline
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.event == "signal")
-            .map(|(i, _)| i)
-            .collect();
-        let (Some(&first), Some(&last)) = (readings.first(), readings.last()) else {
-            return self.clone();
-        };
-        if readings.len() <= 2 {
+        let readings = self.timeline.iter().filter(|e| e.event == "signal").count();
+        if readings <= 2 {
             return self.clone();
         }
-        let mut timeline = Vec::with_capacity(self.timeline.len() - readings.len() + 3);
-        for (i, e) in self.timeline.iter().enumerate() {
-            let between = e.event == "signal" && i != first && i != last;
-            if i == last {
+        let mut timeline = Vec::new();
+        let mut seen = 0;
+        // The stretch being left out: its first reading's time and how many it holds.
+        let mut stretch: Option<(String, usize)> = None;
+        for e in &self.timeline {
+            if e.event == "signal" {
+                seen += 1;
+                if seen != 1 && seen != readings {
+                    match &mut stretch {
+                        Some((_, n)) => *n += 1,
+                        None => stretch = Some((e.at.clone(), 1)),
+                    }
+                    continue;
+                }
+            }
+            // The last reading is kept, so every stretch ends before the timeline does.
+            if let Some((at, n)) = stretch.take() {
                 let mut data = serde_json::Map::new();
-                data.insert("omitted".into(), serde_json::json!(readings.len() - 2));
-                let at = self.timeline[readings[1]].at.clone();
-                timeline.push(TimelineEntry {
-                    at,
-                    event: "omitted".into(),
-                    data,
-                });
+                data.insert("omitted".into(), serde_json::json!(n));
+                let event = "omitted".into();
+                timeline.push(TimelineEntry { at, event, data });
             }
-            if !between {
-                timeline.push(e.clone());
-            }
+            timeline.push(e.clone());
         }
         CommandResult {
             timeline,
@@ -258,5 +259,74 @@ pub fn evidence_text(evidence: &serde_json::Value) -> String {
         String::new()
     } else {
         format!("Evidence: {}.", parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(at: u32, event: &str) -> TimelineEntry {
+        TimelineEntry {
+            at: format!("2026-12-02T10:00:{at:02}.000Z"),
+            event: event.into(),
+            data: serde_json::Map::new(),
+        }
+    }
+
+    /// The regression: one `omitted` marker went just before the last reading, so a milestone
+    /// among the readings (`recovered`, after an owner died mid-move) stood ahead of readings
+    /// taken before it.
+    #[test]
+    fn a_milestone_among_readings_keeps_its_place_in_time() {
+        let row = crate::fixtures::row("c", "completed");
+        let mut r = CommandResult::from_rows(&row, &[], None);
+        let events = [
+            (1, "dispatched"),
+            (2, "signal"),
+            (3, "signal"),
+            (4, "signal"),
+            (5, "recovered"),
+            (6, "signal"),
+            (7, "signal"),
+            (8, "signal"),
+            (9, "completed"),
+        ];
+        r.timeline = events.iter().map(|&(at, e)| entry(at, e)).collect();
+        let short = r.for_model();
+        let shown: Vec<(&str, &str, Option<u64>)> = short
+            .timeline
+            .iter()
+            .map(|e| {
+                let omitted = e.data.get("omitted").and_then(|n| n.as_u64());
+                (&e.at[17..19], e.event.as_str(), omitted)
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("01", "dispatched", None),
+                ("02", "signal", None),
+                ("03", "omitted", Some(2)),
+                ("05", "recovered", None),
+                ("06", "omitted", Some(2)),
+                ("08", "signal", None),
+                ("09", "completed", None),
+            ]
+        );
+        let times: Vec<&str> = short.timeline.iter().map(|e| e.at.as_str()).collect();
+        assert!(times.is_sorted(), "out of time order: {times:?}");
+    }
+
+    #[test]
+    fn two_readings_or_fewer_are_all_kept() {
+        let row = crate::fixtures::row("c", "completed");
+        let mut r = CommandResult::from_rows(&row, &[], None);
+        r.timeline = vec![
+            entry(1, "signal"),
+            entry(2, "signal"),
+            entry(3, "completed"),
+        ];
+        assert_eq!(r.for_model(), r);
     }
 }
