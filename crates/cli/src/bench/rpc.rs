@@ -107,8 +107,16 @@ impl Rpc {
                 .await
                 .map_err(|_| anyhow!("request {id}: no answer within {ANSWER_TIMEOUT:?}"))??
                 .ok_or_else(|| anyhow!("request {id}: the server closed its output"))?;
-            let Ok(head) = serde_json::from_str::<Head>(&line) else {
-                continue;
+            let head = match serde_json::from_str::<Head>(&line) {
+                Ok(head) => head,
+                // Not an answer in a shape the bench reads: an error if it is ours (rather
+                // than waiting out the timeout for it), skipped otherwise.
+                Err(e) => match serde_json::from_str::<Value>(&line) {
+                    Ok(v) if v.get("id").and_then(Value::as_u64) == Some(id) => {
+                        bail!("request {id}: an answer the bench cannot read ({e}): {line}")
+                    }
+                    _ => continue,
+                },
             };
             // Notifications and server requests carry no id of ours: skip them.
             match head.id.as_ref().and_then(Value::as_u64) {
@@ -142,7 +150,10 @@ impl Rpc {
         let (_, head) = self.answer_line(id).await?;
         match (head.error, head.result) {
             (Some(e), _) => bail!("{method}: {e}"),
-            (None, Some(r)) if r.is_error => bail!("{method}: the tool answered isError"),
+            (None, None) => bail!("{method}: an answer with neither result nor error"),
+            (None, Some(r)) if r.is_error == Some(true) => {
+                bail!("{method}: the tool answered isError")
+            }
             _ => Ok(()),
         }
     }
@@ -196,5 +207,5 @@ impl Head {
 #[derive(Deserialize)]
 struct ResultHead {
     #[serde(rename = "isError", default)]
-    is_error: bool,
+    is_error: Option<bool>,
 }
