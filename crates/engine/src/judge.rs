@@ -257,7 +257,11 @@ impl Supervisor {
             .map(|(k, e)| (k.clone(), e["value"].clone()))
             .collect();
         let values = serde_json::Value::Object(values);
-        if done || failed.is_some() || self.last_logged.as_ref() != Some(&values) {
+        if done || failed.is_some() {
+            // Journaled with the outcome it may decide (`Supervisor::deciding`).
+            self.deciding = Some(json!({"values": values}));
+            self.last_logged = Some(values);
+        } else if self.last_logged.as_ref() != Some(&values) {
             self.ctx
                 .note(&self.cmd, vec![("signal", json!({"values": values}))])
                 .await;

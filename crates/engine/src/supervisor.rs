@@ -40,6 +40,11 @@ pub(crate) struct Supervisor {
     pub baseline: BTreeMap<String, Value>,
     /// The last signal values journaled, to journal only changes.
     pub last_logged: Option<serde_json::Value>,
+    /// A reading that may decide the outcome (`done_when` or a `fail_when` held), not yet
+    /// journaled: the final status goes into the same commit, one fsync where there were two
+    /// between the confirming read and the caller's answer. Journaled alone at the end of
+    /// [`Supervisor::feed`] when nothing ended.
+    pub deciding: Option<serde_json::Value>,
     /// Evidence of the last fresh reading.
     pub evidence: serde_json::Value,
     /// Whether a stop was written and the device must be held until `stopped_when`.
@@ -87,6 +92,7 @@ impl Supervisor {
             last_sample: None,
             baseline: BTreeMap::new(),
             last_logged: None,
+            deciding: None,
             evidence: json!({}),
             hold: false,
             shutdown_seen: false,
@@ -217,6 +223,9 @@ impl Supervisor {
                 Effect::Finish(outcome) => self.finish(outcome).await,
             }
         }
+        if let Some(reading) = self.deciding.take() {
+            self.ctx.note(&self.cmd, vec![("signal", reading)]).await;
+        }
         all
     }
 
@@ -279,9 +288,11 @@ impl Supervisor {
             ),
         };
         let end = Ending::new(o, detail, Some(self.evidence.clone()));
-        self.ctx
-            .record(&self.cmd, |r| end.apply(r), end.events())
-            .await;
+        let mut events = end.events();
+        if let Some(reading) = self.deciding.take() {
+            events.insert(0, ("signal", reading));
+        }
+        self.ctx.record(&self.cmd, |r| end.apply(r), events).await;
     }
 
     fn deadline_budget(&self) -> Option<f64> {
