@@ -8,8 +8,8 @@
 mod common;
 
 use common::gateways::{
-    call, entry, gateway, modbus_read, owned_by, settled_owner, signal, slide_beyond, slide_mm,
-    start_sim, wait_for,
+    call, entry, gateway, gateway_on, modbus_read, owned_by, settled_owner, signal, slide_beyond,
+    slide_mm, start_sim, wait_for,
 };
 use common::pg::Database;
 
@@ -236,5 +236,56 @@ async fn devices_of_one_exclusive_group_are_driven_by_one_gateway() {
     let one = settled_owner(&a_at, &b_at, first.0).await;
     let other = settled_owner(&a_at, &b_at, second.0).await;
     assert_eq!(one, other, "{} and {} are driven apart", first.0, second.0);
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
+}
+
+/// A device only one gateway reaches (`gateways = ["a"]`; b's plant points it at a port nothing
+/// listens on, as a serial line on another machine would be): b reads it offline and says that
+/// is its own view, naming the gateway that drives it; a call sent to b is handed to a and
+/// switches the lamp.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_one_gateway_reaches_reads_offline_elsewhere_naming_its_owner_and_is_run_there() {
+    let Some(db) = Database::create("one_reaches").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, modbus) = start_sim(dir.path(), &db.url, 2);
+    let path = dir.path().join("plant.toml");
+    let plant = std::fs::read_to_string(&path).unwrap();
+    let only_a = plant.replacen("id = \"lamp\"", "id = \"lamp\"\ngateways = [\"a\"]", 1);
+    std::fs::write(&path, &only_a).unwrap();
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = nobody.local_addr().unwrap().to_string();
+    drop(nobody);
+    let lamp_at = format!("address = \"{modbus}\"");
+    let unreachable = only_a.replacen(&lamp_at, &format!("address = \"{closed}\""), 1);
+    std::fs::write(dir.path().join("plant_b.toml"), unreachable).unwrap();
+    let (mut a, _) = gateway(dir.path(), "a");
+    let (mut b, b_at) = gateway_on(&dir.path().join("plant_b.toml"), "b");
+    owned_by(&b_at, "lamp", Some("a")).await;
+
+    let mut state = serde_json::Value::Null;
+    for _ in 0..150 {
+        state = call(&b_at, "get_device_state", r#"{"device":"lamp"}"#).await;
+        if state["liveness"] == "offline" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(state["liveness"], "offline", "{state}");
+    let detail = state["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("lamp reads offline from this gateway (b)") && detail.contains("gateway a"),
+        "{state}"
+    );
+    let done = call(&b_at, "lamp_switch", r#"{"on":true,"wait_s":5}"#).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(entry(&done, "accepted")["handed_to"], "a", "{done}");
+    assert_eq!(entry(&done, "claimed")["by"], "a", "{done}");
+    assert_eq!(
+        modbus_read(&modbus, 1, 2, 0, 1).await[0] & 1,
+        1,
+        "the contact did not move"
+    );
     common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }

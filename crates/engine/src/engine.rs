@@ -278,6 +278,8 @@ impl Engine {
         let snap = dev.current();
         let now = self.ctx.clock.now_ms();
         let (owner, epoch) = self.ctx.ownership.owner_of(device).unzip();
+        let here = self.ctx.ownership.instance();
+        let detail = crate::state_text::detail(&snap, device, here, owner.as_deref());
         Some(DeviceState {
             owner,
             epoch,
@@ -311,7 +313,7 @@ impl Engine {
                     (name.clone(), s)
                 })
                 .collect(),
-            detail: unreadable_text(&snap),
+            detail,
             alarms: crate::alarms::blocking_names(&self.ctx, device),
         })
     }
@@ -360,22 +362,6 @@ async fn futures_join(tasks: Vec<JoinHandle<()>>) {
     for t in tasks {
         let _ = t.await;
     }
-}
-
-/// "contact cannot be read (discrete_input:9 answered exception 2 (Illegal Data Address))."
-fn unreadable_text(snap: &crate::device::Snapshot) -> Option<String> {
-    if snap.unreadable.is_empty() {
-        return None;
-    }
-    let each: Vec<String> = snap
-        .unreadable
-        .iter()
-        .map(|(name, (_, why))| format!("{name} cannot be read ({why})"))
-        .collect();
-    Some(format!(
-        "{}. Check those signals' addresses and types in the plant file.",
-        each.join("; ")
-    ))
 }
 
 pub(crate) fn profile(action: &Action) -> Profile {

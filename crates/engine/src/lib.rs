@@ -87,6 +87,7 @@ mod raw;
 mod recovery;
 mod refusal;
 mod result;
+mod state_text;
 mod stop;
 mod submit;
 mod supervise;
