@@ -180,7 +180,10 @@ impl Supervisor {
         self.ack_seq = fence;
         self.fence_others();
         self.start_cycling(writes);
-        self.settle_until_ms = self.ctx.clock.now_ms() + (self.expect_s * 1000.0).round() as i64;
+        let expect = Duration::from_millis((self.expect_s * 1000.0).round() as u64);
+        let now = tokio::time::Instant::now();
+        self.settle_until_ms = self.ctx.clock.wall_ms(now) + expect.as_millis() as i64;
+        self.settle_at = Some(now + expect);
         self.feed(Event::WriteAcked).await;
     }
 

@@ -137,8 +137,11 @@ impl Supervisor {
             next_readback: Instant::now(),
             reads_on_request: self.dev.reporting() == Reporting::ChangesOnly && !readback,
             next_read: Instant::now() + poll_every,
-            settle_poll: (settle_ms >= 0)
-                .then(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1)),
+            // Recovered commands count from a journaled ack time: a millisecond more there.
+            settle_poll: (settle_ms >= 0).then(|| {
+                self.settle_at
+                    .unwrap_or_else(|| Instant::now() + Duration::from_millis(settle_ms as u64 + 1))
+            }),
             keepalive: self.action.keepalive_s.map(Duration::from_secs_f64),
             alarms,
             watched,

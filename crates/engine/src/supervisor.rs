@@ -56,6 +56,10 @@ pub(crate) struct Supervisor {
     pub expect_s: f64,
     /// Before this wall-clock ms, a `done_when` that already held at dispatch cannot confirm.
     pub settle_until_ms: i64,
+    /// The instant `settle_until_ms` was counted to from the acknowledgement: a read issued at or
+    /// after it is stamped at or after `settle_until_ms` (same clock), so the read asked for
+    /// then counts as settled without a margin. `None` for a command recovered after a restart.
+    pub settle_at: Option<tokio::time::Instant>,
     /// The requests actually sent (readback compares against these, not a re-evaluation).
     pub writes: Vec<Request>,
     /// Re-sends the plan's cyclic CAN frames while the command runs (aborted when dropped, so
@@ -99,6 +103,7 @@ impl Supervisor {
             baseline_done: false,
             expect_s: 0.0,
             settle_until_ms: 0,
+            settle_at: None,
             writes: Vec::new(),
             cycling: None,
             command_id,
