@@ -39,7 +39,7 @@ fn unknown(engine: &Engine) -> usize {
     engine
         .health()
         .iter()
-        .filter(|(_, l, _)| *l == Liveness::Unknown)
+        .filter(|h| h.liveness == Liveness::Unknown)
         .count()
 }
 
@@ -50,8 +50,8 @@ pub fn banner(engine: &Engine, plant_path: &str, endpoints: &[(String, String)])
     let named = |want: Liveness| -> Vec<&str> {
         health
             .iter()
-            .filter(|(_, l, _)| *l == want)
-            .map(|(d, _, _)| *d)
+            .filter(|h| h.liveness == want)
+            .map(|h| h.device)
             .collect()
     };
     let (online, offline, unknown) = (

@@ -106,7 +106,7 @@ pub async fn serve(
     }
     let server = closedloop_mcp::Server::new(Arc::clone(&engine), "stdio");
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(closedloop_mcp::stdio::StdioTransport::stdio())
         .await
         .context("MCP handshake over stdio")?;
     let signal = signalled()?;

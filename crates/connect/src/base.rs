@@ -20,7 +20,7 @@ pub(crate) struct Base {
     pub started: Instant,
     /// The device's request timeout.
     pub timeout: Duration,
-    /// Asks the reader for a read now.
+    /// Asks the reader for a read now (OPC UA's; a register device asks its shard instead).
     pub poll_now: Notify,
 }
 

@@ -8,7 +8,7 @@ use crate::can::CanLink;
 use crate::connections::{Connection, Drivers};
 use crate::mqtt::MqttLink;
 use crate::opcua::OpcuaLink;
-use crate::registers::RegisterLink;
+use crate::registers::{RegisterLink, Shards};
 use closedloop_link::{Clock, Link, Links};
 use closedloop_plant::Device;
 use std::collections::BTreeMap;
@@ -20,6 +20,8 @@ struct Opened {
     brokers: BTreeMap<String, closedloop_mqtt::MqttBroker>,
     sessions: BTreeMap<String, closedloop_opcua::OpcuaClient>,
     ports: BTreeMap<String, Arc<closedloop_can::CanPort>>,
+    /// The register devices' poll shards.
+    shards: Shards,
 }
 
 impl Drivers {
@@ -56,7 +58,8 @@ impl Opened {
         };
         Ok(match connection {
             Connection::Registers(driver) => {
-                Arc::new(RegisterLink::new(spec, Arc::clone(driver), clock))
+                let shards = &mut self.shards;
+                Arc::new(RegisterLink::new(spec, Arc::clone(driver), clock, shards))
             }
             Connection::Mqtt(config) => {
                 let broker = match self.brokers.get(&config.url) {

@@ -94,6 +94,19 @@ pub struct SignalState {
     pub source: String,
 }
 
+/// A device's health as `/metrics` reports it at each scrape ([`crate::Engine::health`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceHealth<'a> {
+    /// The device id.
+    pub device: &'a str,
+    /// Its liveness judged now.
+    pub liveness: crate::Liveness,
+    /// How many milliseconds ago it last answered; `None` before its first answer.
+    pub age_ms: Option<i64>,
+    /// How long its last poll cycle took; `None` for a device that is not polled.
+    pub last_poll: Option<std::time::Duration>,
+}
+
 /// `list_devices`'s entries.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DeviceInfo {

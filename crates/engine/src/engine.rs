@@ -4,7 +4,7 @@
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::rfc3339;
 use crate::context::{Change, Context};
-use crate::device::{DeviceRuntime, Liveness};
+use crate::device::DeviceRuntime;
 use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
@@ -257,17 +257,22 @@ impl Engine {
             .collect()
     }
 
-    /// Every device's liveness and how many milliseconds ago it last answered (`None` before
-    /// its first answer), in plant order: what `/metrics` reports at each scrape.
-    pub fn health(&self) -> Vec<(&str, Liveness, Option<i64>)> {
+    /// Every device's liveness, how long ago it last answered and how long its last poll took,
+    /// in plant order: what `/metrics` reports at each scrape.
+    pub fn health(&self) -> Vec<crate::DeviceHealth<'_>> {
         let now = self.ctx.clock.now_ms();
         let devices = &self.ctx.plant.devices;
         devices
             .iter()
             .map(|d| {
-                let snap = self.ctx.devices[&d.id].current();
-                let age = snap.last_seen_ms.map(|t| (now - t).max(0));
-                (d.id.as_str(), snap.liveness, age)
+                let device = &self.ctx.devices[&d.id];
+                let snap = device.current();
+                crate::DeviceHealth {
+                    device: d.id.as_str(),
+                    liveness: snap.liveness,
+                    age_ms: snap.last_seen_ms.map(|t| (now - t).max(0)),
+                    last_poll: device.link().last_poll(),
+                }
             })
             .collect()
     }

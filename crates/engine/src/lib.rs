@@ -96,7 +96,7 @@ mod terminal;
 
 // The API the MCP layer and the CLI use; everything else stays inside the crate.
 pub use alarms::AlarmInfo;
-pub use api::{DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
+pub use api::{DeviceHealth, DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
 pub use closedloop_driver::contract;
 pub use closedloop_link::clock;
 pub use closedloop_link::{Link, Links};

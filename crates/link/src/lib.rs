@@ -147,6 +147,12 @@ pub trait Link: Send + Sync + 'static {
         Box::pin(async { None })
     }
 
+    /// How long the last poll cycle took, for `/metrics` (read at scrape time); `None` for a
+    /// link that does not poll, or before its first cycle.
+    fn last_poll(&self) -> Option<Duration> {
+        None
+    }
+
     /// Reads (or listens) and publishes samples until `stop` is notified.
     fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()>;
 

@@ -34,6 +34,7 @@ mod raw;
 mod resources;
 pub mod schema;
 mod session_commands;
+pub mod stdio;
 mod tasks;
 mod tools;
 

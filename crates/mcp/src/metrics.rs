@@ -76,16 +76,21 @@ fn fold_every(handle: PrometheusHandle, period: Duration) {
     }
 }
 
-/// The exposition text: the devices' liveness read now, then everything recorded so far.
+/// The exposition text: the devices' liveness and last poll read now, then everything recorded
+/// so far.
 pub fn render(engine: &Engine) -> Option<String> {
     let handle = install()?;
-    for (device, liveness, age_ms) in engine.health() {
-        let up = matches!(liveness, closedloop_engine::Liveness::Online);
-        metrics::gauge!("closedloop_device_up", "device" => device.to_string())
-            .set(f64::from(u8::from(up)));
-        if let Some(ms) = age_ms {
-            metrics::gauge!("closedloop_device_last_seen_age_seconds", "device" => device.to_string())
+    for h in engine.health() {
+        let device = || h.device.to_string();
+        let up = matches!(h.liveness, closedloop_engine::Liveness::Online);
+        metrics::gauge!("closedloop_device_up", "device" => device()).set(f64::from(u8::from(up)));
+        if let Some(ms) = h.age_ms {
+            metrics::gauge!("closedloop_device_last_seen_age_seconds", "device" => device())
                 .set(ms as f64 / 1000.0);
+        }
+        if let Some(took) = h.last_poll {
+            metrics::gauge!("closedloop_device_last_poll_seconds", "device" => device())
+                .set(took.as_secs_f64());
         }
     }
     // Histograms keep raw samples until upkeep folds them into buckets.

@@ -8,7 +8,6 @@ use closedloop_link::SignalValue;
 use closedloop_plant::{Device, Source};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -31,48 +30,52 @@ pub(super) struct Block {
 }
 
 impl RegisterLink {
-    /// The poll loop: a cycle every `poll_ms`, or at once when asked (`poll_now`), until `stop`.
+    /// Polls the device from its shard (see `shard.rs`) until `stop`.
     pub(super) async fn poll(self: Arc<Self>, stop: Arc<Notify>) {
-        let poll = Duration::from_millis(self.base.spec.poll_ms.max(1));
-        let mut alive = Alive::default();
-        // Made once and kept across cycles: a `Notified` made and dropped every cycle took
-        // the lock of the stop signal all devices share, thousands of times a second.
+        // Made first: a stop from now on is not missed.
         let stopped = stop.notified();
         tokio::pin!(stopped);
-        let asked = self.base.poll_now.notified();
-        tokio::pin!(asked);
-        // One timer kept and reset each cycle: a new `sleep` per cycle registered and dropped
-        // a timer entry per device per poll, an eighth of a hall's CPU at rest.
-        let next = tokio::time::sleep(poll);
-        tokio::pin!(next);
-        loop {
-            let began = Instant::now();
-            self.cycle(&mut alive).await;
-            let took = began.elapsed().as_secs_f64();
-            self.poll_time.record(took);
-            self.last_poll.set(took);
-            next.as_mut().reset(Instant::now() + poll);
-            tokio::select! {
-                _ = &mut next => {}
-                _ = &mut asked => asked.set(self.base.poll_now.notified()),
-                _ = &mut stopped => return,
-            }
+        // The first cycle here, as soon as the reader runs: whatever starts after the readers
+        // (an alarm's watcher) finds the device read, not "not heard from yet".
+        let mut kept = super::shard::Kept::default();
+        let (alive, got) = &mut *kept;
+        tokio::select! {
+            () = self.timed_cycle(alive, got) => {}
+            () = &mut stopped => return,
         }
+        let _member = self.seat.join(Arc::clone(&self), kept);
+        stopped.await;
     }
 
-    async fn cycle(&self, alive: &mut Alive) {
+    /// One cycle, timed for `closedloop_device_poll_duration_seconds` and
+    /// `closedloop_device_last_poll_seconds`.
+    pub(super) async fn timed_cycle(&self, alive: &mut Alive, got: &mut Cycle) {
+        let began = Instant::now();
+        self.cycle(alive, got).await;
+        let took = began.elapsed();
+        self.poll_time.record(took.as_secs_f64());
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.last_poll_us.store(micros, Ordering::Relaxed);
+    }
+
+    /// Reads every block once into `got` (emptied first: its buffers are kept from cycle to
+    /// cycle) and publishes the sample.
+    async fn cycle(&self, alive: &mut Alive, got: &mut Cycle) {
         let seq = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut got = Cycle::default();
+        got.values.clear();
+        got.unreadable.clear();
+        got.error = None;
+        got.crc = false;
         // With a heartbeat register, only a changed counter proves the firmware runs: a frozen
         // controller whose TCP stack still answers reads is offline all the same.
         let heartbeat = self.base.spec.liveness.counter;
         let silent = match heartbeat {
-            Some(addr) => self.read_heartbeat(addr, alive, &mut got).await,
+            Some(addr) => self.read_heartbeat(addr, alive, got).await,
             None => false,
         };
-        for block in self.blocks.iter().filter(|_| !silent) {
+        for (b, block) in self.blocks.iter().enumerate().filter(|_| !silent) {
             if !self
-                .read_block(block, heartbeat.is_none(), alive, &mut got)
+                .read_block(b, block, heartbeat.is_none(), alive, got)
                 .await
             {
                 // A silent device: do not wait out every block's timeout in this cycle.
@@ -83,7 +86,8 @@ impl RegisterLink {
         let last_seen_ms = last_valid.map(|t| self.base.clock.wall_ms(t));
         // Changed in place: an idle device's cycle clones no snapshot and allocates no name.
         self.base.tx.send_modify(|snap| {
-            for (block, i, value, at_ms) in got.values {
+            for (b, i, value, at_ms) in got.values.drain(..) {
+                let block = &self.blocks[b];
                 let (name, offset, _) = &block.signals[i];
                 match snap.values.get_mut(name) {
                     Some(v) => {
@@ -103,14 +107,15 @@ impl RegisterLink {
                     }
                 }
             }
-            for (name, refused) in got.unreadable {
+            for (b, i, refused) in got.unreadable.drain(..) {
+                let name = &self.blocks[b].signals[i].0;
                 match refused {
                     Some(why) => snap.unreadable.insert(name.to_string(), why),
                     None => snap.unreadable.remove(name),
                 };
             }
             snap.seq = seq;
-            snap.last_error = got.error;
+            snap.last_error = got.error.take();
             snap.crc_failing = got.crc;
             snap.last_seen_ms = last_seen_ms;
             snap.last_valid = last_valid;
@@ -119,7 +124,7 @@ impl RegisterLink {
     }
 
     /// Reads the heartbeat counter; true when the device did not answer at all.
-    async fn read_heartbeat(&self, addr: u16, alive: &mut Alive, got: &mut Cycle<'_>) -> bool {
+    async fn read_heartbeat(&self, addr: u16, alive: &mut Alive, got: &mut Cycle) -> bool {
         match self.read(Area::Holding, addr, 1).await {
             Ok(Ok(Data::Words(w))) if !w.is_empty() => {
                 if alive.counter != Some(w[0]) {
@@ -147,12 +152,13 @@ impl RegisterLink {
     }
 
     /// Reads one block into `got`; false when the device did not answer (end the cycle).
-    async fn read_block<'b>(
+    async fn read_block(
         &self,
-        block: &'b Block,
+        b: usize,
+        block: &Block,
         answers_are_life: bool,
         alive: &mut Alive,
-        got: &mut Cycle<'b>,
+        got: &mut Cycle,
     ) -> bool {
         match self.read(block.area, block.start, block.count).await {
             Ok(Ok(data)) => {
@@ -160,10 +166,10 @@ impl RegisterLink {
                     alive.last_valid = Some(Instant::now());
                 }
                 let at_ms = self.base.clock.now_ms();
-                for (i, (name, offset, enc)) in block.signals.iter().enumerate() {
-                    got.unreadable.push((name, None));
+                for (i, (_, offset, enc)) in block.signals.iter().enumerate() {
+                    got.unreadable.push((b, i, None));
                     if let Some(value) = decode(&data, *offset, enc) {
-                        got.values.push((block, i, value, at_ms));
+                        got.values.push((b, i, value, at_ms));
                     }
                 }
                 true
@@ -179,10 +185,10 @@ impl RegisterLink {
                         1..=3 => ErrorCode::RegisterInvalid,
                         _ => ErrorCode::BusNak,
                     };
-                    for (name, offset, _) in &block.signals {
+                    for (i, (_, offset, _)) in block.signals.iter().enumerate() {
                         let at = format!("{}:{}", block.area, block.start + offset);
                         let why = format!("{at} answered {exception}");
-                        got.unreadable.push((name, Some((code.clone(), why))));
+                        got.unreadable.push((b, i, Some((code.clone(), why))));
                     }
                 }
                 got.error = Some(format!(
@@ -200,13 +206,19 @@ impl RegisterLink {
     }
 }
 
-/// What one poll cycle read, applied to the snapshot at its end.
+/// Why the device refused a signal: the contract's code and its answer.
+type Refused = (ErrorCode, String);
+
+/// What one poll cycle read, applied to the snapshot at its end; kept from cycle to cycle so a
+/// poll allocates no buffers.
 #[derive(Default)]
-struct Cycle<'b> {
-    /// Each decoded value: its block, the signal's index in it, the value and when it was read.
-    values: Vec<(&'b Block, usize, Value, i64)>,
-    /// Signals that read again (`None`) or that the device refused (code and answer).
-    unreadable: Vec<(&'b str, Option<(ErrorCode, String)>)>,
+pub(super) struct Cycle {
+    /// Each decoded value: its block's index, the signal's index in it, the value and when it
+    /// was read.
+    values: Vec<(usize, usize, Value, i64)>,
+    /// Signals (block and signal index) that read again (`None`) or that the device refused
+    /// (code and answer).
+    unreadable: Vec<(usize, usize, Option<Refused>)>,
     error: Option<String>,
     crc: bool,
 }
