@@ -284,4 +284,7 @@ async fn every_insert_change_of_state_and_cancel_request_is_announced_and_append
     assert_eq!(cancel, crate::Announcement::Cancel("c1".into()));
     let sqlite = Journal::open("sqlite::memory:").await.unwrap();
     assert!(sqlite.feed().await.unwrap().is_none());
+    drop(feed);
+    j.close().await;
+    db.drop().await;
 }
