@@ -5,7 +5,6 @@ use closedloop_link::{Clock, Liveness, Snapshot, SnapshotTx, judge_liveness};
 use closedloop_plant::Device;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The part of a link every protocol shares.
@@ -20,8 +19,6 @@ pub(crate) struct Base {
     pub started: Instant,
     /// The device's request timeout.
     pub timeout: Duration,
-    /// Asks the reader for a read now (OPC UA's; a register device asks its shard instead).
-    pub poll_now: Notify,
 }
 
 impl Base {
@@ -32,7 +29,6 @@ impl Base {
             tx: SnapshotTx::new(Snapshot::before_first_read()),
             clock,
             started: Instant::now(),
-            poll_now: Notify::new(),
         }
     }
 

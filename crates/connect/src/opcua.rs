@@ -45,6 +45,8 @@ pub struct OpcuaLink {
     client: OpcuaClient,
     /// The last acknowledgement's fence and server time.
     ack: Mutex<Option<(u64, i64)>>,
+    /// Asks the reader for a read now.
+    poll_now: Notify,
 }
 
 impl OpcuaLink {
@@ -54,6 +56,7 @@ impl OpcuaLink {
             base: Base::new(spec, clock),
             client,
             ack: Mutex::new(None),
+            poll_now: Notify::new(),
         }
     }
 
@@ -179,7 +182,7 @@ impl OpcuaLink {
                 _ = check.tick(), if !nodes.is_empty() && link.borrow().is_connected() => {
                     self.read_all(&client, &nodes, &mut snap, &mut bad).await;
                 }
-                _ = self.base.poll_now.notified(), if !nodes.is_empty() => {
+                _ = self.poll_now.notified(), if !nodes.is_empty() => {
                     self.read_all(&client, &nodes, &mut snap, &mut bad).await;
                 }
                 _ = stop.notified() => return,
@@ -338,7 +341,7 @@ impl Link for OpcuaLink {
     }
 
     fn ask(&self) {
-        self.base.poll_now.notify_one();
+        self.poll_now.notify_one();
     }
 
     /// A subscription's next update may carry a sample taken before this call: the nodes are

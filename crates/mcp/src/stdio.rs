@@ -65,7 +65,7 @@ async fn pump<W: AsyncWrite + Unpin>(from: DuplexStream, out: Arc<Mutex<W>>) {
         match from.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
-                if write_line(&out, &line).await.is_err() {
+                if write_line(&mut *out.lock().await, &line).await.is_err() {
                     return;
                 }
             }
@@ -73,9 +73,8 @@ async fn pump<W: AsyncWrite + Unpin>(from: DuplexStream, out: Arc<Mutex<W>>) {
     }
 }
 
-/// One line written and flushed under the writer's lock.
-async fn write_line<W: AsyncWrite + Unpin>(out: &Mutex<W>, line: &[u8]) -> std::io::Result<()> {
-    let mut out = out.lock().await;
+/// One line written and flushed (under the output's lock, which the caller holds).
+async fn write_line<W: AsyncWrite + Unpin>(out: &mut W, line: &[u8]) -> std::io::Result<()> {
     out.write_all(line).await?;
     out.flush().await
 }
@@ -99,8 +98,7 @@ where
             let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
             drop(item);
             line.push(b'\n');
-            out.write_all(&line).await?;
-            out.flush().await
+            write_line(&mut *out, &line).await
         }
     }
 
