@@ -14,12 +14,16 @@
 //! was given), every bus's pty is open and every OPC UA server accepts sessions, so scripts and
 //! tests read the real ports and ptys instead of sleeping. Devices that are not served are named
 //! on stderr.
+//!
+//! `--write-log FILE` appends every write a Modbus unit receives to FILE, one JSON line each with
+//! the client's address (closedloop_sim_server::write_log has the format): who wrote, which the
+//! registers alone cannot tell.
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use closedloop_sim_server::{ControlCommand, ControlServer, bind_plant, control};
+use closedloop_sim_server::{ControlCommand, ControlServer, WriteLog, bind_plant, control};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// `closedloop sim PLANT [--control ADDR]`, or one of its requests.
@@ -34,6 +38,10 @@ pub struct SimArgs {
     /// Where the fault control endpoint listens: loopback only; port 0 picks a free one (printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     control: SocketAddr,
+    /// Append every write a Modbus unit receives to FILE, one JSON line each with the client's
+    /// address: who wrote what, and when.
+    #[arg(long, value_name = "FILE")]
+    write_log: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -69,7 +77,7 @@ enum Request {
 pub async fn run(args: SimArgs) -> Result<ExitCode> {
     match (args.request, args.plant) {
         (Some(request), _) => send(request).await,
-        (None, Some(plant)) => serve(&plant, args.control).await,
+        (None, Some(plant)) => serve(&plant, args.control, args.write_log.as_deref()).await,
         (None, None) => bail!("give a plant file: closedloop sim PLANT"),
     }
 }
@@ -102,13 +110,30 @@ async fn send(request: Request) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(path: &std::path::Path, control_addr: SocketAddr) -> Result<ExitCode> {
+async fn serve(
+    path: &Path,
+    control_addr: SocketAddr,
+    write_log: Option<&Path>,
+) -> Result<ExitCode> {
     let plant = crate::load(path)?;
+    let write_log = write_log
+        .map(|file| {
+            WriteLog::open(file).with_context(|| {
+                format!(
+                    "--write-log {}: cannot open it for appending; give a writable file",
+                    file.display()
+                )
+            })
+        })
+        .transpose()?;
     // Before any port is announced, so a signal sent right after the announcement is not lost.
     let signal = signalled()?;
-    let bound = bind_plant(&plant)
+    let mut bound = bind_plant(&plant)
         .await
         .with_context(|| format!("{}", path.display()))?;
+    if let Some(log) = &write_log {
+        bound.log_writes(log);
+    }
     for s in &bound.skipped {
         eprintln!("closedloop sim: {} skipped: {}", s.device, s.reason);
     }

@@ -2,17 +2,19 @@
 //! `closedloop sim` serves as its own process: each device has one owner; a call to the other
 //! gateway is accepted there and run by the owner; the owner's `kill -9` hands its devices to
 //! the survivor within the lease; an owner paused past its lease (SIGSTOP) writes nothing once
-//! resumed (the call it took meanwhile is refused, or run by the survivor); and a keyed call is one
-//! command whichever gateway it is sent to. Ground truth is read from the simulator's registers
-//! with Modbus requests written here.
+//! resumed (the call it took meanwhile is refused, or run by the survivor; the simulator's write
+//! log shows every write since the pause from the survivor); and a keyed call is one command
+//! whichever gateway it is sent to. Ground truth is read from the simulator's registers with
+//! Modbus requests written here, and from its write log.
 
 mod common;
 
 use common::gateways::{
-    call, call_once_settled, entry, gateway, modbus_read, owned_by, settled_owner, signal,
-    slide_beyond, slide_mm, start_sim, wait_for,
+    call, call_once_settled, entry, gateway, gateway_through, modbus_read, now_ms, owned_by,
+    settled_owner, signal, slide_beyond, slide_mm, start_sim, wait_for, writes,
 };
 use common::pg::Database;
+use common::proxy::Proxy;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -65,14 +67,18 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (_sim, modbus) = start_sim(dir.path(), &db.url, 2);
-    let (mut a, a_at) = gateway(dir.path(), "a");
-    let (mut b, b_at) = gateway(dir.path(), "b");
+    // Each gateway reaches the simulator through a proxy of its own, so the simulator's write
+    // log tells whose every write was.
+    let (proxy_a, proxy_b) = (Proxy::start(&modbus).await, Proxy::start(&modbus).await);
+    let (mut a, a_at) = gateway_through(dir.path(), "a", &modbus, &proxy_a);
+    let (mut b, b_at) = gateway_through(dir.path(), "b", &modbus, &proxy_b);
     let slide_owner = settled_owner(&a_at, &b_at, "slide").await;
     let (paused, paused_at, survivor, survivor_at) = if slide_owner == "a" {
         (&mut a, &a_at, "b", &b_at)
     } else {
         (&mut b, &b_at, "a", &a_at)
     };
+    let paused_since = now_ms();
     signal(paused, "-STOP");
     owned_by(survivor_at, "slide", Some(survivor)).await;
     let moved = call_once_settled(
@@ -115,7 +121,34 @@ async fn an_owner_paused_past_its_lease_writes_nothing_once_resumed() {
         (mm - at).abs() < 0.5,
         "the slide is at {mm} mm, not {at}: {answer}"
     );
+    let survivor_proxy = if survivor == "a" { &proxy_a } else { &proxy_b };
+    only_the_survivor_wrote_since(dir.path(), paused_since, survivor_proxy);
     common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
+}
+
+/// The simulator's write log shows writes since `since_ms` (at least the survivor's move), and
+/// every one of them from the survivor's connections (through `survivor_proxy`).
+fn only_the_survivor_wrote_since(dir: &std::path::Path, since_ms: i64, survivor_proxy: &Proxy) {
+    let survivor: Vec<String> = survivor_proxy
+        .upstream_locals()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let since: Vec<Value> = writes(dir)
+        .into_iter()
+        .filter(|w| w["at_ms"].as_i64().unwrap() >= since_ms)
+        .collect();
+    assert!(
+        since.iter().any(|w| w["device"] == "slide"),
+        "the survivor's move is not in the write log: {since:?}"
+    );
+    for w in &since {
+        let peer = w["peer"].as_str().unwrap_or_default();
+        assert!(
+            survivor.iter().any(|s| s == peer),
+            "a write since the pause came from {peer}, not from the survivor ({survivor:?}): {w}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

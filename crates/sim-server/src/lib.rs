@@ -19,6 +19,8 @@
 //!   control endpoint sees it.
 //! - [`ControlServer`] and [`control::send`] inject and clear faults at run time over a
 //!   loopback line protocol (see [`control`]).
+//! - [`WriteLog`] records every write a Modbus unit receives and the client it came from
+//!   (`closedloop sim --write-log`): who wrote, beside what the registers hold.
 //! - [`codec`] is the Modbus TCP framing (MBAP) around closedloop-modbus's PDU codec, the one the
 //!   driver uses; pure and unit-tested byte by byte.
 //!
@@ -36,6 +38,7 @@ pub mod mqtt_relay;
 pub mod opcua_sim;
 mod plant;
 mod simulated;
+pub mod write_log;
 
 pub use can_node::{
     BUS_FANOUT, BUS_QUEUE, CanNode, CanNodeSpec, CanSimError, SimBus, link_path, start_buses,
@@ -57,3 +60,4 @@ pub use plant::{
     Skipped, bind_plant,
 };
 pub use simulated::Simulated;
+pub use write_log::WriteLog;

@@ -25,15 +25,21 @@
 //! so answers due at the same instant keep their order; only a `latency_ms` lowered between two
 //! pipelined requests can make the first one count as lost.)
 //!
+//! # Who wrote
+//! With a [`WriteLog`] ([`ModbusServer::log_writes`]), every write request to a unit served here
+//! is logged with the client's address as it arrives, before the device answers.
+//!
 //! # Bounds
 //! At most [`MAX_CONNECTIONS`] connections per listener: one more is accepted and closed at once.
 //! At most [`MAX_IN_FLIGHT`] unanswered requests per connection: the next one makes the oldest
 //! unanswered request lost (never answered), as a device's full input buffer would.
 
 use crate::codec::{self, Adu, Header};
+use crate::write_log::{Received, WriteLog};
 use closedloop_driver::{BoxFuture, Driver, Exception};
 use closedloop_modbus::pdu::{Operation, Request};
 use closedloop_sim::SimDevice;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::poll_fn;
 use std::io;
@@ -59,8 +65,18 @@ pub type Units = BTreeMap<u8, SimDevice>;
 #[derive(Debug)]
 pub struct ModbusServer {
     listener: TcpListener,
-    /// Shared with every connection task.
-    units: Arc<Units>,
+    units: Units,
+    /// The device behind each unit, for the write log.
+    names: BTreeMap<u8, String>,
+    log: Option<WriteLog>,
+}
+
+/// What every connection task of one listener shares.
+struct Shared {
+    units: Units,
+    names: BTreeMap<u8, String>,
+    log: Option<WriteLog>,
+    listen: SocketAddr,
 }
 
 impl ModbusServer {
@@ -69,8 +85,21 @@ impl ModbusServer {
         let listener = TcpListener::bind(addr).await?;
         Ok(ModbusServer {
             listener,
-            units: Arc::new(units),
+            units,
+            names: BTreeMap::new(),
+            log: None,
         })
+    }
+
+    /// Names the device behind each unit, as the write log shows it (a unit not named here is
+    /// logged as `unit N`).
+    pub fn name_units(&mut self, names: BTreeMap<u8, String>) {
+        self.names = names;
+    }
+
+    /// Logs every write request that reaches one of the units to `log` (see [`WriteLog`]).
+    pub fn log_writes(&mut self, log: WriteLog) {
+        self.log = Some(log);
     }
 
     /// The address actually bound.
@@ -80,19 +109,35 @@ impl ModbusServer {
 
     /// Accepts and serves connections until dropped; dropping it ends every connection too.
     pub async fn run(self) {
+        let ModbusServer {
+            listener,
+            units,
+            names,
+            log,
+        } = self;
+        let Ok(listen) = listener.local_addr() else {
+            tracing::warn!("a Modbus listener without an address: not served");
+            return;
+        };
+        let shared = Arc::new(Shared {
+            units,
+            names,
+            log,
+            listen,
+        });
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         let mut connections = JoinSet::new();
         loop {
             tokio::select! {
-                accepted = self.listener.accept() => match accepted {
+                accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                             tracing::warn!(%peer, "Modbus connection refused: {MAX_CONNECTIONS} already open");
                             continue; // dropping the stream closes it
                         };
-                        let units = Arc::clone(&self.units);
+                        let shared = Arc::clone(&shared);
                         connections.spawn(async move {
-                            serve_connection(stream, &units).await;
+                            serve_connection(stream, &shared).await;
                             drop(permit);
                         });
                     }
@@ -184,7 +229,7 @@ fn remove_first(arrivals: &mut VecDeque<u8>, unit: u8) {
 
 /// Reads requests and writes answers until the client leaves, sends something that is not
 /// Modbus TCP, or a `crc_error` answer closes the connection.
-async fn serve_connection(stream: TcpStream, units: &Units) {
+async fn serve_connection(stream: TcpStream, shared: &Shared) {
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
@@ -196,7 +241,7 @@ async fn serve_connection(stream: TcpStream, units: &Units) {
             match codec::take_adu(&mut buf) {
                 Ok(Some(adu)) => {
                     let unit = adu.header.unit;
-                    in_flight.push(unit, start(units, adu));
+                    in_flight.push(unit, start(shared, peer, adu));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -230,10 +275,10 @@ async fn serve_connection(stream: TcpStream, units: &Units) {
 }
 
 /// Starts one request: an immediate reply for an unknown unit or a malformed PDU, else the
-/// device's answer to come.
-fn start(units: &Units, adu: Adu) -> Slot {
+/// device's answer to come (a write logged first, when there is a log).
+fn start(shared: &Shared, peer: Option<SocketAddr>, adu: Adu) -> Slot {
     let Adu { header, pdu } = adu;
-    let Some(device) = units.get(&header.unit) else {
+    let Some(device) = shared.units.get(&header.unit) else {
         let function = pdu.first().copied().unwrap_or(0);
         let frame = codec::encode_exception(header, function, Exception::GATEWAY_TARGET_FAILED);
         return Slot::Ready(Reply::Frame(frame));
@@ -245,8 +290,35 @@ fn start(units: &Units, adu: Adu) -> Slot {
             return Slot::Ready(Reply::Frame(frame));
         }
     };
+    if let Some(log) = &shared.log {
+        log_write(log, shared, peer, header.unit, &request);
+    }
     let device = device.clone();
     Slot::Waiting(Box::pin(answer(device, header, request)))
+}
+
+/// Logs `request` when it is a write.
+fn log_write(
+    log: &WriteLog,
+    shared: &Shared,
+    peer: Option<SocketAddr>,
+    unit: u8,
+    request: &Request,
+) {
+    let Operation::Write(write) = request.operation() else {
+        return;
+    };
+    let device = match shared.names.get(&unit) {
+        Some(name) => Cow::Borrowed(name.as_str()),
+        None => Cow::Owned(format!("unit {unit}")),
+    };
+    log.record(Received {
+        peer,
+        listen: shared.listen,
+        unit,
+        device: &device,
+        write: &write,
+    });
 }
 
 /// Asks the device; the future never resolves when the device stays silent.

@@ -3,6 +3,7 @@
 //! registers with Modbus requests written here (ground truth), and signal them.
 
 use super::Running;
+use super::proxy::Proxy;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -10,8 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// `closedloop sim` of the Modbus workshop on a free port; the plant `serve` uses, journaled to
-/// `journal` with leases of `lease_s`. Returns the sim and the Modbus address.
+/// `closedloop sim` of the Modbus workshop on a free port, logging every write it receives to
+/// `dir/writes.jsonl` ([`writes`]); the plant `serve` uses, journaled to `journal` with leases
+/// of `lease_s`. Returns the sim and the Modbus address.
 pub fn start_sim(dir: &Path, journal: &str, lease_s: u32) -> (Running, String) {
     let example = include_str!("../../../../examples/modbus-workshop.toml");
     let sim_plant = example.replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"");
@@ -19,6 +21,8 @@ pub fn start_sim(dir: &Path, journal: &str, lease_s: u32) -> (Running, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
         .arg("sim")
         .arg(dir.join("sim.toml"))
+        .arg("--write-log")
+        .arg(dir.join("writes.jsonl"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -50,6 +54,31 @@ pub fn start_sim(dir: &Path, journal: &str, lease_s: u32) -> (Running, String) {
 /// `closedloop serve --instance NAME --http 127.0.0.1:0`: the process and its host:port.
 pub fn gateway(dir: &Path, name: &str) -> (Child, String) {
     gateway_on(&dir.join("plant.toml"), name)
+}
+
+/// [`gateway`] reaching the simulator at `modbus` through `proxy` (a proxy to `modbus`), so
+/// the simulator's write log tells its writes by the proxy's [`Proxy::upstream_locals`].
+pub fn gateway_through(dir: &Path, name: &str, modbus: &str, proxy: &Proxy) -> (Child, String) {
+    let plant = std::fs::read_to_string(dir.join("plant.toml")).unwrap();
+    let own = dir.join(format!("plant_{name}.toml"));
+    std::fs::write(&own, plant.replace(modbus, &proxy.addr)).unwrap();
+    gateway_on(&own, name)
+}
+
+/// Every line of the simulator's write log (`start_sim`'s `dir/writes.jsonl`) so far.
+pub fn writes(dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("writes.jsonl")).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The wall clock in Unix milliseconds, as the write log's `at_ms` counts it.
+pub fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since.as_millis()).unwrap()
 }
 
 /// [`gateway`] serving the plant file `plant`.

@@ -33,6 +33,7 @@ use crate::can_node::{CanNodeSpec, SimBus, start_buses};
 use crate::modbus::ModbusServer;
 use crate::mqtt_relay::Presence;
 use crate::opcua_sim::{self, OpcuaServers, ServedOpcua};
+use crate::write_log::WriteLog;
 use closedloop_plant::Plant;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -110,6 +111,14 @@ pub struct BoundPlant {
 }
 
 impl BoundPlant {
+    /// Logs every write that reaches a served Modbus unit to `log` (MQTT, CAN and OPC UA writes
+    /// are not logged).
+    pub fn log_writes(&mut self, log: &WriteLog) {
+        for server in &mut self.servers {
+            server.log_writes(log.clone());
+        }
+    }
+
     /// Serves every listener and keeps every relay running until dropped.
     pub async fn run(self) {
         // The relays, the CAN buses and the OPC UA servers run on their own tasks for as long as

@@ -210,7 +210,7 @@ impl ModbusGroups {
                 let names: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
                 names.join(", ")
             };
-            let server =
+            let mut server =
                 ModbusServer::bind(addr, units)
                     .await
                     .map_err(|source| BindError::Bind {
@@ -224,6 +224,7 @@ impl ModbusGroups {
                 source,
             })?;
             bound.insert(addr, real);
+            server.name_units(names.iter().map(|(n, u)| (*u, n.clone())).collect());
             servers.push(server);
         }
         let served = self
