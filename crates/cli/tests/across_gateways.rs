@@ -10,16 +10,15 @@ mod common;
 
 use common::gateways::{entry, gateway, settled_owner, slide_beyond, slide_mm, start_sim};
 use common::pg::Database;
+use common::tasks::{Tasks, config, params, task_end, tasks_client};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    GetTaskParams, Implementation, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
-    ResourceUpdatedNotificationParam, SubscribeRequestParams, TaskPayload, TaskStatus,
+    CallToolResponse, CancelTaskParams, ReadResourceRequestParams, ResourceContents,
+    ResourceUpdatedNotificationParam, SubscribeRequestParams, TaskStatus,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
-use serde_json::{Map, Value, json};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -58,42 +57,6 @@ async fn pair(db: &Database) -> Pair {
     }
 }
 
-fn config(host_port: &str) -> StreamableHttpClientTransportConfig {
-    StreamableHttpClientTransportConfig::with_uri(format!("http://{host_port}/mcp"))
-}
-
-fn params(tool: &str, args: Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().cloned().unwrap())
-}
-
-#[derive(Clone)]
-struct TasksClient;
-
-impl ClientHandler for TasksClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_tasks().build(),
-            Implementation::new("across-gateways", "0.0.1"),
-        )
-    }
-}
-
-type Tasks = RunningService<RoleClient, TasksClient>;
-
-/// A 2026-07-28 client declaring the Tasks extension.
-async fn tasks_client(host_port: &str) -> Tasks {
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    TasksClient
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_config(config(host_port)),
-            lifecycle,
-        )
-        .await
-        .unwrap()
-}
-
 /// Starts `slide_move_to target_mm` as a task; its id.
 async fn move_task(c: &Tasks, target_mm: f64) -> String {
     let p = params("slide_move_to", json!({"target_mm": target_mm}));
@@ -102,22 +65,6 @@ async fn move_task(c: &Tasks, target_mm: f64) -> String {
     };
     assert_eq!(created.task.status, TaskStatus::Working, "{created:?}");
     created.task.task_id
-}
-
-/// Polls `tasks/get` (bounded: 15 s) until the task ends: its status and tool result.
-async fn task_end(c: &Tasks, id: &str) -> (TaskStatus, Option<Map<String, Value>>) {
-    for _ in 0..150 {
-        let t = c.get_task(GetTaskParams::new(id)).await.unwrap().task;
-        if t.task.status.is_terminal() {
-            let result = match t.payload {
-                TaskPayload::Completed { result } => Some(result),
-                _ => None,
-            };
-            return (t.task.status, result);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("task {id} did not end within 15 s");
 }
 
 /// The slide's position once it has stood still for 300 ms (bounded: 10 s).

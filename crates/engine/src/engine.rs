@@ -121,6 +121,12 @@ impl Engine {
         o.shared().then(|| (o.instance(), o.lease))
     }
 
+    /// Where confirmations are kept when several gateways share the journal (PostgreSQL), so a
+    /// token one gateway issues is redeemed at any; `None` for a journal this gateway owns whole.
+    pub fn shared_confirmations(&self) -> Option<closedloop_journal::SharedConfirmations> {
+        self.ctx.journal.confirmations()
+    }
+
     /// The plant this engine serves.
     pub fn plant(&self) -> &Plant {
         &self.ctx.plant

@@ -64,7 +64,7 @@ pub fn event_hash(
 
 /// Lowercase hex of `bytes`, by table: `write!` per byte cost more than the hash itself (a
 /// hash per journaled event, several per command).
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -12,6 +12,9 @@
 //!   so the reads the engine needs current with its own writes are current there too.
 
 mod batch;
+#[cfg(test)]
+mod confirmation_tests;
+pub(crate) mod confirmations;
 pub(crate) mod feed;
 #[cfg(test)]
 mod lease_tests;

@@ -190,4 +190,25 @@ CREATE TRIGGER commands_announce AFTER INSERT OR UPDATE ON commands
     FOR EACH ROW EXECUTE FUNCTION closedloop_announce();
 "#,
     ),
+    (
+        7,
+        // Confirmations waiting for a person's answer, shared by the gateways
+        // (pg/confirmations.rs): the token only as its SHA-256, times on the database's clock.
+        r#"
+CREATE TABLE confirmations (
+    token_sha256    TEXT PRIMARY KEY NOT NULL,
+    command_id      TEXT NOT NULL UNIQUE,
+    device          TEXT NOT NULL,
+    action          TEXT NOT NULL,
+    args            TEXT NOT NULL,
+    caller          TEXT NOT NULL,
+    idempotency_key TEXT,
+    issued_at       TIMESTAMPTZ NOT NULL,
+    expires_at      TIMESTAMPTZ NOT NULL,
+    used_by         TEXT,
+    used_at         TIMESTAMPTZ
+);
+CREATE INDEX confirmations_by_caller ON confirmations (caller, issued_at);
+"#,
+    ),
 ];

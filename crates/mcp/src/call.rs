@@ -7,7 +7,7 @@
 //! This file routes a call to its tool and holds the result shapes every tool shares; [`act`]
 //! answers the tools that act, [`commands`] the command tools and [`devices`] the device tools.
 
-mod act;
+pub(crate) mod act;
 mod commands;
 mod devices;
 

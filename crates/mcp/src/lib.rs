@@ -112,6 +112,8 @@ impl Server {
     pub fn new(engine: Arc<Engine>, caller: &str) -> Server {
         let tools = Arc::new(tools::build(engine.plant()));
         let ttl = std::time::Duration::from_secs_f64(engine.plant().server.confirm_ttl_s);
+        // Gateways sharing a journal share their confirmations: any of them redeems a token.
+        let shared = engine.shared_confirmations();
         let session_commands = Arc::new(session_commands::SessionCommands::new(
             Arc::clone(&engine),
             None,
@@ -120,7 +122,7 @@ impl Server {
             engine,
             tools,
             local: Caller::local(caller),
-            confirmations: Arc::new(confirm::Confirmations::new(ttl)),
+            confirmations: Arc::new(confirm::Confirmations::new(ttl, shared)),
             subscriptions: Arc::new(resources::Subscriptions::new()),
             session_commands,
         }

@@ -19,9 +19,10 @@
 //! `-32602`.
 
 use crate::call::command_result;
-use crate::confirm::Pending;
+use crate::confirm::{Pending, Refusal};
 use crate::{Caller, Server};
 use closedloop_engine::{CommandResult, EngineError, Status, Submission};
+use closedloop_journal::Ticket;
 use rmcp::model::{
     CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask, ElicitRequest,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, GetTaskParams,
@@ -200,7 +201,7 @@ impl Server {
             Ok(r) => Ok(GetTaskResult::new(detailed(&r, self.command_ttl()))),
             Err(EngineError::UnknownCommand(id)) => {
                 // Not a command yet: maybe a confirmation waiting for the user.
-                let Some((_, p)) = self.confirmations.by_command(&id) else {
+                let Some(p) = self.waiting(&id).await? else {
                     return Err(task_error(EngineError::UnknownCommand(id)));
                 };
                 let (message, input_requests) = question(&p)?;
@@ -223,8 +224,10 @@ impl Server {
         cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let caller = self.caller(&cx);
-        if let Some((token, _)) = self.confirmations.by_command(&request.task_id) {
-            return self.answer_confirmation(&token, false, &caller, &cx).await;
+        if self.waiting(&request.task_id).await?.is_some() {
+            return self
+                .answer_confirmation(&request.task_id, false, &caller, &cx)
+                .await;
         }
         let r = self
             .engine
@@ -252,7 +255,7 @@ impl Server {
         request: UpdateTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let Some((token, _)) = self.confirmations.by_command(&request.task_id) else {
+        if self.waiting(&request.task_id).await?.is_none() {
             // Asking nothing (any more): a task closedloop knows ignores the answers. Whether it
             // knows it is for a caller that may read commands.
             if !self.caller(&cx).may_read() {
@@ -266,7 +269,7 @@ impl Server {
                 .await
                 .map_err(task_error)?;
             return Ok(());
-        };
+        }
         let Some(answer) = request.input_responses.get(CONFIRM_KEY) else {
             // Answers to keys never asked: ignored; the question stays open.
             return Ok(());
@@ -278,16 +281,22 @@ impl Server {
             )
         })?;
         let caller = self.caller(&cx);
-        self.answer_confirmation(&token, is_yes(&answer), &caller, &cx)
+        self.answer_confirmation(&request.task_id, is_yes(&answer), &caller, &cx)
             .await
     }
 
-    /// Ends a confirmation task with the person's answer: redeems its token, then submits the
-    /// command under the task's id, confirmed or not (the engine journals an unconfirmed one as
+    /// The confirmation still waiting under the task id `command_id`, wherever it was issued.
+    async fn waiting(&self, command_id: &str) -> Result<Option<Pending>, McpError> {
+        let waiting = self.confirmations.by_command(command_id).await;
+        waiting.map_err(|r| crate::call::act::unavailable(&r))
+    }
+
+    /// Ends a confirmation task with the person's answer: redeems it, then submits the command
+    /// under the task's id, confirmed or not (the engine journals an unconfirmed one as
     /// rejected `INTERLOCK`, with nothing sent).
     async fn answer_confirmation(
         &self,
-        token: &str,
+        command_id: &str,
         yes: bool,
         caller: &Caller,
         cx: &RequestContext<RoleServer>,
@@ -297,8 +306,12 @@ impl Server {
             .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
         let p = self
             .confirmations
-            .redeem(token, by, None)
-            .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
+            .redeem(Ticket::Command(command_id), by, None)
+            .await
+            .map_err(|r| match r {
+                Refusal::Unavailable(_) => crate::call::act::unavailable(&r),
+                r => McpError::invalid_params(r.to_string(), None),
+            })?;
         let sub = Submission {
             command_id: Some(p.command_id),
             device: p.device,

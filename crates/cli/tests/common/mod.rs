@@ -6,6 +6,7 @@
 pub mod gateways;
 pub mod pg;
 pub mod proxy;
+pub mod tasks;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;

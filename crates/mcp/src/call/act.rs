@@ -5,6 +5,7 @@ use super::{command_result, engine_error, opt_str, structured, take_wait, unknow
 use crate::confirm::{Redeemer, Refusal};
 use crate::{Caller, Server};
 use closedloop_engine::{EngineError, ErrorCode, Submission};
+use closedloop_journal::Ticket;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -84,21 +85,25 @@ impl Server {
         }
         match args.remove("confirmation_token") {
             Some(Value::String(token)) => {
-                let redeemed = self.redeemer(caller, cx).and_then(|by| {
-                    let expect = Some((device, action, &*args));
-                    self.confirmations.redeem(&token, by, expect)?;
-                    Ok(by.name().to_string())
-                });
-                Ok(match redeemed {
-                    Ok(by) => ControlFlow::Continue(Some(by)),
-                    Err(refusal) => ControlFlow::Break(confirmation_refused(&refusal)),
-                })
+                let expect = Some((device, action, &*args));
+                let redeemed = match self.redeemer(caller, cx) {
+                    Ok(by) => self
+                        .confirmations
+                        .redeem(Ticket::Token(&token), by, expect)
+                        .await
+                        .map(|_| by.name().to_string()),
+                    Err(refusal) => Err(refusal),
+                };
+                match redeemed {
+                    Ok(by) => Ok(ControlFlow::Continue(Some(by))),
+                    Err(refusal) => confirmation_refused(&refusal).map(ControlFlow::Break),
+                }
             }
             Some(_) => Err(McpError::invalid_params(
                 "confirmation_token must be a string",
                 None,
             )),
-            None => Ok(self.ask_person(device, action, args, key, caller, cx).await),
+            None => self.ask_person(device, action, args, key, caller, cx).await,
         }
     }
 
@@ -112,13 +117,15 @@ impl Server {
         key: Option<&str>,
         caller: &Caller,
         cx: &RequestContext<RoleServer>,
-    ) -> ControlFlow<CallToolResult, Option<String>> {
+    ) -> Result<ControlFlow<CallToolResult, Option<String>>, McpError> {
         let confirmers = &self.engine.plant().server.confirm_by;
         if self.confirmers_required(cx) {
             // The asker's own client answering would be the agent confirming itself.
             let (token, ttl, _) = self
                 .confirmations
-                .issue(device, action, args, &caller.name, key);
+                .issue(device, action, args, &caller.name, key)
+                .await
+                .map_err(|r| unavailable(&r))?;
             let asked = Asked {
                 device,
                 action,
@@ -127,17 +134,21 @@ impl Server {
                 ttl,
                 task: None,
             };
-            return ControlFlow::Break(needs_confirmation_result(&asked, confirmers));
+            return Ok(ControlFlow::Break(needs_confirmation_result(
+                &asked, confirmers,
+            )));
         }
-        match crate::elicit::ask(cx, device, action, args).await {
+        Ok(match crate::elicit::ask(cx, device, action, args).await {
             crate::elicit::Answer::Confirmed => ControlFlow::Continue(Some(caller.name.clone())),
             crate::elicit::Answer::Declined(why) => {
                 ControlFlow::Break(declined_result(device, action, &why))
             }
             crate::elicit::Answer::Unavailable => {
-                let (token, ttl, command_id) =
-                    self.confirmations
-                        .issue(device, action, args, &caller.name, key);
+                let (token, ttl, command_id) = self
+                    .confirmations
+                    .issue(device, action, args, &caller.name, key)
+                    .await
+                    .map_err(|r| unavailable(&r))?;
                 // A Tasks client gets a task in input_required under the id the command
                 // will have; it answers with tasks/update.
                 let task = crate::tasks::client_wants_tasks(cx).then_some(command_id);
@@ -151,7 +162,7 @@ impl Server {
                 };
                 ControlFlow::Break(needs_confirmation_result(&asked, &[]))
             }
-        }
+        })
     }
 
     /// Submits for `caller`: named in the journal, and refused `UNAUTHORIZED` (journaled too)
@@ -190,10 +201,14 @@ impl Server {
                 None,
             ));
         };
-        let redeemed = self.redeemer(caller, cx).and_then(|by| {
-            let p = self.confirmations.redeem(token, by, None)?;
-            Ok((by, p))
-        });
+        let redeemed = match self.redeemer(caller, cx) {
+            Ok(by) => self
+                .confirmations
+                .redeem(Ticket::Token(token), by, None)
+                .await
+                .map(|p| (by, p)),
+            Err(refusal) => Err(refusal),
+        };
         match redeemed {
             Ok((by, p)) => {
                 // A confirmer's yes runs the command as the token that asked, with its scopes.
@@ -215,7 +230,7 @@ impl Server {
                 };
                 self.submit(sub, &runs_as).await
             }
-            Err(refusal) => Ok(confirmation_refused(&refusal)),
+            Err(refusal) => confirmation_refused(&refusal),
         }
     }
 
@@ -385,11 +400,24 @@ fn declined_result(device: &str, action: &str, why: &str) -> CallToolResult {
 }
 
 /// A refused confirmation token: an `isError` result, nothing run.
-fn confirmation_refused(refusal: &crate::confirm::Refusal) -> CallToolResult {
+fn confirmation_refused(refusal: &Refusal) -> Result<CallToolResult, McpError> {
+    if let Refusal::Unavailable(_) = refusal {
+        return Err(unavailable(refusal));
+    }
     let code = ErrorCode::InvalidParams;
     let detail = refusal.to_string();
     let v = json!({"status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": "Call the action tool again to get a new confirmation_token, and ask the user again."});
-    structured(v, true, format!("Rejected (INVALID_PARAMS): {detail}"))
+    Ok(structured(
+        v,
+        true,
+        format!("Rejected (INVALID_PARAMS): {detail}"),
+    ))
+}
+
+/// A confirmation the shared journal could not issue or check: a protocol error (nothing was
+/// judged, nothing run), as any other journal failure is.
+pub(crate) fn unavailable(refusal: &Refusal) -> McpError {
+    McpError::internal_error(refusal.to_string(), None)
 }
 
 /// The W3C `traceparent` of the request's `_meta`, when it carries a valid one (an invalid
