@@ -200,6 +200,53 @@ async fn a_move_cancelled_through_the_gateway_that_does_not_run_it_stops_short()
     common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }
 
+/// A cancel announced while the owner is not listening (its listening session ended by the
+/// server, as a dropped link would; the owner listens again 200 ms later) is read from the
+/// timeline once it listens again: the slide still stops short. Without that catch-up the
+/// request is lost and the move runs on to 250 mm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_announced_while_the_owner_was_not_listening_still_stops_the_slide() {
+    let Some(db) = Database::create("cancel_unheard").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, modbus) = start_sim(dir.path(), &db.url, 2);
+    // Each gateway's sessions carry its name, so the test can end the owner's listening one.
+    let plant = std::fs::read_to_string(dir.path().join("plant.toml")).unwrap();
+    let mut started = Vec::new();
+    for name in ["a", "b"] {
+        let named = format!("{}?application_name=gw_{name}", db.url);
+        let own = dir.path().join(format!("plant_{name}.toml"));
+        std::fs::write(&own, plant.replace(&db.url, &named)).unwrap();
+        started.push(gateway_on(&own, name));
+    }
+    let [(mut a, a_at), (mut b, b_at)] = <[_; 2]>::try_from(started).unwrap();
+    let owner = settled_owner(&a_at, &b_at, "slide").await;
+    let (owner_at, other_at) = if owner == "a" {
+        (&a_at, &b_at)
+    } else {
+        (&b_at, &a_at)
+    };
+    let moving = call(owner_at, "slide_move_to", r#"{"target_mm":250,"wait_s":0}"#).await;
+    slide_beyond(&modbus, 20.0).await;
+    let deafen = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = 'gw_{owner}' AND query LIKE 'LISTEN%'"
+    );
+    common::pg::sql(&db.url, &deafen).await;
+    let id = moving["command_id"].as_str().unwrap();
+    let cancel = format!(r#"{{"command_id":"{id}","wait_s":8}}"#);
+    let r = call(other_at, "cancel_command", &cancel).await;
+    assert_eq!(r["status"], "cancelled", "{r}");
+    assert!(
+        !entry(&r, "cancel_sent").is_null(),
+        "no stop was written: {r}"
+    );
+    let mm = slide_mm(&modbus).await;
+    assert!(mm < 240.0, "the slide went on to {mm} mm");
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
+}
+
 /// Gap (d) of the first scale-out review: devices whose actions share an exclusive group must be
 /// driven by one gateway, or the group is not exclusive across gateways. Two devices that the
 /// per-device placement splits between `a` and `b` are put in one group; both gateways then

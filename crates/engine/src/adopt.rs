@@ -254,7 +254,14 @@ async fn feed_loop(engine: Weak<Engine>) {
             None => return,
         };
         let mut feed = match opened {
-            Ok(Some(feed)) => feed,
+            Ok(Some(feed)) => {
+                // Listening again: what was announced while it was not is read from the journal.
+                match engine.upgrade() {
+                    Some(e) => e.cancels_missed().await,
+                    None => return,
+                }
+                feed
+            }
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!(error = %e, "the journal's change feed cannot be opened; trying again");
@@ -280,6 +287,25 @@ async fn feed_loop(engine: Weak<Engine>) {
 }
 
 impl Engine {
+    /// Cancel requests announced while this gateway was not listening (before its feed opened,
+    /// or while it was re-opened after a drop): every live command here whose timeline holds a
+    /// `cancel_requested` entry is cancelled, as the lost announcement would have done.
+    async fn cancels_missed(&self) {
+        for id in self.ctx.live_ids() {
+            let asked = match self.ctx.journal.events(&id).await {
+                Ok(events) => events.iter().any(|e| e.event == CANCEL_REQUESTED),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the journal for missed cancel requests");
+                    return;
+                }
+            };
+            if let Some(cmd) = self.ctx.live(&id).filter(|_| asked) {
+                tracing::info!(command_id = %id, "a cancel request announced while the feed was away");
+                cmd.request_cancel();
+            }
+        }
+    }
+
     /// One announcement on the feed: a cancel request for a command this gateway runs is
     /// carried out; a change is passed on unless it is this gateway's own command (already
     /// announced here), and the command taken over when it waits for this gateway.

@@ -348,6 +348,12 @@ impl Context {
         self.shutdown.send_replace(true);
     }
 
+    /// The ids of the commands held in memory now.
+    pub fn live_ids(&self) -> Vec<String> {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.keys().cloned().collect()
+    }
+
     /// How many commands are still held in memory.
     pub fn live_count(&self) -> usize {
         self.live.lock().unwrap_or_else(|p| p.into_inner()).len()

@@ -148,8 +148,8 @@ impl Engine {
     /// kept on its timeline (`cancel_requested`, so a gateway that takes it over later ends it
     /// `cancelled` unsent) and announced on the feed (so the one running it cancels it now),
     /// then the command is followed up to `wait`. A request announced while the running
-    /// gateway's listener reconnects is lost: the result then still shows it running, and the
-    /// call can be made again.
+    /// gateway's listener was away is read from the timeline once it listens again
+    /// (`Engine::cancels_missed`).
     pub(crate) async fn cancel_elsewhere(
         &self,
         command_id: &str,

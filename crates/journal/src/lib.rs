@@ -124,6 +124,12 @@ pub enum JournalError {
     /// The journal's writer thread could not start or has stopped: nothing more can be written.
     #[error("journal writer: {0}")]
     Writer(String),
+    /// The change feed's connection dropped: what was announced meanwhile is lost, and the
+    /// feed must be opened again (then the journal read for what was missed).
+    #[error(
+        "the journal's change feed lost its connection; announcements made meanwhile were missed"
+    )]
+    FeedLost,
     /// A command id was inserted twice.
     #[error("command {0} is already in the journal")]
     Duplicate(String),

@@ -7,9 +7,10 @@
 //! The same channel carries cancel requests: `cancel_command` at a gateway that does not run the
 //! command announces it ([`crate::Journal::announce_cancel`]), and the one running it cancels it.
 //!
-//! A notification can be missed (the listening connection is re-opened after it drops, and
-//! PostgreSQL keeps nothing for a listener that was away): the feed is a wake-up, never the
-//! truth, and its users read the journal itself — on every notification, and on a timer too.
+//! A notification can be missed (PostgreSQL keeps nothing for a listener that was away): the
+//! feed is a wake-up, never the truth, and its users read the journal itself — on every
+//! notification, on a timer too, and each time the feed is opened again after its connection
+//! dropped ([`ChangeFeed::next`] says so rather than reconnecting silently).
 
 use crate::JournalError;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
@@ -66,12 +67,15 @@ impl ChangeFeed {
         Ok(ChangeFeed { listener })
     }
 
-    /// The next change announced. A dropped connection is re-opened here (changes announced
-    /// meanwhile are lost: see the module's note); a payload this version cannot read is
-    /// skipped with a warning rather than ending the feed.
+    /// The next change announced. A dropped connection ends the feed with
+    /// [`JournalError::FeedLost`] instead of being re-opened silently: what was announced
+    /// meanwhile is lost, and the caller opens the feed again and reads the journal for it.
+    /// A payload this version cannot read is skipped with a warning rather than ending the feed.
     pub async fn next(&mut self) -> Result<Announcement, JournalError> {
         loop {
-            let note = self.listener.recv().await?;
+            let Some(note) = self.listener.try_recv().await? else {
+                return Err(JournalError::FeedLost);
+            };
             match parse(note.payload()) {
                 Some(change) => return Ok(change),
                 None => tracing::warn!(

@@ -288,3 +288,27 @@ async fn every_insert_change_of_state_and_cancel_request_is_announced_and_append
     j.close().await;
     db.drop().await;
 }
+
+#[tokio::test]
+async fn a_feed_whose_connection_drops_says_so_instead_of_reconnecting_silently() {
+    let Some(db) = Database::create("feed_lost").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let mut feed = j.feed().await.unwrap().expect("PostgreSQL has a feed");
+    // The listening session ended by the server, as a network cut or a restart would.
+    db.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    )
+    .await;
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), feed.next());
+    let lost = next.await.expect("told within 10 s");
+    assert!(
+        matches!(lost, Err(crate::JournalError::FeedLost)),
+        "{lost:?}"
+    );
+    drop(feed);
+    j.close().await;
+    db.drop().await;
+}
