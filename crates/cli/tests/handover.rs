@@ -287,11 +287,12 @@ async fn devices_of_one_exclusive_group_are_driven_by_one_gateway() {
 }
 
 /// A device only one gateway reaches (`gateways = ["a"]`; b's plant points it at a port nothing
-/// listens on, as a serial line on another machine would be): b reads it offline and says that
-/// is its own view, naming the gateway that drives it; a call sent to b is handed to a and
-/// switches the lamp.
+/// listens on, as a serial line on another machine would be): b shows a's reads of it, naming a
+/// (`read_by`), and follows them as the lamp switches; a call sent to b is handed to a and
+/// switches the lamp; once a is killed, b no longer shows a's values as current but its own
+/// view, offline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_device_one_gateway_reaches_reads_offline_elsewhere_naming_its_owner_and_is_run_there() {
+async fn a_device_one_gateway_reaches_shows_the_owners_values_elsewhere_and_is_run_there() {
     let Some(db) = Database::create("one_reaches").await else {
         return;
     };
@@ -311,19 +312,26 @@ async fn a_device_one_gateway_reaches_reads_offline_elsewhere_naming_its_owner_a
     let (mut b, b_at) = gateway_on(&dir.path().join("plant_b.toml"), "b");
     owned_by(&b_at, "lamp", Some("a")).await;
 
-    let mut state = serde_json::Value::Null;
-    for _ in 0..150 {
-        state = call(&b_at, "get_device_state", r#"{"device":"lamp"}"#).await;
-        if state["liveness"] == "offline" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(state["liveness"], "offline", "{state}");
-    let detail = state["detail"].as_str().unwrap_or_default();
-    assert!(
-        detail.contains("lamp reads offline from this gateway (b)") && detail.contains("gateway a"),
+    let state = lamp_at_b(&b_at, |s| s["read_by"] == "a").await;
+    assert_eq!(
+        (
+            state["liveness"].as_str(),
+            state["signals"]["contact"]["value"].as_bool()
+        ),
+        (Some("online"), Some(false)),
         "{state}"
+    );
+    // Never younger than it is: at least the lamp's poll period (20 ms) old.
+    assert!(
+        state["signals"]["contact"]["age_ms"].as_i64() >= Some(20),
+        "{state}"
+    );
+    let listed = call(&b_at, "list_devices", "{}").await;
+    let lamp = &listed["devices"].as_array().unwrap()[0];
+    assert_eq!(
+        (lamp["device"].as_str(), lamp["liveness"].as_str()),
+        (Some("lamp"), Some("online")),
+        "{listed}"
     );
     let done = call(&b_at, "lamp_switch", r#"{"on":true,"wait_s":5}"#).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -334,5 +342,26 @@ async fn a_device_one_gateway_reaches_reads_offline_elsewhere_naming_its_owner_a
         1,
         "the contact did not move"
     );
+    // b follows a's reads: the contact on, as the simulator has it.
+    lamp_at_b(&b_at, |s| s["signals"]["contact"]["value"] == true).await;
+    // The owner gone, its values are not shown as current: b shows its own view, offline.
+    signal(&a, "-KILL");
+    lamp_at_b(&b_at, |s| {
+        s["read_by"].is_null() && s["liveness"] == "offline"
+    })
+    .await;
     common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
+}
+
+/// b's `get_device_state` of the lamp once `until` holds (bounded: 15 s).
+async fn lamp_at_b(b_at: &str, until: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let mut state = serde_json::Value::Null;
+    for _ in 0..150 {
+        state = call(b_at, "get_device_state", r#"{"device":"lamp"}"#).await;
+        if until(&state) {
+            return state;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("b's view of the lamp never came to that: {state}");
 }

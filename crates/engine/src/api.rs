@@ -66,6 +66,10 @@ pub struct DeviceState {
     /// The epoch of that lease (it rises with every change of owner).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub epoch: Option<i64>,
+    /// The gateway whose reads `liveness` and `signals` are, when not this one's: the owner's
+    /// published values, shown because this gateway cannot read the device itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_by: Option<String>,
 }
 
 /// A declared signal whose reads the device refuses.

@@ -58,6 +58,8 @@ pub struct Context {
     pub alarms: crate::alarms::AlarmBoard,
     /// Which devices this gateway may write to (every one, unless several share the journal).
     pub ownership: crate::ownership::Ownership,
+    /// The values this gateway publishes and the owners' it shows (`owners_values.rs`).
+    pub(crate) owners_values: crate::owners_values::OwnersValues,
 }
 
 impl Context {
@@ -82,6 +84,7 @@ impl Context {
             finished: crate::finished::Finished::default(),
             changes: broadcast::channel(1024).0,
             shutdown: watch::channel(false).0,
+            owners_values: Default::default(),
         }
     }
 

@@ -253,7 +253,8 @@ impl Engine {
                 DeviceInfo {
                     device: d.id.clone(),
                     description: d.description.clone(),
-                    liveness: self.ctx.devices[&d.id].liveness(),
+                    liveness: (self.ctx.owners_values)
+                        .liveness(&d.id, self.ctx.devices[&d.id].liveness()),
                     actions: d.actions.iter().map(|a| a.name.clone()).collect(),
                     signals: d.signals.iter().map(|s| s.name.clone()).collect(),
                     owner,
@@ -291,7 +292,7 @@ impl Engine {
         let (owner, epoch) = self.ctx.ownership.owner_of(device).unzip();
         let here = self.ctx.ownership.instance();
         let detail = crate::state_text::detail(&snap, device, here, owner.as_deref());
-        Some(DeviceState {
+        let mut state = DeviceState {
             owner,
             epoch,
             device: device.to_string(),
@@ -326,7 +327,10 @@ impl Engine {
                 .collect(),
             detail,
             alarms: crate::alarms::blocking_names(&self.ctx, device),
-        })
+            read_by: None,
+        };
+        crate::owners_values::overlay(&self.ctx, dev, &mut state, now);
+        Some(state)
     }
 
     /// A receiver woken after every read cycle of a device (for resource notifications).

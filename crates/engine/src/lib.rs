@@ -81,6 +81,7 @@ mod live;
 pub mod machine;
 pub mod metrics;
 mod others;
+mod owners_values;
 pub mod ownership;
 mod plan;
 mod raw;

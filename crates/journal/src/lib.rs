@@ -25,6 +25,7 @@ mod writes;
 pub use alarms::AlarmRow;
 pub use journal::Journal;
 pub use pg::confirmations::{ConfirmationRow, Held, SharedConfirmations, Ticket};
+pub use pg::device_values::{DeviceValues, Published};
 pub use pg::feed::{Announcement, ChangeFeed, CommandChange};
 pub use pg::leases::{Lease, Leases};
 pub use pg::redacted as shown_url;

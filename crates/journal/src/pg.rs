@@ -15,6 +15,7 @@ mod batch;
 #[cfg(test)]
 mod confirmation_tests;
 pub(crate) mod confirmations;
+pub(crate) mod device_values;
 pub(crate) mod feed;
 #[cfg(test)]
 mod lease_tests;

@@ -211,4 +211,19 @@ CREATE TABLE confirmations (
 CREATE INDEX confirmations_by_caller ON confirmations (caller, issued_at);
 "#,
     ),
+    (
+        8,
+        // Device values the owning gateway publishes for the others (pg/device_values.rs),
+        // and when each gateway last confirmed its published values current.
+        r#"
+CREATE TABLE device_values (
+    device      TEXT PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    epoch       BIGINT NOT NULL,
+    state       TEXT NOT NULL,
+    changed_at  TIMESTAMPTZ NOT NULL
+);
+ALTER TABLE instances ADD COLUMN published_at TIMESTAMPTZ;
+"#,
+    ),
 ];

@@ -80,7 +80,8 @@ pub fn device_state() -> Value {
             "detail": {"type": "string"},
             "alarms": {"type": "array", "items": {"type": "string"}, "description": "Standing alarms that block the device now."},
             "owner": {"type": "string", "description": "The gateway holding the device's lease, when several share one journal: only it writes to the device."},
-            "epoch": {"type": "integer", "description": "The epoch of that lease; it rises with every change of owner."}
+            "epoch": {"type": "integer", "description": "The epoch of that lease; it rises with every change of owner."},
+            "read_by": {"type": "string", "description": "The gateway whose reads liveness and signals are, when not this one's: the owner's, shown because this gateway cannot read the device itself."}
         },
         "required": ["device", "liveness", "signals"]
     })

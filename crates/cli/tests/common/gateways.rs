@@ -83,15 +83,16 @@ pub fn now_ms() -> i64 {
 
 /// [`gateway`] serving the plant file `plant`.
 pub fn gateway_on(plant: &Path, name: &str) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_closedloop"));
+    serve
         .arg("serve")
         .arg(plant)
         .args(["--instance", name, "--http", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    dies_with_its_test(&mut serve);
+    let mut child = serve.spawn().unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let host_port = loop {
         let line = lines.next().expect("serve announces").unwrap();
@@ -102,6 +103,20 @@ pub fn gateway_on(plant: &Path, name: &str) -> (Child, String) {
     // Keep draining stderr so the gateway never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     (child, host_port)
+}
+
+/// Makes the process `command` starts die with the test's thread that started it (Linux's
+/// parent-death signal): a test that fails before it kills its gateways would otherwise leave
+/// them running, holding PostgreSQL connections until the server refuses the next tests'.
+fn dies_with_its_test(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
 }
 
 /// One stateless `tools/call` over a fresh connection: the result's structured content.

@@ -129,8 +129,22 @@ impl crate::Engine {
         }
         self.lease_round().await;
         self.follow_feed().await;
-        let engine = std::sync::Arc::downgrade(self);
+        self.share_values();
         let period = self.ctx.ownership.lease / 3;
+        self.spawn_rounds(period, |engine| async move { engine.lease_round().await });
+    }
+
+    /// Runs `round` every `period` (the first after one period) on a task that holds the
+    /// engine weakly and ends with it or at shutdown; a round that overruns delays the next.
+    pub(crate) fn spawn_rounds<F, R>(
+        self: &std::sync::Arc<Self>,
+        period: std::time::Duration,
+        round: F,
+    ) where
+        F: Fn(std::sync::Arc<Self>) -> R + Send + 'static,
+        R: std::future::Future<Output = ()> + Send,
+    {
+        let engine = std::sync::Arc::downgrade(self);
         let mut stop = self.ctx.shutdown_rx();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -143,7 +157,7 @@ impl crate::Engine {
                 let Some(engine) = engine.upgrade() else {
                     return;
                 };
-                engine.lease_round().await;
+                round(engine).await;
             }
         });
     }

@@ -172,3 +172,36 @@ async fn a_sqlite_journal_has_no_leases_and_its_fences_always_hold() {
         .unwrap();
     assert_eq!(j.events("c1").await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn published_values_are_read_only_under_their_writers_live_lease() {
+    let Some(db) = Database::create("device_values").await else {
+        return;
+    };
+    let j = db.journal().await;
+    let (leases, values) = (j.leases().unwrap(), j.device_values().unwrap());
+    let epoch = leases.claim("lamp", "a", LEASE).await.unwrap().unwrap();
+    let state = serde_json::json!({"liveness": "online", "values": {"contact": {"value": true}}});
+    values
+        .publish("a", &[("lamp".into(), epoch, state.clone())])
+        .await
+        .unwrap();
+    let read = values.read(&["lamp".into()]).await.unwrap();
+    assert_eq!(
+        (read.len(), &read[0].owner, &read[0].state),
+        (1, &"a".to_string(), &state)
+    );
+    assert!(read[0].confirmed_ms_ago < 1000, "{read:?}");
+    // A round with nothing changed still confirms the rows current.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    values.publish("a", &[]).await.unwrap();
+    let again = values.read(&["lamp".into()]).await.unwrap();
+    assert!(again[0].confirmed_ms_ago < 150, "{again:?}");
+    // Once the lease is another's (or gone), a's values are not shown as current.
+    assert!(leases.release("lamp", "a", epoch).await.unwrap());
+    assert!(values.read(&["lamp".into()]).await.unwrap().is_empty());
+    leases.claim("lamp", "b", LEASE).await.unwrap().unwrap();
+    assert!(values.read(&["lamp".into()]).await.unwrap().is_empty());
+    j.close().await;
+    db.drop().await;
+}
