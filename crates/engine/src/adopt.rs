@@ -154,7 +154,7 @@ impl Engine {
             };
             return self.end_adopted(&cmd, machine, refused, detail).await;
         };
-        let waited_ms = self.ctx.clock.now_ms() - row.accepted_at_ms;
+        let waited_ms = self.waited_ms(row).await;
         if waited_ms as f64 >= action.queue_timeout_s * 1000.0 {
             let detail = format!(
                 "Waited {} s for {} while its lease changed hands (queue_timeout_s); nothing was \
@@ -167,7 +167,9 @@ impl Engine {
         }
         match self.recheck(row, action).await {
             Ok(params) => {
-                let accepted = self.ctx.clock.instant_of(row.accepted_at_ms);
+                let waited = Duration::from_millis(u64::try_from(waited_ms).unwrap_or(0));
+                let now = tokio::time::Instant::now();
+                let accepted = now.checked_sub(waited).unwrap_or(now);
                 self.supervise(cmd, action, params, machine, accepted);
             }
             Err((code, detail)) => {
@@ -180,6 +182,16 @@ impl Engine {
                 };
                 self.end_adopted(&cmd, machine, refused, detail).await
             }
+        }
+    }
+
+    /// How long `row` has waited since it was accepted: on the database's clock when the
+    /// journal is shared (the accepting gateway's clock may differ from this one's), else on
+    /// this gateway's clock against the time it wrote.
+    async fn waited_ms(&self, row: &CommandRow) -> i64 {
+        match self.ctx.journal.waited_ms(&row.command_id).await {
+            Ok(Some(waited)) => waited,
+            Ok(None) | Err(_) => self.ctx.clock.now_ms() - row.accepted_at_ms,
         }
     }
 

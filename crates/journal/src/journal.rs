@@ -136,6 +136,24 @@ impl Journal {
         Ok(())
     }
 
+    /// How long ago `command_id` was journaled, in milliseconds on the database's clock
+    /// (PostgreSQL): a gateway taking over a command another accepted counts its queue wait
+    /// with it, whatever the two gateways' clocks say. `None` on SQLite, whose one gateway
+    /// accepted every command on its own clock, and for an unknown command.
+    pub async fn waited_ms(&self, command_id: &str) -> Result<Option<i64>, JournalError> {
+        let Store::Postgres(p) = &self.store else {
+            return Ok(None);
+        };
+        let waited: Option<i64> = sqlx::query_scalar(
+            "SELECT (extract(epoch FROM now() - inserted_at) * 1000)::BIGINT
+             FROM commands WHERE command_id = $1",
+        )
+        .bind(command_id)
+        .fetch_optional(&p.reader)
+        .await?;
+        Ok(waited.map(|w| w.max(0)))
+    }
+
     /// Test builds (`testing` feature): makes every write fail until called with `false`, so
     /// tests can show what the engine does while its journal is unavailable.
     #[cfg(feature = "testing")]

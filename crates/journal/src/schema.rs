@@ -226,4 +226,13 @@ CREATE TABLE device_values (
 ALTER TABLE instances ADD COLUMN published_at TIMESTAMPTZ;
 "#,
     ),
+    (
+        9,
+        // When each command row was inserted, on the database's clock: a gateway taking over a
+        // command another accepted counts its queue wait on this one clock, not on two
+        // gateways' (`Journal::waited_ms`).
+        r#"
+ALTER TABLE commands ADD COLUMN inserted_at TIMESTAMPTZ NOT NULL DEFAULT now();
+"#,
+    ),
 ];
