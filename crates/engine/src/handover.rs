@@ -8,12 +8,14 @@
 //!   without a lease: nothing here writes to its device or journals anything more about it.
 //! - Only the checks that need the call itself run here (parameters, rate, confirmation); the
 //!   ones that need the device's values run at the owner, which ends the command `failed` with
-//!   the code when one refuses (the contract's accepted → failed edge: nothing was written).
+//!   the code when one refuses (the contract's accepted → failed edge: nothing was written). A
+//!   rate limit is counted here from the shared journal under the device's lock in the
+//!   database, which every gateway takes, so one budget holds whichever gateway is called.
 //! - A call for a device no live gateway may drive is refused: a command handed to nobody
 //!   would wait for whoever comes next. One whose lease is between owners goes to the live
-//!   gateway it falls to, which claims it within a keeper round. So is a call whose rules live in one process — a rate
-//!   limit (counted under a lock of the gateway that accepts) or a dead-man action (renewed
-//!   and lapsed where it runs) — naming the gateway to send it to.
+//!   gateway it falls to, which claims it within a keeper round. So is a dead-man action, whose
+//!   renewals live in one process (renewed and lapsed where it runs): refused, naming the
+//!   gateway to send it to.
 
 use crate::context::Change;
 use crate::contract::Status;
@@ -38,12 +40,12 @@ impl Engine {
     /// last read), else the live gateway it falls to (the lease between owners: it claims it
     /// within a keeper round), or this one while it settles a device it just took (the call
     /// runs once the device's earlier commands are recovered). `None` — refuse — when no live
-    /// gateway may drive it, or when the action is rate-limited or a dead-man action.
+    /// gateway may drive it, or when the action is a dead-man action (renewed and lapsed where
+    /// it runs). A rate-limited action is handed like any other: its budget was counted here,
+    /// from the shared journal, under the device's lock for every gateway (`submit`).
     pub(crate) fn hand_to(&self, device: &Device, action: &Action) -> Option<String> {
-        let local_rules =
-            action.keepalive_s.is_some() || action.max_rate.is_some() || device.max_rate.is_some();
         let own = &self.ctx.ownership;
-        if local_rules {
+        if action.keepalive_s.is_some() {
             None
         } else if own.recovering(&device.id) {
             Some(own.instance().to_string())

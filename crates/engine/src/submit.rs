@@ -26,8 +26,9 @@ impl Engine {
     /// `wait` allowed. Errors are only for requests that name no action, or a broken journal.
     pub async fn submit(&self, sub: Submission) -> Result<CommandResult, EngineError> {
         // One lock per idempotency key (lookup to insert), and one per device with an
-        // operation-rate limit (count to insert): concurrent calls can neither make two
-        // commands of one key nor both spend the last allowed operation.
+        // operation-rate limit (count to insert; on a shared journal, the database's as well,
+        // for every gateway): concurrent calls can neither make two commands of one key nor
+        // both spend the last allowed operation.
         let rated = self.ctx.plant.device(&sub.device).is_some_and(|d| {
             d.max_rate.is_some() || d.action(&sub.action).is_some_and(|a| a.max_rate.is_some())
         });
@@ -49,7 +50,16 @@ impl Engine {
             for l in &locks {
                 held.push(l.lock().await);
             }
-            self.submit_once(sub).await
+            // Gateways sharing the journal count one budget: the database's lock, too.
+            let shared = match rated {
+                true => self.ctx.journal.rate_lock(&sub.device).await?,
+                false => None,
+            };
+            let result = self.submit_once(sub).await;
+            if let Some(lock) = shared {
+                lock.release().await;
+            }
+            result
         };
         drop(locks);
         let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());

@@ -28,6 +28,7 @@ pub use pg::confirmations::{ConfirmationRow, Held, SharedConfirmations, Ticket};
 pub use pg::device_values::{DeviceValues, Published};
 pub use pg::feed::{Announcement, ChangeFeed, CommandChange};
 pub use pg::leases::{Lease, Leases};
+pub use pg::rate_lock::RateLock;
 pub use pg::redacted as shown_url;
 pub use store::{Anchor, AuditFilter, AuditRow, Break, BrokenLink, ListFilter, VerifyReport};
 pub use writes::Fence;

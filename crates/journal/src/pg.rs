@@ -20,6 +20,7 @@ pub(crate) mod feed;
 #[cfg(test)]
 mod lease_tests;
 pub(crate) mod leases;
+pub(crate) mod rate_lock;
 mod reads;
 #[cfg(test)]
 mod test_db;
