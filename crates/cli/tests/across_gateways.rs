@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::gateways::{entry, gateway, settled_owner, slide_beyond, slide_mm, start_sim};
+use common::gateways::{
+    entry, gateway, settled_owner, slide_at_rest, slide_beyond, slide_mm, start_sim,
+};
 use common::pg::Database;
 use common::tasks::{Tasks, config, params, task_end, tasks_client};
 use rmcp::model::{
@@ -65,20 +67,6 @@ async fn move_task(c: &Tasks, target_mm: f64) -> String {
     };
     assert_eq!(created.task.status, TaskStatus::Working, "{created:?}");
     created.task.task_id
-}
-
-/// The slide's position once it has stood still for 300 ms (bounded: 10 s).
-async fn slide_at_rest(modbus: &str) -> f64 {
-    let mut last = slide_mm(modbus).await;
-    for _ in 0..33 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = slide_mm(modbus).await;
-        if (now - last).abs() < 0.01 {
-            return now;
-        }
-        last = now;
-    }
-    panic!("the slide never came to rest");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,25 +7,22 @@
 
 mod common;
 
-use common::gateways::{call, gateway, settled_owner, start_sim, writes};
-use common::pg::Database;
+use common::gateways::{Two, add_after, call, settled_owner, writes};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_spread_over_two_gateways_spend_one_rate_budget() {
-    let Some(db) = Database::create("shared_budget").await else {
+    let limit = |plant: String| {
+        add_after(
+            &plant,
+            "done_when = \"contact == params.on\"\n",
+            "max_rate = \"3/h\"\n",
+        )
+    };
+    let Some(p) = Two::start("shared_budget", limit).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (_sim, _modbus) = start_sim(dir.path(), &db.url, 2);
-    let plant = dir.path().join("plant.toml");
-    let text = std::fs::read_to_string(&plant).unwrap();
-    let limited = "done_when = \"contact == params.on\"\n";
-    assert_eq!(text.matches(limited).count(), 1);
-    let text = text.replace(limited, &format!("{limited}max_rate = \"3/h\"\n"));
-    std::fs::write(&plant, text).unwrap();
-    let (mut a, a_at) = gateway(dir.path(), "a");
-    let (mut b, b_at) = gateway(dir.path(), "b");
+    let (a_at, b_at) = (p.a_at.clone(), p.b_at.clone());
     let owner = settled_owner(&a_at, &b_at, "lamp").await;
 
     let calls: Vec<_> = (0..6)
@@ -62,10 +59,10 @@ async fn calls_spread_over_two_gateways_spend_one_rate_budget() {
             "{owner} did not run it: {done}"
         );
     }
-    let lamp_writes = writes(dir.path())
+    let lamp_writes = writes(p.dir.path())
         .into_iter()
         .filter(|w| w["device"] == "lamp")
         .count();
     assert_eq!(lamp_writes, 3, "the lamp was written {lamp_writes} times");
-    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
+    p.wind_up().await;
 }

@@ -8,14 +8,12 @@
 
 mod common;
 
-use common::gateways::{call, entry, gateway, modbus_read, start_sim};
-use common::pg::Database;
+use common::gateways::{Two, add_after, call, entry, modbus_read};
 use common::tasks::{params, task_end, tasks_client};
 use rmcp::model::{
     CallToolResponse, GetTaskParams, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use serde_json::{Value, json};
-use std::path::Path;
 
 /// The lamp's contact (discrete input 0 of unit 1) as the simulator holds it.
 async fn lamp_on(modbus: &str) -> bool {
@@ -38,57 +36,21 @@ fn assert_refused(answer: &Value, words: &str) {
     assert!(detail.contains(words), "{answer}");
 }
 
-/// Two gateways, `a` and `b`, on a database of their own, over the workshop with the lamp's
-/// switch made `confirm = true`.
-struct Pair {
-    db: Database,
-    _dir: tempfile::TempDir,
-    _sim: common::Running,
-    modbus: String,
-    a: std::process::Child,
-    a_at: String,
-    b: std::process::Child,
-    b_at: String,
-}
-
-impl Pair {
-    /// `None` when no PostgreSQL is configured (`CLOSEDLOOP_PG_URL`).
-    async fn start(test: &str) -> Option<Pair> {
-        let db = Database::create(test).await?;
-        let dir = tempfile::tempdir().unwrap();
-        let (sim, modbus) = start_sim(dir.path(), &db.url, 2);
-        lamp_needs_confirmation(dir.path());
-        let (a, a_at) = gateway(dir.path(), "a");
-        let (b, b_at) = gateway(dir.path(), "b");
-        Some(Pair {
-            db,
-            _dir: dir,
-            _sim: sim,
-            modbus,
-            a,
-            a_at,
-            b,
-            b_at,
-        })
-    }
-}
-
-/// Makes the workshop's `lamp_switch` an action a person confirms (`confirm = true`).
-fn lamp_needs_confirmation(dir: &Path) {
-    let plant = dir.join("plant.toml");
-    let text = std::fs::read_to_string(&plant).unwrap();
-    let guarded = "done_when = \"contact == params.on\"\n";
-    assert_eq!(text.matches(guarded).count(), 1);
-    std::fs::write(
-        &plant,
-        text.replace(guarded, &format!("{guarded}confirm = true\n")),
-    )
-    .unwrap();
+/// Two gateways over the workshop, its lamp switch an action a person confirms.
+async fn two(test: &str) -> Option<Two> {
+    Two::start(test, |plant| {
+        add_after(
+            &plant,
+            "done_when = \"contact == params.on\"\n",
+            "confirm = true\n",
+        )
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_issued_by_one_gateway_is_redeemed_at_another_and_only_once() {
-    let Some(mut p) = Pair::start("shared_confirm").await else {
+    let Some(p) = two("shared_confirm").await else {
         return;
     };
 
@@ -126,12 +88,12 @@ async fn a_token_issued_by_one_gateway_is_redeemed_at_another_and_only_once() {
     let done = call(&p.a_at, "lamp_switch", &right).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert!(!lamp_on(&p.modbus).await, "the lamp did not switch off");
-    common::gateways::wind_up(p.db, &mut [&mut p.a, &mut p.b]).await;
+    p.wind_up().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmation_task_created_at_one_gateway_is_answered_at_another() {
-    let Some(mut p) = Pair::start("shared_confirm_task").await else {
+    let Some(p) = two("shared_confirm_task").await else {
         return;
     };
     let (at_a, at_b) = (tasks_client(&p.a_at).await, tasks_client(&p.b_at).await);
@@ -175,5 +137,5 @@ async fn a_confirmation_task_created_at_one_gateway_is_answered_at_another() {
     for c in [at_a, at_b] {
         c.cancel().await.unwrap();
     }
-    common::gateways::wind_up(p.db, &mut [&mut p.a, &mut p.b]).await;
+    p.wind_up().await;
 }

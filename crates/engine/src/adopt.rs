@@ -329,6 +329,18 @@ impl Engine {
                 }
                 return;
             }
+            closedloop_journal::Announcement::Renew(id) => {
+                if let Some(cmd) = self.ctx.live(&id) {
+                    cmd.renew();
+                }
+                return;
+            }
+            closedloop_journal::Announcement::Lapse { command_id, why } => {
+                if self.ctx.live(&command_id).is_some() {
+                    self.lapse(&command_id, &why);
+                }
+                return;
+            }
             closedloop_journal::Announcement::Changed(change) => change,
         };
         let id = &change.command_id;

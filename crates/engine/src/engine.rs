@@ -150,6 +150,7 @@ impl Engine {
         if let Some(done) = self.ctx.finished.get(command_id) {
             return Ok(done);
         }
+        self.renew_elsewhere(command_id).await;
         if self.ctx.ownership.shared() && !wait.is_zero() {
             // Another gateway may be running it: wait on the journal.
             return self.follow(command_id, wait).await;

@@ -25,14 +25,17 @@ impl Engine {
     /// Returns whether there was such a command: false for an unknown or finished command and
     /// for one whose action has no `keepalive_s` (nothing is done to it). A command still queued
     /// is dropped instead: nothing was sent.
+    ///
+    /// A command not known here, on a journal several gateways share, may run at another: the
+    /// lapse is announced to it (`dead_man_elsewhere.rs`), and this returns false.
     pub fn lapse(&self, command_id: &str, why: &str) -> bool {
-        let Some(cmd) = self
-            .ctx
-            .live(command_id)
-            .filter(|c| !c.status().is_terminal())
-        else {
+        let Some(cmd) = self.ctx.live(command_id) else {
+            self.lapse_elsewhere(command_id, why);
             return false;
         };
+        if cmd.status().is_terminal() {
+            return false;
+        }
         let row = cmd.row();
         let dead_man = self
             .ctx

@@ -13,9 +13,9 @@
 //!   database, which every gateway takes, so one budget holds whichever gateway is called.
 //! - A call for a device no live gateway may drive is refused: a command handed to nobody
 //!   would wait for whoever comes next. One whose lease is between owners goes to the live
-//!   gateway it falls to, which claims it within a keeper round. So is a dead-man action, whose
-//!   renewals live in one process (renewed and lapsed where it runs): refused, naming the
-//!   gateway to send it to.
+//!   gateway it falls to, which claims it within a keeper round. A dead-man action is handed
+//!   too: its caller's renewals here and its session's end are announced to the owner
+//!   (`dead_man_elsewhere.rs`).
 
 use crate::context::Change;
 use crate::contract::Status;
@@ -40,14 +40,13 @@ impl Engine {
     /// last read), else the live gateway it falls to (the lease between owners: it claims it
     /// within a keeper round), or this one while it settles a device it just took (the call
     /// runs once the device's earlier commands are recovered). `None` — refuse — when no live
-    /// gateway may drive it, or when the action is a dead-man action (renewed and lapsed where
-    /// it runs). A rate-limited action is handed like any other: its budget was counted here,
-    /// from the shared journal, under the device's lock for every gateway (`submit`).
-    pub(crate) fn hand_to(&self, device: &Device, action: &Action) -> Option<String> {
+    /// gateway may drive it. A rate-limited action is handed like any other (its budget was
+    /// counted here, from the shared journal, under the device's lock for every gateway:
+    /// `submit`), and so is a dead-man action (its renewals and its lapse announced to the
+    /// owner: `dead_man_elsewhere.rs`).
+    pub(crate) fn hand_to(&self, device: &Device) -> Option<String> {
         let own = &self.ctx.ownership;
-        if action.keepalive_s.is_some() {
-            None
-        } else if own.recovering(&device.id) {
+        if own.recovering(&device.id) {
             Some(own.instance().to_string())
         } else {
             let not = own.fence(&device.id).err()?;

@@ -124,7 +124,7 @@ impl Engine {
         if let Err(refusal) = self.owned(&sub.device) {
             // Another gateway drives the device (or this one is still settling it): the call is
             // accepted here and run there (`handover.rs`), or refused naming where to send it.
-            return match self.hand_to(device, action) {
+            return match self.hand_to(device) {
                 Some(owner) => {
                     self.hand(sub, request_id, action, params, wait, owner)
                         .await

@@ -125,12 +125,31 @@ impl Journal {
     /// Asks, on the feed, the gateway that runs `command_id` to cancel it (PostgreSQL; a no-op on
     /// SQLite, where the only gateway runs every command).
     pub async fn announce_cancel(&self, command_id: &str) -> Result<(), JournalError> {
+        self.announce(crate::pg::feed::cancel_payload(command_id))
+            .await
+    }
+
+    /// Tells, on the feed, the gateway that runs the dead-man command `command_id` that its
+    /// caller asked about it elsewhere, so it keeps running (no-op on SQLite).
+    pub async fn announce_renew(&self, command_id: &str) -> Result<(), JournalError> {
+        self.announce(crate::pg::feed::renew_payload(command_id))
+            .await
+    }
+
+    /// Tells, on the feed, the gateway that runs the dead-man command `command_id` that its
+    /// caller is gone (`why`), so it ends it now (no-op on SQLite).
+    pub async fn announce_lapse(&self, command_id: &str, why: &str) -> Result<(), JournalError> {
+        self.announce(crate::pg::feed::lapse_payload(command_id, why))
+            .await
+    }
+
+    async fn announce(&self, payload: String) -> Result<(), JournalError> {
         let Store::Postgres(p) = &self.store else {
             return Ok(());
         };
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(crate::pg::feed::CHANNEL)
-            .bind(crate::pg::feed::cancel_payload(command_id))
+            .bind(payload)
             .execute(&p.reader)
             .await?;
         Ok(())

@@ -17,7 +17,10 @@
 //! - Only calls that carried an `Mcp-Session-Id` record a command, so a per-request `Server`
 //!   (stateless, or rmcp's own schema look-ups) never ends one when it is dropped.
 //! - Finished commands leave the list whenever the session starts another: it holds at most the
-//!   session's running dead-man commands plus one.
+//!   session's running dead-man commands plus one (and at most 256: the commands another gateway
+//!   runs, on a shared journal, stay until the session ends, as their end is not seen here).
+//! - A command the session started and another gateway runs is lapsed there: the engine
+//!   announces it on the journal's feed.
 //! - Nothing lapses once the HTTP server is shutting down: the engine's shutdown stops motion.
 
 use closedloop_engine::Engine;
@@ -27,6 +30,9 @@ use tokio_util::sync::CancellationToken;
 /// The detail's opening words for a command whose session ended.
 pub(crate) const SESSION_ENDED: &str =
     "The MCP session that started this command ended (closed by its client, or idle too long)";
+
+/// At most this many commands are held per session: the oldest is forgotten beyond it.
+const HELD_AT_MOST: usize = 256;
 
 /// The running dead-man commands of one session, lapsed when it is dropped.
 pub(crate) struct SessionCommands {
@@ -54,7 +60,12 @@ impl SessionCommands {
     /// commands that have ended since.
     pub(crate) fn hold(&self, command_id: &str) {
         let mut held = self.list();
-        held.retain(|id| self.engine.watch(id).is_some());
+        // A command another gateway runs stays until the session ends (its end is not seen
+        // here); the list is bounded all the same.
+        held.retain(|id| self.engine.may_be_running(id));
+        if held.len() >= HELD_AT_MOST {
+            held.remove(0);
+        }
         if !held.iter().any(|id| id == command_id) {
             held.push(command_id.to_string());
         }

@@ -285,3 +285,73 @@ pub async fn wind_up(db: super::pg::Database, gateways: &mut [&mut Child]) {
     }
     db.drop().await;
 }
+
+/// Two gateways, `a` and `b`, on a database of their own, over the workshop `closedloop sim`
+/// serves, its plant file changed by `edit` before they start.
+pub struct Two {
+    pub db: super::pg::Database,
+    pub dir: tempfile::TempDir,
+    pub sim: Running,
+    pub modbus: String,
+    pub a: Child,
+    pub a_at: String,
+    pub b: Child,
+    pub b_at: String,
+}
+
+impl Two {
+    /// `None` when no PostgreSQL is configured (`CLOSEDLOOP_PG_URL`).
+    pub async fn start(test: &str, edit: impl FnOnce(String) -> String) -> Option<Two> {
+        let db = super::pg::Database::create(test).await?;
+        let dir = tempfile::tempdir().unwrap();
+        let (sim, modbus) = start_sim(dir.path(), &db.url, 2);
+        let plant = dir.path().join("plant.toml");
+        let text = std::fs::read_to_string(&plant).unwrap();
+        std::fs::write(&plant, edit(text)).unwrap();
+        let (a, a_at) = gateway(dir.path(), "a");
+        let (b, b_at) = gateway(dir.path(), "b");
+        Some(Two {
+            db,
+            dir,
+            sim,
+            modbus,
+            a,
+            a_at,
+            b,
+            b_at,
+        })
+    }
+
+    /// The host:port of the gateway that does not drive `device`, once its lease settled.
+    pub async fn not_driving(&self, device: &str) -> &str {
+        match settled_owner(&self.a_at, &self.b_at, device).await.as_str() {
+            "a" => &self.b_at,
+            _ => &self.a_at,
+        }
+    }
+
+    /// [`wind_up`] of the two.
+    pub async fn wind_up(mut self) {
+        wind_up(self.db, &mut [&mut self.a, &mut self.b]).await;
+    }
+}
+
+/// `text` with `line` (which must stand in it exactly once) followed by `added`.
+pub fn add_after(text: &str, line: &str, added: &str) -> String {
+    assert_eq!(text.matches(line).count(), 1, "{line:?} in the plant");
+    text.replace(line, &format!("{line}{added}"))
+}
+
+/// The slide's position once it has stood still for 300 ms (bounded: 10 s).
+pub async fn slide_at_rest(modbus: &str) -> f64 {
+    let mut last = slide_mm(modbus).await;
+    for _ in 0..33 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = slide_mm(modbus).await;
+        if (now - last).abs() < 0.01 {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the slide never came to rest");
+}

@@ -39,6 +39,17 @@ pub enum Announcement {
     /// A gateway was asked to cancel this command and does not run it: the one that runs it
     /// cancels it.
     Cancel(String),
+    /// A caller asked a gateway that does not run this command about it: a dead-man action
+    /// (`keepalive_s`) keeps running at the one that does.
+    Renew(String),
+    /// The caller of this dead-man command is gone for certain (its MCP session ended at the
+    /// gateway that took the call): the one that runs it ends it now, saying why.
+    Lapse {
+        /// The command.
+        command_id: String,
+        /// Why its renewals can no longer come.
+        why: String,
+    },
 }
 
 /// A listening connection on the journal's change channel.
@@ -94,6 +105,13 @@ fn parse(payload: &str) -> Option<Announcement> {
     if let Some(id) = text("cancel") {
         return Some(Announcement::Cancel(id));
     }
+    if let Some(id) = text("renew") {
+        return Some(Announcement::Renew(id));
+    }
+    if let Some(command_id) = text("lapse") {
+        let why = text("why")?;
+        return Some(Announcement::Lapse { command_id, why });
+    }
     Some(Announcement::Changed(CommandChange {
         command_id: text("command_id")?,
         device: text("device")?,
@@ -105,6 +123,16 @@ fn parse(payload: &str) -> Option<Announcement> {
 /// The payload of a cancel request for `command_id`.
 pub(crate) fn cancel_payload(command_id: &str) -> String {
     serde_json::json!({ "cancel": command_id }).to_string()
+}
+
+/// The payload of a renewal of a dead-man command (`Announcement::Renew`).
+pub(crate) fn renew_payload(command_id: &str) -> String {
+    serde_json::json!({ "renew": command_id }).to_string()
+}
+
+/// The payload of a dead-man command's lapse (`Announcement::Lapse`).
+pub(crate) fn lapse_payload(command_id: &str, why: &str) -> String {
+    serde_json::json!({ "lapse": command_id, "why": why }).to_string()
 }
 
 #[cfg(test)]
@@ -125,6 +153,15 @@ mod tests {
         );
         let cancel = cancel_payload("c1");
         assert_eq!(parse(&cancel), Some(Announcement::Cancel("c1".into())));
+        assert_eq!(
+            parse(&renew_payload("c1")),
+            Some(Announcement::Renew("c1".into()))
+        );
+        let lapse = Announcement::Lapse {
+            command_id: "c1".into(),
+            why: "gone".into(),
+        };
+        assert_eq!(parse(&lapse_payload("c1", "gone")), Some(lapse));
         assert_eq!(parse(r#"{"command_id":"c1"}"#), None);
         assert_eq!(parse("not json"), None);
     }
