@@ -1,14 +1,12 @@
 //! The engine's API for the next layer (MCP, CLI, tests): submit, status with a bounded wait,
 //! cancel, list, device state, and a stream of changes.
 
-use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
-use crate::clock::rfc3339;
+use crate::EngineError;
 use crate::context::{Change, Context};
 use crate::device::DeviceRuntime;
 use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
-use crate::{EngineError, plan};
 use closedloop_journal::{Journal, ListFilter};
 use closedloop_link::Links;
 use closedloop_plant::{Action, Plant, Verification};
@@ -238,108 +236,6 @@ impl Engine {
                 None => CommandResult::from_rows(r, &[], None),
             })
             .collect())
-    }
-
-    /// Up to `limit` devices from the `from`-th on (plant order), with their liveness: a page
-    /// of a hall's thousands costs what the page holds, not what the plant holds.
-    pub fn devices(&self, from: usize, limit: usize) -> Vec<DeviceInfo> {
-        self.ctx
-            .plant
-            .devices
-            .iter()
-            .skip(from)
-            .take(limit)
-            .map(|d| {
-                let (owner, epoch) = self.ctx.ownership.owner_of(&d.id).unzip();
-                DeviceInfo {
-                    device: d.id.clone(),
-                    description: d.description.clone(),
-                    liveness: (self.ctx.owners_values)
-                        .liveness(&d.id, self.ctx.devices[&d.id].liveness()),
-                    actions: d.actions.iter().map(|a| a.name.clone()).collect(),
-                    signals: d.signals.iter().map(|s| s.name.clone()).collect(),
-                    owner,
-                    epoch,
-                }
-            })
-            .collect()
-    }
-
-    /// Every device's liveness, how long ago it last answered and how long its last poll took,
-    /// in plant order: what `/metrics` reports at each scrape.
-    pub fn health(&self) -> Vec<crate::DeviceHealth<'_>> {
-        let now = self.ctx.clock.now_ms();
-        let devices = &self.ctx.plant.devices;
-        devices
-            .iter()
-            .map(|d| {
-                let device = &self.ctx.devices[&d.id];
-                let snap = device.current();
-                crate::DeviceHealth {
-                    device: d.id.as_str(),
-                    liveness: snap.liveness,
-                    age_ms: snap.last_seen_ms.map(|t| (now - t).max(0)),
-                    last_poll: device.link().last_poll(),
-                }
-            })
-            .collect()
-    }
-
-    /// The cached signals of a device with their ages and sources.
-    pub fn device_state(&self, device: &str) -> Option<DeviceState> {
-        let dev = self.ctx.devices.get(device)?;
-        let snap = dev.current();
-        let now = self.ctx.clock.now_ms();
-        let (owner, epoch) = self.ctx.ownership.owner_of(device).unzip();
-        let here = self.ctx.ownership.instance();
-        let detail = crate::state_text::detail(&snap, device, here, owner.as_deref());
-        let mut state = DeviceState {
-            owner,
-            epoch,
-            device: device.to_string(),
-            liveness: snap.liveness,
-            last_seen: snap.last_seen_ms.map(rfc3339),
-            signals: snap
-                .values
-                .iter()
-                .map(|(name, v)| {
-                    (
-                        name.clone(),
-                        SignalState {
-                            value: plan::value_json(v.value),
-                            unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
-                            at: rfc3339(v.at_ms),
-                            age_ms: (now - v.at_ms).max(0),
-                            source: v.source.clone(),
-                        },
-                    )
-                })
-                .collect(),
-            unreadable: snap
-                .unreadable
-                .iter()
-                .map(|(name, (code, why))| {
-                    let s = UnreadableSignal {
-                        error_code: code.as_str().to_string(),
-                        detail: why.clone(),
-                    };
-                    (name.clone(), s)
-                })
-                .collect(),
-            detail,
-            alarms: crate::alarms::blocking_names(&self.ctx, device),
-            read_by: None,
-        };
-        crate::owners_values::overlay(&self.ctx, dev, &mut state, now);
-        Some(state)
-    }
-
-    /// A receiver woken after every read cycle of a device (for resource notifications).
-    pub fn watch_device(
-        &self,
-        device: &str,
-    ) -> Option<tokio::sync::watch::Receiver<crate::device::Snapshot>> {
-        self.ctx.devices.get(device).map(|d| d.subscribe())
     }
 
     /// Change notifications; a receiver that falls more than 1024 changes behind loses the oldest.

@@ -70,6 +70,7 @@ mod context;
 mod dead_man_elsewhere;
 pub mod detail;
 mod device;
+mod device_views;
 mod dispatch;
 mod engine;
 mod envelope;
