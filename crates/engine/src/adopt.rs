@@ -191,7 +191,12 @@ impl Engine {
     async fn waited_ms(&self, row: &CommandRow) -> i64 {
         match self.ctx.journal.waited_ms(&row.command_id).await {
             Ok(Some(waited)) => waited,
-            Ok(None) | Err(_) => self.ctx.clock.now_ms() - row.accepted_at_ms,
+            Ok(None) => self.ctx.clock.now_ms() - row.accepted_at_ms,
+            Err(e) => {
+                tracing::warn!(command_id = %row.command_id, error = %e,
+                               "queue wait counted on this gateway's clock: the database's could not be read");
+                self.ctx.clock.now_ms() - row.accepted_at_ms
+            }
         }
     }
 
@@ -300,18 +305,23 @@ async fn feed_loop(engine: Weak<Engine>) {
 
 impl Engine {
     /// Cancel requests announced while this gateway was not listening (before its feed opened,
-    /// or while it was re-opened after a drop): every live command here whose timeline holds a
-    /// `cancel_requested` entry is cancelled, as the lost announcement would have done.
-    async fn cancels_missed(&self) {
-        for id in self.ctx.live_ids() {
-            let asked = match self.ctx.journal.events(&id).await {
-                Ok(events) => events.iter().any(|e| e.event == CANCEL_REQUESTED),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read the journal for missed cancel requests");
-                    return;
-                }
-            };
-            if let Some(cmd) = self.ctx.live(&id).filter(|_| asked) {
+    /// while it was re-opened after a drop, or over a connection that died silently): every
+    /// live command here whose timeline holds a `cancel_requested` entry is cancelled, as the
+    /// lost announcement would have done. Run when the feed opens and every keeper round; a
+    /// read that fails is tried again the next round.
+    pub(crate) async fn cancels_missed(&self) {
+        let live = self.ctx.live_ids();
+        if live.is_empty() {
+            return;
+        }
+        let asked = match self.ctx.journal.with_event(&live, CANCEL_REQUESTED).await {
+            Ok(asked) => asked,
+            Err(e) => {
+                return tracing::warn!(error = %e, "cannot read the journal for missed cancel requests");
+            }
+        };
+        for id in asked {
+            if let Some(cmd) = self.ctx.live(&id) {
                 tracing::info!(command_id = %id, "a cancel request announced while the feed was away");
                 cmd.request_cancel();
             }

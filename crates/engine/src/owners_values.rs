@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often a gateway publishes its devices' changes and reads the owners' values.
 pub(crate) const ROUND: Duration = Duration::from_millis(500);
@@ -32,13 +32,27 @@ pub(crate) const ROUND: Duration = Duration::from_millis(500);
 pub(crate) struct OwnersValues {
     /// What this gateway last published, by device: the epoch and a fingerprint of the state.
     published: Mutex<HashMap<String, (i64, u64)>>,
-    /// The owners' values of the devices this gateway cannot read, as of the last round.
-    seen: Mutex<HashMap<String, Published>>,
+    /// The owners' values of the devices this gateway cannot read, as of the last round that
+    /// read them, with when it did: their age grows from then on, and a round that fails
+    /// forgets them all rather than let them look fresh.
+    seen: Mutex<HashMap<String, (Published, Instant)>>,
 }
 
+/// A value the owner read within this many poll periods (plus [`FRESH_SLACK_MS`]) is published
+/// as fresh; one read longer ago carries its read time, and readers count its age from that.
+const FRESH_POLLS: i64 = 2;
+/// Slack on [`FRESH_POLLS`] for a cycle's own duration.
+const FRESH_SLACK_MS: i64 = 100;
+
+/// How long the owner's values stay shown after the round that read them: beyond it (rounds
+/// failing or stuck), they are not shown at all.
+const SHOWN_AT_MOST: Duration = Duration::from_secs(5);
+
 /// A device's state as published: what a reader shows, without the read times, which change
-/// on every poll (a row is written only when this changes).
-fn published_state(snap: &crate::device::Snapshot) -> Value {
+/// on every poll (a row is written only when this changes) — unless the owner's last answer is
+/// older than [`FRESH_POLLS`] polls: then with its time (`last_seen_ms`), so that readers show
+/// the values as old as they are.
+fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_ms: i64) -> Value {
     let values: serde_json::Map<String, Value> = snap
         .values
         .iter()
@@ -48,7 +62,12 @@ fn published_state(snap: &crate::device::Snapshot) -> Value {
         })
         .collect();
     let unreadable: Vec<&String> = snap.unreadable.keys().collect();
-    json!({"liveness": snap.liveness.as_str(), "values": values, "unreadable": unreadable})
+    let fresh = snap
+        .last_seen_ms
+        .is_some_and(|t| now_ms - t <= FRESH_POLLS * poll_ms + FRESH_SLACK_MS);
+    let last_seen_ms = (!fresh).then_some(snap.last_seen_ms).flatten();
+    json!({"liveness": snap.liveness.as_str(), "values": values, "unreadable": unreadable,
+           "last_seen_ms": last_seen_ms})
 }
 
 fn fingerprint(state: &Value) -> u64 {
@@ -59,16 +78,24 @@ fn fingerprint(state: &Value) -> u64 {
 
 impl OwnersValues {
     /// The owner's values of `device`, if this gateway read them in its last round.
+    /// Its `confirmed_ms_ago` counts the time since that round read it too.
     pub(crate) fn of(&self, device: &str) -> Option<Published> {
-        lock(&self.seen).get(device).cloned()
+        let seen = lock(&self.seen);
+        let (owner, read) = seen.get(device)?;
+        let since = read.elapsed();
+        (since <= SHOWN_AT_MOST).then(|| {
+            let mut owner = owner.clone();
+            owner.confirmed_ms_ago += i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
+            owner
+        })
     }
 
     /// The liveness `list_devices` shows: this gateway's own, unless it does not read the
     /// device online and the owner's published one is at hand.
     pub(crate) fn liveness(&self, device: &str, own: Liveness) -> Liveness {
-        match (own, lock(&self.seen).get(device)) {
+        match (own, self.of(device)) {
             (Liveness::Online, _) | (_, None) => own,
-            (_, Some(p)) => liveness_of(p),
+            (_, Some(p)) => liveness_of(&p),
         }
     }
 }
@@ -110,9 +137,15 @@ impl Engine {
         self.spawn_rounds(ROUND, move |engine| {
             let table = table.clone();
             async move {
-                if let Err(e) = engine.values_round(&table).await {
-                    tracing::debug!(error = %e, "device values not shared this round");
-                }
+                let round = tokio::time::timeout(ROUND * 2, engine.values_round(&table));
+                let failed = match round.await {
+                    Ok(Ok(())) => return,
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "the round took longer than a second".to_string(),
+                };
+                // Nothing shown is older than the last round that read it.
+                lock(&engine.ctx.owners_values.seen).clear();
+                tracing::debug!(error = %failed, "device values not shared this round");
             }
         });
     }
@@ -124,6 +157,7 @@ impl Engine {
         table: &closedloop_journal::DeviceValues,
     ) -> Result<(), closedloop_journal::JournalError> {
         let here = self.ctx.ownership.instance();
+        let now_ms = self.ctx.clock.now_ms();
         let mut changed = Vec::new();
         let mut wanted = Vec::new();
         {
@@ -131,7 +165,8 @@ impl Engine {
             for (id, dev) in &self.ctx.devices {
                 match self.ctx.ownership.owner_of(id) {
                     Some((owner, epoch)) if owner == here => {
-                        let state = published_state(&dev.current());
+                        let poll_ms = i64::try_from(dev.spec.poll_ms).unwrap_or(i64::MAX);
+                        let state = published_state(&dev.current(), poll_ms, now_ms);
                         let print = (epoch, fingerprint(&state));
                         if published.get(id) != Some(&print) {
                             changed.push((id.clone(), epoch, state));
@@ -149,13 +184,11 @@ impl Engine {
                 published.insert(id.clone(), (*epoch, fingerprint(state)));
             }
         }
+        let read = Instant::now();
         let seen = match wanted.is_empty() {
             true => HashMap::new(),
-            false => table
-                .read(&wanted)
-                .await?
-                .into_iter()
-                .map(|p| (p.device.clone(), p))
+            false => (table.read(&wanted).await?.into_iter())
+                .map(|p| (p.device.clone(), (p, read)))
                 .collect(),
         };
         *lock(&self.ctx.owners_values.seen) = seen;
@@ -167,7 +200,12 @@ impl Engine {
 /// values in place of its own: liveness, signals and `read_by`; each value's time is when
 /// the owner last confirmed it current, less the device's poll period.
 fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Device, now_ms: i64) {
-    let age_ms = owner.confirmed_ms_ago + i64::try_from(spec.poll_ms).unwrap_or(i64::MAX);
+    let poll_ms = i64::try_from(spec.poll_ms).unwrap_or(i64::MAX);
+    let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
+    // Read within `fresh_within` of the owner's last round, or at `last_seen_ms` when the owner
+    // said its last answer was older (on the owner's clock: keep the clocks in step).
+    let stale_for = owner.state["last_seen_ms"].as_i64().map(|t| now_ms - t);
+    let age_ms = (owner.confirmed_ms_ago + fresh_within).max(stale_for.unwrap_or(0));
     let at = rfc3339(now_ms - age_ms);
     state.liveness = liveness_of(owner);
     state.signals = owner.state["values"]
@@ -191,4 +229,51 @@ fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Device, now_ms:
          it, confirmed current {} ms ago.",
         state.device, owner.owner, age_ms
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn published(confirmed_ms_ago: i64, state: Value) -> Published {
+        Published {
+            device: "lamp".into(),
+            owner: "a".into(),
+            epoch: 1,
+            state,
+            confirmed_ms_ago,
+        }
+    }
+
+    #[test]
+    fn owners_values_age_from_the_round_that_read_them_and_go_unshown_past_a_bound() {
+        let v = OwnersValues::default();
+        let state = json!({"liveness": "online", "values": {}});
+        let read = Instant::now() - Duration::from_millis(1500);
+        lock(&v.seen).insert("lamp".into(), (published(200, state.clone()), read));
+        let shown = v.of("lamp").expect("shown within the bound");
+        assert!(shown.confirmed_ms_ago >= 1700, "{shown:?}");
+        let long_ago = Instant::now() - SHOWN_AT_MOST - Duration::from_millis(1);
+        lock(&v.seen).insert("lamp".into(), (published(200, state), long_ago));
+        assert_eq!(
+            v.of("lamp"),
+            None,
+            "not shown once the rounds stopped reading it"
+        );
+    }
+
+    #[test]
+    fn an_owner_whose_last_answer_is_old_publishes_it_and_readers_count_from_it() {
+        let mut snap = crate::device::Snapshot::before_first_read();
+        snap.last_seen_ms = Some(10_000);
+        let fresh = published_state(&snap, 20, 10_100);
+        assert!(fresh["last_seen_ms"].is_null(), "{fresh}");
+        let stale = published_state(&snap, 20, 13_000);
+        assert_eq!(stale["last_seen_ms"], 10_000, "{stale}");
+        assert_ne!(
+            fingerprint(&fresh),
+            fingerprint(&stale),
+            "going stale is a change"
+        );
+    }
 }

@@ -29,6 +29,7 @@ impl Engine {
         // operation-rate limit (count to insert; on a shared journal, the database's as well,
         // for every gateway): concurrent calls can neither make two commands of one key nor
         // both spend the last allowed operation.
+        let wait = sub.wait;
         let rated = self.ctx.plant.device(&sub.device).is_some_and(|d| {
             d.max_rate.is_some() || d.action(&sub.action).is_some_and(|a| a.max_rate.is_some())
         });
@@ -55,20 +56,32 @@ impl Engine {
                 true => self.ctx.journal.rate_lock(&sub.device).await?,
                 false => None,
             };
-            let result = self.submit_once(sub).await;
+            // Held until the command is journaled, not through the caller's wait below.
+            let result = self
+                .submit_once(Submission {
+                    wait: Duration::ZERO,
+                    ..sub
+                })
+                .await;
             if let Some(lock) = shared {
                 lock.release().await;
             }
             result
         };
         drop(locks);
-        let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
-        for k in names {
-            if keys.get(&k).is_some_and(|l| Arc::strong_count(l) <= 1) {
-                keys.remove(&k);
+        {
+            let mut keys = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+            for k in names {
+                if keys.get(&k).is_some_and(|l| Arc::strong_count(l) <= 1) {
+                    keys.remove(&k);
+                }
             }
         }
-        result
+        let first = result?;
+        if wait.is_zero() || first.status.is_terminal() {
+            return Ok(first);
+        }
+        self.status(&first.command_id, wait).await
     }
 
     async fn submit_once(&self, sub: Submission) -> Result<CommandResult, EngineError> {

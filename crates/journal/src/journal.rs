@@ -155,6 +155,26 @@ impl Journal {
         Ok(())
     }
 
+    /// Which of `command_ids` have an `event` entry on their timeline, in one read
+    /// (PostgreSQL: what another gateway asked of commands this one runs, e.g.
+    /// `cancel_requested`); none on SQLite, whose one gateway writes every entry itself.
+    pub async fn with_event(
+        &self,
+        command_ids: &[String],
+        event: &str,
+    ) -> Result<Vec<String>, JournalError> {
+        let Store::Postgres(p) = &self.store else {
+            return Ok(Vec::new());
+        };
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT command_id FROM events WHERE event = $1 AND command_id = ANY($2)",
+        )
+        .bind(event)
+        .bind(command_ids)
+        .fetch_all(&p.reader)
+        .await?)
+    }
+
     /// How long ago `command_id` was journaled, in milliseconds on the database's clock
     /// (PostgreSQL): a gateway taking over a command another accepted counts its queue wait
     /// with it, whatever the two gateways' clocks say. `None` on SQLite, whose one gateway

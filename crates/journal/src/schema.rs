@@ -233,6 +233,7 @@ ALTER TABLE instances ADD COLUMN published_at TIMESTAMPTZ;
         // gateways' (`Journal::waited_ms`).
         r#"
 ALTER TABLE commands ADD COLUMN inserted_at TIMESTAMPTZ NOT NULL DEFAULT now();
+UPDATE commands SET inserted_at = to_timestamp(accepted_at_ms / 1000.0);
 "#,
     ),
 ];

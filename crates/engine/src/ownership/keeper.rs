@@ -186,6 +186,8 @@ impl crate::Engine {
             Ok(Ok(())) => "ok",
         };
         metrics::counter!("closedloop_lease_rounds_total", "outcome" => outcome).increment(1);
+        // The feed's backstop for cancel requests, as `adopt_waiting` is for handed commands.
+        let _ = tokio::time::timeout(ctx.ownership.lease / 3, self.cancels_missed()).await;
         metrics::gauge!("closedloop_leases_held").set(ctx.ownership.held_count() as f64);
         for device in ctx.ownership.to_recover() {
             match self.recover_device(&device).await {

@@ -9,6 +9,8 @@
 //!   told (`confirmed_ms_ago`).
 //! - A row is read only while its writer holds the device's lease under the same epoch,
 //!   unexpired: values of an owner that died or lost the device are never shown as current.
+//! - A row is never overwritten under an older epoch: a former owner that resumes cannot hide
+//!   the new owner's values.
 //! - The state is opaque here (JSON the engine writes and reads); times are the database's.
 
 use super::PgStore;
@@ -73,7 +75,8 @@ impl DeviceValues {
                  SELECT d, $1, e, s, now() FROM unnest($2::TEXT[], $3::BIGINT[], $4::TEXT[])
                      AS c (d, e, s)
                  ON CONFLICT (device) DO UPDATE SET owner = EXCLUDED.owner,
-                     epoch = EXCLUDED.epoch, state = EXCLUDED.state, changed_at = now()",
+                     epoch = EXCLUDED.epoch, state = EXCLUDED.state, changed_at = now()
+                 WHERE device_values.epoch <= EXCLUDED.epoch",
             )
             .bind(instance)
             .bind(&devices)

@@ -197,6 +197,14 @@ async fn published_values_are_read_only_under_their_writers_live_lease() {
     values.publish("a", &[]).await.unwrap();
     let again = values.read(&["lamp".into()]).await.unwrap();
     assert!(again[0].confirmed_ms_ago < 150, "{again:?}");
+    // A former owner's round under an older epoch does not overwrite the row.
+    let old = serde_json::json!({"liveness": "offline", "values": {}});
+    values
+        .publish("z", &[("lamp".into(), epoch - 1, old)])
+        .await
+        .unwrap();
+    let kept = values.read(&["lamp".into()]).await.unwrap();
+    assert_eq!((kept[0].owner.as_str(), &kept[0].state), ("a", &state));
     // Once the lease is another's (or gone), a's values are not shown as current.
     assert!(leases.release("lamp", "a", epoch).await.unwrap());
     assert!(values.read(&["lamp".into()]).await.unwrap().is_empty());
