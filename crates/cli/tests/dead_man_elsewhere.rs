@@ -2,13 +2,16 @@
 //! `keepalive_s = 1`, called at the gateway that does not drive the slide. It is handed to the
 //! owner like any call; its caller's `get_command_status` at the gateway it called keeps it
 //! going past its keepalive to the end; silence there stops it short, `cancelled` `DEADMAN`;
-//! and the end of the caller's MCP session there stops it at once, saying so. Ground truth is
-//! the slide's position in `closedloop sim`.
+//! and the end of the caller's MCP session there stops it at once, saying so — or, when the
+//! session ended before the owner took the call over, the owner never starts it. Ground truth
+//! is the slide's position in `closedloop sim`.
 
 mod common;
 
+use closedloop_journal::{EventRow, Journal};
 use common::gateways::{
-    Two, add_after, call, entry, slide_at_rest, slide_beyond, slide_mm, wait_for,
+    Two, add_after, call, entry, handed_call, now_ms, settled_owner, slide_at_rest, slide_beyond,
+    slide_mm, wait_for,
 };
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -112,5 +115,38 @@ async fn ending_the_session_at_the_gateway_called_stops_a_dead_man_move_at_once(
         detail.starts_with("The MCP session that started this command ended"),
         "{stopped}"
     );
+    p.wind_up().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_man_call_whose_session_ended_before_the_owner_took_it_never_starts() {
+    let Some(p) = two("dead_man_unclaimed", 5.0).await else {
+        return;
+    };
+    let owner = settled_owner(&p.a_at, &p.b_at, "slide").await;
+    let owner_at = if owner == "a" { &p.a_at } else { &p.b_at };
+    // Journaled as the other gateway journals a handed call whose session then ended, before
+    // the owner took it over: the call, then the `lapse_requested` entry its session's end adds.
+    let journal = Journal::open(&p.db.url).await.unwrap();
+    let id = "01a23970-0000-7000-8000-0000000dead0";
+    let call_args = ("slide", "move_to", json!({"target_mm": 250.0}));
+    let (row, mut events) = handed_call(id, call_args, now_ms(), &owner);
+    let why =
+        "The MCP session that started this command ended (closed by its client, or idle too long)";
+    events.push(EventRow {
+        at_ms: now_ms(),
+        event: "lapse_requested".into(),
+        data: json!({"gateway": "other", "why": why}),
+    });
+    journal.insert(&row, &events).await.unwrap();
+    journal.close().await;
+    let ended = call(owner_at, "get_command_status", &wait_for(id)).await;
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    assert!(
+        entry(&ended, "dispatched").is_null(),
+        "it was sent: {ended}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(slide_mm(&p.modbus).await < 0.5, "the slide moved");
     p.wind_up().await;
 }

@@ -107,6 +107,9 @@ impl Engine {
         }
         let events = self.ctx.journal.events(command_id).await?;
         let cancelled = events.iter().any(|e| e.event == CANCEL_REQUESTED);
+        let lapsed = (events.iter())
+            .find(|e| e.event == crate::dead_man_elsewhere::LAPSE_REQUESTED)
+            .map(|e| e.data["why"].as_str().unwrap_or_default().to_string());
         let cmd = Arc::new(LiveCommand::new(row.clone(), events, Some(fence.epoch)));
         if !self.ctx.remember_new(Arc::clone(&cmd)) {
             return Ok(());
@@ -128,6 +131,11 @@ impl Engine {
             self.end_adopted(&cmd, machine, Event::CancelRequested, detail)
                 .await;
             return Ok(());
+        }
+        if let Some(why) = lapsed {
+            // Its caller's session ended before it was taken over: it never starts (the queue
+            // step ends it unsent), as a queued command of a session ending here would.
+            cmd.lapse(&why);
         }
         self.run_adopted(cmd, &row).await;
         Ok(())

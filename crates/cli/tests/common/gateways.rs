@@ -4,7 +4,8 @@
 
 use super::Running;
 use super::proxy::Proxy;
-use serde_json::Value;
+use closedloop_journal::{CommandRow, EventRow};
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -354,4 +355,46 @@ pub async fn slide_at_rest(modbus: &str) -> f64 {
         last = now;
     }
     panic!("the slide never came to rest");
+}
+
+/// A call of `(device, action, params)` accepted at `accepted_at_ms` (on the accepting
+/// gateway's clock) and handed to `owner`, as `closedloop serve` journals one: what a test
+/// writes to act as a gateway it cannot start (a clock running slow, a session that ended).
+pub fn handed_call(
+    id: &str,
+    (device, action, params): (&str, &str, Value),
+    accepted_at_ms: i64,
+    owner: &str,
+) -> (CommandRow, Vec<EventRow>) {
+    let row = CommandRow {
+        command_id: id.into(),
+        request_id: format!("req_{id}"),
+        device: device.into(),
+        action: action.into(),
+        params,
+        status: "accepted".into(),
+        verified: false,
+        verification: "feedback".into(),
+        error_code: None,
+        detail: None,
+        hint: None,
+        evidence: json!({}),
+        readback_matched: None,
+        accepted_at_ms,
+        updated_at_ms: accepted_at_ms,
+        deadline_ms: None,
+        dispatched: false,
+        caller: Some("slow-clock".into()),
+        idempotency_key: None,
+    };
+    let event = |event: &str, data| EventRow {
+        at_ms: accepted_at_ms,
+        event: event.into(),
+        data,
+    };
+    let events = vec![
+        event("received", json!({"request_id": row.request_id})),
+        event("accepted", json!({"handed_to": owner})),
+    ];
+    (row, events)
 }
