@@ -245,7 +245,7 @@ impl OpcuaLink {
             return;
         }
         bad.remove(&u.node);
-        let at_ms = self.base.clock.wall_ms(u.received_at);
+        let at_ms = sampled_at(self.base.clock.wall_ms(u.received_at), u);
         let seq = match *self.ack.lock().unwrap_or_else(|p| p.into_inner()) {
             // A subscription sample taken at or before the last acknowledgement: not fresh for
             // that write. A read's number (at issue) already says when it was taken.
@@ -367,6 +367,20 @@ impl Link for OpcuaLink {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// When a value was read, for judging whether it was taken late enough to count (`settled`):
+/// a subscription's sample was taken when the server stamped it, not when it reached this
+/// gateway — a notification that arrives late (a busy server, a long publishing interval)
+/// must not pass for a read taken on arrival, or a sample of the state before a write, sent
+/// after the write's acknowledgement, would pass for the settled state after it. A read is
+/// answered when it arrives (its source timestamp is when the value last changed, which may be
+/// long before). Never later than the arrival (clocks that disagree).
+fn sampled_at(arrived_ms: i64, u: &Update) -> i64 {
+    match u.server_ms.or(u.source_ms) {
+        Some(stamped) if !u.from_read => stamped.min(arrived_ms),
+        _ => arrived_ms,
     }
 }
 

@@ -153,3 +153,32 @@ async fn a_read_after_the_ack_is_fresh_whatever_its_timestamp_a_subscription_sam
     assert_eq!(snap.values["running"].value, Value::Bool(true));
     assert_eq!(snap.values["running"].seq, 24);
 }
+
+#[tokio::test]
+async fn a_subscription_sample_counts_as_taken_when_the_server_stamped_it_a_read_when_answered() {
+    let dev = pump();
+    let mut snap = dev.base.snapshot();
+    let mut bad = BTreeSet::new();
+    let running = "ns=2;s=Pump1.Running";
+    let arrived = dev.base.clock.wall_ms(tokio::time::Instant::now());
+    // Sampled 80 ms before it arrived (a late notification): it is as old as that.
+    let mut sample = update(running, Some(Value::Bool(true)), "Good", 1);
+    sample.server_ms = Some(arrived - 80);
+    dev.take_update(&mut snap, &mut bad, &sample);
+    assert_eq!(snap.values["running"].at_ms, arrived - 80);
+    // A read's timestamps say when the value last changed: it was read when answered.
+    let mut read = update(running, Some(Value::Bool(true)), "Good", 2);
+    (read.source_ms, read.server_ms) = (Some(arrived - 5_000), Some(arrived - 5_000));
+    read.from_read = true;
+    dev.take_update(&mut snap, &mut bad, &read);
+    assert!(
+        snap.values["running"].at_ms >= arrived,
+        "{:?}",
+        snap.values["running"]
+    );
+    // A server clock ahead of this one never makes a sample younger than its arrival.
+    let mut ahead = update(running, Some(Value::Bool(false)), "Good", 3);
+    ahead.server_ms = Some(arrived + 60_000);
+    dev.take_update(&mut snap, &mut bad, &ahead);
+    assert!(snap.values["running"].at_ms < arrived + 60_000);
+}
