@@ -88,6 +88,15 @@ class Esp32:
         self.proc.stdin.flush()
         assert self.lines.next(5, f"esp32_lamp.py answering {word!r}") == f"ok {word}"
 
+    def lamp(self) -> str:
+        """The lamp as it physically is: `on` or `off`."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("lamp?\n")
+        self.proc.stdin.flush()
+        answer = self.lines.next(5, "esp32_lamp.py answering 'lamp?'")
+        assert answer.startswith("ok lamp? "), answer
+        return answer.removeprefix("ok lamp? ")
+
     def power_cut(self) -> None:
         """SIGKILL: the TCP connection drops without DISCONNECT, so the broker sends the will."""
         self.proc.kill()
@@ -171,6 +180,28 @@ async def test_a_relay_that_does_not_follow_fails_feedback_mismatch(
         # The broker's PUBACK put it in `running`; it never went further.
         events = [e["event"] for e in sc["timeline"]]
         assert "device_ack" in events and "completed" not in events, sc
+
+
+async def test_an_early_report_of_a_lamp_already_on_never_confirms_it(
+    closedloop_bin: Path, lamp: tuple[Esp32, Path], request: pytest.FixtureRequest
+) -> None:
+    # The lamp hangs on the relay's normally-closed contact, so it is lit at rest and "ON" puts it
+    # out; the firmware echoes the lamp ("ON") the moment the command arrives, 30 ms before the
+    # relay moves. That echo comes after the broker's PUBACK but before expect_s (0.1 s): it may
+    # not confirm "already so". The reports after it say "OFF", and so does the lamp.
+    device, plant = lamp
+    device.ctl("nc")
+    device.ctl("receipt")
+    async with serve(closedloop_bin, plant, request) as session:
+        with anyio.fail_after(10):
+            while (await online(session))["signals"]["power"]["value"] is not True:
+                await anyio.sleep(0.05)
+        sc = await act(session, "lamp_switch", {"on": True})
+        assert outcome(sc) == ("timeout", "TIMEOUT"), sc
+        assert sc["verified"] is False, sc
+        assert device.lamp() == "off"
+        signals = [e for e in sc["timeline"] if e["event"] == "signal"]
+        assert any(e["values"]["power"] is False for e in signals), sc
 
 
 async def test_a_frozen_firmware_is_offline_after_the_silence_window(

@@ -267,11 +267,15 @@ impl Supervisor {
                 .await;
             self.last_logged = Some(values);
         }
-        // A device that reports on change (MQTT, which cannot be asked for a read) would have
-        // reported a change: any fresh report of it stands until the next. A polled device's
-        // read counts as "settled" only once taken expect_s after the acknowledgement.
-        let settled = !self.dev.can_be_asked() || view.oldest_ms >= self.settle_until_ms;
-        let early = self.baseline_done && !settled;
+        // Taken expect_s after the acknowledgement: the feedback has had its time to move.
+        let in_time = view.oldest_ms >= self.settle_until_ms;
+        // "Already so" is confirmed only by such a read, whatever the protocol: a report that
+        // comes sooner (an MQTT heartbeat, a state echoed on receipt) may show the device before
+        // the write took effect. A broker's PUBACK says nothing of when the device acted.
+        let early = self.baseline_done && !in_time;
+        // For "never moved", a device that reports on change (MQTT, which cannot be asked) would
+        // have reported a move: any fresh report of it stands until the next.
+        let settled = !self.dev.can_be_asked() || in_time;
         let at_ms = self.ctx.clock.mono_ms(Instant::now());
         Some(Event::Reading(Reading {
             at_ms,

@@ -47,11 +47,15 @@ fn options(heartbeat_s: f64) -> MqttRelayOptions {
 
 /// A broker, the relay with `faults` (none when `relay` is false), and the engine.
 async fn bench(faults: &[Fault], relay: bool, expect_s: f64) -> Bench {
+    bench_with(faults, relay.then(|| options(0.3)), expect_s).await
+}
+
+/// [`bench`] with the relay's own options (heartbeat period, pull-in).
+async fn bench_with(faults: &[Fault], relay: Option<MqttRelayOptions>, expect_s: f64) -> Bench {
     let broker = Mosquitto::start().await;
-    let relay = relay.then(|| {
+    let relay = relay.map(|options| {
         let faults: Vec<FaultSpec> = faults.iter().copied().map(FaultSpec::now).collect();
-        MqttRelay::start(&broker.url, "lamp-device", &options(0.3), &faults, 7)
-            .expect("relay starts")
+        MqttRelay::start(&broker.url, "lamp-device", &options, &faults, 7).expect("relay starts")
     });
     let src = LAMP
         .replace("URL", &broker.url)
@@ -190,6 +194,28 @@ async fn swapped_contacts_never_complete() {
         (Status::Timeout, "TIMEOUT"),
         "{r:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_already_so_report_that_comes_before_expect_s_never_confirms_an_mqtt_device() {
+    // Swapped contacts report "on" while the output is off, and a heartbeat every 10 ms lands
+    // between the broker's PUBACK and the contact's pull-in (60 ms): each still shows "on", the
+    // target. Only a report from expect_s (0.15 s) on counts, and those show "off".
+    let relay = MqttRelayOptions {
+        heartbeat_s: 0.01,
+        pull_in_ms: 60,
+        ..options(0.3)
+    };
+    let b = bench_with(&[Fault::SwappedContacts], Some(relay), 0.15).await;
+    b.rig.online("lamp").await;
+    let r = b.rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
+    let r = b.rig.settle(&r).await;
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Timeout, "TIMEOUT"),
+        "{r:#?}"
+    );
+    assert!(!r.verified, "{r:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

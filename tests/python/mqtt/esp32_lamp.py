@@ -7,10 +7,18 @@ It behaves like common Tasmota/ESPHome-style firmware:
 - publishes its state on `{prefix}/tele` as JSON `{"POWER": "ON" | "OFF", "uptime_s": n}`
   after every command, on change, and every `--period` seconds.
 
+The relay takes `--pull-in-ms` to switch after a command. The firmware reports the lamp (a
+current sensor on the lamp's wire), not what it commanded.
+
 stdin takes control lines, each answered `ok LINE` on stdout:
 - `stuck`   the relay no longer follows commands (still reports, still connected);
 - `freeze`  the firmware hangs: connected, but nothing is published and commands are ignored;
-- `thaw`    back to normal.
+- `nc`      the lamp is wired to the relay's normally-closed contact: "ON" energises the relay
+            and so puts the lamp out (and the lamp is lit while the relay rests);
+- `receipt` the firmware reports the lamp as soon as a command arrives, before the relay moves
+            (a telemetry acknowledgement, as many firmwares send);
+- `thaw`    back to normal;
+- `lamp?`   answered `ok lamp? on|off`: the lamp as it physically is (the test's ground truth).
 Killing the process (SIGKILL) is a power cut: the TCP connection drops without DISCONNECT, so the
 broker publishes the will.
 
@@ -34,10 +42,14 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--prefix", required=True)
     ap.add_argument("--period", type=float, default=0.3)
+    ap.add_argument("--pull-in-ms", type=float, default=30)
     args = ap.parse_args()
 
     lock = threading.Lock()
-    state = {"power": False, "stuck": False, "frozen": False}
+    state = {"relay": False, "stuck": False, "frozen": False, "nc": False, "receipt": False}
+
+    def lamp_lit() -> bool:
+        return state["relay"] != state["nc"]
     started = time.monotonic()
     connected = threading.Event()
 
@@ -52,7 +64,7 @@ def main() -> None:
         with lock:
             if state["frozen"]:
                 return
-            body = {"POWER": "ON" if state["power"] else "OFF", "uptime_s": round(time.monotonic() - started, 1)}
+            body = {"POWER": "ON" if lamp_lit() else "OFF", "uptime_s": round(time.monotonic() - started, 1)}
         client.publish(f"{args.prefix}/tele", json.dumps(body), qos=1)
 
     def on_connect(c: mqtt.Client, _u: object, _f: object, reason: object, _p: object) -> None:
@@ -69,9 +81,19 @@ def main() -> None:
         with lock:
             if state["frozen"]:
                 return
-            if not state["stuck"]:
-                state["power"] = want
-        report()
+            receipt = state["receipt"]
+        if receipt:
+            report()
+
+        def switch() -> None:
+            with lock:
+                if state["frozen"]:
+                    return
+                if not state["stuck"]:
+                    state["relay"] = want
+            report()
+
+        threading.Timer(args.pull_in_ms / 1000, switch).start()
 
     client.on_connect = on_connect
     client.on_message = on_message
@@ -91,12 +113,14 @@ def main() -> None:
     for line in sys.stdin:
         word = line.strip()
         with lock:
-            if word == "stuck":
-                state["stuck"] = True
+            if word in ("stuck", "nc", "receipt"):
+                state[word] = True
             elif word == "freeze":
                 state["frozen"] = True
             elif word == "thaw":
                 state["frozen"] = state["stuck"] = False
+            elif word == "lamp?":
+                word = f"lamp? {'on' if lamp_lit() else 'off'}"
             else:
                 print(f"error unknown control {word!r}", flush=True)
                 continue
