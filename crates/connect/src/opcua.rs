@@ -245,7 +245,9 @@ impl OpcuaLink {
             return;
         }
         bad.remove(&u.node);
-        let at_ms = sampled_at(self.base.clock.wall_ms(u.received_at), u);
+        let clock = &self.base.clock;
+        let asked_ms = u.asked_at.map(|t| clock.wall_ms(t));
+        let at_ms = sampled_at(clock.wall_ms(u.received_at), asked_ms, u);
         let seq = match *self.ack.lock().unwrap_or_else(|p| p.into_inner()) {
             // A subscription sample taken at or before the last acknowledgement: not fresh for
             // that write. A read's number (at issue) already says when it was taken.
@@ -374,13 +376,14 @@ impl Link for OpcuaLink {
 /// a subscription's sample was taken when the server stamped it, not when it reached this
 /// gateway — a notification that arrives late (a busy server, a long publishing interval)
 /// must not pass for a read taken on arrival, or a sample of the state before a write, sent
-/// after the write's acknowledgement, would pass for the settled state after it. A read is
-/// answered when it arrives (its source timestamp is when the value last changed, which may be
-/// long before). Never later than the arrival (clocks that disagree).
-fn sampled_at(arrived_ms: i64, u: &Update) -> i64 {
+/// after the write's acknowledgement, would pass for the settled state after it. A read counts
+/// as taken when it was asked for (`asked_ms`, from `Update::asked_at`), the earliest the server
+/// can have read it — not by its timestamps: its source timestamp is when the value last
+/// changed, which may be long before. Never later than the arrival (clocks that disagree).
+fn sampled_at(arrived_ms: i64, asked_ms: Option<i64>, u: &Update) -> i64 {
     match u.server_ms.or(u.source_ms) {
         Some(stamped) if !u.from_read => stamped.min(arrived_ms),
-        _ => arrived_ms,
+        _ => asked_ms.map_or(arrived_ms, |asked| asked.min(arrived_ms)),
     }
 }
 

@@ -16,6 +16,7 @@ fn update(node: &str, value: Option<Value>, status: &str, seq: u64) -> Update {
         seq,
         from_read: false,
         received_at: Instant::now(),
+        asked_at: None,
     }
 }
 
@@ -155,7 +156,7 @@ async fn a_read_after_the_ack_is_fresh_whatever_its_timestamp_a_subscription_sam
 }
 
 #[tokio::test]
-async fn a_subscription_sample_counts_as_taken_when_the_server_stamped_it_a_read_when_answered() {
+async fn a_subscription_sample_counts_as_taken_when_the_server_stamped_it_a_read_when_asked() {
     let dev = pump();
     let mut snap = dev.base.snapshot();
     let mut bad = BTreeSet::new();
@@ -166,10 +167,20 @@ async fn a_subscription_sample_counts_as_taken_when_the_server_stamped_it_a_read
     sample.server_ms = Some(arrived - 80);
     dev.take_update(&mut snap, &mut bad, &sample);
     assert_eq!(snap.values["running"].at_ms, arrived - 80);
-    // A read's timestamps say when the value last changed: it was read when answered.
+    // A read's timestamps say when the value last changed: it was read when asked for, here
+    // 300 ms before its answer came (a slow server): the earliest the server can have read it.
     let mut read = update(running, Some(Value::Bool(true)), "Good", 2);
     (read.source_ms, read.server_ms) = (Some(arrived - 5_000), Some(arrived - 5_000));
     read.from_read = true;
+    let now = tokio::time::Instant::now();
+    read.asked_at = now.checked_sub(std::time::Duration::from_millis(300));
+    let asked_ms = read.asked_at.map(|t| dev.base.clock.wall_ms(t));
+    dev.take_update(&mut snap, &mut bad, &read);
+    assert_eq!(Some(snap.values["running"].at_ms), asked_ms);
+    assert!(snap.values["running"].at_ms <= arrived - 290);
+    // Without the time of asking (none known), a read is taken when it arrived.
+    read.asked_at = None;
+    read.seq = 3;
     dev.take_update(&mut snap, &mut bad, &read);
     assert!(
         snap.values["running"].at_ms >= arrived,
@@ -177,7 +188,7 @@ async fn a_subscription_sample_counts_as_taken_when_the_server_stamped_it_a_read
         snap.values["running"]
     );
     // A server clock ahead of this one never makes a sample younger than its arrival.
-    let mut ahead = update(running, Some(Value::Bool(false)), "Good", 3);
+    let mut ahead = update(running, Some(Value::Bool(false)), "Good", 4);
     ahead.server_ms = Some(arrived + 60_000);
     dev.take_update(&mut snap, &mut bad, &ahead);
     assert!(snap.values["running"].at_ms < arrived + 60_000);

@@ -160,12 +160,16 @@ impl RegisterLink {
         alive: &mut Alive,
         got: &mut Cycle,
     ) -> bool {
+        // A value is stamped with when it was asked for, the earliest the device can have read
+        // it, not when its answer came: on a slow line (a long block at 9,600 baud) a value read
+        // during a relay's pull-in could otherwise pass for one read after `expect_s`.
+        let asked_ms = self.base.clock.now_ms();
         match self.read(block.area, block.start, block.count).await {
             Ok(Ok(data)) => {
                 if answers_are_life {
                     alive.last_valid = Some(Instant::now());
                 }
-                let at_ms = self.base.clock.now_ms();
+                let at_ms = asked_ms;
                 for (i, (_, offset, enc)) in block.signals.iter().enumerate() {
                     got.unreadable.push((b, i, None));
                     if let Some(value) = decode(&data, *offset, enc) {

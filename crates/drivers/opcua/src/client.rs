@@ -159,6 +159,7 @@ impl OpcuaClient {
         self.ensure_connected()?;
         let to_read: Vec<ReadValueId> = ids.iter().map(|id| value_id(id.clone())).collect();
         let first = self.reserve(nodes.len());
+        let asked = tokio::time::Instant::now();
         let values = self
             .inner
             .session()?
@@ -179,8 +180,9 @@ impl OpcuaClient {
             .iter()
             .zip(values.iter())
             .enumerate()
-            .map(|(i, (node, dv))| {
-                Update::from_data_value(node.clone(), dv, first + i as u64, true)
+            .map(|(i, (node, dv))| Update {
+                asked_at: Some(asked),
+                ..Update::from_data_value(node.clone(), dv, first + i as u64, true)
             })
             .collect())
     }

@@ -39,6 +39,9 @@ pub struct Update {
     pub from_read: bool,
     /// When the client received it.
     pub received_at: Instant,
+    /// When the Read request that produced it was issued (`None` for a subscription sample):
+    /// the earliest the server can have read the value, so the time it counts as taken.
+    pub asked_at: Option<Instant>,
 }
 
 impl Update {
@@ -66,6 +69,7 @@ impl Update {
             seq,
             from_read,
             received_at: Instant::now(),
+            asked_at: None,
         }
     }
 
@@ -82,6 +86,7 @@ impl Update {
             seq,
             from_read: false,
             received_at: Instant::now(),
+            asked_at: None,
         }
     }
 }

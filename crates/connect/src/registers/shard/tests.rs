@@ -153,6 +153,39 @@ async fn a_read_asked_for_during_a_cycle_is_issued_right_after_it() {
     running.await.expect("stopped");
 }
 
+/// A value is stamped with when its read was asked for, not when the answer came: a read held
+/// 300 ms on the line carries the time it was issued, so the "already so" rule cannot take a
+/// value read during a pull-in for one read after it.
+#[tokio::test]
+async fn a_value_is_stamped_when_its_read_was_issued_not_when_it_was_answered() {
+    let driver = Gated::shut();
+    let mut shards = Shards::default();
+    let relay = link("r", 60_000, &driver, &mut shards);
+    let clock = Clock::new();
+    let stop = Arc::new(Notify::new());
+    let before = clock.now_ms();
+    let running = tokio::spawn(Arc::clone(&relay).run(Arc::clone(&stop)));
+    until("the reader's first cycle is issued", || driver.reads() == 1).await;
+    let issued_by = clock.now_ms();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    driver.gate.as_ref().expect("gated").add_permits(1);
+    let mut samples = relay.samples().subscribe();
+    let snap = samples
+        .wait_for(|s| s.values.contains_key("contact"))
+        .await
+        .expect("a sample")
+        .clone();
+    let at_ms = snap.values["contact"].at_ms;
+    assert!(
+        // Two clocks, each rounding to the millisecond: a few ms of slack, against 300 of delay.
+        (before - 5..=issued_by + 5).contains(&at_ms),
+        "stamped {at_ms}, issued between {before} and {issued_by}, answered {}",
+        clock.now_ms()
+    );
+    stop.notify_waiters();
+    running.await.expect("stopped");
+}
+
 /// The same rule before the device is seated: a read asked for while its reader's own first
 /// cycle is in flight (the shard already running for another device) is answered by the cycle
 /// that seating starts at once, not at the shard's next tick a minute later.
