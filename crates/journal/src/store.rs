@@ -130,6 +130,7 @@ impl SqliteStore {
         } else {
             SqlitePoolOptions::new()
                 .max_connections(4)
+                .test_before_acquire(false)
                 .connect_with(options.clone().read_only(true))
                 .await?
         };
@@ -195,12 +196,17 @@ impl SqliteStore {
 
 /// A pool of exactly one connection that is never closed for being idle or old: the writer
 /// (see [`SqliteStore`]'s invariants), and the anchor of an in-memory database.
+///
+/// Not pinged before each use: a local SQLite handle cannot go stale the way a network
+/// connection does, and the ping was one more round trip to sqlx's worker thread in front of
+/// every group commit. A failing handle still fails the statement it runs.
 async fn one_lasting_connection(options: SqliteConnectOptions) -> Result<SqlitePool, JournalError> {
     Ok(SqlitePoolOptions::new()
         .max_connections(1)
         .min_connections(1)
         .idle_timeout(None)
         .max_lifetime(None)
+        .test_before_acquire(false)
         .connect_with(options)
         .await?)
 }
