@@ -5,10 +5,11 @@
 //! an `isError` result with `error_code` `UNKNOWN_COMMAND` (docs/architecture.md).
 //!
 //! This file routes a call to its tool and holds the result shapes every tool shares; [`act`]
-//! answers the tools that act, [`commands`] the command tools and [`devices`] the device tools.
+//! answers the tools that act (with [`confirming`] for a person's confirmation), [`commands`] the command tools and [`devices`] the device tools.
 
 pub(crate) mod act;
 mod commands;
+pub(crate) mod confirming;
 mod devices;
 
 use crate::{Caller, Server};

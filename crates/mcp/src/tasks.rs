@@ -288,7 +288,7 @@ impl Server {
     /// The confirmation still waiting under the task id `command_id`, wherever it was issued.
     async fn waiting(&self, command_id: &str) -> Result<Option<Pending>, McpError> {
         let waiting = self.confirmations.by_command(command_id).await;
-        waiting.map_err(|r| crate::call::act::unavailable(&r))
+        waiting.map_err(|r| crate::call::confirming::unavailable(&r))
     }
 
     /// Ends a confirmation task with the person's answer: redeems it, then submits the command
@@ -309,7 +309,7 @@ impl Server {
             .redeem(Ticket::Command(command_id), by, None)
             .await
             .map_err(|r| match r {
-                Refusal::Unavailable(_) => crate::call::act::unavailable(&r),
+                Refusal::Unavailable(_) => crate::call::confirming::unavailable(&r),
                 r => McpError::invalid_params(r.to_string(), None),
             })?;
         let sub = Submission {

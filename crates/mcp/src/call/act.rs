@@ -1,17 +1,15 @@
-//! Calls that act: an action's own tool, `run_action` and `confirm_command`, with the person's
-//! confirmation a `confirm = true` action needs before anything is sent.
+//! Calls that act: an action's own tool and `run_action`; the person's confirmation a
+//! `confirm = true` action needs before anything is sent, and `confirm_command`, are in
+//! [`super::confirming`].
 
-use super::{command_result, engine_error, opt_str, structured, take_wait, unknown_device};
-use crate::confirm::{Redeemer, Refusal};
+use super::{command_result, engine_error, opt_str, take_wait, unknown_device};
 use crate::{Caller, Server};
-use closedloop_engine::{EngineError, ErrorCode, Submission};
-use closedloop_journal::Ticket;
+use closedloop_engine::{EngineError, Submission};
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::ops::ControlFlow;
-use std::time::Duration;
 
 impl Server {
     /// One action of one device: its wait and key read, the person's confirmation when the
@@ -54,117 +52,6 @@ impl Server {
         self.submit(sub, caller).await
     }
 
-    /// The confirmation step of [`Server::act`], so that `act` reads as a sequence of steps.
-    /// `Continue(confirmed_by)` passes the call on: `None` when no confirmation is asked (the
-    /// action needs none, the caller may not actuate the device and is refused by `submit`, or
-    /// a keyed retry the engine answers), else who confirmed. `Break` answers at once: a refused token, a person's
-    /// no, or a needs_confirmation result; nothing was sent.
-    async fn confirmation(
-        &self,
-        device: &str,
-        action: &str,
-        args: &mut JsonObject,
-        key: Option<&str>,
-        caller: &Caller,
-        cx: &RequestContext<RoleServer>,
-    ) -> Result<ControlFlow<CallToolResult, Option<String>>, McpError> {
-        let needs_confirmation = self
-            .engine
-            .plant()
-            .device(device)
-            .and_then(|d| d.action(action))
-            .is_some_and(|a| a.confirm);
-        // A retried keyed call whose command exists is answered with that command (or refused
-        // for other arguments) by the engine: nobody is asked to confirm it twice.
-        let replay = match key {
-            Some(k) => self.engine.knows_key(k).await.map_err(engine_error)?,
-            None => false,
-        };
-        if !(needs_confirmation && caller.may_actuate(device) && !replay) {
-            return Ok(ControlFlow::Continue(None));
-        }
-        match args.remove("confirmation_token") {
-            Some(Value::String(token)) => {
-                let expect = Some((device, action, &*args));
-                let redeemed = match self.redeemer(caller, cx) {
-                    Ok(by) => self
-                        .confirmations
-                        .redeem(Ticket::Token(&token), by, expect)
-                        .await
-                        .map(|_| by.name().to_string()),
-                    Err(refusal) => Err(refusal),
-                };
-                match redeemed {
-                    Ok(by) => Ok(ControlFlow::Continue(Some(by))),
-                    Err(refusal) => confirmation_refused(&refusal).map(ControlFlow::Break),
-                }
-            }
-            Some(_) => Err(McpError::invalid_params(
-                "confirmation_token must be a string",
-                None,
-            )),
-            None => self.ask_person(device, action, args, key, caller, cx).await,
-        }
-    }
-
-    /// A call without a token: asks the person in-protocol (elicitation) when the client can;
-    /// otherwise answers needs_confirmation with a token to redeem once the user agreed.
-    async fn ask_person(
-        &self,
-        device: &str,
-        action: &str,
-        args: &JsonObject,
-        key: Option<&str>,
-        caller: &Caller,
-        cx: &RequestContext<RoleServer>,
-    ) -> Result<ControlFlow<CallToolResult, Option<String>>, McpError> {
-        let confirmers = &self.engine.plant().server.confirm_by;
-        if self.confirmers_required(cx) {
-            // The asker's own client answering would be the agent confirming itself.
-            let (token, ttl, _) = self
-                .confirmations
-                .issue(device, action, args, &caller.name, key)
-                .await
-                .map_err(|r| unavailable(&r))?;
-            let asked = Asked {
-                device,
-                action,
-                args,
-                token: &token,
-                ttl,
-                task: None,
-            };
-            return Ok(ControlFlow::Break(needs_confirmation_result(
-                &asked, confirmers,
-            )));
-        }
-        Ok(match crate::elicit::ask(cx, device, action, args).await {
-            crate::elicit::Answer::Confirmed => ControlFlow::Continue(Some(caller.name.clone())),
-            crate::elicit::Answer::Declined(why) => {
-                ControlFlow::Break(declined_result(device, action, &why))
-            }
-            crate::elicit::Answer::Unavailable => {
-                let (token, ttl, command_id) = self
-                    .confirmations
-                    .issue(device, action, args, &caller.name, key)
-                    .await
-                    .map_err(|r| unavailable(&r))?;
-                // A Tasks client gets a task in input_required under the id the command
-                // will have; it answers with tasks/update.
-                let task = crate::tasks::client_wants_tasks(cx).then_some(command_id);
-                let asked = Asked {
-                    device,
-                    action,
-                    args,
-                    token: &token,
-                    ttl,
-                    task,
-                };
-                ControlFlow::Break(needs_confirmation_result(&asked, &[]))
-            }
-        })
-    }
-
     /// Submits for `caller`: named in the journal, and refused `UNAUTHORIZED` (journaled too)
     /// without the device's actuate scope.
     pub(crate) async fn submit(
@@ -186,94 +73,8 @@ impl Server {
         }
     }
 
-    /// `confirm_command(confirmation_token, wait_s)`: runs what the token was issued for.
-    pub(super) async fn confirm_command(
-        &self,
-        mut args: JsonObject,
-        request_id: String,
-        caller: &Caller,
-        cx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let wait = take_wait(&mut args, "wait_s", self.default_wait_s())?;
-        let Some(Value::String(token)) = args.get("confirmation_token") else {
-            return Err(McpError::invalid_params(
-                "confirmation_token (a string) is required",
-                None,
-            ));
-        };
-        let redeemed = match self.redeemer(caller, cx) {
-            Ok(by) => self
-                .confirmations
-                .redeem(Ticket::Token(token), by, None)
-                .await
-                .map(|p| (by, p)),
-            Err(refusal) => Err(refusal),
-        };
-        match redeemed {
-            Ok((by, p)) => {
-                // A confirmer's yes runs the command as the token that asked, with its scopes.
-                let runs_as = match by {
-                    Redeemer::Asker(_) => caller.clone(),
-                    Redeemer::Confirmer(_) => self.token_caller(&p.caller),
-                };
-                let sub = Submission {
-                    command_id: Some(p.command_id),
-                    device: p.device,
-                    action: p.action,
-                    args: p.args,
-                    idempotency_key: p.key,
-                    wait,
-                    request_id: Some(request_id),
-                    confirmed: true,
-                    confirmed_by: Some(by.name().to_string()),
-                    ..Submission::default()
-                };
-                self.submit(sub, &runs_as).await
-            }
-            Err(refusal) => confirmation_refused(&refusal),
-        }
-    }
-
-    /// Who redeems a confirmation in this request: the caller that asked, or, with `[server]
-    /// confirm_by` over HTTP, only one of the named tokens.
-    pub(crate) fn redeemer<'a>(
-        &self,
-        caller: &'a Caller,
-        cx: &RequestContext<RoleServer>,
-    ) -> Result<Redeemer<'a>, Refusal> {
-        if !self.confirmers_required(cx) {
-            return Ok(Redeemer::Asker(&caller.name));
-        }
-        let by = &self.engine.plant().server.confirm_by;
-        match by.contains(&caller.name) {
-            true => Ok(Redeemer::Confirmer(&caller.name)),
-            false => Err(Refusal::NotConfirmer(by.clone())),
-        }
-    }
-
-    /// Whether confirmations come from `[server] confirm_by` tokens in this request: only over
-    /// HTTP, where callers are tokens (over stdio the one caller is whoever started the process).
-    fn confirmers_required(&self, cx: &RequestContext<RoleServer>) -> bool {
-        !self.engine.plant().server.confirm_by.is_empty() && crate::http::caller_from(cx).is_some()
-    }
-
-    /// The caller of the plant token `name`, with its scopes (none if the plant has no such token).
-    fn token_caller(&self, name: &str) -> Caller {
-        let scopes = self
-            .engine
-            .plant()
-            .server
-            .tokens
-            .iter()
-            .find(|t| t.name == name);
-        Caller {
-            name: name.to_string(),
-            scopes: scopes.map(|t| t.scopes.clone()).unwrap_or_default(),
-        }
-    }
-
     /// The plant's `[server] default_wait_s`: how long an action call waits when it says not.
-    fn default_wait_s(&self) -> f64 {
+    pub(super) fn default_wait_s(&self) -> f64 {
         self.engine.plant().server.default_wait_s
     }
 
@@ -329,95 +130,6 @@ fn take_key(args: &mut JsonObject) -> Result<Option<String>, McpError> {
             None,
         )),
     }
-}
-
-/// A confirmation token just issued, and what for.
-struct Asked<'a> {
-    device: &'a str,
-    action: &'a str,
-    args: &'a JsonObject,
-    token: &'a str,
-    ttl: Duration,
-    task: Option<String>,
-}
-
-/// The first answer to a `confirm = true` action: nothing was sent; a person must agree first.
-/// With `confirmers` (`[server] confirm_by`), one of them confirms, not the asker.
-fn needs_confirmation_result(asked: &Asked<'_>, confirmers: &[String]) -> CallToolResult {
-    let Asked {
-        device,
-        action,
-        args,
-        token,
-        ttl,
-        ..
-    } = *asked;
-    let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-    let detail = format!(
-        "{device} {action} ({}) needs a person's confirmation before anything moves; nothing was sent.",
-        if shown.is_empty() {
-            "no parameters".to_string()
-        } else {
-            shown.join(", ")
-        }
-    );
-    let hint = match confirmers {
-        [] => format!(
-            "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
-            ttl.as_secs_f64()
-        ),
-        names => format!(
-            "You cannot confirm this yourself. Give this confirmation_token to a person holding the {} token; they run it with confirm_command within {:.0} s. Then follow the command with get_command_status.",
-            names.join(" or "),
-            ttl.as_secs_f64()
-        ),
-    };
-    let mut v = json!({
-        "status": "needs_confirmation",
-        "device": device,
-        "action": action,
-        "params": args,
-        "confirmation_token": token,
-        "expires_in_s": ttl.as_secs_f64(),
-        "verified": false,
-        "detail": detail,
-        "hint": hint,
-    });
-    if let Some(id) = &asked.task {
-        v["confirmation_task"] = json!(id);
-    }
-    structured(v, false, format!("Needs confirmation: {detail} {hint}"))
-}
-
-/// The user said no (in-protocol confirmation): an `isError` result; nothing was sent.
-fn declined_result(device: &str, action: &str, why: &str) -> CallToolResult {
-    let code = ErrorCode::Interlock;
-    let detail =
-        format!("{device} {action} needs a person's confirmation and {why}; nothing was sent.");
-    let v = json!({"status": "rejected", "device": device, "action": action, "error_code": code.as_str(), "detail": detail,
-                   "hint": "The user did not confirm. Do not retry unless they ask for it."});
-    structured(v, true, format!("Rejected (INTERLOCK): {detail}"))
-}
-
-/// A refused confirmation token: an `isError` result, nothing run.
-fn confirmation_refused(refusal: &Refusal) -> Result<CallToolResult, McpError> {
-    if let Refusal::Unavailable(_) = refusal {
-        return Err(unavailable(refusal));
-    }
-    let code = ErrorCode::InvalidParams;
-    let detail = refusal.to_string();
-    let v = json!({"status": "rejected", "error_code": code.as_str(), "detail": detail, "hint": "Call the action tool again to get a new confirmation_token, and ask the user again."});
-    Ok(structured(
-        v,
-        true,
-        format!("Rejected (INVALID_PARAMS): {detail}"),
-    ))
-}
-
-/// A confirmation the shared journal could not issue or check: a protocol error (nothing was
-/// judged, nothing run), as any other journal failure is.
-pub(crate) fn unavailable(refusal: &Refusal) -> McpError {
-    McpError::internal_error(refusal.to_string(), None)
 }
 
 /// The W3C `traceparent` of the request's `_meta`, when it carries a valid one (an invalid
