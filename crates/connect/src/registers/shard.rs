@@ -11,6 +11,7 @@
 
 use super::RegisterLink;
 use super::poller::{Alive, Cycle};
+use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -203,14 +204,23 @@ impl Shard {
                         }
                     }
                 }
-                Some((slot, kept)) = flying.next() => {
-                    let s: &mut Slot = &mut slots[slot];
-                    s.busy = false;
-                    s.kept = Some(kept);
-                    if std::mem::take(&mut s.again)
-                        && let Some(link) = &self.lock().members[slot]
-                    {
-                        flying.extend(start(s, slot, link));
+                Some(done) = flying.next() => {
+                    // Every cycle that has ended, before going back to the select: in-process
+                    // devices end a whole tick's cycles at once, and a turn of the select per
+                    // cycle (a timer and a `Notify` registered again each time) cost more than
+                    // the cycles themselves. A cycle still in flight wakes the task as before:
+                    // the select polls `flying` again with the task's waker.
+                    let mut next = Some(done);
+                    while let Some((slot, kept)) = next {
+                        let s: &mut Slot = &mut slots[slot];
+                        s.busy = false;
+                        s.kept = Some(kept);
+                        if std::mem::take(&mut s.again)
+                            && let Some(link) = &self.lock().members[slot]
+                        {
+                            flying.extend(start(s, slot, link));
+                        }
+                        next = flying.next().now_or_never().flatten();
                     }
                 }
             }
