@@ -149,6 +149,35 @@ async fn two_devices_share_one_server_and_are_read_monitored_written_and_called(
     assert!(err.to_string().contains("Bad_OutOfRange"), "{err}");
 }
 
+/// async-opcua's server holds back a change that comes within a monitored item's sampling
+/// interval of the one before and sends it only with a later value: the last change of a move
+/// was never delivered (this test's predecessor failed about one run in five under load, at the
+/// 20 ms interval). The simulator publishes a changed value again until the interval has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_a_move_reaches_a_subscriber_that_samples_slower_than_the_move_lasts() {
+    let r = rig().await;
+    let position = node("slide", "PositionMm");
+    r.client
+        .write(&node("slide", "TargetMm"), Value::Number(30.0))
+        .await
+        .expect("a target inside travel");
+    let mut monitor = r.client.monitor(std::slice::from_ref(&position), 1000);
+    next_where(&mut monitor, &position, |u| {
+        u.value == Some(Value::Number(0.0))
+    })
+    .await;
+    r.client
+        .call("ns=2;s=slide", &node("slide", "Start"), vec![])
+        .await
+        .expect("Start()");
+    // The whole move (30 mm at 100 mm/s) fits inside one sampling interval.
+    let end = next_where(&mut monitor, &position, |u| {
+        u.value == Some(Value::Number(30.0))
+    })
+    .await;
+    assert!(end.good, "{end:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn power_off_drops_the_link_once_every_device_is_off_and_clearing_brings_it_back() {
     let r = rig().await;

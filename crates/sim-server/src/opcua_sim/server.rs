@@ -19,7 +19,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use closedloop_sim::{Model, SimDevice};
 use opcua::server::node_manager::memory::InMemoryNodeManager;
@@ -228,7 +228,17 @@ fn check_devices(devices: &[(String, SimDevice)]) -> Result<(), SimError> {
     Ok(())
 }
 
-/// Samples device `index` every [`SAMPLE_PERIOD`] and publishes what changed (value or status).
+/// How long after a change a variable is published again on every tick, changed or not.
+///
+/// async-opcua's server holds back a value that comes sooner than a monitored item's sampling
+/// interval after the one before (stamped one interval later) and releases it only when a later
+/// value reaches that item. The last change of a move — a slide's final position — would never
+/// be delivered. Publishing the value again once the interval has passed releases it; the repeat
+/// itself is dropped by the server as unchanged. This covers sampling intervals up to 5 s.
+const REPUBLISH_FOR: Duration = Duration::from_secs(5);
+
+/// Samples device `index` every [`SAMPLE_PERIOD`] and publishes what changed (value or status),
+/// and again for [`REPUBLISH_FOR`] after each change.
 /// A device with latency delays its own samples; a silent one turns `Bad_NoCommunication`.
 async fn sample(
     manager: Arc<InMemoryNodeManager<SimNodes>>,
@@ -237,27 +247,33 @@ async fn sample(
 ) {
     let vars = manager.inner().device_vars(index);
     let device = manager.inner().devices[index].1.clone();
-    let mut last: Vec<Option<DataValue>> = vec![None; vars.len()];
+    let mut last: Vec<Option<(DataValue, Instant)>> = vec![None; vars.len()];
     let mut tick = tokio::time::interval(SAMPLE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let mut changed: Vec<(NodeId, DataValue)> = Vec::new();
+        let mut publish: Vec<(NodeId, DataValue)> = Vec::new();
         for ((id, var), previous) in vars.iter().zip(last.iter_mut()) {
             let mut dv = nodes::read_var(&device, var.point).await;
             if dv.status() == opcua::types::StatusCode::BadTimeout {
                 dv.status = Some(opcua::types::StatusCode::BadNoCommunication);
             }
+            let now = Instant::now();
             let same = previous
                 .as_ref()
-                .is_some_and(|p| p.value == dv.value && p.status() == dv.status());
+                .is_some_and(|(p, _)| p.value == dv.value && p.status() == dv.status());
             if !same {
-                *previous = Some(dv.clone());
-                changed.push((id.clone(), dv));
+                *previous = Some((dv.clone(), now));
+            }
+            if previous
+                .as_ref()
+                .is_some_and(|(_, at)| now.duration_since(*at) < REPUBLISH_FOR)
+            {
+                publish.push((id.clone(), dv));
             }
         }
-        if !changed.is_empty() {
-            let updates = changed.iter().map(|(id, dv)| (id, None, dv.clone()));
+        if !publish.is_empty() {
+            let updates = publish.iter().map(|(id, dv)| (id, None, dv.clone()));
             if let Err(status) = manager.set_values(&subs, updates) {
                 tracing::warn!(%status, "sim OPC UA server: could not publish a sample");
             }
