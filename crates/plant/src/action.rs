@@ -63,6 +63,8 @@ pub struct Action {
     /// tool of the plant for each one and reports those for which another tool looks a better
     /// match, because a model choosing among the tools would likely pick that one too.
     pub examples: Vec<String>,
+    /// `task`: whether a client must follow the command as an MCP task (see [`TaskSupport`]).
+    pub task: TaskSupport,
 }
 
 impl Action {
@@ -129,6 +131,31 @@ impl Verification {
             Verification::Feedback => "feedback",
             Verification::Readback => "readback",
             Verification::None => "none",
+        }
+    }
+}
+
+/// `task`: which clients may call an action. A long action (a furnace ramp of twenty minutes) is
+/// one a client that cannot follow a task would start and then lose track of: it hears
+/// `accepted`, and only polling `get_command_status` would tell it the outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    /// Any client: a Tasks client gets a task, any other the result (or `accepted` and a
+    /// command_id to poll).
+    #[default]
+    Optional,
+    /// Only a client that declares the Tasks extension (`io.modelcontextprotocol/tasks`); any
+    /// other is refused with JSON-RPC error -32021 before anything is journaled or sent.
+    Required,
+}
+
+impl TaskSupport {
+    /// The plant-file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
         }
     }
 }

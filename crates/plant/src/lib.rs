@@ -48,7 +48,7 @@ mod syntax;
 mod template;
 mod validate;
 
-pub use action::{Action, Verification, WriteEntry};
+pub use action::{Action, TaskSupport, Verification, WriteEntry};
 pub use cells::{Cell, Cells};
 pub use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{PlantError, PlantErrors};

@@ -189,6 +189,7 @@ pub(crate) struct RawAction {
     pub keepalive_s: Option<f64>,
     /// Requests a person might make for this action; read only by `closedloop lint --examples`.
     pub examples: Option<Vec<String>>,
+    pub task: Option<crate::action::TaskSupport>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -106,6 +106,12 @@ impl Action {
         if self.confirm {
             d.push_str(" Nothing moves until the command is confirmed.");
         }
+        if self.task == crate::TaskSupport::Required {
+            d.push_str(
+                " It runs as an MCP task: only a client that follows tasks (the \
+                 io.modelcontextprotocol/tasks extension) can call it.",
+            );
+        }
         d
     }
 }
@@ -206,6 +212,9 @@ fn envelope(plant: &Plant, device: &Device, action: &Action) -> Vec<String> {
     }
     if action.confirm {
         rates.push("confirm (a person first)".into());
+    }
+    if action.task == crate::TaskSupport::Required {
+        rates.push("task required (Tasks clients only)".into());
     }
     let blocked_by: Vec<&str> = plant
         .alarms

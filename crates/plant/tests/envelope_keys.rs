@@ -1,5 +1,5 @@
-//! The safety envelope's plant keys: `max_rate`/`max_burst`, `keepalive_s` and `[[alarm]]`,
-//! each refused with file, key and fix when it cannot work.
+//! The safety envelope's plant keys: `max_rate`/`max_burst`, `keepalive_s`, `task` and
+//! `[[alarm]]`, each refused with file, key and fix when it cannot work.
 
 mod common;
 
@@ -47,6 +47,33 @@ fn a_dead_man_action_needs_a_cancel_plan() {
         Some("lamp"),
         "action.switch.keepalive_s",
         "keepalive_s needs a cancel plan",
+    );
+}
+
+#[test]
+fn task_required_is_said_in_the_tool_description_and_a_bad_value_names_the_choices() {
+    let p = load(&edit(
+        "expect_s = 0.02",
+        "expect_s = 0.02\ntask = \"required\"",
+    ));
+    let lamp = p.device("lamp").unwrap();
+    let switch = lamp.action("switch").unwrap();
+    assert_eq!(switch.task, closedloop_plant::TaskSupport::Required);
+    assert!(
+        switch
+            .tool_description(lamp)
+            .ends_with("It runs as an MCP task: only a client that follows tasks (the io.modelcontextprotocol/tasks extension) can call it."),
+        "{}",
+        switch.tool_description(lamp)
+    );
+    let default = load(BASE);
+    let switch = default.device("lamp").unwrap().action("switch").unwrap();
+    assert_eq!(switch.task, closedloop_plant::TaskSupport::Optional);
+    expect_one(
+        &edit("expect_s = 0.02", "expect_s = 0.02\ntask = \"always\""),
+        Some("lamp"),
+        "action.switch.task",
+        "task = \"always\" is not allowed; write one of optional, required",
     );
 }
 

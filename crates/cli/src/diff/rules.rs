@@ -6,7 +6,7 @@
 //! compatible, and still listed, so a reviewer sees the whole difference.
 
 use super::{Change, Verdict};
-use closedloop_plant::{Action, Device, ParamSpec, ParamType, Plant, ToolMode};
+use closedloop_plant::{Action, Device, ParamSpec, ParamType, Plant, TaskSupport, ToolMode};
 use serde_json::Value;
 
 use Verdict::{Breaking, Compatible};
@@ -90,6 +90,15 @@ fn action_changes(old: (&Device, &Action), new: (&Device, &Action)) -> Vec<Chang
     }
     if let Some((what, verdict)) = keepalive(oa.keepalive_s, na.keepalive_s) {
         push(what, verdict);
+    }
+    if oa.task != na.task {
+        // A client without the Tasks extension can call an optional-task tool, not a required one.
+        let (a, b) = (oa.task.as_str(), na.task.as_str());
+        let verdict = match na.task {
+            TaskSupport::Required => Breaking,
+            TaskSupport::Optional => Compatible,
+        };
+        push(format!("task {a} → {b}"), verdict);
     }
     for (hint, a, b) in [
         ("idempotent", oa.idempotent, na.idempotent),

@@ -275,6 +275,33 @@ fn confirm_turned_on_breaks_and_turned_off_does_not() {
 }
 
 #[test]
+fn a_task_made_required_breaks_and_made_optional_does_not() {
+    let required = diff(&[(
+        "idempotent = true",
+        "idempotent = true\ntask = \"required\"",
+    )]);
+    assert_eq!(
+        required,
+        [(
+            "lamp_switch".to_string(),
+            "task optional → required".to_string(),
+            Breaking
+        )]
+    );
+    let with_task = BASE.replacen(
+        "idempotent = true",
+        "idempotent = true\ntask = \"required\"",
+        1,
+    );
+    let optional = compare(&plant(&with_task), &plant(BASE));
+    assert_eq!(optional.len(), 1, "{optional:?}");
+    assert_eq!(
+        (optional[0].what.as_str(), optional[0].verdict),
+        ("task required → optional", Compatible)
+    );
+}
+
+#[test]
 fn a_keepalive_added_or_shortened_breaks() {
     let stopped = "stopped_when = \"!moving\"";
     let k = |s: &str| BASE.replacen(stopped, &format!("{stopped}\nkeepalive_s = {s}"), 1);

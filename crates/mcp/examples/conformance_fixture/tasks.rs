@@ -6,7 +6,7 @@
 //! | suite tool       | closedloop command                                                       |
 //! |------------------|--------------------------------------------------------------------------|
 //! | `slow_compute`   | axis `slow` moves `seconds` mm at 1 mm/s; completes when the encoder reads the target; `tasks/cancel` stops it (`cancelled`) |
-//! | `failing_job`    | relay `failing` (a simulated brownout) never closes: `failed` `FEEDBACK_MISMATCH` about 1 s after dispatch |
+//! | `failing_job`    | relay `failing` (a simulated brownout) never closes: `failed` `FEEDBACK_MISMATCH` about 1 s after dispatch; `task = "required"`, so a client without the Tasks extension is refused with -32021 |
 //! | `confirm_delete` | relay `confirm` is `confirm = true`: the task waits in `input_required` for the person's yes (`tasks/update`) |
 //!
 //! The engine, the journal, the confirmations and the MCP mapping are closedloop's own
@@ -14,7 +14,7 @@
 //! have no closedloop counterpart and are not served (tests/conformance/expected-failures.txt
 //! says why for each): `protocol_error_job` (a task that fails at protocol level after it was
 //! created), `multi_input` (two questions at once) and `test_tool_with_task` (an SEP-2322 round
-//! before the task, task support `required`).
+//! before the task).
 
 use closedloop_engine::Engine;
 use closedloop_journal::Journal;

@@ -5,10 +5,11 @@
 use super::{command_result, engine_error, opt_str, take_wait, unknown_device};
 use crate::{Caller, Server};
 use closedloop_engine::{EngineError, Submission};
-use rmcp::model::{CallToolResult, JsonObject};
+use closedloop_plant::TaskSupport;
+use rmcp::model::{CallToolResult, ErrorCode, JsonObject, TASKS_EXTENSION_ID as TASKS};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::ops::ControlFlow;
 
 impl Server {
@@ -23,8 +24,12 @@ impl Server {
         caller: &Caller,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
+        let tasks_client = crate::tasks::client_wants_tasks(cx);
+        if !tasks_client {
+            self.refuse_if_task_required(device, action)?;
+        }
         // A Tasks client follows its task: its call returns at once unless it asks to wait.
-        let default = match crate::tasks::client_wants_tasks(cx) {
+        let default = match tasks_client {
             true => 0.0,
             false => self.default_wait_s(),
         };
@@ -71,6 +76,29 @@ impl Server {
             Err(EngineError::UnknownDevice(d)) => Ok(unknown_device(&self.engine, &d)),
             Err(e) => Err(engine_error(e)),
         }
+    }
+
+    /// A `task = "required"` action refuses a client that cannot follow a task before anything
+    /// is journaled or sent: JSON-RPC -32021 (missing required client capability), naming the
+    /// extension in `data.requiredCapabilities` as the Tasks extension specifies.
+    fn refuse_if_task_required(&self, device: &str, action: &str) -> Result<(), McpError> {
+        let plant = self.engine.plant();
+        let Some(a) = plant.device(device).and_then(|d| d.action(action)) else {
+            return Ok(());
+        };
+        if a.task != TaskSupport::Required {
+            return Ok(());
+        }
+        Err(McpError::new(
+            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!(
+                "{} runs as an MCP task (task = \"required\" in the plant file): nothing was \
+                 sent. Call it from a client that declares the {TASKS} extension in its \
+                 capabilities (protocol 2026-07-28 or later).",
+                a.tool_name
+            ),
+            Some(json!({"requiredCapabilities": {"extensions": {(TASKS): {}}}})),
+        ))
     }
 
     /// The plant's `[server] default_wait_s`: how long an action call waits when it says not.

@@ -141,6 +141,7 @@ impl ActionCheck<'_> {
             max_rate,
             keepalive_s,
             examples,
+            task: raw.task.unwrap_or_default(),
         })
     }
 
