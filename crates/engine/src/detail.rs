@@ -92,6 +92,7 @@ pub fn render(
         Reason::Restart(found) => restart_text(*found).into(),
         Reason::RestartStop { failed: None } => "The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, so the cancel plan (stop) was written at start-up.".into(),
         Reason::RestartStop { failed: Some(d) } => format!("The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, and the stop written at start-up failed: {d}. Check the device."),
+        Reason::Crashed(why) => crashed_text(why),
         Reason::Interrupted => {
             "The gateway stopped or restarted before it could confirm this command; its outcome is unknown.".into()
         }
@@ -112,6 +113,15 @@ pub(crate) fn ended_early(why: &str, stop_written: bool, evidence: &serde_json::
         why.trim_end_matches('.'),
         evidence_text(evidence)
     ))
+}
+
+/// What a command whose supervisor panicked says (see `crash.rs`).
+pub(crate) fn crashed_text(why: &str) -> String {
+    format!(
+        "closedloop's supervision of this command failed with an internal error ({why}); nothing \
+         confirms what the device did, and no stop was written. This is a bug in closedloop or \
+         in a driver: please report it with the gateway's log."
+    )
 }
 
 /// What start-up recovery says of a command it could not supervise; needs no action (the
@@ -168,6 +178,10 @@ pub fn hint(o: &Outcome) -> Option<String> {
         ),
         (_, Some(_)) if o.reason == Reason::ReadbackMismatch => Some(
             "The registers do not hold what was written. Query the device state (get_device_state) before retrying."
+                .into(),
+        ),
+        (_, Some(_)) if matches!(o.reason, Reason::Crashed(_)) => Some(
+            "closedloop itself failed while supervising this command; the device may have acted. Query the device state (get_device_state) before retrying."
                 .into(),
         ),
         (_, Some(code)) => Some(code.hint().into()),

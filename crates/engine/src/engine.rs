@@ -87,8 +87,10 @@ impl Engine {
         Ok(engine)
     }
 
+    /// Runs a command's supervisor; a panic in it ends the command (`crash.rs`).
     pub(crate) fn spawn(&self, sup: Supervisor) {
-        self.spawn_task(sup.run());
+        let (ctx, cmd) = (Arc::clone(&sup.ctx), Arc::clone(&sup.cmd));
+        self.spawn_task(crate::crash::ended_if_it_panics(ctx, cmd, sup.run()));
     }
 
     /// Runs a command's task, tracked so that shutdown waits for it.

@@ -67,6 +67,7 @@ mod adopt;
 mod alarms;
 mod api;
 mod context;
+pub mod crash;
 mod dead_man_elsewhere;
 pub mod detail;
 mod device;

@@ -158,7 +158,12 @@ impl Engine {
         let machine = Machine::new(profile(&action));
         let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
         sup.permit = permit;
-        self.spawn_task(sup.stop_after_restart());
+        let (ctx, cmd) = (Arc::clone(&sup.ctx), Arc::clone(&sup.cmd));
+        self.spawn_task(crate::crash::ended_if_it_panics(
+            ctx,
+            cmd,
+            sup.stop_after_restart(),
+        ));
     }
 }
 

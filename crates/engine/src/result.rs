@@ -13,8 +13,9 @@ use serde::Serialize;
 pub struct TimelineEntry {
     /// RFC 3339 UTC with milliseconds.
     pub at: String,
-    /// `received`, `accepted`, `dispatched`, `device_ack`, `signal`, `retry`, `cancel_sent`, or the
-    /// terminal status.
+    /// `received`, `accepted`, `dispatched`, `device_ack`, `signal`, `retry`, `cancel_sent`,
+    /// `internal_error` (closedloop itself failed supervising it; `crash.rs`), or the terminal
+    /// status.
     pub event: String,
     /// Event details (signal values, error text), flattened into the entry.
     #[serde(flatten)]

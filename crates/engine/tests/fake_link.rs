@@ -3,7 +3,8 @@
 //!
 //! The tank's level follows a written set-point after a delay (its "physics"); the test reads
 //! that ground truth and checks that the engine's outcome says exactly what the tank did —
-//! including a sample taken before the write's acknowledgement, which must never confirm it.
+//! including a sample taken before the write's acknowledgement, which must never confirm it,
+//! and a driver that panics, which must never leave a command showing `running`.
 
 use closedloop_driver::{BoxFuture, ErrorCode, Value};
 use closedloop_engine::{Engine, Status, Submission};
@@ -29,6 +30,8 @@ enum Behaviour {
     /// Acknowledges, and right then reports the set-point in a sample read *before* the
     /// acknowledgement (numbered at the fence); the level itself never moves.
     StaleEcho,
+    /// Its first write panics (a driver bug), before anything reaches the tank; then follows.
+    PanicsOnce,
 }
 
 struct Tank {
@@ -170,6 +173,11 @@ impl Link for MemoryLink {
             };
             let (fence, behaviour) = {
                 let mut t = self.tank.lock().unwrap();
+                if t.behaviour == Behaviour::PanicsOnce {
+                    t.behaviour = Behaviour::Follows;
+                    drop(t);
+                    panic!("tank driver bug: set-point {to} overflowed");
+                }
                 if t.behaviour == Behaviour::Follows {
                     t.moving = Some((*to, Instant::now() + Duration::from_millis(30)));
                 }
@@ -291,5 +299,37 @@ async fn a_sample_read_before_the_acknowledgement_never_confirms_a_write_on_any_
     assert_eq!(r.status, Status::Failed, "{r:#?}");
     assert_eq!(r.error_code, Some(ErrorCode::FeedbackMismatch), "{r:#?}");
     assert!(!r.verified);
+    engine.shutdown().await;
+}
+
+/// A driver bug (a panic in its write) ends the command on the record — `failed INTERRUPTED`,
+/// an `internal_error` entry on its timeline — where it showed `accepted` with nothing
+/// supervising it until the gateway restarted; the tank is free for the next command.
+#[tokio::test]
+async fn a_panic_in_a_drivers_write_ends_the_command_interrupted_and_frees_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, tank) = engine_with(Behaviour::PanicsOnce, &dir).await;
+    let r = fill(&engine, 42.0).await;
+    assert_eq!(tank.level(), 10.0, "ground truth: nothing reached the tank");
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    assert_eq!(r.error_code, Some(ErrorCode::Interrupted), "{r:#?}");
+    assert!(!r.verified);
+    let crash = r
+        .timeline
+        .iter()
+        .find(|e| e.event == closedloop_engine::crash::INTERNAL_ERROR)
+        .expect("an internal_error entry");
+    assert_eq!(
+        crash.data["message"],
+        "tank driver bug: set-point 42 overflowed"
+    );
+    let detail = r.detail.as_deref().unwrap();
+    assert!(
+        detail.starts_with("closedloop's supervision of this command failed with an internal error (tank driver bug: set-point 42 overflowed); nothing confirms what the device did, and no stop was written."),
+        "{detail}"
+    );
+    let next = fill(&engine, 42.0).await;
+    assert_eq!(next.status, Status::Completed, "{next:#?}");
+    assert_eq!(tank.level(), 42.0, "ground truth");
     engine.shutdown().await;
 }

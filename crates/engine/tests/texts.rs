@@ -42,6 +42,7 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
         ("cancelled_no_stop", o(S::Cancelled, Some(C::Cancelled), Reason::Cancelled { stop_written: false, shutdown: false }, false, None)),
         ("cancel_failed", o(S::Failed, Some(C::DeviceOffline), Reason::CancelFailed("no answer within 500 ms".into()), false, None)),
         ("interrupted", o(S::Failed, Some(C::Interrupted), Reason::Interrupted, false, None)),
+        ("crashed", o(S::Failed, Some(C::Interrupted), Reason::Crashed("index out of bounds: the len is 2 but the index is 7".into()), false, None)),
         ("deadman", o(S::Cancelled, Some(C::Deadman), Reason::Deadman { stop_written: true }, false, None)),
         ("restart_not_sent", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::NotSent), false, None)),
         ("restart_in_flight", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::InFlight), false, None)),

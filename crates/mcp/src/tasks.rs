@@ -5,7 +5,9 @@
 //! journal after), so a task survives a gateway restart. Mapping (docs/architecture.md): `working`
 //! until the command is terminal; `completed` carrying the tool result for completed, sent,
 //! rejected, failed and timeout (the last three with `isError: true`); `cancelled` for cancelled;
-//! task `failed` only for protocol errors.
+//! task `failed` only for protocol errors: a command closedloop itself failed to supervise (its
+//! supervisor panicked; `failed INTERRUPTED` with an `internal_error` timeline entry) is a
+//! failed task whose error is JSON-RPC -32603 with the command's detail, its result as `data`.
 //!
 //! A task's `ttlMs` says how long `tasks/get` keeps answering for it: a confirmation waiting for
 //! its answer lives `[server] confirm_ttl_s`; a command lives in the journal until `[server]
@@ -21,13 +23,14 @@
 use crate::call::command_result;
 use crate::confirm::{Pending, Refusal};
 use crate::{Caller, Server};
+use closedloop_engine::crash::INTERNAL_ERROR;
 use closedloop_engine::{CommandResult, EngineError, Status, Submission};
 use closedloop_journal::Ticket;
 use rmcp::model::{
     CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, GetTaskParams,
-    GetTaskResult, InputRequest, InputRequests, JsonObject, Task, TaskPayload, TaskStatus,
-    UpdateTaskParams,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, ErrorCode,
+    GetTaskParams, GetTaskResult, InputRequest, InputRequests, JsonObject, Task, TaskPayload,
+    TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -58,6 +61,7 @@ fn task_of(r: &CommandResult, ttl: Option<Duration>) -> Task {
     let status = match r.status {
         Status::Accepted | Status::Running => TaskStatus::Working,
         Status::Cancelled => TaskStatus::Cancelled,
+        _ if crashed(r) => TaskStatus::Failed,
         _ => TaskStatus::Completed,
     };
     let created = r
@@ -80,6 +84,9 @@ fn detailed(r: &CommandResult, ttl: Option<Duration>) -> DetailedTask {
     let payload = match task.status {
         TaskStatus::Working => TaskPayload::Working,
         TaskStatus::Cancelled => TaskPayload::Cancelled,
+        TaskStatus::Failed => TaskPayload::Failed {
+            error: internal_error(r),
+        },
         _ => {
             let result = serde_json::to_value(command_result(r)).unwrap_or_default();
             TaskPayload::Completed {
@@ -88,6 +95,26 @@ fn detailed(r: &CommandResult, ttl: Option<Duration>) -> DetailedTask {
         }
     };
     DetailedTask::new(task, payload)
+}
+
+/// Whether closedloop itself failed while supervising the command (`closedloop_engine::crash`):
+/// the one end the Tasks extension calls a failed task rather than a completed one whose
+/// result says what the device did.
+fn crashed(r: &CommandResult) -> bool {
+    r.timeline.iter().any(|e| e.event == INTERNAL_ERROR)
+}
+
+/// A failed task's error: JSON-RPC "internal error" (-32603) with the command's detail, and
+/// the command's result object as `data`, so a client still sees its id and timeline.
+fn internal_error(r: &CommandResult) -> JsonObject {
+    let message = r.detail.clone().unwrap_or_else(|| r.summary());
+    let data = command_result(r).structured_content.unwrap_or_default();
+    let error = serde_json::json!({
+        "code": ErrorCode::INTERNAL_ERROR.0,
+        "message": message,
+        "data": data,
+    });
+    error.as_object().cloned().unwrap_or_default()
 }
 
 /// The task of a confirmation waiting for its answer, in `input_required` under the id the

@@ -40,6 +40,9 @@ pub enum Reason {
     Rejected(String),
     /// The gateway stopped or restarted before the command could be confirmed.
     Interrupted,
+    /// closedloop's own supervision of the command failed (a panic: a bug in closedloop or in
+    /// a driver); the text is the panic's message. Nothing confirms what the device did.
+    Crashed(String),
     /// After a restart, fresh reads showed the device standing still short of `done_when`.
     StoppedShort,
     /// A dead-man action was not renewed in time; whether its stop was written.

@@ -23,6 +23,7 @@
 // The suite still exercises sampling and logging, which SEP-2577 deprecates.
 #![allow(deprecated)]
 
+mod buggy;
 mod catalog;
 mod handler;
 mod interactive;

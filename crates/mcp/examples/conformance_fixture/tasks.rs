@@ -8,13 +8,13 @@
 //! | `slow_compute`   | axis `slow` moves `seconds` mm at 1 mm/s; completes when the encoder reads the target; `tasks/cancel` stops it (`cancelled`) |
 //! | `failing_job`    | relay `failing` (a simulated brownout) never closes: `failed` `FEEDBACK_MISMATCH` about 1 s after dispatch; `task = "required"`, so a client without the Tasks extension is refused with -32021 |
 //! | `confirm_delete` | relay `confirm` is `confirm = true`: the task waits in `input_required` for the person's yes (`tasks/update`) |
+//! | `protocol_error_job` | relay `protocol_error` behind a link whose writes panic (`buggy.rs`): the engine ends the command `failed INTERRUPTED`, the task is `failed` with JSON-RPC error -32603 |
 //!
 //! The engine, the journal, the confirmations and the MCP mapping are closedloop's own
 //! (`closedloop_mcp::Server`); nothing here answers a task itself. The suite's other task tools
 //! have no closedloop counterpart and are not served (tests/conformance/expected-failures.txt
-//! says why for each): `protocol_error_job` (a task that fails at protocol level after it was
-//! created), `multi_input` (two questions at once) and `test_tool_with_task` (an SEP-2322 round
-//! before the task).
+//! says why for each): `multi_input` (two questions at once) and `test_tool_with_task` (an
+//! SEP-2322 round before the task).
 
 use closedloop_engine::Engine;
 use closedloop_journal::Journal;
@@ -40,9 +40,17 @@ pub(crate) async fn start(dir: &Path) -> io::Result<Server> {
         .await
         .map_err(|e| other("journal", e))?;
     let drivers = closedloop_connect::build_drivers(&plant).map_err(|e| other("drivers", e))?;
-    let links = drivers
+    let mut links = drivers
         .open(&plant.devices)
         .map_err(|e| other("links", e))?;
+    let relay = links.map.remove(crate::buggy::DEVICE).ok_or_else(|| {
+        other(
+            "plant.toml",
+            format!("no device {:?}", crate::buggy::DEVICE),
+        )
+    })?;
+    let buggy: Arc<dyn closedloop_link::Link> = Arc::new(crate::buggy::Buggy(relay));
+    links.map.insert(crate::buggy::DEVICE.into(), buggy);
     let engine = Engine::start(Arc::new(plant), journal, links)
         .await
         .map_err(|e| other("engine", e))?;
