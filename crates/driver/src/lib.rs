@@ -65,6 +65,20 @@ pub trait Driver: Send + Sync + 'static {
     /// Writes one block of coils or holding registers in a single request.
     fn write(&self, write: Write) -> BoxFuture<'_, Answer<()>>;
 
+    /// The answer [`Driver::read`] would give, when it can be had without waiting: an
+    /// in-process device with nothing delaying, losing or corrupting it. `None` (the default,
+    /// and any real bus) means: call `read`. A poller of thousands of simulated devices reads
+    /// them this way without a boxed future and a timeout timer per read.
+    fn read_now(&self, _area: Area, _start: u16, _count: u16) -> Option<Answer<Data>> {
+        None
+    }
+
+    /// Whether [`Driver::read_now`] can ever answer (an in-process device): a poller does not
+    /// number a cycle for a device that always has to be waited for.
+    fn answers_at_once(&self) -> bool {
+        false
+    }
+
     /// A short human description for logs and `detail` texts, e.g. `sim relay` or
     /// `modbus-tcp 127.0.0.1:502 unit 1`.
     fn describe(&self) -> String;

@@ -246,6 +246,27 @@ impl Driver for SimDevice {
         }))
     }
 
+    fn answers_at_once(&self) -> bool {
+        true
+    }
+
+    /// The read `read` makes, at once — unless a fault would silence, lose, delay or corrupt
+    /// it: then `None`, and `read` applies the fault (nothing is decided or drawn here).
+    fn read_now(&self, area: Area, start: u16, count: u16) -> Option<Answer<Data>> {
+        let mut core = self.lock();
+        let now = Instant::now();
+        core.advance(now);
+        let fx = core.schedule.effects();
+        if fx.silent || fx.drop_p > 0.0 || fx.latency_ms > 0 || fx.crc {
+            return None;
+        }
+        Some(Ok(if fx.nak {
+            Err(Exception::SERVER_DEVICE_FAILURE)
+        } else {
+            core.plant.read(now, area, start, count, &fx)
+        }))
+    }
+
     fn write(&self, write: Write) -> BoxFuture<'_, Answer<()>> {
         Box::pin(self.exchange(true, move |plant, now, _| plant.write(now, &write)))
     }

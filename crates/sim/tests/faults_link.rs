@@ -231,3 +231,38 @@ async fn crc_error_applies_the_request_but_fails_the_answer() {
     assert_eq!(coils(&d, 0, &[false]).await, crc());
     assert_eq!(d.peek().coils, vec![false]);
 }
+
+/// `read_now` gives the answer `read` gives, at once, and gives none while a fault would
+/// silence, lose, delay or corrupt the read: those stay `read`'s to apply.
+#[tokio::test(start_paused = true)]
+async fn read_now_answers_as_read_does_unless_a_fault_must_be_waited_out() {
+    let d = device("model = \"relay\"");
+    assert!(d.answers_at_once());
+    coils(&d, 0, &[true]).await.unwrap().unwrap();
+    advance_ms(50).await;
+    let now = d
+        .read_now(Area::DiscreteInput, 0, 1)
+        .expect("answered at once");
+    let later = d.read(Area::DiscreteInput, 0, 1).await;
+    assert_eq!(now, later);
+    assert_eq!(now, Ok(Ok(closedloop_driver::Data::Bits(vec![true]))));
+    for fault in [
+        Fault::PowerOff,
+        Fault::Zombie,
+        Fault::LatencyMs { ms: 5 },
+        Fault::DropRate { p: 0.5 },
+        Fault::CrcError,
+    ] {
+        d.inject(FaultSpec::now(fault));
+        assert_eq!(d.read_now(Area::DiscreteInput, 0, 1), None, "{fault:?}");
+        d.clear_all();
+    }
+    d.inject(FaultSpec::now(Fault::Nak));
+    let refused = d
+        .read_now(Area::DiscreteInput, 0, 1)
+        .expect("a refusal is an answer");
+    assert_eq!(
+        refused,
+        Ok(Err(closedloop_driver::Exception::SERVER_DEVICE_FAILURE))
+    );
+}
