@@ -92,7 +92,7 @@ pub fn render(
         Reason::Restart(found) => restart_text(*found).into(),
         Reason::RestartStop { failed: None } => "The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, so the cancel plan (stop) was written at start-up.".into(),
         Reason::RestartStop { failed: Some(d) } => format!("The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, and the stop written at start-up failed: {d}. Check the device."),
-        Reason::Crashed(why) => crashed_text(why),
+        Reason::Crashed { why, stop } => crashed_text(why, stop),
         Reason::Interrupted => {
             "The gateway stopped or restarted before it could confirm this command; its outcome is unknown.".into()
         }
@@ -116,11 +116,17 @@ pub(crate) fn ended_early(why: &str, stop_written: bool, evidence: &serde_json::
 }
 
 /// What a command whose supervisor panicked says (see `crash.rs`).
-pub(crate) fn crashed_text(why: &str) -> String {
+pub(crate) fn crashed_text(why: &str, stop: &crate::machine::CrashStop) -> String {
+    use crate::machine::CrashStop;
+    let what = match stop {
+        CrashStop::NotSent => "before anything was sent to the device".to_string(),
+        CrashStop::NoPlan => "after the write was sent; nothing confirms what the device did, and the action has no cancel plan to stop it".to_string(),
+        CrashStop::Written => "after the write was sent; the cancel plan (stop) was written, and nothing confirms what the device did".to_string(),
+        CrashStop::Failed(d) => format!("after the write was sent, and the stop could not be written: {d}. Nothing confirms what the device did; check it"),
+    };
     format!(
-        "closedloop's supervision of this command failed with an internal error ({why}); nothing \
-         confirms what the device did, and no stop was written. This is a bug in closedloop or \
-         in a driver: please report it with the gateway's log."
+        "closedloop's supervision of this command failed with an internal error ({why}) {what}. \
+         This is a bug in closedloop or in a driver: please report it with the gateway's log."
     )
 }
 
@@ -180,7 +186,18 @@ pub fn hint(o: &Outcome) -> Option<String> {
             "The registers do not hold what was written. Query the device state (get_device_state) before retrying."
                 .into(),
         ),
-        (_, Some(_)) if matches!(o.reason, Reason::Crashed(_)) => Some(
+        (_, Some(_))
+            if matches!(
+                o.reason,
+                Reason::Crashed {
+                    stop: crate::machine::CrashStop::NotSent,
+                    ..
+                }
+            ) =>
+        {
+            Some("closedloop itself failed before anything was sent; the device was not told to act. Query the device state (get_device_state) before trying again.".into())
+        }
+        (_, Some(_)) if matches!(o.reason, Reason::Crashed { .. }) => Some(
             "closedloop itself failed while supervising this command; the device may have acted. Query the device state (get_device_state) before retrying."
                 .into(),
         ),

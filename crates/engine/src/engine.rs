@@ -89,8 +89,8 @@ impl Engine {
 
     /// Runs a command's supervisor; a panic in it ends the command (`crash.rs`).
     pub(crate) fn spawn(&self, sup: Supervisor) {
-        let (ctx, cmd) = (Arc::clone(&sup.ctx), Arc::clone(&sup.cmd));
-        self.spawn_task(crate::crash::ended_if_it_panics(ctx, cmd, sup.run()));
+        let remains = crate::crash::Remains::of(&sup);
+        self.spawn_task(crate::crash::ended_if_it_panics(remains, sup.run()));
     }
 
     /// Runs a command's task, tracked so that shutdown waits for it.

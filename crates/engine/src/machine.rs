@@ -15,7 +15,7 @@ mod event;
 mod outcome;
 
 pub use event::{Check, Event, Found, Profile, Reading};
-pub use outcome::{Effect, Outcome, Reason};
+pub use outcome::{CrashStop, Effect, Outcome, Reason};
 
 use crate::contract::{ErrorCode, Status};
 

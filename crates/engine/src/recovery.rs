@@ -129,7 +129,7 @@ impl Engine {
                 .unwrap_or(0.0);
             let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
             sup.deadline = Some(self.ctx.clock.instant_of(deadline_ms));
-            sup.permit = permit;
+            crate::supervisor::hold(&sup.permit, permit);
             sup.baseline_done = true;
             sup.expect_s = expect_s;
             sup.settle_until_ms = ack_ms + (expect_s * 1000.0).round() as i64;
@@ -156,12 +156,11 @@ impl Engine {
         self.ctx.remember(Arc::clone(&cmd));
         // A new machine: `stop_after_restart` tells it what was found (`Found::InFlight`).
         let machine = Machine::new(profile(&action));
-        let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
-        sup.permit = permit;
-        let (ctx, cmd) = (Arc::clone(&sup.ctx), Arc::clone(&sup.cmd));
+        let sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
+        crate::supervisor::hold(&sup.permit, permit);
+        let remains = crate::crash::Remains::of(&sup);
         self.spawn_task(crate::crash::ended_if_it_panics(
-            ctx,
-            cmd,
+            remains,
             sup.stop_after_restart(),
         ));
     }

@@ -2,10 +2,10 @@
 //! judges fresh reads, keeps the deadline, and carries out every effect the machine asks for.
 
 use crate::context::Context;
-use crate::contract::Status;
+use crate::contract::{ErrorCode, Status};
 use crate::device::{DeviceRuntime, Snapshot};
 use crate::live::LiveCommand;
-use crate::machine::{Effect, Event, Found, Machine, Outcome, Reason};
+use crate::machine::{CrashStop, Effect, Event, Found, Machine, Outcome, Reason};
 use crate::plan::Request;
 use crate::terminal::Ending;
 use closedloop_driver::Value;
@@ -29,7 +29,9 @@ pub(crate) struct Supervisor {
     pub accepted: Instant,
     /// Journaled deadline, for a recovered command.
     pub deadline: Option<Instant>,
-    pub permit: Option<OwnedSemaphorePermit>,
+    /// The exclusive group's permit, shared with the task that ends the command if this
+    /// supervisor panics (`crash.rs`): it is let go only once the end is on record.
+    pub permit: PermitSlot,
     /// Read cycles up to this number were issued before the write was acknowledged.
     pub ack_seq: u64,
     /// The same fence for every other device the criteria read (`devices.<id>.<signal>`).
@@ -90,7 +92,7 @@ impl Supervisor {
             machine,
             accepted: Instant::now(),
             deadline: None,
-            permit: None,
+            permit: PermitSlot::default(),
             ack_seq: 0,
             fences: BTreeMap::new(),
             last_sample: None,
@@ -126,7 +128,7 @@ impl Supervisor {
         }
         self.stop_cycling();
         self.ctx.forget(&self.cmd);
-        drop(self.permit.take());
+        release(&self.permit);
     }
 
     /// At start-up, for a write that may have arrived unacknowledged: writes the cancel plan,
@@ -154,7 +156,30 @@ impl Supervisor {
             let _ = self.hold_until_stopped().await;
         }
         self.ctx.forget(&self.cmd);
-        drop(self.permit.take());
+        release(&self.permit);
+    }
+
+    /// After this command's first supervisor panicked (`crash.rs`) with the write possibly
+    /// sent: writes the cancel plan, ends the command `failed INTERRUPTED` saying whether the
+    /// stop went out, and holds the device until `stopped_when` holds.
+    pub async fn stop_after_crash(mut self, why: String) {
+        let stop = match self.write_cancel().await {
+            Event::CancelWritten => CrashStop::Written,
+            Event::CancelFailed { detail, .. } => CrashStop::Failed(detail),
+            _ => CrashStop::Failed("the stop was not written".into()),
+        };
+        let events = vec![(crate::crash::INTERNAL_ERROR, json!({ "message": why }))];
+        self.ctx.record(&self.cmd, |_| {}, events).await;
+        self.finish(Outcome::failed(
+            ErrorCode::Interrupted,
+            Reason::Crashed { why, stop },
+        ))
+        .await;
+        if self.hold {
+            let _ = self.hold_until_stopped().await;
+        }
+        self.ctx.forget(&self.cmd);
+        release(&self.permit);
     }
 
     /// Waits for the exclusive group. Returns false when the command ended while queued.
@@ -171,7 +196,7 @@ impl Supervisor {
             // A dead-man action whose session ended never starts: nobody could keep it going.
             _ = self.cmd.lapsed() => Event::CancelRequested,
             permit = group.acquire() => match permit {
-                Some(p) => { self.permit = Some(p); Event::Dispatch }
+                Some(p) => { hold(&self.permit, Some(p)); Event::Dispatch }
                 None => Event::Shutdown,
             },
             _ = sleep_until(expiry) => Event::QueueExpired,
@@ -325,6 +350,21 @@ pub(crate) fn offline_detail(dev: &DeviceRuntime, snap: &Snapshot) -> String {
             dev.id()
         ),
     }
+}
+
+/// See [`Supervisor::permit`].
+pub(crate) type PermitSlot = Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>;
+
+/// Puts `permit` in the slot (its lock is never held across an await, so a poisoned one is sound).
+pub(crate) fn hold(slot: &PermitSlot, permit: Option<OwnedSemaphorePermit>) {
+    *slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = permit;
+}
+
+/// Lets the exclusive group go.
+pub(crate) fn release(slot: &PermitSlot) {
+    hold(slot, None);
 }
 
 /// A task aborted when its handle is dropped.

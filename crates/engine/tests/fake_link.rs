@@ -236,7 +236,15 @@ expect_s = 0.05
 "#;
 
 async fn engine_with(behaviour: Behaviour, dir: &tempfile::TempDir) -> (Engine, Arc<MemoryLink>) {
-    let plant = closedloop_plant::parse(PLANT, "tank.toml", std::path::Path::new("."))
+    engine_on(PLANT, behaviour, dir).await
+}
+
+async fn engine_on(
+    src: &str,
+    behaviour: Behaviour,
+    dir: &tempfile::TempDir,
+) -> (Engine, Arc<MemoryLink>) {
+    let plant = closedloop_plant::parse(src, "tank.toml", std::path::Path::new("."))
         .unwrap_or_else(|e| panic!("{e}"));
     let url = format!("sqlite://{}", dir.path().join("journal.db").display());
     let journal = Journal::open(&url).await.unwrap();
@@ -325,11 +333,39 @@ async fn a_panic_in_a_drivers_write_ends_the_command_interrupted_and_frees_the_d
     );
     let detail = r.detail.as_deref().unwrap();
     assert!(
-        detail.starts_with("closedloop's supervision of this command failed with an internal error (tank driver bug: set-point 42 overflowed); nothing confirms what the device did, and no stop was written."),
+        detail.starts_with("closedloop's supervision of this command failed with an internal error (tank driver bug: set-point 42 overflowed) after the write was sent; nothing confirms what the device did, and the action has no cancel plan to stop it."),
         "{detail}"
     );
     let next = fill(&engine, 42.0).await;
     assert_eq!(next.status, Status::Completed, "{next:#?}");
     assert_eq!(tank.level(), 42.0, "ground truth");
+    engine.shutdown().await;
+}
+
+/// The same bug in an action with a cancel plan: the write may have gone out, so a fresh
+/// supervisor writes the stop before the command ends, as recovery does after a restart.
+#[tokio::test]
+async fn after_a_drivers_panic_the_cancel_plan_is_written_before_the_command_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_stop = PLANT.replace(
+        "expect_s = 0.05",
+        "expect_s = 0.05\ncancel = [{ holding = 0, value = \"7\" }]",
+    );
+    let (engine, tank) = engine_on(&with_stop, Behaviour::PanicsOnce, &dir).await;
+    let r = fill(&engine, 42.0).await;
+    assert_eq!(r.status, Status::Failed, "{r:#?}");
+    assert_eq!(r.error_code, Some(ErrorCode::Interrupted), "{r:#?}");
+    let events: Vec<&str> = r.timeline.iter().map(|e| e.event.as_str()).collect();
+    let at = |e: &str| events.iter().position(|x| *x == e);
+    assert!(at("cancel_sent") < at("internal_error"), "{events:?}");
+    assert!(at("internal_error") < at("failed"), "{events:?}");
+    let detail = r.detail.as_deref().unwrap();
+    assert!(
+        detail.contains("after the write was sent; the cancel plan (stop) was written"),
+        "{detail}"
+    );
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    tank.read();
+    assert_eq!(tank.level(), 7.0, "ground truth: the stop reached the tank");
     engine.shutdown().await;
 }

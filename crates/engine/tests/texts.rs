@@ -5,7 +5,7 @@
 mod common;
 
 use closedloop_engine::contract::{ErrorCode, Status};
-use closedloop_engine::machine::{Found, Outcome, Reason};
+use closedloop_engine::machine::{CrashStop, Found, Outcome, Reason};
 use closedloop_engine::{CommandResult, detail};
 use closedloop_journal::CommandRow;
 use common::{plant, slide};
@@ -42,7 +42,10 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
         ("cancelled_no_stop", o(S::Cancelled, Some(C::Cancelled), Reason::Cancelled { stop_written: false, shutdown: false }, false, None)),
         ("cancel_failed", o(S::Failed, Some(C::DeviceOffline), Reason::CancelFailed("no answer within 500 ms".into()), false, None)),
         ("interrupted", o(S::Failed, Some(C::Interrupted), Reason::Interrupted, false, None)),
-        ("crashed", o(S::Failed, Some(C::Interrupted), Reason::Crashed("index out of bounds: the len is 2 but the index is 7".into()), false, None)),
+        ("crashed_not_sent", o(S::Failed, Some(C::Interrupted), Reason::Crashed { why: "index out of bounds: the len is 2 but the index is 7".into(), stop: CrashStop::NotSent }, false, None)),
+        ("crashed_no_plan", o(S::Failed, Some(C::Interrupted), Reason::Crashed { why: "a driver bug".into(), stop: CrashStop::NoPlan }, false, None)),
+        ("crashed_stopped", o(S::Failed, Some(C::Interrupted), Reason::Crashed { why: "a driver bug".into(), stop: CrashStop::Written }, false, None)),
+        ("crashed_stop_failed", o(S::Failed, Some(C::Interrupted), Reason::Crashed { why: "a driver bug".into(), stop: CrashStop::Failed("no answer within 500 ms".into()) }, false, None)),
         ("deadman", o(S::Cancelled, Some(C::Deadman), Reason::Deadman { stop_written: true }, false, None)),
         ("restart_not_sent", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::NotSent), false, None)),
         ("restart_in_flight", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::InFlight), false, None)),

@@ -41,8 +41,9 @@ pub enum Reason {
     /// The gateway stopped or restarted before the command could be confirmed.
     Interrupted,
     /// closedloop's own supervision of the command failed (a panic: a bug in closedloop or in
-    /// a driver); the text is the panic's message. Nothing confirms what the device did.
-    Crashed(String),
+    /// a driver): the panic's message, and what became of the stop. Nothing confirms what the
+    /// device did.
+    Crashed { why: String, stop: CrashStop },
     /// After a restart, fresh reads showed the device standing still short of `done_when`.
     StoppedShort,
     /// A dead-man action was not renewed in time; whether its stop was written.
@@ -54,6 +55,19 @@ pub enum Reason {
     /// Start-up recovery wrote the stop of a write that was on its way; `None` when the stop
     /// went out, else why it failed.
     RestartStop { failed: Option<String> },
+}
+
+/// What was done about a command whose supervisor panicked (`crash.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CrashStop {
+    /// Nothing had been sent to the device.
+    NotSent,
+    /// The write may have gone out, and the action has no cancel plan.
+    NoPlan,
+    /// The write may have gone out; the cancel plan (stop) was written.
+    Written,
+    /// The write may have gone out; the stop could not be written, for this reason.
+    Failed(String),
 }
 
 /// A terminal outcome.
