@@ -25,6 +25,11 @@ use std::sync::Arc;
 /// The timeline event that marks a command ended by closedloop's own failure.
 pub const INTERNAL_ERROR: &str = "internal_error";
 
+/// The `internal_error` timeline entry for a panic whose message is `why`.
+pub(crate) fn internal_error_event(why: &str) -> (&'static str, serde_json::Value) {
+    (INTERNAL_ERROR, json!({ "message": why }))
+}
+
 /// What the panic handler keeps of a supervisor: enough to write the stop and end the command.
 #[derive(Clone)]
 pub(crate) struct Remains {
@@ -112,7 +117,7 @@ async fn end(r: &Remains, crash: Option<(String, CrashStop)>) {
             },
         );
         let end = Ending::new(outcome, Some(detail), None);
-        let mut events = vec![(INTERNAL_ERROR, json!({ "message": why }))];
+        let mut events = vec![internal_error_event(&why)];
         events.extend(end.events());
         r.ctx.record(&r.cmd, |row| end.apply(row), events).await;
     }

@@ -159,6 +159,21 @@ pub(crate) fn tidy(text: &str) -> String {
     s
 }
 
+/// The hint for a command ended by closedloop's own failure: whether the device was told anything.
+fn crashed_hint(reason: &Reason) -> &'static str {
+    match reason {
+        Reason::Crashed {
+            stop: crate::machine::CrashStop::NotSent,
+            ..
+        } => {
+            "closedloop itself failed before anything was sent; the device was not told to act. Query the device state (get_device_state) before trying again."
+        }
+        _ => {
+            "closedloop itself failed while supervising this command; the device may have acted. Query the device state (get_device_state) before retrying."
+        }
+    }
+}
+
 /// The `hint`: with an error code, with `sent`, and with readback completions.
 pub fn hint(o: &Outcome) -> Option<String> {
     match (o.status, &o.code) {
@@ -186,21 +201,9 @@ pub fn hint(o: &Outcome) -> Option<String> {
             "The registers do not hold what was written. Query the device state (get_device_state) before retrying."
                 .into(),
         ),
-        (_, Some(_))
-            if matches!(
-                o.reason,
-                Reason::Crashed {
-                    stop: crate::machine::CrashStop::NotSent,
-                    ..
-                }
-            ) =>
-        {
-            Some("closedloop itself failed before anything was sent; the device was not told to act. Query the device state (get_device_state) before trying again.".into())
+        (_, Some(_)) if matches!(o.reason, Reason::Crashed { .. }) => {
+            Some(crashed_hint(&o.reason).into())
         }
-        (_, Some(_)) if matches!(o.reason, Reason::Crashed { .. }) => Some(
-            "closedloop itself failed while supervising this command; the device may have acted. Query the device state (get_device_state) before retrying."
-                .into(),
-        ),
         (_, Some(code)) => Some(code.hint().into()),
         _ => None,
     }

@@ -168,7 +168,7 @@ impl Supervisor {
             Event::CancelFailed { detail, .. } => CrashStop::Failed(detail),
             _ => CrashStop::Failed("the stop was not written".into()),
         };
-        let events = vec![(crate::crash::INTERNAL_ERROR, json!({ "message": why }))];
+        let events = vec![crate::crash::internal_error_event(&why)];
         self.ctx.record(&self.cmd, |_| {}, events).await;
         self.finish(Outcome::failed(
             ErrorCode::Interrupted,

@@ -157,7 +157,7 @@ impl Server {
         if !crate::tasks::client_wants_tasks(cx) {
             return None;
         }
-        if let Some(task) = self.confirmation_task(result) {
+        if let Some(task) = self.confirmation_task(result, cx) {
             return Some(task);
         }
         let id = result

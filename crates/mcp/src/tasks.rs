@@ -126,6 +126,14 @@ fn waiting_task(id: String, message: String, ttl: Duration) -> Task {
         .with_ttl_ms(ttl_ms(ttl))
 }
 
+/// The task of a confirmation only a `[server] confirm_by` token may give: `working` (the
+/// asker has nothing to answer) until the command it becomes takes over the id.
+fn confirmer_task(id: String, message: String, ttl: Duration) -> Task {
+    let mut task = waiting_task(id, message, ttl).with_poll_interval_ms(1000);
+    task.status = TaskStatus::Working;
+    task
+}
+
 fn task_error(e: EngineError) -> McpError {
     match e {
         EngineError::UnknownCommand(id) => {
@@ -198,18 +206,35 @@ impl Server {
     }
 
     /// For a `needs_confirmation` result made for a Tasks client: the task, in `input_required`,
-    /// under the id the command will have once the user confirms.
-    pub(crate) fn confirmation_task(&self, r: &CallToolResult) -> Option<CreateTaskResult> {
+    /// under the id the command will have once the user confirms — or, when only a `[server]
+    /// confirm_by` token may confirm, `working` with the token to pass on in its message (the
+    /// asker's own answer could not count).
+    pub(crate) fn confirmation_task(
+        &self,
+        r: &CallToolResult,
+        cx: &RequestContext<RoleServer>,
+    ) -> Option<CreateTaskResult> {
         let v = r.structured_content.as_ref()?;
         if v["status"] != "needs_confirmation" {
             return None;
         }
-        let id = v["confirmation_task"].as_str()?;
+        let id = v["confirmation_task"].as_str()?.to_string();
         let detail = v["detail"]
             .as_str()
             .unwrap_or("needs a person's confirmation");
-        let task = waiting_task(id.to_string(), detail.to_string(), self.confirmation_ttl());
-        Some(CreateTaskResult::new(task))
+        let ttl = self.confirmation_ttl();
+        if !self.confirmers_required(cx) {
+            return Some(CreateTaskResult::new(waiting_task(id, detail.into(), ttl)));
+        }
+        let token = v["confirmation_token"].as_str().unwrap_or_default();
+        let message = format!(
+            "{detail} You cannot confirm it yourself: give confirmation_token {token} to a person \
+             holding the {} token, who runs it with confirm_command within {:.0} s; this task \
+             then follows the command.",
+            self.engine.plant().server.confirm_by.join(" or "),
+            ttl.as_secs_f64()
+        );
+        Some(CreateTaskResult::new(confirmer_task(id, message, ttl)))
     }
 
     /// `tasks/get`.
@@ -231,6 +256,20 @@ impl Server {
                 let Some(p) = self.waiting(&id).await? else {
                     return Err(task_error(EngineError::UnknownCommand(id)));
                 };
+                if self.confirmers_required(&cx) {
+                    let message = format!(
+                        "{} {} waits for a person holding the {} token to confirm it with \
+                         confirm_command; nothing was sent.",
+                        p.device,
+                        p.action,
+                        self.engine.plant().server.confirm_by.join(" or ")
+                    );
+                    let task = confirmer_task(id, message, self.confirmation_ttl());
+                    return Ok(GetTaskResult::new(DetailedTask::new(
+                        task,
+                        TaskPayload::Working,
+                    )));
+                }
                 let (message, input_requests) = question(&p)?;
                 let task = waiting_task(id, message, self.confirmation_ttl());
                 Ok(GetTaskResult::new(DetailedTask::new(
@@ -339,6 +378,7 @@ impl Server {
                 Refusal::Unavailable(_) => crate::call::confirming::unavailable(&r),
                 r => McpError::invalid_params(r.to_string(), None),
             })?;
+        let runs_as = self.runs_as(by, caller, &p.caller);
         let sub = Submission {
             command_id: Some(p.command_id),
             device: p.device,
@@ -351,7 +391,7 @@ impl Server {
             confirmed_by: yes.then(|| by.name().to_string()),
             ..Submission::default()
         };
-        self.submit(sub, caller).await?;
+        self.submit(sub, &runs_as).await?;
         Ok(())
     }
 }

@@ -16,14 +16,6 @@ use std::sync::Arc;
 const AGENT: &str = "agent-secret-3c1d";
 const OPERATOR: &str = "operator-secret-b8e4";
 
-fn sha256_hex(s: &str) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// The agent may move the slide; the operator may only read, and confirms.
 fn plant(journal: &str) -> String {
     format!(
@@ -41,8 +33,8 @@ name = "operator"
 sha256 = "{}"
 scopes = ["read"]
 {}"#,
-        sha256_hex(AGENT),
-        sha256_hex(OPERATOR),
+        common::sha256_hex(AGENT),
+        common::sha256_hex(OPERATOR),
         common::plants::replace_line(
             &common::plants::slide_at(200.0),
             r#"description = "Move the slide.""#,

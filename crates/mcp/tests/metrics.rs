@@ -14,21 +14,13 @@ const VIEWER: &str = "viewer-secret-5d2e";
 fn plant(tokens: bool) -> String {
     let token = format!(
         "[[server.token]]\nname = \"viewer\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
-        sha256_hex(VIEWER)
+        common::sha256_hex(VIEWER)
     );
     format!(
         "[server]\nname = \"metrics\"\njournal = \"sqlite::memory:\"\n{}\n{}",
         if tokens { token.as_str() } else { "" },
         common::plants::LAMP
     )
-}
-
-fn sha256_hex(s: &str) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,21 +19,13 @@ use std::sync::Arc;
 const OPERATOR: &str = "operator-secret-9f1c";
 const VIEWER: &str = "viewer-secret-27ab";
 
-fn sha256_hex(s: &str) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// The lamp and a slide slow enough (20 mm/s) to be cancelled mid-travel; with tokens or not.
 fn plant(with_tokens: bool) -> String {
     let tokens = format!(
         "[[server.token]]\nname = \"operator\"\nsha256 = \"{}\"\nscopes = [\"read\", \"actuate:lamp\", \"actuate:slide\"]\n\
          [[server.token]]\nname = \"viewer\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
-        sha256_hex(OPERATOR),
-        sha256_hex(VIEWER)
+        common::sha256_hex(OPERATOR),
+        common::sha256_hex(VIEWER)
     );
     format!(
         "[server]\nname = \"floor\"\njournal = \"sqlite::memory:\"\n{}\n{}\n{}",

@@ -12,14 +12,6 @@ use std::sync::Arc;
 const A: &str = "alpha-secret-0c1d";
 const B: &str = "bravo-secret-5e6f";
 
-fn sha256_hex(s: &str) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(s.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn plant() -> String {
     format!(
         r#"
@@ -42,8 +34,8 @@ driver = {{ kind = "sim", model = "relay" }}
 [device.signals]
 on = {{ discrete_input = 0 }}
 "#,
-        sha256_hex(A),
-        sha256_hex(B)
+        common::sha256_hex(A),
+        common::sha256_hex(B)
     )
 }
 

@@ -8,11 +8,10 @@ mod common;
 use closedloop_engine::Engine;
 use closedloop_sim::SimDevice;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ErrorCode,
-    GetTaskParams, Implementation, ProtocolVersion, TASKS_EXTENSION_ID, TaskStatus,
+    CallToolRequestParams, CallToolResponse, ErrorCode, GetTaskParams, TASKS_EXTENSION_ID,
+    TaskStatus,
 };
-use rmcp::service::{RunningService, ServiceError};
-use rmcp::{ClientHandler, ClientLifecycleMode, RoleClient, ServiceExt};
+use rmcp::service::ServiceError;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,35 +40,11 @@ expect_s = 0.02
 task = "required"
 "#;
 
-#[derive(Clone)]
-struct Client {
-    tasks: bool,
-}
-
-impl ClientHandler for Client {
-    fn get_info(&self) -> ClientConfig {
-        let caps = match self.tasks {
-            true => ClientCapabilities::builder().enable_tasks().build(),
-            false => ClientCapabilities::default(),
-        };
-        ClientConfig::new(caps, Implementation::new("tasks-required-test", "0.0.1"))
-    }
-}
-
-type Running = RunningService<RoleClient, Client>;
+type Running = common::TaskSession;
 
 async fn connect(engine: &Arc<Engine>, tasks: bool, modern: bool) -> Running {
     let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(engine), "t"));
-    let client = Client { tasks };
-    if !modern {
-        return client.serve(io).await.unwrap();
-    }
-    let lifecycle = ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
-    rmcp::ClientServiceExt::serve_with_lifecycle(client, io, lifecycle)
-        .await
-        .unwrap()
+    common::task_session(io, tasks, modern).await
 }
 
 fn close() -> CallToolRequestParams {

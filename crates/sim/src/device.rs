@@ -204,11 +204,7 @@ impl SimDevice {
             if fx.silent || lost {
                 None
             } else {
-                let result = if fx.nak {
-                    Err(Exception::SERVER_DEVICE_FAILURE)
-                } else {
-                    op(&mut core.plant, now, &fx)
-                };
+                let result = arrive(&mut core.plant, now, &fx, op);
                 if actuating {
                     core.schedule.on_write(now);
                     core.advance(now);
@@ -239,6 +235,20 @@ impl SimDevice {
     }
 }
 
+/// A request that reached the device: nak refuses it, else `op` runs on the plant.
+fn arrive<T>(
+    plant: &mut Plant,
+    now: Instant,
+    fx: &crate::faults::Effects,
+    op: impl FnOnce(&mut Plant, Instant, &crate::faults::Effects) -> Result<T, Exception>,
+) -> Result<T, Exception> {
+    if fx.nak {
+        Err(Exception::SERVER_DEVICE_FAILURE)
+    } else {
+        op(plant, now, fx)
+    }
+}
+
 impl Driver for SimDevice {
     fn read(&self, area: Area, start: u16, count: u16) -> BoxFuture<'_, Answer<Data>> {
         Box::pin(self.exchange(false, move |plant, now, fx| {
@@ -260,11 +270,8 @@ impl Driver for SimDevice {
         if fx.silent || fx.drop_p > 0.0 || fx.latency_ms > 0 || fx.crc {
             return None;
         }
-        Some(Ok(if fx.nak {
-            Err(Exception::SERVER_DEVICE_FAILURE)
-        } else {
-            core.plant.read(now, area, start, count, &fx)
-        }))
+        let read = |plant: &mut Plant, now, fx: &_| plant.read(now, area, start, count, fx);
+        Some(Ok(arrive(&mut core.plant, now, &fx, read)))
     }
 
     fn write(&self, write: Write) -> BoxFuture<'_, Answer<()>> {

@@ -85,6 +85,7 @@ impl Seat {
             if state.members[self.slot].replace(link).is_none() {
                 state.joined += 1;
             }
+            state.changed = true;
             state.arrived.push((self.slot, kept));
             // A cycle at once: a read asked for during the reader's own first cycle is answered
             // by one issued after it.
@@ -111,6 +112,7 @@ impl Drop for Member<'_> {
         if state.members[seat.slot].take().is_some() {
             state.joined -= 1;
         }
+        state.changed = true;
         drop(state);
         seat.shard.wake.notify_one();
     }
@@ -131,6 +133,8 @@ struct State {
     members: Vec<Option<Arc<RegisterLink>>>,
     /// How many seats hold a link.
     joined: usize,
+    /// A member joined or left since the shard's task last copied `members` into its slots.
+    changed: bool,
     /// What the cycles of devices seated since the last look left, by seat.
     arrived: Vec<(usize, Kept)>,
     /// Seats whose device was asked for a read, in the order asked.
@@ -142,6 +146,9 @@ struct State {
 /// What the shard's task keeps of each seat between cycles.
 #[derive(Default)]
 struct Slot {
+    /// The seat's link while it is polled: the task's own copy of `members`, so a tick touches
+    /// neither the lock nor a reference count per device.
+    link: Option<Arc<RegisterLink>>,
     /// A cycle of this device is in flight.
     busy: bool,
     /// A read was asked for while it was: another cycle follows at once.
@@ -182,36 +189,29 @@ impl Shard {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut slots: Vec<Slot> = Vec::new();
         let mut flying = FuturesUnordered::new();
-        // The members to cycle this turn, taken under the lock and cycled outside it (a cycle
+        // The seats asked for a read, taken under the lock and cycled outside it (a cycle
         // answered at once runs right here): kept from turn to turn.
-        let mut due: Vec<(usize, Arc<RegisterLink>)> = Vec::new();
+        let mut asked: Vec<usize> = Vec::new();
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    let mut state = self.lock();
-                    settle(&mut state, &mut slots);
-                    let members = state.members.iter().enumerate();
-                    due.extend(members.filter_map(|(slot, l)| Some((slot, Arc::clone(l.as_ref()?)))));
-                    drop(state);
-                    for (slot, link) in due.drain(..) {
-                        flying.extend(start(&mut slots[slot], slot, &link));
+                    settle(&mut self.lock(), &mut slots);
+                    for (slot, s) in slots.iter_mut().enumerate() {
+                        flying.extend(start(s, slot));
                     }
                 }
                 () = self.wake.notified() => {
                     let mut state = self.lock();
                     settle(&mut state, &mut slots);
-                    for slot in std::mem::take(&mut state.asked) {
-                        if let Some(link) = &state.members[slot] {
-                            if slots[slot].busy {
-                                slots[slot].again = true;
-                            } else {
-                                due.push((slot, Arc::clone(link)));
-                            }
-                        }
-                    }
+                    std::mem::swap(&mut asked, &mut state.asked);
                     drop(state);
-                    for (slot, link) in due.drain(..) {
-                        flying.extend(start(&mut slots[slot], slot, &link));
+                    for slot in asked.drain(..) {
+                        let s = &mut slots[slot];
+                        if s.busy {
+                            s.again = s.link.is_some();
+                        } else {
+                            flying.extend(start(s, slot));
+                        }
                     }
                 }
                 Some(done) = flying.next() => {
@@ -225,12 +225,10 @@ impl Shard {
                         let s: &mut Slot = &mut slots[slot];
                         s.busy = false;
                         s.kept = Some(kept);
-                        let link = match std::mem::take(&mut s.again) {
-                            true => self.lock().members[slot].clone(),
-                            false => None,
-                        };
-                        if let Some(link) = link {
-                            flying.extend(start(s, slot, &link));
+                        if std::mem::take(&mut s.again) {
+                            // The member may have left while its cycle ran.
+                            settle(&mut self.lock(), &mut slots);
+                            flying.extend(start(&mut slots[slot], slot));
                         }
                         next = flying.next().now_or_never().flatten();
                     }
@@ -271,25 +269,25 @@ impl Drop for Running<'_> {
     }
 }
 
-/// A slot for every seat, and what arriving devices' cycles left in theirs.
+/// A slot for every seat, each member's link in its slot, and what arriving devices' cycles
+/// left in theirs.
 fn settle(state: &mut State, slots: &mut Vec<Slot>) {
     slots.resize_with(state.members.len(), Slot::default);
+    if std::mem::take(&mut state.changed) {
+        for (s, member) in slots.iter_mut().zip(&state.members) {
+            s.link.clone_from(member);
+        }
+    }
     for (slot, kept) in state.arrived.drain(..) {
         slots[slot].kept = Some(kept);
     }
 }
 
-/// A cycle of `link` in `slot` unless one is in flight: run here when the device answers at
-/// once (an in-process device; nothing to wait for), else returned to be awaited — the slot is
-/// busy until it ends.
-fn start(
-    s: &mut Slot,
-    slot: usize,
-    link: &Arc<RegisterLink>,
-) -> Option<impl Future<Output = (usize, Kept)> + Send + use<>> {
-    if s.busy {
-        return None;
-    }
+/// A cycle of the member in `slot` unless one is in flight or the seat is empty: run here when
+/// the device answers at once (an in-process device; nothing to wait for), else returned to be
+/// awaited — the slot is busy until it ends.
+fn start(s: &mut Slot, slot: usize) -> Option<impl Future<Output = (usize, Kept)> + Send + use<>> {
+    let link = s.link.as_ref().filter(|_| !s.busy)?;
     let mut kept = s.kept.take().unwrap_or_default();
     let (alive, got) = &mut *kept;
     if link.timed_cycle_now(alive, got) {

@@ -25,7 +25,9 @@ impl Server {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let tasks_client = crate::tasks::client_wants_tasks(cx);
-        if !tasks_client {
+        // A caller without the device's actuate scope is refused UNAUTHORIZED (journaled) by
+        // `submit`, whatever its client can follow.
+        if !tasks_client && caller.may_actuate(device) {
             self.refuse_if_task_required(device, action)?;
         }
         // A Tasks client follows its task: its call returns at once unless it asks to wait.

@@ -82,9 +82,11 @@ impl Server {
     ) -> Result<ControlFlow<CallToolResult, Option<String>>, McpError> {
         let confirmers = &self.engine.plant().server.confirm_by;
         if self.confirmers_required(cx) {
-            // The asker's own client answering would be the agent confirming itself.
+            // The asker's own client answering would be the agent confirming itself. A Tasks
+            // client follows the command, once confirmed, as the task it gets now.
+            let task = crate::tasks::client_wants_tasks(cx);
             let call = (device, action, args);
-            let answer = self.token_answer(call, caller, key, confirmers, false);
+            let answer = self.token_answer(call, caller, key, confirmers, task);
             return Ok(ControlFlow::Break(answer.await?));
         }
         Ok(match crate::elicit::ask(cx, device, action, args).await {
@@ -154,11 +156,7 @@ impl Server {
         };
         match redeemed {
             Ok((by, p)) => {
-                // A confirmer's yes runs the command as the token that asked, with its scopes.
-                let runs_as = match by {
-                    Redeemer::Asker(_) => caller.clone(),
-                    Redeemer::Confirmer(_) => self.token_caller(&p.caller),
-                };
+                let runs_as = self.runs_as(by, caller, &p.caller);
                 let sub = Submission {
                     command_id: Some(p.command_id),
                     device: p.device,
@@ -194,9 +192,19 @@ impl Server {
         }
     }
 
+    /// Who a redeemed confirmation's command runs as: the caller that asked, with its scopes —
+    /// also when a confirmer's yes (`[server] confirm_by`) redeems it, since the confirmer only
+    /// agrees; `asker` is the name the confirmation was issued to.
+    pub(crate) fn runs_as(&self, by: Redeemer<'_>, caller: &Caller, asker: &str) -> Caller {
+        match by {
+            Redeemer::Asker(_) => caller.clone(),
+            Redeemer::Confirmer(_) => self.token_caller(asker),
+        }
+    }
+
     /// Whether confirmations come from `[server] confirm_by` tokens in this request: only over
     /// HTTP, where callers are tokens (over stdio the one caller is whoever started the process).
-    fn confirmers_required(&self, cx: &RequestContext<RoleServer>) -> bool {
+    pub(crate) fn confirmers_required(&self, cx: &RequestContext<RoleServer>) -> bool {
         !self.engine.plant().server.confirm_by.is_empty() && crate::http::caller_from(cx).is_some()
     }
 

@@ -65,3 +65,65 @@ pub async fn call(c: &Client, tool: &str, args: serde_json::Value) -> rmcp::mode
 pub fn sc(r: &rmcp::model::CallToolResult) -> &serde_json::Value {
     r.structured_content.as_ref().expect("structured content")
 }
+
+/// An rmcp client handler that declares the Tasks extension (`tasks`) or not.
+#[derive(Clone)]
+pub struct TaskClient {
+    pub tasks: bool,
+}
+
+impl rmcp::ClientHandler for TaskClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+        let caps = match self.tasks {
+            true => ClientCapabilities::builder().enable_tasks().build(),
+            false => ClientCapabilities::default(),
+        };
+        ClientConfig::new(caps, Implementation::new("closedloop-test", "0.0.1"))
+    }
+}
+
+/// A [`TaskClient`] session.
+pub type TaskSession = rmcp::service::RunningService<rmcp::RoleClient, TaskClient>;
+
+/// A [`TaskClient`] over `transport`: protocol 2026-07-28 when `modern` (the only one that gets
+/// tasks), else a 2025 session.
+pub async fn task_session<T, E, A>(transport: T, tasks: bool, modern: bool) -> TaskSession
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let client = TaskClient { tasks };
+    if !modern {
+        return client.serve(transport).await.unwrap();
+    }
+    let lifecycle = rmcp::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    rmcp::ClientServiceExt::serve_with_lifecycle(client, transport, lifecycle)
+        .await
+        .unwrap()
+}
+
+/// A [`TaskClient`] over Streamable HTTP at `url` with the bearer `token`.
+pub async fn http_task_session(url: &str, token: &str, tasks: bool, modern: bool) -> TaskSession {
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
+        .auth_header(token.to_string());
+    task_session(
+        StreamableHttpClientTransport::from_config(config),
+        tasks,
+        modern,
+    )
+    .await
+}
+
+/// The hex SHA-256 of a token's secret, as `[[server.token]] sha256` takes it.
+pub fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
