@@ -33,6 +33,7 @@ mod cells;
 mod env;
 mod error;
 mod expr;
+mod expr_words;
 mod interned;
 pub mod limits;
 pub mod lint;
