@@ -73,6 +73,9 @@ fn bench_prints_every_figure_beside_the_bare_rmcp_server() {
     assert!(number(per_fsync[1]) >= 1.0, "{per_fsync:?}");
     let accept = row(&stdout, "durable accept p50 / p99 under 1000 commands/s");
     assert!(number(accept[1]) > 0.0, "{accept:?}");
+    // The disk's own durable append: the floor of a durable accept.
+    let disk = row(&stdout, "the disk alone: a 4 KiB append made durable");
+    assert!(number(disk[1]) > 0.0, "{disk:?}");
     // Through MCP Streamable HTTP, 16 clients at once, every command confirmed.
     let http = row(&stdout, "act-and-confirm commands/s, 16 clients at once");
     assert!(number(http[1]) > 0.0, "{http:?}");

@@ -25,7 +25,13 @@ pub struct EngineFigures {
     pub accepts: Latencies,
     /// Commands answered per commit of the journal during the burst.
     pub writes_per_commit: f64,
+    /// The journal's disk alone: a 4 KiB append made durable (`fdatasync`), [`FSYNCS`] times.
+    /// No accept can be durable sooner, so it is the floor of `accepts`.
+    pub disk: Latencies,
 }
+
+/// Appends timed to durability for the disk's own figure.
+pub const FSYNCS: usize = 500;
 
 /// Starts an engine on `RELAYS` simulated relays with its journal in `dir`.
 async fn start(dir: &Path) -> Result<Engine> {
@@ -85,11 +91,36 @@ pub async fn measure(dir: &Path, calls: usize) -> Result<EngineFigures> {
         (writes - writes_before) as f64 / (commits - commits_before).max(1) as f64;
     let accepts = steady(&engine, calls).await?;
     engine.shutdown().await;
+    let dir = dir.to_path_buf();
+    let disk = tokio::task::spawn_blocking(move || disk_syncs(&dir)).await??;
     Ok(EngineFigures {
         burst,
         accepts,
         writes_per_commit,
+        disk,
     })
+}
+
+/// [`FSYNCS`] appends of 4 KiB to a file in `dir` (the journal's directory), each timed until
+/// `fdatasync` returned: what the disk itself takes to make a write durable, as SQLite's commit
+/// with `synchronous = FULL` asks of it.
+fn disk_syncs(dir: &Path) -> Result<Latencies> {
+    use std::io::Write;
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::File::create(&path).context("the fsync probe's file")?;
+    let block = [0x5a_u8; 4096];
+    let mut samples = Vec::with_capacity(FSYNCS);
+    let start = Instant::now();
+    for _ in 0..FSYNCS {
+        let t = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        samples.push(t.elapsed());
+    }
+    let total = start.elapsed();
+    drop(file);
+    std::fs::remove_file(&path)?;
+    Ok(Latencies::new(samples, total))
 }
 
 /// Every relay switched back and forth by its own task until `calls` commands completed.
@@ -189,6 +220,10 @@ pub fn rows(f: &EngineFigures) -> Vec<Vec<String>> {
         vec![
             format!("durable accept p50 / p99 under {STEADY_PER_S} commands/s"),
             format!("{} / {}", ms(f.accepts.p50()), ms(f.accepts.p99())),
+        ],
+        vec![
+            "the disk alone: a 4 KiB append made durable, p50 / p99".into(),
+            format!("{} / {}", ms(f.disk.p50()), ms(f.disk.p99())),
         ],
     ]
 }
