@@ -21,7 +21,7 @@
 //! `-32602`.
 
 use crate::call::command_result;
-use crate::confirm::{Pending, Refusal};
+use crate::confirm::{Pending, Redeemer, Refusal};
 use crate::{Caller, Server};
 use closedloop_engine::crash::INTERNAL_ERROR;
 use closedloop_engine::{CommandResult, EngineError, Status, Submission};
@@ -367,9 +367,12 @@ impl Server {
         caller: &Caller,
         cx: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let by = self
-            .redeemer(caller, cx)
-            .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
+        let by = match self.redeemer(caller, cx) {
+            Ok(by) => by,
+            // Under `confirm_by` the asker may still withdraw its own request (`redeem` checks).
+            Err(_) if !yes => Redeemer::Asker(&caller.name),
+            Err(r) => return Err(McpError::invalid_params(r.to_string(), None)),
+        };
         let p = self
             .confirmations
             .redeem(Ticket::Command(command_id), by, None)

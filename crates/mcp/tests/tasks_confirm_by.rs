@@ -12,8 +12,8 @@ use closedloop_mcp::Server;
 use closedloop_mcp::http::{self, HttpOptions};
 use closedloop_sim::SimDevice;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetTaskParams, TaskPayload, TaskStatus,
-    UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, TaskPayload,
+    TaskStatus, UpdateTaskParams,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -159,6 +159,25 @@ async fn under_confirm_by_a_tasks_client_follows_the_operators_confirmation_as_i
     operator_tasks.update_task(update).await.unwrap();
     let ended = settled(&agent, &second).await.task.status;
     assert_eq!(ended, TaskStatus::Completed);
+    assert_moved(&engine, &second, slide, 60.0).await;
+
+    // The agent withdraws a request before anyone confirms it: rejected INTERLOCK, and the
+    // operator's token is spent.
+    let (third, token) = ask(&agent, 10.0).await;
+    agent
+        .cancel_task(CancelTaskParams::new(&third))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&agent, &third).await.task.status,
+        TaskStatus::Completed
+    );
+    let r = engine.status(&third, Duration::ZERO).await.unwrap();
+    assert_eq!(serde_json::to_value(r.status).unwrap(), "rejected");
+    assert_eq!(r.error_code.as_ref().map(|c| c.as_str()), Some("INTERLOCK"));
+    let late = json!({"confirmation_token": token, "wait_s": 1});
+    let late = common::call(&operator, "confirm_command", late).await;
+    assert_eq!(common::sc(&late)["status"], "rejected", "{late:?}");
     assert_moved(&engine, &second, slide, 60.0).await;
     engine.shutdown().await;
     assert_ran_as_agent(&journal, &[id, second]).await;
