@@ -65,6 +65,19 @@ const parse = (text) => { try { return JSON.parse(text); } catch { return text; 
 const messages = (type, text) => type.includes("text/event-stream")
   ? text.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).filter(Boolean).map(parse)
   : text ? [parse(text)] : [];
+// The body as far as it came: the CLI may close a stream once it has its answer, and what had
+// arrived before must still be recorded (a whole-body read failed then and lost it all).
+const readAll = async (body) => {
+  if (!body) return "";
+  const decoder = new TextDecoder();
+  let text = "";
+  try {
+    for await (const chunk of body) text += decoder.decode(chunk, { stream: true });
+  } catch (e) {
+    return `${text}\n<cut short: ${e}>`;
+  }
+  return text + decoder.decode();
+};
 globalThis.fetch = async function (input, init) {
   const method = (init?.method ?? input?.method ?? "GET").toUpperCase();
   const res = await realFetch(input, init);
@@ -72,7 +85,7 @@ globalThis.fetch = async function (input, init) {
     const request = typeof init?.body === "string" ? parse(init.body) : null;
     const type = res.headers.get("content-type") ?? "";
     const record = (text) => appendFileSync(out, JSON.stringify({ status: res.status, request, response: messages(type, text) }) + "\n");
-    const pending = res.clone().text().then(record, (e) => record(`<unreadable: ${e}>`));
+    const pending = readAll(res.clone().body).then(record);
     if (!type.includes("text/event-stream")) await pending;
   }
   return res;

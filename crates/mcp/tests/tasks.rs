@@ -6,11 +6,8 @@ mod common;
 
 use closedloop_engine::Engine;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
-    Implementation, TaskPayload, TaskStatus,
+    CallToolRequestParams, CallToolResponse, GetTaskParams, TaskPayload, TaskStatus,
 };
-use rmcp::service::RunningService;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,29 +63,12 @@ fn plant() -> String {
     format!("{SERVER}\n{lamp}{DOOR_AND_FAN}")
 }
 
-#[derive(Clone)]
-struct TasksClient;
-
-impl ClientHandler for TasksClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_tasks().build(),
-            Implementation::new("tasks-test", "0.0.1"),
-        )
-    }
-}
-
-type Client = RunningService<RoleClient, TasksClient>;
+type Client = common::TaskSession;
 
 async fn start(dir: &std::path::Path) -> (Client, Arc<Engine>) {
     let (engine, _) = common::engine(&plant(), dir).await;
     let b = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tasks"));
-    let lifecycle = rmcp::ClientLifecycleMode::Discover {
-        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-    };
-    let client = rmcp::ClientServiceExt::serve_with_lifecycle(TasksClient, b, lifecycle)
-        .await
-        .unwrap();
+    let client = common::task_session(b, true, true).await;
     (client, engine)
 }
 
@@ -267,10 +247,8 @@ async fn a_confirmation_is_a_task_in_input_required_answered_by_tasks_update() {
 async fn a_2025_session_listing_the_extension_gets_plain_results() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, _) = common::engine(&plant(), dir.path()).await;
-    let c = TasksClient
-        .serve(common::pipe(closedloop_mcp::Server::new(engine, "tasks")))
-        .await
-        .unwrap();
+    let io = common::pipe(closedloop_mcp::Server::new(engine, "tasks"));
+    let c = common::task_session(io, true, false).await;
     let params = CallToolRequestParams::new("fan_switch")
         .with_arguments(json!({"on": true}).as_object().cloned().unwrap());
     let CallToolResponse::Complete(r) = c.call_tool_once(params).await.unwrap() else {

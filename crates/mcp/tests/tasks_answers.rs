@@ -14,11 +14,9 @@ mod common;
 use closedloop_engine::Engine;
 use closedloop_sim::SimDevice;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    CreateTaskResult, GetTaskParams, Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
+    TaskPayload, TaskStatus, UpdateTaskParams,
 };
-use rmcp::service::RunningService;
-use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,19 +47,7 @@ fn plant(extra: &str) -> String {
     format!("{server}\n{}{DOOR}", common::plants::LAMP)
 }
 
-#[derive(Clone)]
-struct TasksClient;
-
-impl ClientHandler for TasksClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::builder().enable_tasks().build(),
-            Implementation::new("tasks-answers-test", "0.0.1"),
-        )
-    }
-}
-
-type Client = RunningService<RoleClient, TasksClient>;
+type Client = common::TaskSession;
 
 /// A 2026-07-28 Tasks client of closedloop over `plant`.
 async fn start(
@@ -70,12 +56,7 @@ async fn start(
 ) -> (Client, Arc<Engine>, BTreeMap<String, SimDevice>) {
     let (engine, sims) = common::engine(plant, dir).await;
     let b = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tasks"));
-    let lifecycle = rmcp::ClientLifecycleMode::Discover {
-        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-    };
-    let client = rmcp::ClientServiceExt::serve_with_lifecycle(TasksClient, b, lifecycle)
-        .await
-        .unwrap();
+    let client = common::task_session(b, true, true).await;
     (client, engine, sims)
 }
 
