@@ -8,6 +8,8 @@
 //! comparison itself ([`rules::compare`]) is a pure function over two loaded plants; this file
 //! loads, prints and decides the exit code.
 
+#[cfg(test)]
+mod person_tests;
 mod rules;
 #[cfg(test)]
 mod tests;

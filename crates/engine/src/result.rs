@@ -7,6 +7,7 @@ use crate::clock::rfc3339;
 use crate::contract::{ErrorCode, Status};
 use closedloop_journal::{CommandRow, EventRow};
 use serde::Serialize;
+use std::fmt::Write as _;
 
 /// One entry of a command's timeline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -165,9 +166,25 @@ impl CommandResult {
         }
     }
 
+    /// The device, the action and the parameters it was called with ("slide move_to with
+    /// target_mm = 150"): the text names what the device confirmed, or is doing.
+    fn what(&self) -> String {
+        let mut what = format!("{} {}", self.device, self.action);
+        let Some(params) = self.params.as_object().filter(|p| !p.is_empty()) else {
+            return what;
+        };
+        for (i, (k, v)) in params.iter().enumerate() {
+            what.push_str(if i == 0 { " with " } else { ", " });
+            let _ = write!(what, "{k} = {v}");
+        }
+        what
+    }
+
     /// A short text for a model, saying what is known and what to do next.
     pub fn summary(&self) -> String {
         let what = format!("{} {}", self.device, self.action);
+        // Failures and rejections name the arguments in their detail ("Asked for: …").
+        let asked = self.what();
         let detail = sentence(self.detail.as_deref().unwrap_or(""));
         let hint = sentence(self.hint.as_deref().unwrap_or(""));
         let code = self.error_code.as_ref().map(|c| c.as_str()).unwrap_or("");
@@ -184,7 +201,7 @@ impl CommandResult {
                     })
                     .unwrap_or_default();
                 format!(
-                    "{}, not yet done: {what} is {}{left}. Call get_command_status with command_id {} to learn whether the device confirmed it.",
+                    "{}, not yet done: {asked} is {}{left}. Call get_command_status with command_id {} to learn whether the device confirmed it.",
                     if self.status == Status::Accepted {
                         "Accepted"
                     } else {
@@ -200,12 +217,12 @@ impl CommandResult {
             }
             Status::Completed if self.verified => {
                 format!(
-                    "Completed and confirmed by the device's feedback: {what}. {}",
+                    "Completed and confirmed by the device's feedback: {asked}. {}",
                     evidence_text(&self.evidence)
                 )
             }
-            Status::Completed => format!("Completed by readback only: {what}. {hint}"),
-            Status::Sent => format!("Sent, not confirmed: {what}. {hint}"),
+            Status::Completed => format!("Completed by readback only: {asked}. {hint}"),
+            Status::Sent => format!("Sent, not confirmed: {asked}. {hint}"),
             Status::Cancelled => format!("Cancelled: {what}. {detail}"),
             Status::Rejected => {
                 format!("Rejected ({code}), nothing was sent: {what}. {detail} {hint}")

@@ -236,4 +236,13 @@ ALTER TABLE commands ADD COLUMN inserted_at TIMESTAMPTZ NOT NULL DEFAULT now();
 UPDATE commands SET inserted_at = to_timestamp(accepted_at_ms / 1000.0);
 "#,
     ),
+    (
+        10,
+        // The checklist items of a waiting confirmation the person already answered yes
+        // (pg/confirmations.rs `check_off`): a Tasks client answers them one at a time, maybe
+        // through different gateways.
+        r#"
+ALTER TABLE confirmations ADD COLUMN checked TEXT[] NOT NULL DEFAULT '{}';
+"#,
+    ),
 ];

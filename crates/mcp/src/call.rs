@@ -8,6 +8,7 @@
 //! answers the tools that act (with [`confirming`] for a person's confirmation), [`commands`] the command tools and [`devices`] the device tools.
 
 pub(crate) mod act;
+mod asking;
 mod commands;
 pub(crate) mod confirming;
 mod devices;
@@ -21,6 +22,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
+use std::ops::ControlFlow;
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -36,12 +38,19 @@ impl Server {
         let started = std::time::Instant::now();
         let tool = request.name.clone();
         let answer = async move {
-            let args = request.arguments.unwrap_or_default();
+            let mut args = request.arguments.unwrap_or_default();
             let caller = self.caller(&cx);
             let name = request.name.as_ref();
             let is_action = self.is_action_tool(name);
             if !is_action && name != "cancel_command" && !caller.may_read() {
                 return Ok(unauthorized(&caller, "read devices and commands").into());
+            }
+            if is_action {
+                let responses = request.input_responses.as_ref();
+                let asked = self.ask_values(name, &mut args, responses, &caller, &cx);
+                if let ControlFlow::Break(answer) = asked.await? {
+                    return Ok(answer);
+                }
             }
             let result = self.dispatch(name, args, request_id, &caller, &cx).await;
             if is_action && let Ok(r) = &result {

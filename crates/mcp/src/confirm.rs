@@ -145,6 +145,7 @@ impl Confirmations {
             args: args.clone(),
             caller: caller.into(),
             key: key.map(str::to_string),
+            checked: Vec::new(),
         };
         match &self.shared {
             Some(shared) => shared
@@ -166,6 +167,24 @@ impl Confirmations {
             Ok(_) => Ok(None),
             Err(e) => Err(unavailable(e)),
         }
+    }
+
+    /// Records `keys` (questions of a checklist) as answered yes by `by` on the confirmation
+    /// still waiting under `command_id`; returns every key answered so far, so that whoever
+    /// records the last one knows it is time to redeem.
+    pub async fn check_off(
+        &self,
+        command_id: &str,
+        keys: &[String],
+        by: Redeemer<'_>,
+    ) -> Result<Vec<String>, Refusal> {
+        let Some(shared) = &self.shared else {
+            return self.memory.check_off(command_id, keys, by);
+        };
+        let pending = self.by_command(command_id).await?.ok_or(Refusal::Unknown)?;
+        check(&pending, by, None)?;
+        let checked = shared.check_off(command_id, keys).await;
+        checked.map_err(unavailable)?.ok_or(Refusal::Used)
     }
 
     /// Consumes the confirmation `ticket` names (its token, or its command id). With `expect`,
@@ -254,6 +273,26 @@ impl Memory {
         p.iter()
             .find(|(_, v)| v.pending.command_id == command_id && v.expires > now)
             .map(|(k, v)| (k.clone(), v.pending.clone()))
+    }
+
+    fn check_off(
+        &self,
+        command_id: &str,
+        keys: &[String],
+        by: Redeemer<'_>,
+    ) -> Result<Vec<String>, Refusal> {
+        let now = Instant::now();
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = p
+            .values_mut()
+            .find(|v| v.pending.command_id == command_id && v.expires > now)
+            .ok_or(Refusal::Unknown)?;
+        check(&entry.pending, by, None)?;
+        let checked = &mut entry.pending.checked;
+        checked.extend(keys.iter().cloned());
+        checked.sort();
+        checked.dedup();
+        Ok(checked.clone())
     }
 
     fn redeem(

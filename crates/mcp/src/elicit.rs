@@ -1,11 +1,12 @@
 //! In-protocol confirmation: for clients that declare the elicitation capability (2025-06-18 and
 //! 2025-11-25 sessions), a `confirm = true` action asks the user directly with a one-field form
-//! ("confirm": yes/no) before anything moves. Clients without it — and 2026-07-28 clients, to
+//! ("confirm": yes/no), or one box per item of its `checklist`, before anything moves. Clients without it — and 2026-07-28 clients, to
 //! which rmcp 3.11 refuses server-to-client requests — get the two-step token instead.
 
 use rmcp::RoleServer;
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, JsonObject};
+use rmcp::model::{ElicitRequestParams, ElicitationAction, JsonObject};
 use rmcp::service::RequestContext;
+use serde_json::json;
 use std::time::Duration;
 
 /// How long the user has to answer the form.
@@ -21,12 +22,14 @@ pub(crate) enum Answer {
     Unavailable,
 }
 
-/// Asks the user, when the client can be asked.
+/// Asks the user, when the client can be asked: to confirm the call, or to tick every item
+/// of the action's `checklist`.
 pub(crate) async fn ask(
     cx: &RequestContext<RoleServer>,
     device: &str,
     action: &str,
     args: &JsonObject,
+    checklist: &[String],
 ) -> Answer {
     let can = cx
         .client_capabilities()
@@ -34,25 +37,8 @@ pub(crate) async fn ask(
     if !can {
         return Answer::Unavailable;
     }
-    let Ok(schema) = ElicitationSchema::builder()
-        .required_bool("confirm")
-        .build()
-    else {
+    let Some(params) = form(device, action, args, checklist) else {
         return Answer::Unavailable;
-    };
-    let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-    let message = format!(
-        "closedloop: run {device} {action}{}? Nothing moves unless you confirm.",
-        if shown.is_empty() {
-            String::new()
-        } else {
-            format!(" with {}", shown.join(", "))
-        }
-    );
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: schema,
     };
     match cx
         .peer
@@ -61,15 +47,20 @@ pub(crate) async fn ask(
     {
         Ok(r) => match r.action {
             ElicitationAction::Accept => {
-                if r.content
-                    .as_ref()
-                    .and_then(|c| c.get("confirm"))
-                    .and_then(|v| v.as_bool())
-                    == Some(true)
-                {
-                    Answer::Confirmed
-                } else {
-                    Answer::Declined("the user did not tick confirm".into())
+                let keys = crate::tasks::questions::keys(checklist);
+                let ticked = |k: &String| {
+                    r.content
+                        .as_ref()
+                        .and_then(|c| c.get(k))
+                        .and_then(|v| v.as_bool())
+                        == Some(true)
+                };
+                match keys.iter().all(ticked) {
+                    true => Answer::Confirmed,
+                    false if checklist.is_empty() => {
+                        Answer::Declined("the user did not tick confirm".into())
+                    }
+                    false => Answer::Declined("the user did not tick every check".into()),
                 }
             }
             ElicitationAction::Decline => Answer::Declined("the user declined".into()),
@@ -80,4 +71,38 @@ pub(crate) async fn ask(
             Answer::Unavailable
         }
     }
+}
+
+/// The confirmation form: one required boolean, `confirm`, or one per checklist item
+/// (`check_1`, …, titled with the item).
+fn form(
+    device: &str,
+    action: &str,
+    args: &JsonObject,
+    checklist: &[String],
+) -> Option<ElicitRequestParams> {
+    let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let call = match shown.is_empty() {
+        true => format!("{device} {action}"),
+        false => format!("{device} {action} with {}", shown.join(", ")),
+    };
+    let keys = crate::tasks::questions::keys(checklist);
+    let mut properties = JsonObject::new();
+    for (i, key) in keys.iter().enumerate() {
+        let title = checklist.get(i).map_or("Confirm", String::as_str);
+        properties.insert(key.clone(), json!({"type": "boolean", "title": title}));
+    }
+    let message = match checklist.is_empty() {
+        true => format!("closedloop: run {call}? Nothing moves unless you confirm."),
+        false => format!(
+            "closedloop: run {call}? Tick each check only if it holds; nothing moves unless \
+             every one is ticked."
+        ),
+    };
+    let form = json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": properties, "required": keys},
+    });
+    serde_json::from_value(form).ok()
 }

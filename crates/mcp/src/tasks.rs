@@ -13,12 +13,15 @@
 //! its answer lives `[server] confirm_ttl_s`; a command lives in the journal until `[server]
 //! retain` prunes it (null, unlimited, without `retain`).
 //!
-//! A confirmation task asks one thing, under the key `confirm`: an elicitation form with one
-//! boolean, answered with `tasks/update`; `tasks/cancel` of a task still waiting is a "no".
+//! A confirmation task asks one thing, under the key `confirm`, or one per item of the action's
+//! `checklist` (`tasks/questions.rs`): elicitation forms with one boolean each, answered with
+//! `tasks/update`, all at once or one at a time; `tasks/cancel` of a task still waiting is a "no".
 //! Answers to keys it never asked, or sent after it stopped asking, are ignored and acknowledged
 //! (SEP-2663: a client may answer in parts, and only outstanding keys count); an answer under
 //! `confirm` that is not an elicitation result is refused; a task id closedloop does not know is
 //! `-32602`.
+
+pub(crate) mod questions;
 
 use crate::call::command_result;
 use crate::confirm::{Pending, Redeemer, Refusal};
@@ -27,10 +30,8 @@ use closedloop_engine::crash::INTERNAL_ERROR;
 use closedloop_engine::{CommandResult, EngineError, Status, Submission};
 use closedloop_journal::Ticket;
 use rmcp::model::{
-    CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask, ElicitRequest,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema, ErrorCode,
-    GetTaskParams, GetTaskResult, InputRequest, InputRequests, JsonObject, Task, TaskPayload,
-    TaskStatus, UpdateTaskParams,
+    CallToolResult, CancelTaskParams, CreateTaskResult, DetailedTask, ErrorCode, GetTaskParams,
+    GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -143,51 +144,6 @@ fn task_error(e: EngineError) -> McpError {
     }
 }
 
-/// The key of the one input a confirmation task asks for.
-const CONFIRM_KEY: &str = "confirm";
-
-/// What a waiting confirmation asks the person, and the form that asks it: one boolean,
-/// "confirm".
-fn question(p: &Pending) -> Result<(String, InputRequests), McpError> {
-    let shown: Vec<String> = p.args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-    let message = format!(
-        "closedloop: run {} {}{}? Nothing moves unless you confirm.",
-        p.device,
-        p.action,
-        if shown.is_empty() {
-            String::new()
-        } else {
-            format!(" with {}", shown.join(", "))
-        }
-    );
-    let schema = ElicitationSchema::builder()
-        .required_bool(CONFIRM_KEY)
-        .build()
-        .map_err(|_| McpError::internal_error("could not build the confirmation form", None))?;
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: message.clone(),
-        requested_schema: schema,
-    };
-    let mut requests = InputRequests::new();
-    requests.insert(
-        CONFIRM_KEY.into(),
-        InputRequest::Elicitation(ElicitRequest::new(params)),
-    );
-    Ok((message, requests))
-}
-
-/// Whether an elicitation answer is a yes: accepted, with "confirm" ticked.
-fn is_yes(answer: &ElicitResult) -> bool {
-    answer.action == ElicitationAction::Accept
-        && answer
-            .content
-            .as_ref()
-            .and_then(|c| c.get(CONFIRM_KEY))
-            .and_then(|v| v.as_bool())
-            == Some(true)
-}
-
 impl Server {
     /// How long the journal keeps a command, so its task: `[server] retain`, which prunes
     /// commands that *finished* longer ago, so each lives at least that long from its creation.
@@ -270,7 +226,7 @@ impl Server {
                         TaskPayload::Working,
                     )));
                 }
-                let (message, input_requests) = question(&p)?;
+                let (message, input_requests) = questions::ask(&p, self.checklist(&p))?;
                 let task = waiting_task(id, message, self.confirmation_ttl());
                 Ok(GetTaskResult::new(DetailedTask::new(
                     task,
@@ -321,7 +277,7 @@ impl Server {
         request: UpdateTaskParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if self.waiting(&request.task_id).await?.is_none() {
+        let Some(p) = self.waiting(&request.task_id).await? else {
             // Asking nothing (any more): a task closedloop knows ignores the answers. Whether it
             // knows it is for a caller that may read commands.
             if !self.caller(&cx).may_read() {
@@ -335,20 +291,51 @@ impl Server {
                 .await
                 .map_err(task_error)?;
             return Ok(());
-        }
-        let Some(answer) = request.input_responses.get(CONFIRM_KEY) else {
-            // Answers to keys never asked: ignored; the question stays open.
-            return Ok(());
         };
-        let answer: ElicitResult = serde_json::from_value(answer.clone()).map_err(|_| {
-            McpError::invalid_params(
-                format!("tasks/update needs an elicitation result under {CONFIRM_KEY:?}"),
-                None,
-            )
-        })?;
-        let caller = self.caller(&cx);
-        self.answer_confirmation(&request.task_id, is_yes(&answer), &caller, &cx)
+        self.answer_questions(&p, &request.input_responses, &cx)
             .await
+    }
+
+    /// The person's answers to the open questions of the confirmation `p`: a no ends it, the
+    /// last yes runs the command, a yes to some of a checklist is kept.
+    async fn answer_questions(
+        &self,
+        p: &Pending,
+        responses: &rmcp::model::InputResponses,
+        cx: &RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let checklist = self.checklist(p);
+        let open = questions::open(p, checklist);
+        let answers = questions::answers(responses, &open)?;
+        let caller = self.caller(cx);
+        let id = &p.command_id;
+        if answers.is_empty() {
+            // Answers to keys never asked: ignored; the questions stay open.
+            return Ok(());
+        }
+        if answers.len() == open.len() || answers.iter().any(|(_, yes)| !yes) {
+            let yes = answers.iter().all(|(_, yes)| *yes);
+            return self.answer_confirmation(id, yes, &caller, cx).await;
+        }
+        // Some of a checklist's questions: kept; whoever answers the last one runs the command.
+        let by = self
+            .redeemer(&caller, cx)
+            .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
+        let keys: Vec<String> = answers.into_iter().map(|(k, _)| k).collect();
+        let checked = self.confirmations.check_off(id, &keys, by).await;
+        let checked = checked.map_err(refused)?;
+        if questions::keys(checklist)
+            .iter()
+            .all(|k| checked.contains(k))
+        {
+            return self.answer_confirmation(id, true, &caller, cx).await;
+        }
+        Ok(())
+    }
+
+    /// The checklist of the action a confirmation is for (empty: one question, `confirm`).
+    fn checklist(&self, p: &Pending) -> &[String] {
+        self.checklist_of(&p.device, &p.action)
     }
 
     /// The confirmation still waiting under the task id `command_id`, wherever it was issued.
@@ -377,10 +364,7 @@ impl Server {
             .confirmations
             .redeem(Ticket::Command(command_id), by, None)
             .await
-            .map_err(|r| match r {
-                Refusal::Unavailable(_) => crate::call::confirming::unavailable(&r),
-                r => McpError::invalid_params(r.to_string(), None),
-            })?;
+            .map_err(refused)?;
         let runs_as = self.runs_as(by, caller, &p.caller);
         let sub = Submission {
             command_id: Some(p.command_id),
@@ -396,5 +380,14 @@ impl Server {
         };
         self.submit(sub, &runs_as).await?;
         Ok(())
+    }
+}
+
+/// A refused answer as a protocol error: the journal's silence as an internal error, anything
+/// else as invalid params.
+fn refused(r: Refusal) -> McpError {
+    match r {
+        Refusal::Unavailable(_) => crate::call::confirming::unavailable(&r),
+        r => McpError::invalid_params(r.to_string(), None),
     }
 }

@@ -38,6 +38,9 @@ pub struct Action {
     pub verification: Verification,
     /// Whether nothing moves until the caller confirms.
     pub confirm: bool,
+    /// `checklist`: what the person checks before confirming ("the guard is closed"), each
+    /// item its own yes; empty, the confirmation is one yes. Needs `confirm`.
+    pub checklist: Vec<String>,
     /// Whether a busy device queues the command (else `DEVICE_BUSY`).
     pub queue: bool,
     /// Deadline = expect_s × timeout_factor + timeout_floor_ms + poll_ms.
@@ -75,6 +78,12 @@ impl Action {
         args: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Params, ParamError> {
         params::check(&self.params, args)
+    }
+
+    /// The parameters a person answers (`ask`): not in the tool's input schema; the server
+    /// asks for them in-protocol and puts the answers into the call's arguments.
+    pub fn asked(&self) -> impl Iterator<Item = &params::ParamSpec> {
+        self.params.iter().filter(|p| p.ask.is_some())
     }
 
     /// Every signal of its own device that one of its expressions reads.

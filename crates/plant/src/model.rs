@@ -178,6 +178,7 @@ pub(crate) struct RawAction {
     pub idempotent: Option<bool>,
     pub verification: Option<Verification>,
     pub confirm: Option<bool>,
+    pub checklist: Option<Vec<String>>,
     pub queue: Option<bool>,
     pub timeout_factor: Option<f64>,
     pub timeout_floor_ms: Option<u64>,
@@ -203,6 +204,7 @@ pub(crate) struct RawParam {
     pub max: Option<f64>,
     pub unit: Option<String>,
     pub description: Option<String>,
+    pub ask: Option<String>,
 }
 
 /// Every key a write or cancel entry may have; the kind is decided by which address key is set.

@@ -62,6 +62,10 @@ pub struct ParamSpec {
     pub description: Option<String>,
     /// The allowed strings (`enum`), for string parameters.
     pub choices: Option<Vec<String>>,
+    /// The question that asks a person for the value (`ask`): a value the model must not make
+    /// up (who signs, the lot number on the label) is left out of the tool's input schema and
+    /// asked of the person in-protocol, so the journal records what the person answered.
+    pub ask: Option<String>,
 }
 
 /// A parameter value of a command. Serializes untagged, so params are plain JSON.
@@ -254,6 +258,7 @@ mod tests {
             unit: None,
             description: None,
             choices: None,
+            ask: None,
         };
         vec![
             ParamSpec {

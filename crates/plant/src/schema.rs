@@ -4,7 +4,7 @@
 //! `accepted` at once, and only `get_command_status` says whether the device confirmed it.
 
 use crate::action::{Action, Verification};
-use crate::params::ParamType;
+use crate::params::{ParamSpec, ParamType};
 use crate::plant::{Alarm, Device, Plant, ToolMode};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
@@ -13,34 +13,12 @@ use std::fmt::Write as _;
 pub const MAX_TOOL_NAME: usize = 64;
 
 impl Action {
-    /// The JSON Schema of the tool's input: every param (required), plus optional `wait_s`
-    /// and `idempotency_key`; nothing else is accepted.
+    /// The JSON Schema of the tool's input: every param (required) but those asked of a
+    /// person (`ask`), plus optional `wait_s` and `idempotency_key`; nothing else is accepted.
     pub fn input_schema(&self) -> Value {
         let mut props = Map::new();
-        for p in &self.params {
-            let mut s = Map::new();
-            s.insert("type".into(), json!(p.ty.json_type()));
-            if matches!(p.ty, ParamType::Number | ParamType::Integer) {
-                if let Some(min) = p.min {
-                    s.insert("minimum".into(), json!(min));
-                }
-                if let Some(max) = p.max {
-                    s.insert("maximum".into(), json!(max));
-                }
-            }
-            if let Some(choices) = &p.choices {
-                s.insert("enum".into(), json!(choices));
-            }
-            let desc = match (&p.description, &p.unit) {
-                (Some(d), Some(u)) => Some(format!("{d} (unit: {u})")),
-                (Some(d), None) => Some(d.clone()),
-                (None, Some(u)) => Some(format!("In {u}.")),
-                (None, None) => None,
-            };
-            if let Some(d) = desc {
-                s.insert("description".into(), json!(d));
-            }
-            props.insert(p.name.clone(), Value::Object(s));
+        for p in self.params.iter().filter(|p| p.ask.is_none()) {
+            props.insert(p.name.clone(), Value::Object(p.json_schema()));
         }
         props.insert(
             "wait_s".into(),
@@ -59,7 +37,12 @@ impl Action {
                                 arguments returns the same command instead of acting twice."
             }),
         );
-        let required: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+        let required: Vec<&str> = self
+            .params
+            .iter()
+            .filter(|p| p.ask.is_none())
+            .map(|p| p.name.as_str())
+            .collect();
         json!({
             "type": "object",
             "properties": props,
@@ -103,8 +86,24 @@ impl Action {
                  command_id at least every {k} s; when you stop asking, it is stopped (DEADMAN)."
             );
         }
+        let asked: Vec<&str> = self.asked().map(|p| p.name.as_str()).collect();
+        if !asked.is_empty() {
+            let _ = write!(
+                d,
+                " It asks the person for {} itself; do not pass or invent {}.",
+                asked.join(" and "),
+                if asked.len() == 1 { "it" } else { "them" }
+            );
+        }
         if self.confirm {
             d.push_str(" Nothing moves until the command is confirmed.");
+        }
+        if !self.checklist.is_empty() {
+            let _ = write!(
+                d,
+                " Before confirming, the person checks: {}.",
+                self.checklist.join("; ")
+            );
         }
         if self.task == crate::TaskSupport::Required {
             d.push_str(
@@ -113,6 +112,37 @@ impl Action {
             );
         }
         d
+    }
+}
+
+impl ParamSpec {
+    /// The JSON Schema of one parameter: type, range, choices, and its description with its
+    /// unit. The tool's input schema holds it, or, for a parameter asked of a person, the form
+    /// that asks it.
+    pub fn json_schema(&self) -> Map<String, Value> {
+        let mut s = Map::new();
+        s.insert("type".into(), json!(self.ty.json_type()));
+        if matches!(self.ty, ParamType::Number | ParamType::Integer) {
+            if let Some(min) = self.min {
+                s.insert("minimum".into(), json!(min));
+            }
+            if let Some(max) = self.max {
+                s.insert("maximum".into(), json!(max));
+            }
+        }
+        if let Some(choices) = &self.choices {
+            s.insert("enum".into(), json!(choices));
+        }
+        let desc = match (&self.description, &self.unit) {
+            (Some(d), Some(u)) => Some(format!("{d} (unit: {u})")),
+            (Some(d), None) => Some(d.clone()),
+            (None, Some(u)) => Some(format!("In {u}.")),
+            (None, None) => None,
+        };
+        if let Some(d) = desc {
+            s.insert("description".into(), json!(d));
+        }
+        s
     }
 }
 

@@ -94,3 +94,83 @@ fn check_params_for_move_to() {
         "target_mm: got \"150\"; send a number from 0 to 300 mm"
     );
 }
+
+/// The lamp's `on` asked of a person (`ask`), so the model never passes it.
+fn lamp_asked(ask: &str) -> String {
+    WORKSHOP.replace(
+        "on = { type = \"bool\", description = \"true to switch on\" }",
+        &format!("on = {{ type = \"bool\", description = \"true to switch on\", ask = {ask:?} }}"),
+    )
+}
+
+#[test]
+fn an_asked_param_is_left_out_of_the_input_schema_and_named_in_the_description() {
+    let src = lamp_asked("Switch the desk lamp on?");
+    assert_ne!(
+        src, WORKSHOP,
+        "the lamp's param line must be in the workshop plant"
+    );
+    let plant = parse(&src, "workshop.toml", Path::new("/srv")).unwrap();
+    let (device, action) = plant.tool("lamp_switch").unwrap();
+    let schema = action.input_schema();
+    assert!(schema["properties"].get("on").is_none(), "{schema}");
+    assert_eq!(schema["required"], json!([]));
+    let description = action.tool_description(device);
+    assert!(
+        description.contains("It asks the person for on itself; do not pass or invent it."),
+        "{description}"
+    );
+    assert_eq!(
+        action.params[0].ask.as_deref(),
+        Some("Switch the desk lamp on?")
+    );
+}
+
+#[test]
+fn a_blank_ask_is_refused_naming_its_key() {
+    let e = parse(&lamp_asked("  "), "workshop.toml", Path::new("/srv")).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("params.on.ask"), "{text}");
+    assert!(
+        text.contains("ask must be the question a person answers"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_checklist_is_named_in_the_description_and_needs_confirm() {
+    let with =
+        |extra: &str| WORKSHOP.replacen("expect_s = 0.02", &format!("expect_s = 0.02\n{extra}"), 1);
+    let src =
+        with("confirm = true\nchecklist = [\" the lamp is wired \", \"nobody is on the ladder\"]");
+    let plant = parse(&src, "workshop.toml", Path::new("/srv")).unwrap();
+    let (device, action) = plant.tool("lamp_switch").unwrap();
+    assert_eq!(
+        action.checklist,
+        ["the lamp is wired", "nobody is on the ladder"]
+    );
+    let description = action.tool_description(device);
+    assert!(
+        description.contains(
+            "Before confirming, the person checks: the lamp is wired; nobody is on the ladder."
+        ),
+        "{description}"
+    );
+    let e = parse(
+        &with("checklist = [\"the lamp is wired\"]"),
+        "workshop.toml",
+        Path::new("/srv"),
+    );
+    let text = e.unwrap_err().to_string();
+    assert!(text.contains("key action.switch.checklist: a checklist is what a person checks before confirming; add confirm = true"), "{text}");
+    let e = parse(
+        &with("confirm = true\nchecklist = [\"\"]"),
+        "workshop.toml",
+        Path::new("/srv"),
+    );
+    let text = e.unwrap_err().to_string();
+    assert!(
+        text.contains("key action.switch.checklist[0]: each checklist item must say what to check"),
+        "{text}"
+    );
+}

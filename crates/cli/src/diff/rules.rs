@@ -88,6 +88,17 @@ fn action_changes(old: (&Device, &Action), new: (&Device, &Action)) -> Vec<Chang
         ),
         _ => {}
     }
+    if oa.checklist != na.checklist {
+        // Each item is a question a client answers under its own key (`check_1`, …).
+        let (a, b) = (oa.checklist.len(), na.checklist.len());
+        match a == b {
+            true => push("checklist items reworded".into(), Compatible),
+            false => push(
+                format!("checklist {a} → {b} items: the confirmation asks other questions"),
+                Breaking,
+            ),
+        }
+    }
     if let Some((what, verdict)) = keepalive(oa.keepalive_s, na.keepalive_s) {
         push(what, verdict);
     }
@@ -138,6 +149,12 @@ fn params_changes(tool: &str, old: &[ParamSpec], new: &[ParamSpec]) -> Vec<Chang
     let mut out = Vec::new();
     for o in old {
         match new.iter().find(|n| n.name == o.name) {
+            // Nobody passed a parameter the person answered.
+            None if o.ask.is_some() => out.push(Change::new(
+                tool,
+                format!("parameter {} (asked of the person) removed", o.name),
+                Compatible,
+            )),
             None => out.push(Change::new(
                 tool,
                 format!("parameter {} removed", o.name),
@@ -151,7 +168,11 @@ fn params_changes(tool: &str, old: &[ParamSpec], new: &[ParamSpec]) -> Vec<Chang
         }
     }
     for n in new.iter().filter(|n| !old.iter().any(|o| o.name == n.name)) {
-        let what = format!("new required parameter {} ({})", n.name, n.ty.key());
+        // A client that cannot ask a person (no elicitation) can no longer call the tool.
+        let what = match n.ask {
+            Some(_) => format!("new parameter {} asked of the person", n.name),
+            None => format!("new required parameter {} ({})", n.name, n.ty.key()),
+        };
         out.push(Change::new(tool, what, Breaking));
     }
     out
@@ -162,6 +183,20 @@ fn params_changes(tool: &str, old: &[ParamSpec], new: &[ParamSpec]) -> Vec<Chang
 /// the allowed strings moot, so they are not compared then.
 pub(super) fn param_changes(old: &ParamSpec, new: &ParamSpec) -> Vec<(String, Verdict)> {
     let mut out = Vec::new();
+    match (&old.ask, &new.ask) {
+        (None, Some(_)) => out.push((
+            "now asked of the person: a value passed is refused".into(),
+            Breaking,
+        )),
+        (Some(_), None) => out.push((
+            "no longer asked of the person: callers must pass it".into(),
+            Breaking,
+        )),
+        (Some(a), Some(b)) if a != b => {
+            out.push(("question to the person changed".into(), Compatible))
+        }
+        _ => {}
+    }
     if old.ty != new.ty {
         let (a, b) = (old.ty.key(), new.ty.key());
         if (old.ty, new.ty) == (ParamType::Integer, ParamType::Number) {

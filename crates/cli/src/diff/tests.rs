@@ -5,7 +5,7 @@ use super::Verdict::{self, Breaking, Compatible};
 use super::{Change, compare};
 use closedloop_plant::Plant;
 
-const BASE: &str = r#"
+pub(super) const BASE: &str = r#"
 [server]
 journal = "sqlite::memory:"
 
@@ -42,13 +42,13 @@ cancel = [{ coil = 1, value = "true" }]
 stopped_when = "!moving"
 "#;
 
-fn plant(src: &str) -> Plant {
+pub(super) fn plant(src: &str) -> Plant {
     closedloop_plant::parse(src, "plant.toml", std::path::Path::new("/tmp"))
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The rows of comparing BASE with BASE after each `(from, to)` replacement.
-fn diff(edits: &[(&str, &str)]) -> Vec<(String, String, Verdict)> {
+pub(super) fn diff(edits: &[(&str, &str)]) -> Vec<(String, String, Verdict)> {
     let mut new = BASE.to_string();
     for (from, to) in edits {
         assert!(new.contains(from), "{from:?} is not in the plant");
@@ -66,7 +66,7 @@ fn diff(edits: &[(&str, &str)]) -> Vec<(String, String, Verdict)> {
         .collect()
 }
 
-fn row(tool: &str, what: &str, verdict: Verdict) -> (String, String, Verdict) {
+pub(super) fn row(tool: &str, what: &str, verdict: Verdict) -> (String, String, Verdict) {
     (tool.into(), what.into(), verdict)
 }
 

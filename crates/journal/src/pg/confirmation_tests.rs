@@ -16,6 +16,7 @@ fn row(command_id: &str, caller: &str) -> ConfirmationRow {
         args: json!({"target_mm": 150}).as_object().cloned().unwrap(),
         caller: caller.into(),
         key: Some("k1".into()),
+        checked: Vec::new(),
     }
 }
 
@@ -108,5 +109,39 @@ async fn a_caller_asking_again_and_again_drops_only_its_own_oldest() {
     assert!(!found("cfm_mine0").await && !found("cfm_mine1").await);
     assert!(found("cfm_mine2").await && found("cfm_mine3").await);
     j.close().await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn checklist_answers_from_two_gateways_add_up_and_end_with_the_confirmation() {
+    let Some(db) = Database::create("confirm_checked").await else {
+        return;
+    };
+    let (a, b) = (db.journal().await, db.journal().await);
+    let (at_a, at_b) = (a.confirmations().unwrap(), b.confirmations().unwrap());
+    at_a.put("cfm_c", &row("c1", "agent"), TTL, 32)
+        .await
+        .unwrap();
+    let keys = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let (second, both) = (keys(&["check_2"]), keys(&["check_1", "check_2"]));
+    let (x, y) = tokio::join!(at_a.check_off("c1", &second), at_b.check_off("c1", &both));
+    let (x, y) = (x.unwrap().unwrap(), y.unwrap().unwrap());
+    assert!(
+        x == keys(&["check_1", "check_2"]) || y == keys(&["check_1", "check_2"]),
+        "the later of two answers sees both: {x:?} {y:?}"
+    );
+    let Some(Held::Pending(p)) = at_b.find(Ticket::Command("c1")).await.unwrap() else {
+        panic!("still waiting");
+    };
+    assert_eq!(p.checked, keys(&["check_1", "check_2"]));
+    assert!(at_b.take(Ticket::Command("c1"), "agent").await.unwrap());
+    assert_eq!(
+        at_a.check_off("c1", &keys(&["check_3"])).await.unwrap(),
+        None,
+        "used"
+    );
+    for j in [a, b] {
+        j.close().await;
+    }
     db.drop().await;
 }

@@ -43,6 +43,9 @@ pub struct ConfirmationRow {
     pub caller: String,
     /// The call's `idempotency_key`, which the confirmed command carries.
     pub key: Option<String>,
+    /// The keys of the questions the person already answered yes (an action's `checklist`
+    /// items, answered one at a time), sorted.
+    pub checked: Vec<String>,
 }
 
 /// Where a confirmation stands.
@@ -95,14 +98,18 @@ fn ms(d: Duration) -> i64 {
 
 /// A confirmation by its token's digest, in [`from_columns`]' order.
 const BY_TOKEN: &str = "SELECT command_id, device, action, args, caller, idempotency_key, used_by,
-        expires_at <= now() FROM confirmations WHERE token_sha256 = $1";
+        expires_at <= now(), checked FROM confirmations WHERE token_sha256 = $1";
 /// A confirmation still waiting, by its command id, in [`from_columns`]' order.
 const BY_COMMAND: &str = "SELECT command_id, device, action, args, caller, idempotency_key,
-        used_by, expires_at <= now() FROM confirmations
+        used_by, expires_at <= now(), checked FROM confirmations
     WHERE command_id = $1 AND used_by IS NULL AND expires_at > now()";
 /// Redeems by token digest ($1) for $2.
 const TAKE_BY_TOKEN: &str = "UPDATE confirmations SET used_by = $2, used_at = now()
     WHERE token_sha256 = $1 AND used_by IS NULL AND expires_at > now()";
+/// Adds the answered keys $2 to the confirmation still waiting under command id $1.
+const CHECK_OFF: &str = "UPDATE confirmations
+    SET checked = ARRAY(SELECT DISTINCT k FROM unnest(checked || $2::text[]) AS k ORDER BY k)
+    WHERE command_id = $1 AND used_by IS NULL AND expires_at > now() RETURNING checked";
 /// Redeems by command id ($1) for $2.
 const TAKE_BY_COMMAND: &str = "UPDATE confirmations SET used_by = $2, used_at = now()
     WHERE command_id = $1 AND used_by IS NULL AND expires_at > now()";
@@ -116,10 +123,11 @@ type Columns = (
     Option<String>,
     Option<String>,
     bool,
+    Vec<String>,
 );
 
 fn from_columns(c: Columns) -> Result<Held, JournalError> {
-    let (command_id, device, action, args, caller, key, used_by, expired) = c;
+    let (command_id, device, action, args, caller, key, used_by, expired, checked) = c;
     if let Some(by) = used_by {
         return Ok(Held::Used(by));
     }
@@ -137,6 +145,7 @@ fn from_columns(c: Columns) -> Result<Held, JournalError> {
         args,
         caller,
         key,
+        checked,
     }))
 }
 
@@ -196,6 +205,22 @@ impl SharedConfirmations {
             .fetch_optional(&self.pool)
             .await?;
         row.map(from_columns).transpose()
+    }
+
+    /// Records `keys` as answered yes on the confirmation still waiting under `command_id`
+    /// and returns every key answered so far; `None` when none waits (used, expired, never
+    /// issued). One statement: of two gateways recording answers at once, the later sees both.
+    pub async fn check_off(
+        &self,
+        command_id: &str,
+        keys: &[String],
+    ) -> Result<Option<Vec<String>>, JournalError> {
+        let row: Option<(Vec<String>,)> = sqlx::query_as(CHECK_OFF)
+            .bind(command_id)
+            .bind(keys)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|(checked,)| checked))
     }
 
     /// Redeems the confirmation `ticket` names for `by`, if it is still unused and unexpired:

@@ -9,12 +9,11 @@
 //! | `failing_job`    | relay `failing` (a simulated brownout) never closes: `failed` `FEEDBACK_MISMATCH` about 1 s after dispatch; `task = "required"`, so a client without the Tasks extension is refused with -32021 |
 //! | `confirm_delete` | relay `confirm` is `confirm = true`: the task waits in `input_required` for the person's yes (`tasks/update`) |
 //! | `protocol_error_job` | relay `protocol_error` behind a link whose writes panic (`buggy.rs`): the engine ends the command `failed INTERRUPTED`, the task is `failed` with JSON-RPC error -32603 |
+//! | `multi_input` | relay `multi` is `confirm = true` with a `checklist` of two items: the task waits in `input_required` with two questions, answered one at a time with `tasks/update` |
+//! | `test_tool_with_task` | relay `test_tool` whose `with_task` asks the person `name` (`ask`): round 1 is an `InputRequiredResult` with the form (no task yet), the retry carrying the answer becomes the task, whose result names the signer; `task = "required"` |
 //!
 //! The engine, the journal, the confirmations and the MCP mapping are closedloop's own
-//! (`closedloop_mcp::Server`); nothing here answers a task itself. The suite's other task tools
-//! have no closedloop counterpart and are not served (tests/conformance/expected-failures.txt
-//! says why for each): `multi_input` (two questions at once) and `test_tool_with_task` (an
-//! SEP-2322 round before the task).
+//! (`closedloop_mcp::Server`); nothing here answers a task itself.
 
 use closedloop_engine::Engine;
 use closedloop_journal::Journal;

@@ -89,19 +89,24 @@ impl Server {
             let answer = self.token_answer(call, caller, key, confirmers, task);
             return Ok(ControlFlow::Break(answer.await?));
         }
-        Ok(match crate::elicit::ask(cx, device, action, args).await {
-            crate::elicit::Answer::Confirmed => ControlFlow::Continue(Some(caller.name.clone())),
-            crate::elicit::Answer::Declined(why) => {
-                ControlFlow::Break(declined_result(device, action, &why))
-            }
-            crate::elicit::Answer::Unavailable => {
-                // A Tasks client gets a task in input_required under the id the command
-                // will have; it answers with tasks/update.
-                let task = crate::tasks::client_wants_tasks(cx);
-                let call = (device, action, args);
-                ControlFlow::Break(self.token_answer(call, caller, key, &[], task).await?)
-            }
-        })
+        let checklist = self.checklist_of(device, action);
+        Ok(
+            match crate::elicit::ask(cx, device, action, args, checklist).await {
+                crate::elicit::Answer::Confirmed => {
+                    ControlFlow::Continue(Some(caller.name.clone()))
+                }
+                crate::elicit::Answer::Declined(why) => {
+                    ControlFlow::Break(declined_result(device, action, &why))
+                }
+                crate::elicit::Answer::Unavailable => {
+                    // A Tasks client gets a task in input_required under the id the command
+                    // will have; it answers with tasks/update.
+                    let task = crate::tasks::client_wants_tasks(cx);
+                    let call = (device, action, args);
+                    ControlFlow::Break(self.token_answer(call, caller, key, &[], task).await?)
+                }
+            },
+        )
     }
 
     /// Issues a confirmation token for `call` (device, action, arguments) and answers
@@ -127,6 +132,7 @@ impl Server {
             token: &token,
             ttl,
             task: task.then_some(command_id),
+            checklist: self.checklist_of(device, action),
         };
         Ok(needs_confirmation_result(&asked, confirmers))
     }
@@ -208,6 +214,14 @@ impl Server {
         !self.engine.plant().server.confirm_by.is_empty() && crate::http::caller_from(cx).is_some()
     }
 
+    /// What the person checks before confirming `device` `action` (its `checklist`; empty for
+    /// a plain yes).
+    pub(crate) fn checklist_of(&self, device: &str, action: &str) -> &[String] {
+        let plant = self.engine.plant();
+        let action = plant.device(device).and_then(|d| d.action(action));
+        action.map_or(&[], |a| a.checklist.as_slice())
+    }
+
     /// The caller of the plant token `name`, with its scopes (none if the plant has no such token).
     fn token_caller(&self, name: &str) -> Caller {
         let scopes = self
@@ -232,6 +246,7 @@ struct Asked<'a> {
     token: &'a str,
     ttl: Duration,
     task: Option<String>,
+    checklist: &'a [String],
 }
 
 /// The first answer to a `confirm = true` action: nothing was sent; a person must agree first.
@@ -254,13 +269,20 @@ fn needs_confirmation_result(asked: &Asked<'_>, confirmers: &[String]) -> CallTo
             shown.join(", ")
         }
     );
+    let checks = match asked.checklist {
+        [] => String::new(),
+        items => format!(
+            " Before confirming, the person checks each of: {}.",
+            items.join("; ")
+        ),
+    };
     let hint = match confirmers {
         [] => format!(
-            "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
+            "Ask the user whether to run {device} {action} with exactly these parameters.{checks} Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
             ttl.as_secs_f64()
         ),
         names => format!(
-            "You cannot confirm this yourself. Give this confirmation_token to a person holding the {} token; they run it with confirm_command within {:.0} s. Then follow the command with get_command_status.",
+            "You cannot confirm this yourself. Give this confirmation_token to a person holding the {} token; they run it with confirm_command within {:.0} s.{checks} Then follow the command with get_command_status.",
             names.join(" or "),
             ttl.as_secs_f64()
         ),

@@ -28,7 +28,14 @@ impl Server {
         } else {
             let _ = writeln!(t, "Parameters (all required):");
             for p in &action.params {
-                let _ = writeln!(t, "- {}", param_text(p));
+                let _ = match &p.ask {
+                    None => writeln!(t, "- {}", param_text(p)),
+                    Some(q) => writeln!(
+                        t,
+                        "- {}: not yours to pass; the tool asks the person (\"{q}\")",
+                        p.name
+                    ),
+                };
             }
         }
         let _ = writeln!(

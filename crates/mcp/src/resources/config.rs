@@ -154,6 +154,9 @@ pub(crate) fn param(p: &ParamSpec) -> Value {
     if let Some(c) = &p.choices {
         v["enum"] = json!(c);
     }
+    if let Some(q) = &p.ask {
+        v["ask"] = json!(q);
+    }
     v
 }
 

@@ -112,6 +112,7 @@ impl ActionCheck<'_> {
         let max_rate = self.max_rate(&raw);
         let keepalive_s = self.keepalive(&raw);
         let examples = self.examples(raw.examples.take());
+        let checklist = self.checklist(raw.checklist.take(), raw.confirm == Some(true));
         if self.sink.count() > before {
             return None;
         }
@@ -131,6 +132,7 @@ impl ActionCheck<'_> {
             idempotent: raw.idempotent.unwrap_or(false),
             verification,
             confirm: raw.confirm.unwrap_or(false),
+            checklist,
             queue: raw.queue.unwrap_or(true),
             timeout_factor: timing.timeout_factor,
             timeout_floor_ms: timing.timeout_floor_ms,
@@ -321,8 +323,45 @@ impl ActionCheck<'_> {
                 unit: p.unit,
                 description: p.description,
                 choices: p.choices,
+                ask: self.question(&k, p.ask),
             });
         }
         out
+    }
+
+    /// A param's `ask`: the question a person sees, so it must say something (at most 500
+    /// characters, one form's title).
+    fn question(&mut self, key: &str, ask: Option<String>) -> Option<String> {
+        let q = ask?.trim().to_string();
+        if q.is_empty() || q.chars().count() > 500 {
+            let why = "ask must be the question a person answers (1 to 500 characters), e.g. ask = \"Who signs this batch?\"";
+            self.err(&format!("{key}.ask"), why);
+            return None;
+        }
+        Some(q)
+    }
+
+    /// The action's `checklist`: 1 to 10 items of 1 to 300 characters, on a `confirm = true`
+    /// action (the items are what its person checks before saying yes).
+    fn checklist(&mut self, items: Option<Vec<String>>, confirm: bool) -> Vec<String> {
+        let Some(items) = items else {
+            return Vec::new();
+        };
+        if !confirm {
+            self.err("checklist", "a checklist is what a person checks before confirming; add confirm = true or remove checklist");
+        }
+        if items.is_empty() || items.len() > 10 {
+            self.err("checklist", "checklist must list 1 to 10 things the person checks, e.g. checklist = [\"the guard is closed\"]");
+        }
+        for (i, item) in items.iter().enumerate() {
+            let n = item.trim().chars().count();
+            if n == 0 || n > 300 {
+                self.err(
+                    &format!("checklist[{i}]"),
+                    "each checklist item must say what to check (1 to 300 characters)",
+                );
+            }
+        }
+        items.into_iter().map(|i| i.trim().to_string()).collect()
     }
 }
