@@ -184,7 +184,7 @@ impl CommandResult {
     pub fn summary(&self) -> String {
         let what = format!("{} {}", self.device, self.action);
         // Failures and rejections name the arguments in their detail ("Asked for: …").
-        let asked = self.what();
+        let what_with_params = self.what();
         let detail = sentence(self.detail.as_deref().unwrap_or(""));
         let hint = sentence(self.hint.as_deref().unwrap_or(""));
         let code = self.error_code.as_ref().map(|c| c.as_str()).unwrap_or("");
@@ -201,7 +201,7 @@ impl CommandResult {
                     })
                     .unwrap_or_default();
                 format!(
-                    "{}, not yet done: {asked} is {}{left}. Call get_command_status with command_id {} to learn whether the device confirmed it.",
+                    "{}, not yet done: {what_with_params} is {}{left}. Call get_command_status with command_id {} to learn whether the device confirmed it.",
                     if self.status == Status::Accepted {
                         "Accepted"
                     } else {
@@ -217,12 +217,12 @@ impl CommandResult {
             }
             Status::Completed if self.verified => {
                 format!(
-                    "Completed and confirmed by the device's feedback: {asked}. {}",
+                    "Completed and confirmed by the device's feedback: {what_with_params}. {}",
                     evidence_text(&self.evidence)
                 )
             }
-            Status::Completed => format!("Completed by readback only: {asked}. {hint}"),
-            Status::Sent => format!("Sent, not confirmed: {asked}. {hint}"),
+            Status::Completed => format!("Completed by readback only: {what_with_params}. {hint}"),
+            Status::Sent => format!("Sent, not confirmed: {what_with_params}. {hint}"),
             Status::Cancelled => format!("Cancelled: {what}. {detail}"),
             Status::Rejected => {
                 format!("Rejected ({code}), nothing was sent: {what}. {detail} {hint}")

@@ -177,7 +177,7 @@ impl Server {
         Some(self.created_task(&cmd))
     }
 
-    fn generic(&self) -> bool {
+    pub(super) fn generic(&self) -> bool {
         self.engine.plant().server.tools == closedloop_plant::ToolMode::Generic
     }
 }

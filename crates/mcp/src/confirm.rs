@@ -169,9 +169,9 @@ impl Confirmations {
         }
     }
 
-    /// Records `keys` (questions of a checklist) as answered yes by `by` on the confirmation
-    /// still waiting under `command_id`; returns every key answered so far, so that whoever
-    /// records the last one knows it is time to redeem.
+    /// Records `keys` (checklist items, by their text) as answered yes by `by` on the
+    /// confirmation still waiting under `command_id`; returns every one answered so far, so
+    /// that whoever records the last one knows it is time to redeem.
     pub async fn check_off(
         &self,
         command_id: &str,

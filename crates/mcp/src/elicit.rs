@@ -48,13 +48,7 @@ pub(crate) async fn ask(
         Ok(r) => match r.action {
             ElicitationAction::Accept => {
                 let keys = crate::tasks::questions::keys(checklist);
-                let ticked = |k: &String| {
-                    r.content
-                        .as_ref()
-                        .and_then(|c| c.get(k))
-                        .and_then(|v| v.as_bool())
-                        == Some(true)
-                };
+                let ticked = |k: &String| crate::tasks::questions::ticked(&r, k);
                 match keys.iter().all(ticked) {
                     true => Answer::Confirmed,
                     false if checklist.is_empty() => {
@@ -81,11 +75,7 @@ fn form(
     args: &JsonObject,
     checklist: &[String],
 ) -> Option<ElicitRequestParams> {
-    let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-    let call = match shown.is_empty() {
-        true => format!("{device} {action}"),
-        false => format!("{device} {action} with {}", shown.join(", ")),
-    };
+    let call = call_text(device, action, args);
     let keys = crate::tasks::questions::keys(checklist);
     let mut properties = JsonObject::new();
     for (i, key) in keys.iter().enumerate() {
@@ -105,4 +95,13 @@ fn form(
         "requestedSchema": {"type": "object", "properties": properties, "required": keys},
     });
     serde_json::from_value(form).ok()
+}
+
+/// A call as a person reads it in a question: "slide move_to with target_mm = 150".
+pub(crate) fn call_text(device: &str, action: &str, args: &JsonObject) -> String {
+    let shown: Vec<String> = args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    match shown.is_empty() {
+        true => format!("{device} {action}"),
+        false => format!("{device} {action} with {}", shown.join(", ")),
+    }
 }

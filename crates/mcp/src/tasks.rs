@@ -42,8 +42,13 @@ use std::time::Duration;
 /// capabilities still gets plain tool results, which is what 2025 clients (the MCP Inspector in
 /// its default mode among them) can read.
 pub(crate) fn client_wants_tasks(cx: &RequestContext<RoleServer>) -> bool {
-    let modern = cx.protocol_version().is_some_and(|v| !v.has_initialize());
-    modern && cx.client_capabilities().is_some_and(|c| c.supports_tasks())
+    is_modern(cx) && cx.client_capabilities().is_some_and(|c| c.supports_tasks())
+}
+
+/// Whether this request's session speaks protocol 2026-07-28 or later, where a server asks
+/// its client with an `InputRequiredResult`, never with a request of its own.
+pub(crate) fn is_modern(cx: &RequestContext<RoleServer>) -> bool {
+    cx.protocol_version().is_some_and(|v| !v.has_initialize())
 }
 
 /// How often a client should poll: a quarter of the expected remaining time, within 50 ms–2 s.
@@ -118,21 +123,19 @@ fn internal_error(r: &CommandResult) -> JsonObject {
     error.as_object().cloned().unwrap_or_default()
 }
 
-/// The task of a confirmation waiting for its answer, in `input_required` under the id the
-/// command will have once the user confirms; it lives as long as the confirmation does.
-fn waiting_task(id: String, message: String, ttl: Duration) -> Task {
+/// The task of a confirmation waiting for its answer, under the id the command will have once
+/// confirmed, `status` `input_required` (the person answers it) or `working` (only a `[server]
+/// confirm_by` token may confirm, so the asker has nothing to answer, and polls); it lives as
+/// long as the confirmation does.
+fn waiting_task(id: String, status: TaskStatus, message: String, ttl: Duration) -> Task {
     let now = closedloop_engine::clock::rfc3339(closedloop_engine::clock::Clock::new().now_ms());
-    Task::new(id, TaskStatus::InputRequired, now.clone(), now)
+    let task = Task::new(id, status, now.clone(), now)
         .with_status_message(message)
-        .with_ttl_ms(ttl_ms(ttl))
-}
-
-/// The task of a confirmation only a `[server] confirm_by` token may give: `working` (the
-/// asker has nothing to answer) until the command it becomes takes over the id.
-fn confirmer_task(id: String, message: String, ttl: Duration) -> Task {
-    let mut task = waiting_task(id, message, ttl).with_poll_interval_ms(1000);
-    task.status = TaskStatus::Working;
-    task
+        .with_ttl_ms(ttl_ms(ttl));
+    match status {
+        TaskStatus::Working => task.with_poll_interval_ms(1000),
+        _ => task,
+    }
 }
 
 fn task_error(e: EngineError) -> McpError {
@@ -180,17 +183,19 @@ impl Server {
             .unwrap_or("needs a person's confirmation");
         let ttl = self.confirmation_ttl();
         if !self.confirmers_required(cx) {
-            return Some(CreateTaskResult::new(waiting_task(id, detail.into(), ttl)));
+            let task = waiting_task(id, TaskStatus::InputRequired, detail.into(), ttl);
+            return Some(CreateTaskResult::new(task));
         }
         let token = v["confirmation_token"].as_str().unwrap_or_default();
         let message = format!(
             "{detail} You cannot confirm it yourself: give confirmation_token {token} to a person \
              holding the {} token, who runs it with confirm_command within {:.0} s; this task \
              then follows the command.",
-            self.engine.plant().server.confirm_by.join(" or "),
+            self.confirmers_text(),
             ttl.as_secs_f64()
         );
-        Some(CreateTaskResult::new(confirmer_task(id, message, ttl)))
+        let task = waiting_task(id, TaskStatus::Working, message, ttl);
+        Some(CreateTaskResult::new(task))
     }
 
     /// `tasks/get`.
@@ -218,16 +223,18 @@ impl Server {
                          confirm_command; nothing was sent.",
                         p.device,
                         p.action,
-                        self.engine.plant().server.confirm_by.join(" or ")
+                        self.confirmers_text()
                     );
-                    let task = confirmer_task(id, message, self.confirmation_ttl());
+                    let ttl = self.confirmation_ttl();
+                    let task = waiting_task(id, TaskStatus::Working, message, ttl);
                     return Ok(GetTaskResult::new(DetailedTask::new(
                         task,
                         TaskPayload::Working,
                     )));
                 }
                 let (message, input_requests) = questions::ask(&p, self.checklist(&p))?;
-                let task = waiting_task(id, message, self.confirmation_ttl());
+                let ttl = self.confirmation_ttl();
+                let task = waiting_task(id, TaskStatus::InputRequired, message, ttl);
                 Ok(GetTaskResult::new(DetailedTask::new(
                     task,
                     TaskPayload::InputRequired { input_requests },
@@ -321,16 +328,23 @@ impl Server {
         let by = self
             .redeemer(&caller, cx)
             .map_err(|r| McpError::invalid_params(r.to_string(), None))?;
-        let keys: Vec<String> = answers.into_iter().map(|(k, _)| k).collect();
-        let checked = self.confirmations.check_off(id, &keys, by).await;
-        let checked = checked.map_err(refused)?;
-        if questions::keys(checklist)
+        let items: Vec<String> = answers
             .iter()
-            .all(|k| checked.contains(k))
-        {
-            return self.answer_confirmation(id, true, &caller, cx).await;
+            .map(|(k, _)| questions::recorded(k, checklist))
+            .collect();
+        let checked = self.confirmations.check_off(id, &items, by).await;
+        let checked = checked.map_err(refused)?;
+        if !checklist.iter().all(|item| checked.contains(item)) {
+            return Ok(());
         }
-        Ok(())
+        match self.answer_confirmation(id, true, &caller, cx).await {
+            // Another gateway recorded the last answer at the same time and ran the command:
+            // this yes counted all the same.
+            Err(e) if e.code == ErrorCode::INVALID_PARAMS && self.waiting(id).await?.is_none() => {
+                Ok(())
+            }
+            done => done,
+        }
     }
 
     /// The checklist of the action a confirmation is for (empty: one question, `confirm`).

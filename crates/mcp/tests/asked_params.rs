@@ -77,7 +77,15 @@ impl rmcp::ClientHandler for Person {
 type Session = RunningService<RoleClient, Person>;
 
 async fn start(person: Person, modern: bool) -> (Session, BTreeMap<String, SimDevice>) {
-    let (engine, sims) = common::engine(PLANT, std::path::Path::new(".")).await;
+    start_on(PLANT, person, modern).await
+}
+
+async fn start_on(
+    plant: &str,
+    person: Person,
+    modern: bool,
+) -> (Session, BTreeMap<String, SimDevice>) {
+    let (engine, sims) = common::engine(plant, std::path::Path::new(".")).await;
     let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
     let session = match modern {
         false => person.serve(io).await.unwrap(),
@@ -310,4 +318,57 @@ async fn a_client_without_elicitation_gets_missing_capability() {
         assert_eq!(sims["batch"].peek().coils, [false]);
         c.cancel().await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_generic_mode_only_run_action_asks_the_person() {
+    let generic = PLANT.replace(
+        "name = \"ask-test\"",
+        "name = \"ask-test\"\ntools = \"generic\"",
+    );
+    let person = Person {
+        answer: Some((ElicitationAction::Accept, json!({}))),
+        tasks: false,
+    };
+    let (c, sims) = start_on(&generic, person, true).await;
+    // The per-action tool does not exist in generic mode: refused as unknown, nobody asked.
+    let e = c
+        .call_tool_once(release(json!({"number": 7})))
+        .await
+        .unwrap_err();
+    let rmcp::ServiceError::McpError(e) = e else {
+        panic!("a JSON-RPC error: {e}");
+    };
+    assert!(
+        e.message.contains("unknown tool \"batch_release\""),
+        "{}",
+        e.message
+    );
+    let p = CallToolRequestParams::new("run_action").with_arguments(
+        json!({"device": "batch", "action": "release", "params": {"number": 7}})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let CallToolResponse::InputRequired(asked) = once(&c, p.clone()).await else {
+        panic!("run_action asks the person");
+    };
+    assert!(asked.input_requests.unwrap().contains_key("ask"));
+    let answers = BTreeMap::from([(
+        "ask".to_string(),
+        json!({"action": "accept", "content": {"signer": "Carol"}}),
+    )]);
+    let mut p = p.with_input_responses(answers);
+    p.arguments
+        .as_mut()
+        .unwrap()
+        .insert("wait_s".into(), json!(5));
+    let CallToolResponse::Complete(r) = once(&c, p).await else {
+        panic!("the answered run_action runs");
+    };
+    let v = r.structured_content.unwrap();
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["params"]["signer"], "Carol");
+    assert_eq!(sims["batch"].peek().contact, Some(true));
+    c.cancel().await.unwrap();
 }

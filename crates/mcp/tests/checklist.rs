@@ -200,17 +200,17 @@ async fn a_2025_client_ticks_one_box_per_item_and_all_must_be_ticked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_confirmation_token_names_the_checklist_in_its_hint() {
+async fn a_confirmation_token_names_the_checklist_in_its_detail() {
     let (engine, sims) = common::engine(PLANT, std::path::Path::new(".")).await;
     let io = common::pipe(closedloop_mcp::Server::new(engine, "tester"));
     let c = ().serve(io).await.unwrap();
     let r = c.call_tool(stroke()).await.unwrap();
     let v = r.structured_content.unwrap();
     assert_eq!(v["status"], "needs_confirmation", "{v}");
-    let hint = v["hint"].as_str().unwrap();
+    let detail = v["detail"].as_str().unwrap();
     assert!(
-        hint.contains("the person checks each of: the guard is closed; the die is clamped."),
-        "{hint}"
+        detail.contains("the person checks each of: the guard is closed; the die is clamped."),
+        "{detail}"
     );
     assert_eq!(sims["press"].peek().coils, [false]);
     c.cancel().await.unwrap();

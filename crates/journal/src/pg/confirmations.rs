@@ -43,8 +43,8 @@ pub struct ConfirmationRow {
     pub caller: String,
     /// The call's `idempotency_key`, which the confirmed command carries.
     pub key: Option<String>,
-    /// The keys of the questions the person already answered yes (an action's `checklist`
-    /// items, answered one at a time), sorted.
+    /// The items of the action's `checklist` the person already answered yes (answered one at
+    /// a time, kept by their text), sorted.
     pub checked: Vec<String>,
 }
 

@@ -9,11 +9,15 @@
 //! answer in `inputResponses`; a 2025 client is sent `elicitation/create`. A client that
 //! declares no elicitation cannot ask anyone: JSON-RPC -32021 naming the capability. A value
 //! for such a parameter in the arguments is refused (`INVALID_PARAMS`), and a person who
-//! declines is a `rejected` `INTERLOCK`; nothing is journaled or sent in either case.
+//! declines, cancels or does not answer within 120 s is a `rejected` `INTERLOCK`; nothing is
+//! journaled or sent in any of these cases. A keyed retry, or a call again with its
+//! `confirmation_token`, asks again: the engine and the token compare the answers with the
+//! first call's.
 //!
 //! An answer is what the client's form returned: closedloop cannot tell a person's typing from
 //! a client filling the form itself, and says so in docs/plant-file.md.
 
+use super::confirming::declined_result;
 use super::structured;
 use crate::{Caller, Server};
 use closedloop_engine::ErrorCode;
@@ -88,7 +92,8 @@ impl Server {
                 ElicitationAction::Decline => "the person declined to answer",
                 _ => "the person cancelled the form",
             };
-            return Ok(ControlFlow::Break(declined(device, action, why).into()));
+            let no = declined_result(device, &action.name, "a person's answer", why);
+            return Ok(ControlFlow::Break(no.into()));
         }
         let content = answer.content.unwrap_or_default();
         for p in &asked {
@@ -103,12 +108,14 @@ impl Server {
     /// The device id and action a call of `tool` runs, if it runs one.
     fn called_action<'p>(&'p self, tool: &str, args: &JsonObject) -> Option<(&'p str, &'p Action)> {
         let plant = self.engine.plant();
-        let (device, action) = match tool {
-            "run_action" => {
+        // Only the tools this plant's tool mode offers run anything (`dispatch`).
+        let (device, action) = match (tool, self.generic()) {
+            ("run_action", true) => {
                 let d = plant.device(args.get("device")?.as_str()?)?;
                 (d, d.action(args.get("action")?.as_str()?)?)
             }
-            _ => plant.tool(tool)?,
+            (_, false) => plant.tool(tool)?,
+            (_, true) => return None,
         };
         Some((device.id.as_str(), action))
     }
@@ -145,8 +152,7 @@ async fn ask_now(
         return Err(cannot_ask(device, action, asked));
     }
     let form = form(device, action, asked)?;
-    let modern = cx.protocol_version().is_some_and(|v| !v.has_initialize());
-    if modern {
+    if crate::tasks::is_modern(cx) {
         let mut requests = InputRequests::new();
         requests.insert(
             ASK_KEY.into(),
@@ -162,7 +168,8 @@ async fn ask_now(
         Ok(answer) => Ok(Asked::Answer(answer)),
         Err(e) => {
             let why = format!("the question got no answer ({e})");
-            Ok(Asked::Now(declined(device, action, &why).into()))
+            let no = declined_result(device, &action.name, "a person's answer", &why);
+            Ok(Asked::Now(no.into()))
         }
     }
 }
@@ -239,17 +246,4 @@ fn supplied_result(device: &str, action: &Action, p: &ParamSpec) -> CallToolResu
         true,
         format!("Rejected (INVALID_PARAMS): {detail} {hint}"),
     )
-}
-
-/// The person did not answer: `rejected` `INTERLOCK`, as a declined confirmation is.
-fn declined(device: &str, action: &Action, why: &str) -> CallToolResult {
-    let code = ErrorCode::Interlock;
-    let detail = format!(
-        "{device} {} needs a person's answer and {why}; nothing was sent.",
-        action.name
-    );
-    let v = json!({"status": "rejected", "device": device, "action": action.name,
-                   "error_code": code.as_str(), "detail": detail,
-                   "hint": "The person did not answer. Do not retry unless they ask for it."});
-    structured(v, true, format!("Rejected (INTERLOCK): {detail}"))
 }

@@ -96,7 +96,8 @@ impl Server {
                     ControlFlow::Continue(Some(caller.name.clone()))
                 }
                 crate::elicit::Answer::Declined(why) => {
-                    ControlFlow::Break(declined_result(device, action, &why))
+                    let needed = "a person's confirmation";
+                    ControlFlow::Break(declined_result(device, action, needed, &why))
                 }
                 crate::elicit::Answer::Unavailable => {
                     // A Tasks client gets a task in input_required under the id the command
@@ -214,6 +215,11 @@ impl Server {
         !self.engine.plant().server.confirm_by.is_empty() && crate::http::caller_from(cx).is_some()
     }
 
+    /// Who may confirm under `[server] confirm_by`, for a sentence: "operator or shift_lead".
+    pub(crate) fn confirmers_text(&self) -> String {
+        self.engine.plant().server.confirm_by.join(" or ")
+    }
+
     /// What the person checks before confirming `device` `action` (its `checklist`; empty for
     /// a plain yes).
     pub(crate) fn checklist_of(&self, device: &str, action: &str) -> &[String] {
@@ -269,6 +275,7 @@ fn needs_confirmation_result(asked: &Asked<'_>, confirmers: &[String]) -> CallTo
             shown.join(", ")
         }
     );
+    // In the detail, which a confirmation task's message passes on to whoever confirms.
     let checks = match asked.checklist {
         [] => String::new(),
         items => format!(
@@ -276,13 +283,14 @@ fn needs_confirmation_result(asked: &Asked<'_>, confirmers: &[String]) -> CallTo
             items.join("; ")
         ),
     };
+    let detail = format!("{detail}{checks}");
     let hint = match confirmers {
         [] => format!(
-            "Ask the user whether to run {device} {action} with exactly these parameters.{checks} Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
+            "Ask the user whether to run {device} {action} with exactly these parameters. Only if they agree, call confirm_command with this confirmation_token within {:.0} s.",
             ttl.as_secs_f64()
         ),
         names => format!(
-            "You cannot confirm this yourself. Give this confirmation_token to a person holding the {} token; they run it with confirm_command within {:.0} s.{checks} Then follow the command with get_command_status.",
+            "You cannot confirm this yourself. Give this confirmation_token to a person holding the {} token; they run it with confirm_command within {:.0} s. Then follow the command with get_command_status.",
             names.join(" or "),
             ttl.as_secs_f64()
         ),
@@ -304,13 +312,18 @@ fn needs_confirmation_result(asked: &Asked<'_>, confirmers: &[String]) -> CallTo
     structured(v, false, format!("Needs confirmation: {detail} {hint}"))
 }
 
-/// The user said no (in-protocol confirmation): an `isError` result; nothing was sent.
-fn declined_result(device: &str, action: &str, why: &str) -> CallToolResult {
+/// The person said no, or gave no answer, to what was asked in-protocol (`needed`: "a
+/// person's confirmation", "a person's answer"): `rejected INTERLOCK`; nothing was sent.
+pub(super) fn declined_result(
+    device: &str,
+    action: &str,
+    needed: &str,
+    why: &str,
+) -> CallToolResult {
     let code = ErrorCode::Interlock;
-    let detail =
-        format!("{device} {action} needs a person's confirmation and {why}; nothing was sent.");
+    let detail = format!("{device} {action} needs {needed} and {why}; nothing was sent.");
     let v = json!({"status": "rejected", "device": device, "action": action, "error_code": code.as_str(), "detail": detail,
-                   "hint": "The user did not confirm. Do not retry unless they ask for it."});
+                   "hint": "The person did not agree. Do not retry unless they ask for it."});
     structured(v, true, format!("Rejected (INTERLOCK): {detail}"))
 }
 

@@ -24,48 +24,53 @@ pub(crate) fn keys(checklist: &[String]) -> Vec<String> {
     }
 }
 
+/// What a yes to the question `key` is kept as: the checklist item's text, not its position,
+/// so that an answer never counts for another item if the plant's list changed meanwhile (a
+/// gateway restarted on a new plant file between two answers: the changed item is asked again).
+pub(super) fn recorded(key: &str, checklist: &[String]) -> String {
+    let index = key
+        .strip_prefix("check_")
+        .and_then(|i| i.parse::<usize>().ok());
+    match index.and_then(|i| checklist.get(i.wrapping_sub(1))) {
+        Some(item) => item.clone(),
+        None => key.to_string(),
+    }
+}
+
 /// The keys of `p`'s questions not yet answered yes.
 pub(super) fn open(p: &Pending, checklist: &[String]) -> Vec<String> {
     let mut keys = keys(checklist);
-    keys.retain(|k| !p.checked.contains(k));
+    keys.retain(|k| !p.checked.contains(&recorded(k, checklist)));
     keys
 }
 
 /// What the person is asked for `p`: the task's status message and the forms of the questions
 /// still open.
 pub(super) fn ask(p: &Pending, checklist: &[String]) -> Result<(String, InputRequests), McpError> {
-    let shown: Vec<String> = p.args.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-    let call = format!(
-        "{} {}{}",
-        p.device,
-        p.action,
-        if shown.is_empty() {
-            String::new()
-        } else {
-            format!(" with {}", shown.join(", "))
-        }
-    );
-    let open = open(p, checklist);
+    let call = crate::elicit::call_text(&p.device, &p.action, &p.args);
+    let items: Vec<Option<&String>> = match checklist {
+        [] => vec![None],
+        items => items.iter().map(Some).collect(),
+    };
     let mut requests = InputRequests::new();
-    for key in &open {
-        let message = match key
-            .strip_prefix("check_")
-            .and_then(|i| i.parse::<usize>().ok())
-        {
-            Some(i) => format!(
-                "closedloop: before {call} runs, check: {}. Confirm only if it holds.",
-                checklist[i - 1]
-            ),
+    for (key, item) in keys(checklist).into_iter().zip(items) {
+        if p.checked.contains(&recorded(&key, checklist)) {
+            continue;
+        }
+        let message = match item {
+            Some(item) => {
+                format!("closedloop: before {call} runs, check: {item}. Confirm only if it holds.")
+            }
             None => format!("closedloop: run {call}? Nothing moves unless you confirm."),
         };
-        requests.insert(key.clone(), form(message)?);
+        requests.insert(key, form(message)?);
     }
     let message = match checklist.len() {
         0 => format!("closedloop: run {call}? Nothing moves unless you confirm."),
         n => format!(
             "closedloop: run {call}? {} of {n} checks still to confirm; nothing moves until \
              every one is.",
-            open.len()
+            requests.len()
         ),
     };
     Ok((message, requests))
@@ -87,13 +92,13 @@ fn form(message: String) -> Result<InputRequest, McpError> {
 
 /// Whether an elicitation answer is a yes: accepted, with "confirm" ticked.
 fn is_yes(answer: &ElicitResult) -> bool {
-    answer.action == ElicitationAction::Accept
-        && answer
-            .content
-            .as_ref()
-            .and_then(|c| c.get(CONFIRM_KEY))
-            .and_then(|v| v.as_bool())
-            == Some(true)
+    answer.action == ElicitationAction::Accept && ticked(answer, CONFIRM_KEY)
+}
+
+/// Whether the box `key` of an answered form is ticked (`true`, not merely present).
+pub(crate) fn ticked(answer: &ElicitResult, key: &str) -> bool {
+    let value = answer.content.as_ref().and_then(|c| c.get(key));
+    value.and_then(|v| v.as_bool()) == Some(true)
 }
 
 /// The answers in `responses` to the `open` questions, as (key, yes); answers to any other key
@@ -116,4 +121,35 @@ pub(super) fn answers(
         out.push((key.clone(), is_yes(&answer)));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(checked: &[&str]) -> Pending {
+        Pending {
+            command_id: "c1".into(),
+            device: "press".into(),
+            action: "stroke".into(),
+            args: Default::default(),
+            caller: "agent".into(),
+            key: None,
+            checked: checked.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_yes_counts_for_its_item_not_its_position() {
+        let before = ["guard closed".to_string(), "die clamped".to_string()];
+        let p = waiting(&["guard closed"]);
+        assert_eq!(open(&p, &before), ["check_2"]);
+        // The plant's list changed between two answers: the reordered item still counts, a
+        // reworded one is asked again.
+        let reordered = ["die clamped".to_string(), "guard closed".to_string()];
+        assert_eq!(open(&p, &reordered), ["check_1"]);
+        let reworded = ["guard shut".to_string(), "die clamped".to_string()];
+        assert_eq!(open(&p, &reworded), ["check_1", "check_2"]);
+        assert_eq!(open(&waiting(&[]), &[]), ["confirm"]);
+    }
 }
