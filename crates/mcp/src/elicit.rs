@@ -3,6 +3,7 @@
 //! ("confirm": yes/no), or one box per item of its `checklist`, before anything moves. Clients without it — and 2026-07-28 clients, to
 //! which rmcp 3.11 refuses server-to-client requests — get the two-step token instead.
 
+use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, JsonObject};
 use rmcp::service::RequestContext;
@@ -37,8 +38,12 @@ pub(crate) async fn ask(
     if !can {
         return Answer::Unavailable;
     }
-    let Some(params) = form(device, action, args, checklist) else {
-        return Answer::Unavailable;
+    let params = match form(device, action, args, checklist) {
+        Ok(params) => params,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "the confirmation form could not be built; using a confirmation token");
+            return Answer::Unavailable;
+        }
     };
     match cx
         .peer
@@ -74,7 +79,7 @@ fn form(
     action: &str,
     args: &JsonObject,
     checklist: &[String],
-) -> Option<ElicitRequestParams> {
+) -> Result<ElicitRequestParams, McpError> {
     let call = call_text(device, action, args);
     let keys = crate::tasks::questions::keys(checklist);
     let mut properties = JsonObject::new();
@@ -89,12 +94,28 @@ fn form(
              every one is ticked."
         ),
     };
+    form_params(message, properties)
+}
+
+/// An elicitation form asking `message`, with the fields `properties` (JSON Schema, each by its
+/// key), every one of them required: the one way every question closedloop asks is built.
+pub(crate) fn form_params(
+    message: String,
+    properties: JsonObject,
+) -> Result<ElicitRequestParams, McpError> {
+    let required: Vec<&String> = properties.keys().collect();
     let form = json!({
         "mode": "form",
         "message": message,
-        "requestedSchema": {"type": "object", "properties": properties, "required": keys},
+        "requestedSchema": {"type": "object", "properties": properties, "required": required},
     });
-    serde_json::from_value(form).ok()
+    serde_json::from_value(form).map_err(|e| {
+        let keys: Vec<&String> = properties.keys().collect();
+        McpError::internal_error(
+            format!("could not build the form asking {keys:?}: {e}"),
+            None,
+        )
+    })
 }
 
 /// A call as a person reads it in a question: "slide move_to with target_mm = 150".

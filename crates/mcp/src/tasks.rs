@@ -232,7 +232,8 @@ impl Server {
                         TaskPayload::Working,
                     )));
                 }
-                let (message, input_requests) = questions::ask(&p, self.checklist(&p))?;
+                let (message, input_requests) =
+                    questions::ask(&p, self.checklist_of(&p.device, &p.action))?;
                 let ttl = self.confirmation_ttl();
                 let task = waiting_task(id, TaskStatus::InputRequired, message, ttl);
                 Ok(GetTaskResult::new(DetailedTask::new(
@@ -311,7 +312,7 @@ impl Server {
         responses: &rmcp::model::InputResponses,
         cx: &RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let checklist = self.checklist(p);
+        let checklist = self.checklist_of(&p.device, &p.action);
         let open = questions::open(p, checklist);
         let answers = questions::answers(responses, &open)?;
         let caller = self.caller(cx);
@@ -345,11 +346,6 @@ impl Server {
             }
             done => done,
         }
-    }
-
-    /// The checklist of the action a confirmation is for (empty: one question, `confirm`).
-    fn checklist(&self, p: &Pending) -> &[String] {
-        self.checklist_of(&p.device, &p.action)
     }
 
     /// The confirmation still waiting under the task id `command_id`, wherever it was issued.

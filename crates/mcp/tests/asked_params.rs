@@ -8,14 +8,13 @@ mod common;
 use closedloop_sim::SimDevice;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, GetTaskParams, Implementation, InputRequest, TaskPayload,
+    ElicitResult, ElicitationAction, Implementation, InputRequest,
 };
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A release relay: `batch` comes from the call, `signer` from the person.
 const PLANT: &str = r#"
@@ -169,7 +168,7 @@ async fn a_modern_client_is_asked_before_the_task_and_its_answer_is_journaled() 
         panic!("the answered retry must be the task");
     };
     let id = task.task.task_id.clone();
-    let done = wait_completed(&c, &id).await;
+    let done = Value::Object(common::task_result(&c, &id).await);
     assert_eq!(done["structuredContent"]["status"], "completed", "{done}");
     assert_eq!(
         done["structuredContent"]["params"],
@@ -183,21 +182,6 @@ async fn a_modern_client_is_asked_before_the_task_and_its_answer_is_journaled() 
         "the relay really closed"
     );
     c.cancel().await.unwrap();
-}
-
-/// Polls `tasks/get` until the task completes; its result.
-async fn wait_completed(c: &Session, id: &str) -> Value {
-    for _ in 0..200 {
-        let got = c
-            .get_task(GetTaskParams::new(id.to_string()))
-            .await
-            .unwrap();
-        if let TaskPayload::Completed { result } = got.task.payload {
-            return Value::Object(result);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("task {id} did not complete");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,6 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A press its operator confirms through two checks.
 const PLANT: &str = r#"
@@ -68,18 +67,6 @@ async fn answer(c: &common::TaskSession, id: &str, key: &str, yes: bool) {
         .unwrap();
 }
 
-/// Polls until the task has a result.
-async fn result_of(c: &common::TaskSession, id: &str) -> serde_json::Map<String, Value> {
-    for _ in 0..200 {
-        let got = c.get_task(GetTaskParams::new(id)).await.unwrap().task;
-        if let TaskPayload::Completed { result } = got.payload {
-            return result;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("task {id} did not end");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_client_answers_the_checklist_one_item_at_a_time() {
     let (c, sims) = tasks_client().await;
@@ -104,7 +91,7 @@ async fn a_tasks_client_answers_the_checklist_one_item_at_a_time() {
     );
     answer(&c, &id, "check_1", false).await; // already answered: ignored
     answer(&c, &id, "check_2", true).await;
-    let r = result_of(&c, &id).await;
+    let r = common::task_result(&c, &id).await;
     assert_eq!(r["structuredContent"]["status"], "completed", "{r:?}");
     assert_eq!(
         sims["press"].peek().contact,
@@ -123,7 +110,7 @@ async fn one_no_to_a_checklist_item_rejects_the_command_interlock() {
     let id = t.task.task_id;
     answer(&c, &id, "check_2", true).await;
     answer(&c, &id, "check_1", false).await;
-    let r = result_of(&c, &id).await;
+    let r = common::task_result(&c, &id).await;
     let v = &r["structuredContent"];
     assert_eq!(
         (v["status"].as_str(), v["error_code"].as_str()),

@@ -69,19 +69,6 @@ async fn call_task(c: &Client, tool: &str, args: Value) -> CreateTaskResult {
     }
 }
 
-/// Polls `tasks/get` until the task ends; its tool result.
-async fn result_of(c: &Client, id: &str) -> serde_json::Map<String, Value> {
-    for _ in 0..100 {
-        let t = c.get_task(GetTaskParams::new(id)).await.unwrap().task;
-        if let TaskPayload::Completed { result } = t.payload {
-            return result;
-        }
-        assert!(!t.task.status.is_terminal(), "{:?}", t.task.status);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {id} did not end")
-}
-
 fn answers(key: &str, answer: Value) -> BTreeMap<String, Value> {
     BTreeMap::from([(key.to_string(), answer)])
 }
@@ -113,7 +100,7 @@ async fn a_tasks_update_without_the_confirm_answer_is_acked_and_the_task_keeps_w
     c.update_task(UpdateTaskParams::new(&id, yes.clone()))
         .await
         .unwrap();
-    let r = result_of(&c, &id).await;
+    let r = common::task_result(&c, &id).await;
     assert_eq!(r["structuredContent"]["status"], "completed", "{r:?}");
 
     // Asked again after it stopped asking: acknowledged, and nothing runs a second time.
@@ -141,7 +128,7 @@ async fn tasks_cancel_of_a_waiting_confirmation_is_a_no_and_moves_nothing() {
     c.cancel_task(CancelTaskParams::new(&id))
         .await
         .expect("a waiting confirmation can be cancelled");
-    let r = result_of(&c, &id).await;
+    let r = common::task_result(&c, &id).await;
     assert_eq!(
         (
             r["isError"].as_bool(),

@@ -7,10 +7,7 @@ mod common;
 
 use closedloop_engine::Engine;
 use closedloop_sim::SimDevice;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorCode, GetTaskParams, TASKS_EXTENSION_ID,
-    TaskStatus,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ErrorCode, TASKS_EXTENSION_ID};
 use rmcp::service::ServiceError;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -109,21 +106,8 @@ async fn a_task_required_action_refuses_clients_without_tasks_and_runs_as_a_task
         panic!("a Tasks client gets a task");
     };
     let id = created.task.task_id.clone();
-    let mut status = created.task.status;
-    for _ in 0..100 {
-        if status == TaskStatus::Completed {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        status = tasks
-            .get_task(GetTaskParams::new(&id))
-            .await
-            .unwrap()
-            .task
-            .task
-            .status;
-    }
-    assert_eq!(status, TaskStatus::Completed);
+    let done = common::task_result(&tasks, &id).await;
+    assert_eq!(done["structuredContent"]["status"], "completed", "{done:?}");
     let r = engine.status(&id, Duration::ZERO).await.unwrap();
     assert_eq!(serde_json::to_value(r.status).unwrap(), "completed");
     assert_eq!(kiln.peek().contact, Some(true), "the door really closed");

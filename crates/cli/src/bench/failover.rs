@@ -3,14 +3,12 @@
 //! figure — the gateway that drives a relay killed with SIGKILL, the time until the survivor
 //! completes the next command for it — repeated, the killed gateway restarted each time.
 
-use super::http::{Connection, Topology, start};
+use super::http::{Connection, Served, Topology, start, with_logs};
 use super::stats::{Latencies, Progress};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio::process::Child;
 
 /// How long the leases may take to settle, and a failover to complete, before the bench gives up.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -31,18 +29,24 @@ async fn owners(conns: &mut [Connection], relays: usize) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-/// Waits until every relay has an owner and none changed in the last second (the first gateway
-/// up holds every relay until the others are live, then hands theirs over between commands).
-pub async fn settled(conns: &mut [Connection], relays: usize) -> Result<()> {
+/// Waits until every relay has an owner and none changed for a whole lease period, `lease_s`
+/// (the first gateway up holds every relay until the others are live, then hands theirs over
+/// between commands, one keeper round — a third of the lease — at a time: a shorter quiet spell
+/// can fall between two rounds and end the wait before the hand-overs).
+pub async fn settled(conns: &mut [Connection], relays: usize, lease_s: u32) -> Result<()> {
     let until = Instant::now() + PATIENCE;
+    let quiet = Duration::from_secs(u64::from(lease_s));
     let mut last = owners(conns, relays).await?;
+    let mut since = Instant::now();
     while Instant::now() < until {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let now = owners(conns, relays).await?;
-        if now == last && now.iter().all(Value::is_string) {
+        if now != last || !now.iter().all(Value::is_string) {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() >= quiet {
             return Ok(());
         }
-        last = now;
     }
     bail!(
         "the relays' leases did not settle within {} s",
@@ -67,7 +71,7 @@ pub async fn measure(
     };
     let plant = super::http::plant(dir, topo)?;
     let names = ["g1", "g2"];
-    let mut up: Vec<(Child, SocketAddr)> = Vec::with_capacity(2);
+    let mut up: Vec<Served> = Vec::with_capacity(2);
     for name in names {
         up.push(start(exe, &plant, addr, Some(name)).await?);
     }
@@ -75,13 +79,10 @@ pub async fn measure(
     let mut samples = Vec::with_capacity(rounds);
     let all = Instant::now();
     for round in 0..rounds {
-        let owner = owner_of_relay0(&up, &names).await?;
-        let mut survivor = Connection::open(up[1 - owner].1).await?;
-        up[owner].0.start_kill()?;
-        let _ = up[owner].0.wait().await;
-        let killed = Instant::now();
-        next_completed(&mut survivor, round.is_multiple_of(2), killed).await?;
-        samples.push(killed.elapsed());
+        let on = round.is_multiple_of(2);
+        let (owner, took) =
+            (kill_owner(&mut up, &names, on).await).map_err(|e| with_logs(e, &up))?;
+        samples.push(took);
         up[owner] = start(exe, &plant, addr, Some(names[owner])).await?;
         bar.step();
     }
@@ -89,12 +90,24 @@ pub async fn measure(
     Ok(Latencies::new(samples, all.elapsed()))
 }
 
+/// One failover: the owner of relay0 among `up` killed (SIGKILL), then the survivor asked to
+/// switch it to `on` until a command completes; which gateway was killed, and the time it took.
+async fn kill_owner(up: &mut [Served], names: &[&str; 2], on: bool) -> Result<(usize, Duration)> {
+    let owner = owner_of_relay0(up, names).await?;
+    let mut survivor = Connection::open(up[1 - owner].at).await?;
+    up[owner].child.start_kill()?;
+    let _ = up[owner].child.wait().await;
+    let killed = Instant::now();
+    next_completed(&mut survivor, on, killed).await?;
+    Ok((owner, killed.elapsed()))
+}
+
 /// Which of the gateways `up` drives relay0, once both report the same owner twice in a row.
-async fn owner_of_relay0(up: &[(Child, SocketAddr)], names: &[&str; 2]) -> Result<usize> {
+async fn owner_of_relay0(up: &[Served], names: &[&str; 2]) -> Result<usize> {
     let until = Instant::now() + PATIENCE;
     let mut conns = Vec::with_capacity(up.len());
-    for (_, at) in up {
-        conns.push(Connection::open(*at).await?);
+    for g in up {
+        conns.push(Connection::open(g.at).await?);
     }
     let mut last = Value::Null;
     while Instant::now() < until {

@@ -9,6 +9,7 @@ use super::BenchArgs;
 use super::stats::{Latencies, Progress, ms, table};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
@@ -45,14 +46,42 @@ pub(super) fn plant(dir: &Path, topo: Topology<'_>) -> Result<std::path::PathBuf
     Ok(plant)
 }
 
-/// Starts `serve PLANT --http ADDR` (as `instance`, when given) and returns it with the address
-/// it announced.
+/// A `serve --http` child, where it listens, and the last lines it logged (for a failure's
+/// report: a bench that fails without the server's side of the story cannot be diagnosed).
+pub(super) struct Served {
+    pub child: Child,
+    pub at: SocketAddr,
+    log: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// How many of a gateway's last log lines a failure report shows.
+const LOG_TAIL: usize = 40;
+
+impl Served {
+    /// Its last [`LOG_TAIL`] log lines, each indented under `name`.
+    pub(super) fn tail(&self, name: &str) -> String {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let lines: Vec<String> = log.iter().map(|l| format!("  {l}")).collect();
+        format!("{name}'s last log lines:\n{}", lines.join("\n"))
+    }
+}
+
+/// `e` with the last log lines of each of `gateways` (named g1, g2, …) appended.
+pub(super) fn with_logs(e: anyhow::Error, gateways: &[Served]) -> anyhow::Error {
+    let logs: Vec<String> = (gateways.iter().enumerate())
+        .map(|(i, g)| g.tail(&format!("g{}", i + 1)))
+        .collect();
+    anyhow!("{e:#}\n{}", logs.join("\n"))
+}
+
+/// Starts `serve PLANT --http ADDR` (as `instance`, when given); it once it announced where it
+/// listens.
 pub(super) async fn start(
     exe: &Path,
     plant: &Path,
     addr: &str,
     instance: Option<&str>,
-) -> Result<(Child, SocketAddr)> {
+) -> Result<Served> {
     let dir = plant.parent().unwrap_or(Path::new("."));
     let mut child = Command::new(exe)
         .arg("serve")
@@ -79,9 +108,23 @@ pub(super) async fn start(
     })
     .await
     .map_err(|_| anyhow!("serve --http announced no address within 30 s"))??;
-    // Keep reading stderr so the server never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok((child, announced))
+    // Keep reading stderr so the server never blocks on a full pipe; keep the last lines.
+    let log = Arc::new(Mutex::new(VecDeque::with_capacity(LOG_TAIL)));
+    let kept = Arc::clone(&log);
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut log = kept.lock().unwrap_or_else(|p| p.into_inner());
+            if log.len() == LOG_TAIL {
+                log.pop_front();
+            }
+            log.push_back(line);
+        }
+    });
+    Ok(Served {
+        child,
+        at: announced,
+        log,
+    })
 }
 
 /// One keep-alive HTTP/1.1 connection speaking stateless MCP requests.
@@ -124,6 +167,36 @@ impl Connection {
             .get("structuredContent")
             .cloned()
             .ok_or_else(|| anyhow!("{tool}: no result in {message}"))
+    }
+
+    /// Calls the action tool `tool` and follows its command to its end as a client would, for
+    /// up to 60 s: `get_command_status` while it is not final (a command handed to another
+    /// gateway may outlast the call's `wait_s` while its device's lease changes hands), and the
+    /// call again after a `DEVICE_BUSY` refusal (a lease that moved while it was accepted: its
+    /// hint asks for the retry, nothing was written).
+    pub(super) async fn act_to_end(&mut self, tool: &str, arguments: Value) -> Result<Value> {
+        let until = Instant::now() + Duration::from_secs(60);
+        let mut r = self.tool(tool, arguments.clone()).await?;
+        loop {
+            let retry = r["status"] == "rejected" && r["error_code"] == "DEVICE_BUSY";
+            let open = matches!(r["status"].as_str(), Some("accepted" | "running"));
+            if !retry && !open {
+                return Ok(r);
+            }
+            if Instant::now() >= until {
+                bail!("{tool}: still {} after 60 s: {}", r["status"], r["detail"]);
+            }
+            r = match retry {
+                true => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    self.tool(tool, arguments.clone()).await?
+                }
+                false => {
+                    let id = json!({"command_id": r["command_id"], "wait_s": 10});
+                    self.tool("get_command_status", id).await?
+                }
+            };
+        }
     }
 
     /// Reads one response (Content-Length or chunked body).
@@ -201,15 +274,20 @@ pub async fn measure(
     topo: Topology<'_>,
 ) -> Result<Latencies> {
     let plant = plant(dir, topo)?;
-    let mut children = Vec::with_capacity(topo.gateways);
-    let mut addrs = Vec::with_capacity(topo.gateways);
+    let mut gateways = Vec::with_capacity(topo.gateways);
     for g in 1..=topo.gateways {
         let instance = format!("g{g}");
         let shared = topo.journal.is_some().then_some(instance.as_str());
-        let (child, at) = start(exe, &plant, addr, shared).await?;
-        children.push(child);
-        addrs.push(at);
+        gateways.push(start(exe, &plant, addr, shared).await?);
     }
+    run_clients(&gateways, calls, topo)
+        .await
+        .map_err(|e| with_logs(e, &gateways))
+}
+
+/// The measured part of [`measure`]: [`CLIENTS`] clients on `gateways`, `calls` in all.
+async fn run_clients(gateways: &[Served], calls: usize, topo: Topology<'_>) -> Result<Latencies> {
+    let addrs: Vec<SocketAddr> = gateways.iter().map(|g| g.at).collect();
     let per_client = calls.div_ceil(CLIENTS);
     let label = format!("http: act-and-confirm, {CLIENTS} clients");
     let bar = Arc::new(Mutex::new(Progress::new(&label, per_client * CLIENTS)));
@@ -220,7 +298,7 @@ pub async fn measure(
         conns.push(c);
     }
     if topo.gateways > 1 {
-        super::failover::settled(&mut conns[..], CLIENTS).await?;
+        super::failover::settled(&mut conns[..], CLIENTS, topo.lease_s).await?;
     }
     let start = Instant::now();
     let tasks: Vec<_> = conns
@@ -233,7 +311,7 @@ pub async fn measure(
                 for i in 0..per_client {
                     let t = Instant::now();
                     let args = json!({"on": i.is_multiple_of(2), "wait_s": 5});
-                    let r = c.tool(&format!("relay{relay}_switch"), args).await?;
+                    let r = c.act_to_end(&format!("relay{relay}_switch"), args).await?;
                     if r["status"] != "completed" {
                         bail!(
                             "relay{relay} over HTTP ended {}: {}",
@@ -256,7 +334,6 @@ pub async fn measure(
     if let Ok(b) = Arc::try_unwrap(bar) {
         b.into_inner().unwrap_or_else(|p| p.into_inner()).finish();
     }
-    drop(children);
     Ok(Latencies::new(samples, total))
 }
 

@@ -187,7 +187,6 @@ fn form(
         field.insert("title".into(), json!(p.ask));
         properties.insert(p.name.clone(), Value::Object(field));
     }
-    let names: Vec<&str> = asked.iter().map(|p| p.name.as_str()).collect();
     let message = match asked {
         [one] => format!(
             "{} ({device} {})",
@@ -199,17 +198,7 @@ fn form(
             action.name
         ),
     };
-    let form = json!({
-        "mode": "form",
-        "message": message,
-        "requestedSchema": {"type": "object", "properties": properties, "required": names},
-    });
-    serde_json::from_value(form).map_err(|e| {
-        McpError::internal_error(
-            format!("could not build the form asking {names:?}: {e}"),
-            None,
-        )
-    })
+    crate::elicit::form_params(message, properties)
 }
 
 /// -32021: the action needs a person's answer and this client cannot ask one.

@@ -9,8 +9,7 @@
 use crate::confirm::Pending;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputResponses,
+    ElicitRequest, ElicitResult, ElicitationAction, InputRequest, InputRequests, InputResponses,
 };
 
 /// The key of a confirmation's one question, and the boolean every question's form asks.
@@ -78,15 +77,9 @@ pub(super) fn ask(p: &Pending, checklist: &[String]) -> Result<(String, InputReq
 
 /// A form with one required boolean, `confirm`.
 fn form(message: String) -> Result<InputRequest, McpError> {
-    let schema = ElicitationSchema::builder()
-        .required_bool(CONFIRM_KEY)
-        .build()
-        .map_err(|_| McpError::internal_error("could not build the confirmation form", None))?;
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: schema,
-    };
+    let mut properties = serde_json::Map::new();
+    properties.insert(CONFIRM_KEY.into(), serde_json::json!({"type": "boolean"}));
+    let params = crate::elicit::form_params(message, properties)?;
     Ok(InputRequest::Elicitation(ElicitRequest::new(params)))
 }
 

@@ -105,6 +105,24 @@ where
         .unwrap()
 }
 
+/// Polls `tasks/get` (bounded: 10 s) until the task `id` has its tool result; that result. A
+/// task that ends without one fails the test.
+pub async fn task_result(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    id: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    use rmcp::model::{GetTaskParams, TaskPayload};
+    for _ in 0..200 {
+        let got = peer.get_task(GetTaskParams::new(id)).await.unwrap().task;
+        if let TaskPayload::Completed { result } = got.payload {
+            return result;
+        }
+        assert!(!got.task.status.is_terminal(), "{:?}", got.task.status);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("task {id} did not end within 10 s")
+}
+
 /// A [`TaskClient`] over Streamable HTTP at `url` with the bearer `token`.
 pub async fn http_task_session(url: &str, token: &str, tasks: bool, modern: bool) -> TaskSession {
     use rmcp::transport::StreamableHttpClientTransport;
