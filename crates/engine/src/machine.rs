@@ -13,6 +13,7 @@
 
 mod event;
 mod outcome;
+mod phases;
 
 pub use event::{Check, Event, Found, Profile, Reading};
 pub use outcome::{CrashStop, Effect, Outcome, Reason};
@@ -106,168 +107,16 @@ impl Machine {
         self.phase == Phase::Done
     }
 
-    /// Feeds one event; returns what the shell must do, in order.
+    /// Feeds one event; returns what the shell must do, in order (`phases.rs`: each phase's
+    /// edges).
     pub fn on(&mut self, event: Event) -> Vec<Effect> {
-        use Phase::*;
-        match (self.phase, event) {
-            (Done, _) => vec![],
-            (Received, Event::Accept) => {
-                self.phase = Queued;
-                vec![Effect::Journal(Status::Accepted)]
-            }
-            (Received, Event::Reject { code, detail }) => {
-                self.finish(Outcome::rejected(code, Reason::Rejected(detail)))
-            }
-            (Received, Event::Restarted(found)) => self.restarted(found),
-            (Received, _) => vec![],
-
-            (Queued, Event::Dispatch) => {
-                self.phase = Writing;
-                self.attempt = 1;
-                vec![Effect::Write { attempt: 1 }]
-            }
-            (Queued, Event::QueueExpired) => self.finish(Outcome::timeout(Reason::QueueExpired)),
-            (Queued, Event::Reject { code, detail }) => {
-                self.finish(Outcome::failed(code, Reason::Rejected(detail)))
-            }
-            (Queued, Event::CancelRequested) => {
-                self.finish(Outcome::cancelled(Reason::Cancelled {
-                    stop_written: false,
-                    shutdown: false,
-                }))
-            }
-            (Queued, Event::Offline { detail }) => self.finish(Outcome::failed(
-                ErrorCode::DeviceOffline,
-                Reason::Offline(detail),
-            )),
-            (Queued, Event::Shutdown) => {
-                self.finish(Outcome::failed(ErrorCode::Interrupted, Reason::Interrupted))
-            }
-            (Queued, _) => vec![],
-
-            (Writing, Event::WriteAcked) => self.acked(),
-            (
-                Writing,
-                Event::WriteFailed {
-                    code,
-                    detail,
-                    transient,
-                    maybe_applied,
-                },
-            ) => {
-                // Cancelled (or shutting down) while the write kept failing: never send it again.
-                if self.cancel_requested {
-                    let stop = maybe_applied && self.profile.has_cancel;
-                    let fx = if self.cancel_for_shutdown {
-                        self.finish(Outcome::failed(ErrorCode::Interrupted, Reason::Interrupted))
-                    } else {
-                        self.finish(Outcome::cancelled(Reason::Cancelled {
-                            stop_written: stop,
-                            shutdown: false,
-                        }))
-                    };
-                    return with_stop(fx, stop);
-                }
-                if transient && self.profile.idempotent && self.attempt < self.profile.max_attempts
-                {
-                    self.attempt += 1;
-                    self.last_write_error = Some((code, detail));
-                    return vec![Effect::Write {
-                        attempt: self.attempt,
-                    }];
-                }
-                let fx = self.finish(Outcome::failed(code, Reason::Driver(detail)));
-                with_stop(fx, maybe_applied && self.profile.has_cancel)
-            }
-            (Writing, Event::Deadline) => {
-                let (code, detail) = self.last_write_error.take().unwrap_or((
-                    ErrorCode::Timeout,
-                    "the write was never acknowledged".into(),
-                ));
-                let fx = self.finish(Outcome::failed(code, Reason::Driver(detail)));
-                with_stop(fx, self.profile.has_cancel)
-            }
-            (Writing, Event::Offline { detail }) => {
-                let fx = self.finish(Outcome::failed(
-                    ErrorCode::DeviceOffline,
-                    Reason::Offline(detail),
-                ));
-                with_stop(fx, self.profile.has_cancel)
-            }
-            (Writing, Event::CancelRequested) => {
-                // The write is on the wire; stop it once it is acknowledged.
-                self.cancel_requested = true;
-                vec![]
-            }
-            (Writing, Event::Shutdown) => {
-                self.cancel_requested = true;
-                self.cancel_for_shutdown = true;
-                vec![]
-            }
-            (Writing, _) => vec![],
-
-            (Supervising, Event::Reading(r)) => self.reading(r),
-            (Supervising, Event::Deadline) => self.deadline(),
-            (Supervising, Event::Offline { detail }) => {
-                let fx = self.finish(Outcome::failed(
-                    ErrorCode::DeviceOffline,
-                    Reason::Offline(detail),
-                ));
-                with_stop(fx, self.profile.has_cancel)
-            }
-            (Supervising, Event::CancelRequested) => self.cancel(false),
-            (Supervising, Event::AlarmRaised { name, detail }) => {
-                let fx = self.finish(Outcome::failed(
-                    ErrorCode::Signal(name),
-                    Reason::Alarm(detail),
-                ));
-                with_stop(fx, self.profile.has_cancel)
-            }
-            (Supervising, Event::KeepaliveLapsed) => {
-                self.cancel_for_deadman = true;
-                if self.profile.has_cancel {
-                    self.phase = Phase::Cancelling;
-                    vec![Effect::WriteCancel]
-                } else {
-                    self.finish(Outcome::deadman(false))
-                }
-            }
-            (Supervising, Event::Shutdown) => {
-                if self.profile.has_cancel {
-                    self.cancel(true)
-                } else {
-                    // Nothing can stop it: leave it `running` in the journal so the next start
-                    // keeps supervising it until its deadline.
-                    vec![]
-                }
-            }
-            (Supervising, _) => vec![],
-
-            (Cancelling, Event::CancelWritten) if self.restart_stop => self.finish(
-                Outcome::failed(ErrorCode::Interrupted, Reason::RestartStop { failed: None }),
-            ),
-            (Cancelling, Event::CancelFailed { detail, .. }) if self.restart_stop => {
-                self.finish(Outcome::failed(
-                    ErrorCode::Interrupted,
-                    Reason::RestartStop {
-                        failed: Some(detail),
-                    },
-                ))
-            }
-            (Cancelling, Event::CancelWritten) if self.cancel_for_deadman => {
-                self.finish(Outcome::deadman(true))
-            }
-            (Cancelling, Event::CancelWritten) => {
-                let shutdown = self.cancel_for_shutdown;
-                self.finish(Outcome::cancelled(Reason::Cancelled {
-                    stop_written: true,
-                    shutdown,
-                }))
-            }
-            (Cancelling, Event::CancelFailed { code, detail }) => {
-                self.finish(Outcome::failed(code, Reason::CancelFailed(detail)))
-            }
-            (Cancelling, _) => vec![],
+        match self.phase {
+            Phase::Received => self.on_received(event),
+            Phase::Queued => self.on_queued(event),
+            Phase::Writing => self.on_writing(event),
+            Phase::Supervising => self.on_supervising(event),
+            Phase::Cancelling => self.on_cancelling(event),
+            Phase::Done => vec![],
         }
     }
 
