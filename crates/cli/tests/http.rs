@@ -1,7 +1,7 @@
 //! `closedloop serve PLANT --http ADDR` as an operator runs it: the announced address, the
 //! start-up banner (devices online and offline, journal, endpoints), one
 //! stateless MCP call over a plain socket, SIGTERM, and the refusal to listen beyond loopback
-//! without a token. (The HTTP layer itself is tested in `crates/mcp/tests/http.rs`.)
+//! without a token. (The HTTP layer itself is tested in `crates/mcp/tests/http_*.rs`.)
 
 use std::path::Path;
 use std::process::Stdio;

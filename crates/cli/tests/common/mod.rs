@@ -19,6 +19,18 @@ use std::process::{Child, Command, Stdio};
 
 pub type Client = RunningService<RoleClient, ()>;
 
+/// The `closedloop` binary under test, as a command to add arguments to.
+pub fn closedloop() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_closedloop"))
+}
+
+/// `path` relative to the repository's root.
+pub fn repo(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
 /// Kills a child process when the test ends, however it ends.
 pub struct Running(pub Child);
 

@@ -1,5 +1,6 @@
 //! What the MCP tests share: an engine over simulated devices, and a server on one end of an
-//! in-process pipe (MCP over `tokio::io::duplex`, exactly as over stdio).
+//! in-process pipe (MCP over `tokio::io::duplex`, exactly as over stdio); for the HTTP tests, a
+//! gateway on a loopback port and its clients ([`gateway`]).
 
 #![allow(dead_code)]
 
@@ -144,4 +145,219 @@ pub fn sha256_hex(s: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// What the HTTP tests share: an engine and the Streamable HTTP endpoint in this process on a free
+/// loopback port, over the shared lamp and a slow slide, with an `ops` and a `viewer` token; and
+/// the clients that call it (rmcp's, of both generations, and raw requests).
+pub mod gateway {
+    use super::{Client, plants, sha256_hex};
+    use closedloop_engine::Engine;
+    use closedloop_journal::Journal;
+    use closedloop_mcp::Server;
+    use closedloop_mcp::http::{self, HttpOptions};
+    use reqwest::StatusCode;
+    use rmcp::model::ProtocolVersion;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tokio::task::JoinHandle;
+
+    pub const OPS: &str = "ops-secret-7f3a";
+    pub const VIEWER: &str = "viewer-secret-91c2";
+
+    /// The server table; `{TOKENS}` is replaced by the token tables.
+    const SERVER: &str = r#"
+[server]
+name = "http"
+journal = "sqlite://journal.db"
+{TOKENS}
+"#;
+
+    /// The shared lamp and a slow shared slide (50 mm/s, no faults) with the token tables `tokens`.
+    pub fn plant_text(tokens: &str) -> String {
+        format!(
+            "{}{}\n{}",
+            SERVER.replace("{TOKENS}", tokens),
+            plants::LAMP,
+            plants::slide_at(50.0)
+        )
+    }
+
+    /// `ops` may act on both devices; `viewer` may only read.
+    pub fn tokens() -> String {
+        format!(
+            "[[server.token]]\nname = \"ops\"\nsha256 = \"{}\"\nscopes = [\"read\", \"actuate:lamp\", \"actuate:slide\"]\n\
+             [[server.token]]\nname = \"viewer\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
+            sha256_hex(OPS),
+            sha256_hex(VIEWER)
+        )
+    }
+
+    /// The engine and the HTTP endpoint, in this process, on a free loopback port.
+    pub struct Gateway {
+        pub url: String,
+        pub engine: Arc<Engine>,
+        journal_url: String,
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        task: Option<JoinHandle<Result<(), http::HttpError>>>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Gateway {
+        pub async fn start(tokens: &str, opts: HttpOptions) -> Gateway {
+            Gateway::start_plant(&plant_text(tokens), opts).await
+        }
+
+        pub async fn start_plant(plant: &str, opts: HttpOptions) -> Gateway {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("plant.toml");
+            std::fs::write(&path, plant).unwrap();
+            let plant = closedloop_plant::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            let journal_url = plant.server.journal.clone();
+            let journal = Journal::open(&journal_url).await.unwrap();
+            let drivers = closedloop_connect::build_drivers(&plant).unwrap();
+            let links = drivers.open(&plant.devices).expect("links");
+            let engine = Arc::new(
+                Engine::start(Arc::new(plant), journal, links)
+                    .await
+                    .unwrap(),
+            );
+            // Bound before the server task starts: connections queue until it accepts them.
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}{}", listener.local_addr().unwrap(), http::PATH);
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            let server = Server::new(Arc::clone(&engine), "http");
+            let task = tokio::spawn(http::serve(listener, server, opts, async move {
+                let _ = stopped.await;
+            }));
+            Gateway {
+                url,
+                engine,
+                journal_url,
+                stop: Some(stop),
+                task: Some(task),
+                _dir: dir,
+            }
+        }
+
+        /// Stops HTTP and the engine, then reads the journal's `caller` of a command.
+        pub async fn stop_and_caller(mut self, command_id: &str) -> Option<String> {
+            self.stop.take().map(|s| s.send(()));
+            if let Some(t) = self.task.take() {
+                t.await.unwrap().unwrap();
+            }
+            self.engine.shutdown().await;
+            let journal = Journal::open(&self.journal_url).await.unwrap();
+            let row = journal.get(command_id).await.unwrap().expect("journaled");
+            journal.close().await;
+            row.caller
+        }
+
+        /// Stops everything when the test journaled nothing worth reading back.
+        pub async fn stop_and_caller_none(mut self) {
+            self.stop.take().map(|s| s.send(()));
+            if let Some(t) = self.task.take() {
+                t.await.unwrap().unwrap();
+            }
+            self.engine.shutdown().await;
+        }
+    }
+
+    /// A Streamable HTTP client transport to `url`, with the bearer `token` if any.
+    pub fn transport(
+        url: &str,
+        token: Option<&str>,
+    ) -> StreamableHttpClientTransport<reqwest::Client> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        if let Some(t) = token {
+            config = config.auth_header(t.to_string());
+        }
+        StreamableHttpClientTransport::from_config(config)
+    }
+
+    /// A 2025-era client: `initialize`, then a session.
+    pub async fn session_client(url: &str, token: Option<&str>) -> Client {
+        ().serve(transport(url, token)).await.unwrap()
+    }
+
+    /// A 2026-07-28 client: `server/discover`, then self-contained stateless requests.
+    pub async fn stateless_client(url: &str, token: Option<&str>) -> Client {
+        ().serve_with_lifecycle(
+            transport(url, token),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
+    }
+
+    /// A raw 2026-07-28 JSON-RPC request (headers and `_meta` as the revision wants them).
+    pub fn raw(
+        url: &str,
+        token: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> reqwest::RequestBuilder {
+        let mut params = params;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        });
+        let mut req = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method);
+        if let Some(name) = params.get("name").and_then(Value::as_str) {
+            req = req.header("mcp-name", name);
+        }
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
+    }
+
+    /// A raw 2026-07-28 `tools/call` of `tool` with `args` (see [`raw`]).
+    pub fn raw_tool(
+        url: &str,
+        token: Option<&str>,
+        tool: &str,
+        args: Value,
+    ) -> reqwest::RequestBuilder {
+        raw(
+            url,
+            token,
+            "tools/call",
+            json!({"name": tool, "arguments": args}),
+        )
+    }
+
+    /// The `result` of a JSON answer.
+    pub async fn result(resp: reqwest::Response) -> Value {
+        assert_eq!(resp.status(), StatusCode::OK);
+        let v: Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+        v["result"].clone()
+    }
+
+    /// Waits (bounded) until the engine reports a `running` command on `device`, and returns it.
+    pub async fn running_on(engine: &Engine, device: &str) -> String {
+        for _ in 0..200 {
+            let list = engine.list(Some(device), Some("running"), 1).await.unwrap();
+            if let Some(c) = list.first() {
+                return serde_json::to_value(c).unwrap()["command_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no running command on {device}");
+    }
 }
