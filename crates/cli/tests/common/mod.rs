@@ -13,9 +13,11 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 pub type Client = RunningService<RoleClient, ()>;
 
@@ -155,4 +157,120 @@ pub async fn liveness(c: &Client, device: &str, want: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("{device} never became {want}");
+}
+
+/// What `closedloop sim` announced: each Modbus device's (unit, address), each relay's (prefix,
+/// broker), each CAN node's (bus, interface), and the control endpoint.
+pub struct Announced {
+    pub units: BTreeMap<String, (u8, SocketAddr)>,
+    pub relays: BTreeMap<String, (String, String)>,
+    pub can_nodes: BTreeMap<String, (String, String)>,
+    pub control: SocketAddr,
+}
+
+/// Reads the announcement lines up to the control endpoint's; they come only once every port
+/// accepts connections, so nothing here sleeps.
+pub fn announced(child: &mut Child) -> Announced {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut units = BTreeMap::new();
+    let mut relays = BTreeMap::new();
+    let mut can_nodes = BTreeMap::new();
+    loop {
+        let line = lines
+            .next()
+            .expect("closedloop sim exited before announcing its control endpoint")
+            .expect("utf-8 stdout");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["closedloop", "sim:", "control", "on", addr] => {
+                return Announced {
+                    units,
+                    relays,
+                    can_nodes,
+                    control: addr.parse().expect("an ip:port"),
+                };
+            }
+            [
+                "closedloop",
+                "sim:",
+                device,
+                "can-node",
+                bus,
+                "on",
+                interface,
+            ] => {
+                can_nodes.insert(device.to_string(), (bus.to_string(), interface.to_string()));
+            }
+            [
+                "closedloop",
+                "sim:",
+                device,
+                "mqtt-relay",
+                prefix,
+                "on",
+                broker,
+            ] => {
+                relays.insert(device.to_string(), (prefix.to_string(), broker.to_string()));
+            }
+            ["closedloop", "sim:", device, "unit", unit, "on", addr] => {
+                let unit = unit.parse().expect("a unit id");
+                units.insert(
+                    device.to_string(),
+                    (unit, addr.parse().expect("an ip:port")),
+                );
+            }
+            _ => panic!("unexpected stdout line {line:?}"),
+        }
+    }
+}
+
+/// `closedloop sim fault|clear --control ADDR ...`, its output whether it succeeded or not.
+pub fn sim_request(control: SocketAddr, args: &[&str]) -> Output {
+    closedloop()
+        .arg("sim")
+        .arg(args[0])
+        .arg("--control")
+        .arg(control.to_string())
+        .args(&args[1..])
+        .output()
+        .unwrap()
+}
+
+/// The fault-matrix plant and helpers that hand back a whole `CallToolResult` (its `is_error` and
+/// text as well as its structured content), for the `stdio_*` tests.
+pub mod stdio {
+    use super::{Client, call, sc, settle};
+    use rmcp::model::CallToolResult;
+    use serde_json::Value;
+
+    const PLANT: &str = include_str!("../../../../tests/plants/faults.toml");
+
+    pub fn plant_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plant.toml"), PLANT).unwrap();
+        dir
+    }
+
+    pub fn status(r: &CallToolResult) -> String {
+        sc(r)["status"].as_str().unwrap_or("").to_string()
+    }
+
+    pub fn code(r: &CallToolResult) -> String {
+        sc(r)["error_code"].as_str().unwrap_or("").to_string()
+    }
+
+    /// Calls an action tool and follows the command to its end.
+    pub async fn act(client: &Client, tool: &str, args: Value) -> CallToolResult {
+        let r = call(client, tool, args).await;
+        settle(client, r).await
+    }
+
+    pub fn text(r: &CallToolResult) -> String {
+        r.content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.clone())
+            .unwrap_or_default()
+    }
 }
