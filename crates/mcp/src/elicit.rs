@@ -7,7 +7,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, JsonObject};
 use rmcp::service::RequestContext;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 /// How long the user has to answer the form.
@@ -82,11 +82,12 @@ fn form(
 ) -> Result<ElicitRequestParams, McpError> {
     let call = call_text(device, action, args);
     let keys = crate::tasks::questions::keys(checklist);
-    let mut properties = JsonObject::new();
-    for (i, key) in keys.iter().enumerate() {
-        let title = checklist.get(i).map_or("Confirm", String::as_str);
-        properties.insert(key.clone(), json!({"type": "boolean", "title": title}));
-    }
+    let fields = (keys.into_iter().enumerate())
+        .map(|(i, key)| {
+            let title = checklist.get(i).map_or("Confirm", String::as_str);
+            (key, json!({"type": "boolean", "title": title}))
+        })
+        .collect();
     let message = match checklist.is_empty() {
         true => format!("closedloop: run {call}? Nothing moves unless you confirm."),
         false => format!(
@@ -94,28 +95,37 @@ fn form(
              every one is ticked."
         ),
     };
-    form_params(message, properties)
+    form_params(message, fields)
 }
 
-/// An elicitation form asking `message`, with the fields `properties` (JSON Schema, each by its
-/// key), every one of them required: the one way every question closedloop asks is built.
+/// An elicitation form asking `message`, with `fields` (each a key and its JSON Schema) in the
+/// order given, every one of them required: the one way every question closedloop asks is
+/// built. The order is kept on the wire (a JSON object here sorts its keys: `check_10` would
+/// come second).
 pub(crate) fn form_params(
     message: String,
-    properties: JsonObject,
+    fields: Vec<(String, Value)>,
 ) -> Result<ElicitRequestParams, McpError> {
-    let required: Vec<&String> = properties.keys().collect();
+    let order: Vec<String> = fields.iter().map(|(k, _)| k.clone()).collect();
+    let properties: JsonObject = fields.into_iter().collect();
     let form = json!({
         "mode": "form",
         "message": message,
-        "requestedSchema": {"type": "object", "properties": properties, "required": required},
+        "requestedSchema": {"type": "object", "properties": properties, "required": order},
     });
-    serde_json::from_value(form).map_err(|e| {
-        let keys: Vec<&String> = properties.keys().collect();
+    let mut params = serde_json::from_value(form).map_err(|e| {
         McpError::internal_error(
-            format!("could not build the form asking {keys:?}: {e}"),
+            format!("could not build the form asking {order:?}: {e}"),
             None,
         )
-    })
+    })?;
+    if let ElicitRequestParams::FormElicitationParams {
+        requested_schema, ..
+    } = &mut params
+    {
+        requested_schema.property_order = Some(order);
+    }
+    Ok(params)
 }
 
 /// A call as a person reads it in a question: "slide move_to with target_mm = 150".
@@ -124,5 +134,27 @@ pub(crate) fn call_text(device: &str, action: &str, args: &JsonObject) -> String
     match shown.is_empty() {
         true => format!("{device} {action}"),
         false => format!("{device} {action} with {}", shown.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ten_item_checklist_asks_its_boxes_in_the_plant_s_order() {
+        let items: Vec<String> = (1..=10).map(|i| format!("check {i} holds")).collect();
+        let params = form("press", "stroke", &JsonObject::new(), &items).unwrap();
+        let wire = serde_json::to_value(&params).unwrap();
+        let schema = &wire["requestedSchema"];
+        let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        let expected: Vec<String> = (1..=10).map(|i| format!("check_{i}")).collect();
+        let text = serde_json::to_string(&params).unwrap();
+        let at = |k: &str| text.find(&format!("\"{k}\":{{")).unwrap();
+        let positions: Vec<usize> = expected.iter().map(|k| at(k)).collect();
+        assert!(positions.is_sorted(), "boxes out of order: {text}");
+        assert_eq!(keys.len(), 10);
+        assert_eq!(schema["required"], json!(expected));
+        assert_eq!(schema["properties"]["check_10"]["title"], "check 10 holds");
     }
 }

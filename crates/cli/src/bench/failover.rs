@@ -80,10 +80,12 @@ pub async fn measure(
     let all = Instant::now();
     for round in 0..rounds {
         let on = round.is_multiple_of(2);
+        let lease = Duration::from_secs(u64::from(topo.lease_s));
         let (owner, took) =
-            (kill_owner(&mut up, &names, on).await).map_err(|e| with_logs(e, &up))?;
+            (kill_owner(&mut up, &names, on, lease).await).map_err(|e| with_logs(e, &up))?;
         samples.push(took);
-        up[owner] = start(exe, &plant, addr, Some(names[owner])).await?;
+        up[owner] =
+            (start(exe, &plant, addr, Some(names[owner])).await).map_err(|e| with_logs(e, &up))?;
         bar.step();
     }
     bar.finish();
@@ -92,8 +94,13 @@ pub async fn measure(
 
 /// One failover: the owner of relay0 among `up` killed (SIGKILL), then the survivor asked to
 /// switch it to `on` until a command completes; which gateway was killed, and the time it took.
-async fn kill_owner(up: &mut [Served], names: &[&str; 2], on: bool) -> Result<(usize, Duration)> {
-    let owner = owner_of_relay0(up, names).await?;
+async fn kill_owner(
+    up: &mut [Served],
+    names: &[&str; 2],
+    on: bool,
+    lease: Duration,
+) -> Result<(usize, Duration)> {
+    let owner = owner_of_relay0(up, names, lease).await?;
     let mut survivor = Connection::open(up[1 - owner].at).await?;
     up[owner].child.start_kill()?;
     let _ = up[owner].child.wait().await;
@@ -102,25 +109,30 @@ async fn kill_owner(up: &mut [Served], names: &[&str; 2], on: bool) -> Result<(u
     Ok((owner, killed.elapsed()))
 }
 
-/// Which of the gateways `up` drives relay0, once both report the same owner twice in a row.
-async fn owner_of_relay0(up: &[Served], names: &[&str; 2]) -> Result<usize> {
+/// Which of the gateways `up` drives relay0, once both report the same owner and it has not
+/// changed for `quiet` (a lease period: a hand-over takes keeper rounds, a third of the lease
+/// each, and killing a gateway that is giving relay0 up would time a hand-over, not a failover).
+async fn owner_of_relay0(up: &[Served], names: &[&str; 2], quiet: Duration) -> Result<usize> {
     let until = Instant::now() + PATIENCE;
     let mut conns = Vec::with_capacity(up.len());
     for g in up {
         conns.push(Connection::open(g.at).await?);
     }
     let mut last = Value::Null;
+    let mut since = Instant::now();
     while Instant::now() < until {
         let a = owner(&mut conns[0], 0).await?;
         let b = owner(&mut conns[1], 0).await?;
-        if a == b && a == last {
+        if a != b || a != last {
+            last = if a == b { a } else { Value::Null };
+            since = Instant::now();
+        } else if since.elapsed() >= quiet {
             let name = a.as_str().unwrap_or_default();
             if let Some(i) = names.iter().position(|n| *n == name) {
                 return Ok(i);
             }
         }
-        last = a;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     bail!(
         "relay0's owner did not settle within {} s",

@@ -14,6 +14,7 @@ mod engine;
 mod failover;
 mod hall;
 mod http;
+mod http_client;
 mod rpc;
 mod stats;
 

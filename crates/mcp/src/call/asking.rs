@@ -181,12 +181,13 @@ fn form(
     action: &Action,
     asked: &[&ParamSpec],
 ) -> Result<ElicitRequestParams, McpError> {
-    let mut properties = JsonObject::new();
-    for p in asked {
-        let mut field = p.json_schema();
-        field.insert("title".into(), json!(p.ask));
-        properties.insert(p.name.clone(), Value::Object(field));
-    }
+    let fields = (asked.iter())
+        .map(|p| {
+            let mut field = p.json_schema();
+            field.insert("title".into(), json!(p.ask));
+            (p.name.clone(), Value::Object(field))
+        })
+        .collect();
     let message = match asked {
         [one] => format!(
             "{} ({device} {})",
@@ -198,7 +199,7 @@ fn form(
             action.name
         ),
     };
-    crate::elicit::form_params(message, properties)
+    crate::elicit::form_params(message, fields)
 }
 
 /// -32021: the action needs a person's answer and this client cannot ask one.

@@ -77,9 +77,8 @@ pub(super) fn ask(p: &Pending, checklist: &[String]) -> Result<(String, InputReq
 
 /// A form with one required boolean, `confirm`.
 fn form(message: String) -> Result<InputRequest, McpError> {
-    let mut properties = serde_json::Map::new();
-    properties.insert(CONFIRM_KEY.into(), serde_json::json!({"type": "boolean"}));
-    let params = crate::elicit::form_params(message, properties)?;
+    let fields = vec![(CONFIRM_KEY.into(), serde_json::json!({"type": "boolean"}))];
+    let params = crate::elicit::form_params(message, fields)?;
     Ok(InputRequest::Elicitation(ElicitRequest::new(params)))
 }
 
