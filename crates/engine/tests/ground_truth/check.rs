@@ -1,45 +1,19 @@
 //! The properties: what the journal says against what the simulator physically did.
 
+#[path = "check/across.rs"]
+mod across;
+#[path = "check/cmd.rs"]
+mod cmd;
+
+pub use cmd::{Cmd, commands};
+
 use super::expect::expected;
 use super::physical::*;
 use super::report::brief;
-use super::rig::{Epoch, Journaled, Obs, ObsKind, Outcome};
+use super::rig::{Obs, ObsKind, Outcome};
 use super::spec::*;
-use std::collections::BTreeMap;
-
-/// A command as the checks see it: its journal row and timeline, times in case milliseconds.
-#[derive(Debug)]
-pub struct Cmd<'a> {
-    pub id: &'a str,
-    pub dev: usize,
-    pub action: &'a str,
-    pub j: &'a Journaled,
-    pub status: &'a str,
-    pub code: Option<&'a str>,
-    pub verified: bool,
-    pub accepted: Option<i64>,
-    pub dispatched: Option<(i64, usize)>,
-    /// The plan as written at dispatch (`Write`'s display).
-    pub writes: Vec<String>,
-    /// expect_s as evaluated at dispatch.
-    pub expect_s: Option<f64>,
-    pub deadline: Option<i64>,
-    pub ack: Option<(i64, usize)>,
-    pub terminal: Option<(i64, usize)>,
-    /// Extra time a later engine's clock gives a recovered command (its wall clock started
-    /// behind the paused clock's, see `deadline_slack`).
-    pub recovered_skew: Option<i64>,
-    pub epochs: &'a [Epoch],
-}
-
-const TERMINAL: [&str; 6] = [
-    "completed",
-    "failed",
-    "timeout",
-    "cancelled",
-    "rejected",
-    "sent",
-];
+use across::{check_groups, check_writes};
+use cmd::TERMINAL;
 
 /// What the checks found: violations fail the case; limitations are false outcomes the engine
 /// cannot avoid (a sensor that reads inverted), counted and reported.
@@ -55,90 +29,6 @@ pub struct Findings {
     pub exact: usize,
     /// Commands supervised across a restart.
     pub recovered: usize,
-}
-
-impl Cmd<'_> {
-    /// Case time of the first `name` event, in the epoch that wrote it.
-    pub fn event(&self, name: &str) -> Option<i64> {
-        self.j
-            .events
-            .iter()
-            .find(|(_, e)| e.event == name)
-            .map(|(ep, e)| {
-                let e0 = &self.epochs[(*ep).min(self.epochs.len() - 1)];
-                e0.start_ms + (e.at_ms - e0.wall_ms)
-            })
-    }
-}
-
-pub fn commands<'a>(case: &Case, out: &'a Outcome) -> Vec<Cmd<'a>> {
-    let ids: Vec<String> = (0..case.devices.len())
-        .map(|i| device_id(&case.devices, i))
-        .collect();
-    let to_case = |epoch: usize, wall: i64| {
-        let e = &out.epochs[epoch.min(out.epochs.len() - 1)];
-        e.start_ms + (wall - e.wall_ms)
-    };
-    out.journal
-        .iter()
-        .map(|(id, j)| {
-            let at = |name: &str| {
-                j.events
-                    .iter()
-                    .find(|(_, e)| e.event == name)
-                    .map(|(ep, e)| (to_case(*ep, e.at_ms), *ep))
-            };
-            let dispatched_ev = j.events.iter().find(|(_, e)| e.event == "dispatched");
-            let writes = dispatched_ev
-                .and_then(|(_, e)| e.data.get("writes"))
-                .and_then(|w| w.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|w| w.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let expect_s = dispatched_ev
-                .and_then(|(_, e)| e.data.get("expect_s"))
-                .and_then(|v| v.as_f64());
-            let dispatched = at("dispatched");
-            let deadline = match (j.row.deadline_ms, dispatched) {
-                (Some(d), Some((_, ep))) => Some(to_case(ep, d)),
-                _ => None,
-            };
-            let recovered = at("recovered");
-            let recovered_skew = match (recovered, dispatched) {
-                (Some((_, later)), Some((_, ep))) => {
-                    let (a, b) = (&out.epochs[ep], &out.epochs[later]);
-                    Some(((b.start_ms - a.start_ms) - (b.wall_ms - a.wall_ms)).max(0))
-                }
-                _ => None,
-            };
-            let terminal = j
-                .events
-                .iter()
-                .find(|(_, e)| TERMINAL.contains(&e.event.as_str()))
-                .map(|(ep, e)| (to_case(*ep, e.at_ms), *ep));
-            Cmd {
-                id,
-                dev: ids.iter().position(|d| *d == j.row.device).unwrap_or(0),
-                action: &j.row.action,
-                j,
-                status: &j.row.status,
-                code: j.row.error_code.as_deref(),
-                verified: j.row.verified,
-                accepted: at("accepted").map(|(t, _)| t),
-                dispatched,
-                writes,
-                expect_s,
-                deadline,
-                ack: at("device_ack"),
-                terminal,
-                recovered_skew,
-                epochs: &out.epochs,
-            }
-        })
-        .collect()
 }
 
 /// Slack on top of a deadline: 2 s, the device's liveness window and one request timeout.
@@ -443,65 +333,4 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
 fn requires_slack(case: &Case, d: &DeviceSpec) -> i64 {
     d.requires
         .map_or(0, |r| case.devices[r.device].timeout_ms as i64)
-}
-
-/// Every write the devices received belongs to a command that was dispatched and not yet
-/// terminal, or is the cancel plan of a command dispatched before it.
-fn check_writes(case: &Case, out: &Outcome, cmds: &[Cmd], v: &mut Vec<String>) {
-    for o in &out.obs {
-        let ObsKind::Write { what } = &o.kind else {
-            continue;
-        };
-        let t = o.t_ms();
-        let mine = cmds.iter().filter(|c| c.dev == o.dev);
-        let mut covered = false;
-        for c in mine {
-            let Some((td, _)) = c.dispatched else {
-                continue;
-            };
-            if t < td {
-                continue;
-            }
-            let before_end = c.terminal.is_none_or(|(te, _)| t <= te);
-            if before_end && c.writes.contains(what) {
-                covered = true;
-            }
-            if case.devices[c.dev].cancel_writes().contains(what) {
-                covered = true;
-            }
-        }
-        if !covered {
-            v.push(format!(
-                "{}: {what} written at {t} ms (epoch {}) by no running command and no cancel plan",
-                device_id(&case.devices, o.dev),
-                o.epoch
-            ));
-        }
-    }
-}
-
-/// No two commands of one exclusive group between dispatch and terminal at the same time.
-fn check_groups(case: &Case, cmds: &[Cmd], v: &mut Vec<String>) {
-    let mut by_group: BTreeMap<String, Vec<(i64, i64, &str)>> = BTreeMap::new();
-    for c in cmds {
-        let (Some((a, _)), Some((b, _))) = (c.dispatched, c.terminal) else {
-            continue;
-        };
-        let id = device_id(&case.devices, c.dev);
-        by_group
-            .entry(case.devices[c.dev].group_name(&id))
-            .or_default()
-            .push((a, b, c.id));
-    }
-    for (g, mut spans) in by_group {
-        spans.sort();
-        for w in spans.windows(2) {
-            if w[1].0 < w[0].1 {
-                v.push(format!(
-                    "group {g}: {} ran {}..{} ms while {} ran {}..{} ms",
-                    w[1].2, w[1].0, w[1].1, w[0].2, w[0].0, w[0].1
-                ));
-            }
-        }
-    }
 }

@@ -16,6 +16,8 @@ use std::sync::Arc;
 #[path = "../../../../tests/plants/mod.rs"]
 pub mod plants;
 
+pub mod resources;
+
 /// Starts an engine for a plant given as TOML (relative paths resolve against `dir`).
 pub async fn engine(src: &str, dir: &Path) -> (Arc<Engine>, BTreeMap<String, SimDevice>) {
     let plant = closedloop_plant::parse(src, "test.toml", dir).unwrap_or_else(|e| panic!("{e}"));
