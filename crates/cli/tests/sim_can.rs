@@ -7,7 +7,7 @@ mod common;
 
 use common::{Announced, Running, announced, closedloop, sim_request};
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 /// A plant with a relay node `lamp` and a stepper node `slide` on the CAN bus `workshop`, both
@@ -204,19 +204,7 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
         "{stderr}"
     );
 
-    let pid = sim.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert_eq!(
-        sim.0.wait().unwrap().code(),
-        Some(0),
-        "SIGTERM is a clean exit"
-    );
+    sim.terminate_cleanly();
     // socat went with it: the pty is gone.
     let gone = tokio::time::timeout(Duration::from_secs(5), async {
         loop {

@@ -7,7 +7,7 @@ mod common;
 
 use closedloop_mqtt::{BrokerConfig, Link, Message, MqttBroker, Subscription};
 use common::{Announced, Running, announced, closedloop, sim_request};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 use tokio_modbus::ExceptionCode;
 use tokio_modbus::client::{Reader, tcp};
@@ -77,16 +77,7 @@ async fn sim_serves_the_example_plant_and_takes_faults_at_run_time() {
         Ok(vec![0, 0])
     );
 
-    let pid = sim.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = sim.0.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "SIGTERM is a clean exit");
+    sim.terminate_cleanly();
 }
 
 /// A plant with one `mqtt-relay` named `lamp` on `broker`; `sim` adds lines to its [device.sim].
@@ -217,19 +208,7 @@ async fn sim_runs_an_mqtt_relay_and_takes_its_faults_at_run_time() {
         "{stderr}"
     );
 
-    let pid = sim.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert_eq!(
-        sim.0.wait().unwrap().code(),
-        Some(0),
-        "SIGTERM is a clean exit"
-    );
+    sim.terminate_cleanly();
     assert_eq!(
         next_status(&mut sub).await,
         "offline",

@@ -142,14 +142,7 @@ async fn sim_serves_opcua_devices_on_the_announced_endpoint_and_takes_their_faul
         "{stderr}"
     );
 
-    let pid = sim.0.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
-    assert_eq!(
-        sim.0.wait().unwrap().code(),
-        Some(0),
-        "SIGTERM is a clean exit"
-    );
+    sim.terminate_cleanly();
     wait_link(&client, false).await;
 }
 

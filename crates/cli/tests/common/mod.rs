@@ -36,6 +36,20 @@ pub fn repo(path: &str) -> std::path::PathBuf {
 /// Kills a child process when the test ends, however it ends.
 pub struct Running(pub Child);
 
+impl Running {
+    /// Sends SIGTERM and asserts the process exits with code 0: a clean shutdown.
+    pub fn terminate_cleanly(&mut self) {
+        let pid = self.0.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        assert_eq!(
+            self.0.wait().unwrap().code(),
+            Some(0),
+            "SIGTERM is a clean exit"
+        );
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.0.kill();
