@@ -52,10 +52,21 @@ struct Job {
     done: oneshot::Sender<Result<(), JournalError>>,
 }
 
+/// What the writer thread is handed: a write, or the journal closing.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "nearly every message is a write: boxing it would allocate once per write"
+)]
+enum Msg {
+    Write(Job),
+    /// Commit what came before, close the connection, answer here, and stop.
+    Close(oneshot::Sender<()>),
+}
+
 /// The sending side of the writer thread. Cheap to clone.
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
-    jobs: mpsc::UnboundedSender<Job>,
+    jobs: mpsc::UnboundedSender<Msg>,
     counts: Arc<Counts>,
     gauges: Arc<Gauges>,
 }
@@ -148,13 +159,25 @@ impl Writer {
         let (done, outcome) = oneshot::channel();
         let sent = std::time::Instant::now();
         self.jobs
-            .send(Job { write, done })
+            .send(Msg::Write(Job { write, done }))
             .map_err(|_| JournalError::Writer("it has stopped".into()))?;
         self.gauges.depth.increment(1.0);
         let answer = outcome.await;
         self.gauges.depth.decrement(1.0);
         self.gauges.latency.record(sent.elapsed().as_secs_f64());
         answer.map_err(|_| JournalError::Writer("it stopped before answering".into()))?
+    }
+}
+
+impl Writer {
+    /// Commits the writes handed over so far, closes the writer's connection and stops the
+    /// thread; later writes fail ("it has stopped"). Returns once the connection is closed, so
+    /// that the store's own connections, closed after it, fold the WAL in.
+    pub(crate) async fn close(&self) {
+        let (ack, acked) = oneshot::channel();
+        if self.jobs.send(Msg::Close(ack)).is_ok() {
+            let _ = acked.await;
+        }
     }
 }
 
@@ -169,21 +192,38 @@ impl Commits {
     }
 }
 
-/// The writer thread's loop: takes what is waiting, commits it at once, answers.
+/// The writer thread's loop: takes what is waiting, commits it at once, answers; until told
+/// to close (writes handed over after that are dropped: their callers hear it stopped).
 async fn serve<C: Committer>(
     mut committer: C,
-    mut rx: mpsc::UnboundedReceiver<Job>,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
     counts: Arc<Counts>,
     batch_sizes: metrics::Histogram,
 ) {
+    let mut msgs = Vec::with_capacity(MAX_BATCH);
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        batch_sizes.record(batch.len() as f64);
-        counts
-            .writes
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let commits = commit(&mut committer, &mut batch).await;
-        counts.commits.fetch_add(commits, Ordering::Relaxed);
+    while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
+        let mut close = None;
+        for msg in msgs.drain(..) {
+            match msg {
+                Msg::Write(job) if close.is_none() => batch.push(job),
+                Msg::Write(_) => {}
+                Msg::Close(ack) => close = close.or(Some(ack)),
+            }
+        }
+        if !batch.is_empty() {
+            batch_sizes.record(batch.len() as f64);
+            counts
+                .writes
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let commits = commit(&mut committer, &mut batch).await;
+            counts.commits.fetch_add(commits, Ordering::Relaxed);
+        }
+        if let Some(ack) = close {
+            drop(committer);
+            let _ = ack.send(());
+            return;
+        }
     }
 }
 
@@ -233,7 +273,8 @@ mod tests {
         j.insert(&row("first"), &[ev("accepted")]).await.unwrap();
         let pool = j.sqlite().writer.clone();
         let head = crate::store::anchor::load_head(&pool).await.unwrap();
-        let mut committer = crate::store::SqliteCommitter::new(pool.clone(), head);
+        let path = dir.path().join("j.db");
+        let mut committer = crate::store::SqliteCommitter::open(&path, true, head).unwrap();
         let mut batch = Vec::new();
         let mut answers = Vec::new();
         for write in [

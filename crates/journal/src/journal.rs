@@ -217,8 +217,10 @@ impl Journal {
         self.group.counts()
     }
 
-    /// Closes the store's connections (SQLite: flushing the WAL).
+    /// Commits what was handed over, then closes the writer's connection and the store's
+    /// (SQLite: folding the WAL in); writes after this fail.
     pub async fn close(&self) {
+        self.group.close().await;
         on_store!(self.close())
     }
 

@@ -115,6 +115,15 @@ pub enum JournalError {
     /// The database refused or failed an operation.
     #[error("journal database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// SQLite refused or failed a statement of the group-commit writer, which runs SQLite
+    /// itself rather than through sqlx (`store::raw`).
+    #[error("journal database error: {message} (SQLite result code {code})")]
+    Sqlite {
+        /// SQLite's result code.
+        code: i32,
+        /// SQLite's message for it.
+        message: String,
+    },
     /// A stored JSON column did not parse (the file was edited or damaged).
     #[error("journal row for command {command_id} is damaged: {reason}")]
     Corrupt {

@@ -12,7 +12,9 @@ pub(crate) mod fixtures;
 #[cfg(test)]
 mod group_tests;
 mod prune;
+pub(crate) mod raw;
 pub(crate) mod reads;
+mod temp;
 #[cfg(test)]
 mod tests;
 mod verify;
@@ -36,35 +38,72 @@ use std::time::Duration;
 /// The SQLite store.
 ///
 /// # Invariants
-/// All writes go through the group-commit writer (`crate::group`) on `writer`, a pool of exactly
-/// one connection, so transactions never race for SQLite's write lock and writes waiting together
-/// share one commit; reads use `reader` and see committed data only (WAL).
+/// - Every command write goes through the group-commit writer (`crate::group`), which runs
+///   SQLite itself on a connection of its own (`raw`), so writes waiting together share one
+///   commit.
+/// - `writer` (sqlx, one connection) makes the few other writes (migrations, alarms, prune) and
+///   the final checkpoint; it and the group's connection take SQLite's write lock in turn, each
+///   waiting for the other up to the busy timeout, and its transactions begin `IMMEDIATE`, so a
+///   commit in between never voids one half-way (`SQLITE_BUSY_SNAPSHOT`).
+/// - Reads see committed data only (WAL).
+/// - `sqlite::memory:` is a file of its own in the system's temporary folder, deleted with the
+///   store (`temp`): SQLite's in-memory databases exist per connection, and the group's
+///   connection and sqlx's must see one database.
 #[derive(Clone, Debug)]
 pub(crate) struct SqliteStore {
     pub(crate) writer: SqlitePool,
     pub(crate) reader: SqlitePool,
-    /// `sqlite::memory:` only: an idle connection that keeps the shared in-memory database alive.
-    /// SQLite drops an in-memory database with its last connection, and the pool closes a
-    /// connection whose query was cancelled; without this the writer would reopen on an empty
-    /// database ("no such table: commands") and every command would be lost.
-    _anchor: Option<SqlitePool>,
+    /// `sqlite::memory:` only: the file, deleted once the last clone of the store is dropped.
+    _temp: Option<std::sync::Arc<temp::TempFile>>,
     /// On disk: the connection and thread that checkpoint the WAL (`checkpoint`), so the
     /// writer never does.
     checkpointer: Option<std::sync::Arc<checkpoint::Checkpointer>>,
 }
 
-/// What the group-commit writer commits SQLite writes with: the one writing connection and the
-/// head of the hash chain, loaded when the journal opened. A transaction links its events on a
-/// copy of the head, which replaces it only once the transaction committed.
+/// What the group-commit writer commits SQLite writes with: its own connection and the head of
+/// the hash chain, loaded when the journal opened. A transaction links its events on a copy of
+/// the head, which replaces it only once the transaction committed.
 pub(crate) struct SqliteCommitter {
-    pool: SqlitePool,
+    db: raw::Db,
     chain: Chain,
 }
 
+const BEGIN: &str = "BEGIN IMMEDIATE";
+const COMMIT: &str = "COMMIT";
+const ROLLBACK: &str = "ROLLBACK";
+
 impl SqliteCommitter {
-    /// A committer on `pool` (the one writing connection) continuing the chain from `chain`.
-    pub(crate) fn new(pool: SqlitePool, chain: Chain) -> SqliteCommitter {
-        SqliteCommitter { pool, chain }
+    /// A committer on a connection of its own to the journal file at `path` (durable: see
+    /// [`Pragmas`]), continuing the chain from `chain`.
+    pub(crate) fn open(
+        path: &std::path::Path,
+        durable: bool,
+        chain: Chain,
+    ) -> Result<SqliteCommitter, JournalError> {
+        let mut db = raw::Db::open(path, false, BUSY)?;
+        db.exec(&Pragmas { durable }.sql())?;
+        Ok(SqliteCommitter { db, chain })
+    }
+
+    /// Runs `writes` in one transaction; rolled back on any error, which leaves the chain's
+    /// head where it was.
+    fn run(&mut self, writes: &[&Write]) -> Result<Vec<Result<(), JournalError>>, JournalError> {
+        let mut next = self.chain.clone();
+        self.db.stmt(BEGIN)?.run()?;
+        let done = batch::run(&mut self.db, writes, &mut next)
+            .and_then(|outcomes| self.db.stmt(COMMIT)?.run().map(|_| outcomes));
+        match done {
+            Ok(outcomes) => {
+                self.chain = next;
+                Ok(outcomes)
+            }
+            Err(e) => {
+                if let Err(r) = self.db.stmt(ROLLBACK).and_then(|mut s| s.run()) {
+                    tracing::warn!(error = %r, "journal: rolling back a failed batch failed");
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The chain's committed head, as this committer holds it.
@@ -79,12 +118,7 @@ impl Committer for SqliteCommitter {
         &mut self,
         writes: &[&Write],
     ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
-        let mut next = self.chain.clone();
-        let mut tx = self.pool.begin().await?;
-        let outcomes = batch::run(&mut tx, writes, &mut next).await?;
-        tx.commit().await?;
-        self.chain = next;
-        Ok(outcomes)
+        self.run(writes)
     }
 }
 
@@ -104,51 +138,49 @@ impl SqliteStore {
     /// `sqlite::memory:` (for tests: lost when the journal is dropped); with the writer that
     /// commits to it.
     pub(crate) async fn open(url: &str) -> Result<(SqliteStore, group::Writer), JournalError> {
-        let memory = url.contains(":memory:");
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(if memory {
-                SqliteJournalMode::Memory
-            } else {
-                SqliteJournalMode::Wal
-            })
-            .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true)
-            .pragma("wal_autocheckpoint", checkpoint::BACKSTOP_PAGES);
-        let writer = one_lasting_connection(options.clone()).await?;
-        let anchor = if memory {
-            Some(one_lasting_connection(options.clone()).await?)
-        } else {
-            None
+        let temp = match url.contains(":memory:") {
+            true => Some(std::sync::Arc::new(temp::TempFile::new()?)),
+            false => None,
         };
+        let options = match &temp {
+            Some(t) => SqliteConnectOptions::new().filename(t.path()),
+            None => SqliteConnectOptions::from_str(url)?,
+        };
+        // A test's journal need not survive a power cut, nor be checkpointed off the writer.
+        let durable = temp.is_none();
+        let pragmas = Pragmas { durable };
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(pragmas.synchronous())
+            .busy_timeout(BUSY)
+            .foreign_keys(true)
+            .pragma("wal_autocheckpoint", pragmas.autocheckpoint());
+        let writer = one_lasting_connection(options.clone()).await?;
         migrate(&writer).await?;
         let head = anchor::load_head(&writer).await?;
-        let reader = if memory {
-            // An in-memory database exists per connection: readers must share the writer's.
-            writer.clone()
-        } else {
-            SqlitePoolOptions::new()
-                .max_connections(4)
-                .test_before_acquire(false)
-                .connect_with(options.clone().read_only(true))
-                .await?
-        };
-        let committer = SqliteCommitter::new(writer.clone(), head);
-        let group =
-            group::Writer::start(Box::new(move || Box::pin(async move { Ok(committer) }))).await?;
-        let checkpointer = if memory {
-            None
-        } else {
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .test_before_acquire(false)
+            .connect_with(options.clone().read_only(true))
+            .await?;
+        let path = options.get_filename().to_path_buf();
+        let group = group::Writer::start(Box::new(move || {
+            Box::pin(async move { SqliteCommitter::open(&path, durable, head) })
+        }))
+        .await?;
+        let checkpointer = if durable {
             let pool = one_lasting_connection(options).await?;
             let c = checkpoint::Checkpointer::start(pool, group.commits())
                 .map_err(|e| JournalError::Writer(format!("cannot start its checkpoints: {e}")))?;
             Some(std::sync::Arc::new(c))
+        } else {
+            None
         };
         let store = SqliteStore {
             writer,
             reader,
-            _anchor: anchor,
+            _temp: temp,
             checkpointer,
         };
         Ok((store, group))
@@ -163,19 +195,27 @@ impl SqliteStore {
         let options = SqliteConnectOptions::from_str(url)?
             .read_only(true)
             .create_if_missing(false)
-            .busy_timeout(Duration::from_secs(10));
+            .busy_timeout(BUSY);
         let reader = SqlitePoolOptions::new()
             .max_connections(2)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await?;
+        let path = options.get_filename().to_path_buf();
         // Every write fails on a read-only connection: the chain's head is never used.
-        let committer = SqliteCommitter::new(reader.clone(), Chain::default());
-        let group =
-            group::Writer::start(Box::new(move || Box::pin(async move { Ok(committer) }))).await?;
+        let group = group::Writer::start(Box::new(move || {
+            Box::pin(async move {
+                let db = raw::Db::open(&path, true, BUSY)?;
+                Ok(SqliteCommitter {
+                    db,
+                    chain: Chain::default(),
+                })
+            })
+        }))
+        .await?;
         let store = SqliteStore {
             writer: reader.clone(),
             reader,
-            _anchor: None,
+            _temp: None,
             checkpointer: None,
         };
         Ok((store, group))
@@ -197,9 +237,43 @@ impl SqliteStore {
             tracing::debug!(error = %e, "final WAL checkpoint at close failed");
         }
         self.writer.close().await;
-        if let Some(anchor) = &self._anchor {
-            anchor.close().await;
+    }
+}
+
+/// How long a connection waits for another's write lock before its statement fails.
+const BUSY: Duration = Duration::from_secs(10);
+
+/// The settings every writing connection of a journal shares: a journal on disk commits with
+/// `synchronous = FULL` and leaves checkpoints to its own thread (`checkpoint`, the writer's
+/// automatic one only a backstop); a test's (`sqlite::memory:`) does neither.
+#[derive(Debug, Clone, Copy)]
+struct Pragmas {
+    durable: bool,
+}
+
+impl Pragmas {
+    fn synchronous(self) -> SqliteSynchronous {
+        match self.durable {
+            true => SqliteSynchronous::Full,
+            false => SqliteSynchronous::Off,
         }
+    }
+
+    fn autocheckpoint(self) -> &'static str {
+        match self.durable {
+            true => checkpoint::BACKSTOP_PAGES,
+            false => "1000",
+        }
+    }
+
+    /// The same settings as SQL, for the group's own connection (`raw`).
+    fn sql(self) -> String {
+        let synchronous = if self.durable { "FULL" } else { "OFF" };
+        format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};
+             PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {};",
+            self.autocheckpoint()
+        )
     }
 }
 

@@ -1,9 +1,8 @@
-//! A batch of writes as a few multi-row statements: every new command in one `INSERT`, every
-//! changed command in one `UPDATE … FROM`, every timeline entry in one `INSERT`.
-//!
-//! Each statement is a round trip to SQLite's worker thread; written one row at a time, a batch
-//! of thirty commands took about a hundred of them, and those hops, not the disk, bounded the
-//! gateway's rate. The outcome is the one the writes would have had one after the other: an
+//! A batch of writes, as the writer thread runs them on its own connection (`raw`): every new
+//! command, then each changed command's latest state, then every timeline entry, one row per
+//! run of a statement prepared once. (Through sqlx, each statement was a round trip to another
+//! thread, so a batch had been packed into three multi-row statements; here a statement run is
+//! a function call.) The outcome is the one the writes would have had one after the other: an
 //! update later in the batch wins over an earlier one of the same command, a command id that
 //! is already taken (in the journal or earlier in the batch) is [`JournalError::Duplicate`] and
 //! writes nothing, and timeline entries keep the batch's order.
@@ -11,30 +10,26 @@
 //! Timeline entries are linked into the hash chain (`crate::chain`) here, in the order they are
 //! inserted, each with its `seq` given explicitly so that its hash can cover it.
 
+use super::raw::{Arg, Db};
 use crate::chain::Chain;
 use crate::writes::Write;
 use crate::{CommandRow, EventRow, JournalError};
-// The SQL is built from constants and a count of `?` placeholders only: every value is bound.
-use sqlx::{AssertSqlSafe, Sqlite, Transaction};
 use std::collections::{HashMap, HashSet};
 
-/// Rows per statement: keeps every statement under SQLite's 32,766 bound parameters.
-const ROWS: usize = 500;
-
-/// Runs `writes` inside `tx`: each write's own outcome, or the error that stopped the
+/// Runs `writes` inside the transaction open on `db`: each write's own outcome, or the error that stopped the
 /// transaction (which the caller rolls back). `chain` advances past every event inserted; the
 /// caller keeps it only if the transaction commits.
-pub(super) async fn run(
-    tx: &mut Transaction<'_, Sqlite>,
+pub(super) fn run(
+    db: &mut Db,
     writes: &[&Write],
     chain: &mut Chain,
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
     // One gateway writes a SQLite journal: there are no leases, every fence holds.
     let fenced_out = HashSet::new();
-    let inserted = insert_commands(tx, &new_commands(writes, &fenced_out)).await?;
+    let inserted = insert_commands(db, &new_commands(writes, &fenced_out))?;
     let outcomes = outcomes(writes, inserted, &fenced_out);
-    update_commands(tx, &latest_updates(writes, &outcomes)).await?;
-    insert_events(tx, &events_of(writes, &outcomes), chain).await?;
+    update_commands(db, &latest_updates(writes, &outcomes))?;
+    insert_events(db, &events_of(writes, &outcomes), chain)?;
     Ok(outcomes)
 }
 
@@ -114,116 +109,100 @@ pub(crate) fn events_of<'a>(
         .collect()
 }
 
-/// `(?, ?, …)` for `columns` columns, `rows` times, comma-separated.
-fn placeholders(columns: usize, rows: usize) -> String {
-    let row = format!("({})", vec!["?"; columns].join(", "));
-    vec![row; rows].join(", ")
-}
+const INSERT_COMMAND: &str = "INSERT INTO commands (command_id, request_id, device, action,
+        params, status, verified, verification, error_code, detail, hint, evidence,
+        readback_matched, accepted_at_ms, updated_at_ms, deadline_ms, dispatched, caller,
+        idempotency_key)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+    ON CONFLICT (command_id) DO NOTHING RETURNING command_id";
+
+const UPDATE_COMMAND: &str = "UPDATE commands SET status = ?2, verified = ?3, error_code = ?4,
+        detail = ?5, hint = ?6, evidence = ?7, readback_matched = ?8, updated_at_ms = ?9,
+        deadline_ms = ?10, dispatched = ?11
+    WHERE command_id = ?1";
+
+const INSERT_EVENT: &str = "INSERT INTO events (seq, command_id, at_ms, event, data, prev_hash,
+        hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 /// Inserts the commands whose ids are free; the ids it inserted.
-async fn insert_commands(
-    tx: &mut Transaction<'_, Sqlite>,
-    rows: &[&CommandRow],
-) -> Result<HashSet<String>, JournalError> {
+fn insert_commands(db: &mut Db, rows: &[&CommandRow]) -> Result<HashSet<String>, JournalError> {
     let mut inserted = HashSet::new();
-    for chunk in rows.chunks(ROWS) {
-        let sql = format!(
-            "INSERT INTO commands (command_id, request_id, device, action, params, status, verified,
-                verification, error_code, detail, hint, evidence, readback_matched, accepted_at_ms,
-                updated_at_ms, deadline_ms, dispatched, caller, idempotency_key)
-             VALUES {} ON CONFLICT (command_id) DO NOTHING RETURNING command_id",
-            placeholders(19, chunk.len())
-        );
-        let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql));
-        for cmd in chunk {
-            q = q
-                .bind(&cmd.command_id)
-                .bind(&cmd.request_id)
-                .bind(&cmd.device)
-                .bind(&cmd.action)
-                .bind(cmd.params.to_string())
-                .bind(&cmd.status)
-                .bind(cmd.verified)
-                .bind(&cmd.verification)
-                .bind(&cmd.error_code)
-                .bind(&cmd.detail)
-                .bind(&cmd.hint)
-                .bind(cmd.evidence.to_string())
-                .bind(cmd.readback_matched)
-                .bind(cmd.accepted_at_ms)
-                .bind(cmd.updated_at_ms)
-                .bind(cmd.deadline_ms)
-                .bind(cmd.dispatched)
-                .bind(&cmd.caller)
-                .bind(&cmd.idempotency_key);
+    for cmd in rows {
+        let (params, evidence) = (cmd.params.to_string(), cmd.evidence.to_string());
+        let mut s = db.stmt(INSERT_COMMAND)?;
+        s.bind(&[
+            (&cmd.command_id).into(),
+            (&cmd.request_id).into(),
+            (&cmd.device).into(),
+            (&cmd.action).into(),
+            (&params).into(),
+            (&cmd.status).into(),
+            cmd.verified.into(),
+            (&cmd.verification).into(),
+            (&cmd.error_code).into(),
+            (&cmd.detail).into(),
+            (&cmd.hint).into(),
+            (&evidence).into(),
+            cmd.readback_matched.into(),
+            cmd.accepted_at_ms.into(),
+            cmd.updated_at_ms.into(),
+            cmd.deadline_ms.into(),
+            cmd.dispatched.into(),
+            (&cmd.caller).into(),
+            (&cmd.idempotency_key).into(),
+        ])?;
+        // A row back is the id taken; none, the id was already there.
+        if s.run()? {
+            inserted.insert(cmd.command_id.clone());
         }
-        inserted.extend(q.fetch_all(&mut **tx).await?);
     }
     Ok(inserted)
 }
 
 /// Replaces the state of each command in `rows` (one row per command id).
-async fn update_commands(
-    tx: &mut Transaction<'_, Sqlite>,
-    rows: &[&CommandRow],
-) -> Result<(), JournalError> {
-    for chunk in rows.chunks(ROWS) {
-        let sql = format!(
-            "WITH v (command_id, status, verified, error_code, detail, hint, evidence,
-                     readback_matched, updated_at_ms, deadline_ms, dispatched) AS (VALUES {})
-             UPDATE commands SET status = v.status, verified = v.verified,
-                error_code = v.error_code, detail = v.detail, hint = v.hint, evidence = v.evidence,
-                readback_matched = v.readback_matched, updated_at_ms = v.updated_at_ms,
-                deadline_ms = v.deadline_ms, dispatched = v.dispatched
-             FROM v WHERE commands.command_id = v.command_id",
-            placeholders(11, chunk.len())
-        );
-        let mut q = sqlx::query(AssertSqlSafe(sql));
-        for cmd in chunk {
-            q = q
-                .bind(&cmd.command_id)
-                .bind(&cmd.status)
-                .bind(cmd.verified)
-                .bind(&cmd.error_code)
-                .bind(&cmd.detail)
-                .bind(&cmd.hint)
-                .bind(cmd.evidence.to_string())
-                .bind(cmd.readback_matched)
-                .bind(cmd.updated_at_ms)
-                .bind(cmd.deadline_ms)
-                .bind(cmd.dispatched);
-        }
-        q.execute(&mut **tx).await?;
+fn update_commands(db: &mut Db, rows: &[&CommandRow]) -> Result<(), JournalError> {
+    for cmd in rows {
+        let evidence = cmd.evidence.to_string();
+        let mut s = db.stmt(UPDATE_COMMAND)?;
+        s.bind(&[
+            (&cmd.command_id).into(),
+            (&cmd.status).into(),
+            cmd.verified.into(),
+            (&cmd.error_code).into(),
+            (&cmd.detail).into(),
+            (&cmd.hint).into(),
+            (&evidence).into(),
+            cmd.readback_matched.into(),
+            cmd.updated_at_ms.into(),
+            cmd.deadline_ms.into(),
+            cmd.dispatched.into(),
+        ])?;
+        s.run()?;
     }
     Ok(())
 }
 
 /// Appends timeline entries, in the order given, each linked to the one before by `chain`.
-async fn insert_events(
-    tx: &mut Transaction<'_, Sqlite>,
+fn insert_events(
+    db: &mut Db,
     events: &[(&str, &EventRow)],
     chain: &mut Chain,
 ) -> Result<(), JournalError> {
-    for chunk in events.chunks(ROWS) {
-        let sql = format!(
-            "INSERT INTO events (seq, command_id, at_ms, event, data, prev_hash, hash) VALUES {}",
-            placeholders(7, chunk.len())
-        );
-        let mut q = sqlx::query(AssertSqlSafe(sql));
-        for (id, e) in chunk {
-            // The text stored is the text hashed: serialised once, here.
-            let data = e.data.to_string();
-            let link = chain.link(id, e.at_ms, &e.event, &data);
-            q = q
-                .bind(link.seq)
-                .bind(*id)
-                .bind(e.at_ms)
-                .bind(&e.event)
-                .bind(data)
-                .bind(link.prev_hash)
-                .bind(link.hash);
-        }
-        q.execute(&mut **tx).await?;
+    for (id, e) in events {
+        // The text stored is the text hashed: serialised once, here.
+        let data = e.data.to_string();
+        let link = chain.link(id, e.at_ms, &e.event, &data);
+        let mut s = db.stmt(INSERT_EVENT)?;
+        s.bind(&[
+            link.seq.into(),
+            Arg::Text(id),
+            e.at_ms.into(),
+            (&e.event).into(),
+            (&data).into(),
+            (&link.prev_hash).into(),
+            (&link.hash).into(),
+        ])?;
+        s.run()?;
     }
     Ok(())
 }

@@ -63,7 +63,8 @@ impl SqliteStore {
     /// Deletes the oldest events below `line`, [`EVENT_CHUNK`] at most, and moves the anchor
     /// past them in the same transaction. How many went.
     async fn prune_events_below(&self, line: i64) -> Result<u64, JournalError> {
-        let mut tx = self.writer.begin().await?;
+        // IMMEDIATE: it reads, then deletes; a group commit in between would void it.
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let last: Option<(i64, Option<String>)> = sqlx::query_as(
             "SELECT seq, hash FROM (SELECT seq, hash FROM events WHERE seq < ?1 ORDER BY seq
              LIMIT ?2) ORDER BY seq DESC LIMIT 1",

@@ -25,7 +25,11 @@ async fn a_read_only_journal_reads_creates_nothing_and_takes_no_write() {
     let r = Journal::open_read_only(&url).await.unwrap();
     assert_eq!(r.get("c1").await.unwrap().unwrap().status, "completed");
     let refused = r.insert(&row("c2", "lamp", "accepted", 20), &[]).await;
-    assert!(refused.is_err(), "a read-only journal took a write");
+    assert!(
+        matches!(&refused, Err(JournalError::Sqlite { code: 8, message })
+            if message == "attempt to write a readonly database"),
+        "a read-only journal took a write: {refused:?}"
+    );
     assert!(r.get("c2").await.unwrap().is_none());
 }
 
@@ -224,4 +228,85 @@ async fn alarms_raised_and_cleared_are_kept_with_their_evidence_oldest_first() {
         [raised, cleared.clone()]
     );
     assert_eq!(j.alarm_events(15, 10).await.unwrap(), [cleared]);
+}
+
+/// The group commits on a connection of its own, while prune and alarms write through sqlx's:
+/// they take SQLite's write lock in turn. Prune reads, then deletes: begun `DEFERRED`, a group
+/// commit between the two voided its transaction ("database is locked", SQLITE_BUSY_SNAPSHOT).
+#[tokio::test]
+async fn prune_and_alarms_write_while_the_group_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = crate::store::fixtures::file_journal(&dir).await;
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let j = j.clone();
+            tokio::spawn(async move {
+                for i in 0..100 {
+                    let mut c = row(&format!("w{w}-{i}"), "lamp", "accepted", 1);
+                    j.insert(&c, &[ev(1, "accepted")]).await?;
+                    c.status = "completed".into();
+                    j.update(&c, &[ev(1, "completed")]).await?;
+                }
+                Ok::<(), JournalError>(())
+            })
+        })
+        .collect();
+    let mut pruned = 0;
+    for n in 0..40 {
+        pruned += j.prune(1_000).await.expect("prune beside the group");
+        let alarm = crate::AlarmRow {
+            name: "hot".into(),
+            at_ms: n,
+            active: n % 2 == 0,
+            evidence: json!({"n": n}),
+        };
+        j.record_alarm(&alarm)
+            .await
+            .expect("alarm beside the group");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    for w in writers {
+        w.await.unwrap().expect("every write landed");
+    }
+    assert!(pruned > 0, "prune ran while the commands were written");
+    assert_eq!(j.alarm_events(0, 100).await.unwrap().len(), 40);
+    let report = j.verify().await.unwrap();
+    assert!(report.intact(), "{report:?}");
+}
+
+#[tokio::test]
+async fn closing_commits_what_was_handed_over_and_refuses_later_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = crate::store::fixtures::file_journal(&dir).await;
+    let pending: Vec<_> = (0..50)
+        .map(|i| {
+            let j = j.clone();
+            tokio::spawn(async move {
+                j.insert(&row(&format!("c{i}"), "lamp", "accepted", 1), &[])
+                    .await
+            })
+        })
+        .collect();
+    // Every insert reaches the writer before the close does (one thread runs the test).
+    tokio::task::yield_now().await;
+    j.close().await;
+    for p in pending {
+        p.await.unwrap().expect("handed over before the close");
+    }
+    let late = j.insert(&row("late", "lamp", "accepted", 1), &[]).await;
+    assert!(
+        matches!(&late, Err(JournalError::Writer(m)) if m == "it has stopped"),
+        "{late:?}"
+    );
+    let r = Journal::open_read_only(&format!("sqlite://{}", dir.path().join("j.db").display()))
+        .await
+        .unwrap();
+    let all = r
+        .list(&ListFilter {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 50);
 }
