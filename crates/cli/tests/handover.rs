@@ -8,8 +8,8 @@
 mod common;
 
 use common::gateways::{
-    call, entry, gateway, gateway_on, modbus_read, owned_by, settled_owner, signal, slide_beyond,
-    slide_mm, start_sim, wait_for,
+    acked_in_journal, call, entry, gateway, gateway_on, modbus_read, owned_by, settled_owner,
+    signal, slide_beyond, slide_mm, start_sim, wait_for,
 };
 use common::pg::Database;
 
@@ -89,12 +89,13 @@ async fn queued_behind_a_killed_owner(db: &Database, queue_timeout_s: Option<u32
     let second = call(&ats[doomed], "slide_move_to", second).await;
     assert_eq!(second["status"], "accepted", "{second}");
     slide_beyond(&modbus, 20.0).await;
+    let first_id = first["command_id"].as_str().unwrap();
+    acked_in_journal(&ats[1 - doomed], first_id).await;
     signal(&gateways[doomed], "-KILL");
     let _ = gateways[doomed].wait();
     let survivor = ["a", "b"][1 - doomed];
     let survivor_at = ats[1 - doomed].clone();
     owned_by(&survivor_at, "slide", Some(survivor)).await;
-    let first_id = first["command_id"].as_str().unwrap();
     let end = call(&survivor_at, "get_command_status", &wait_for(first_id)).await;
     assert_eq!(end["status"], "completed", "{end}");
     Queued {

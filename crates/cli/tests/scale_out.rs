@@ -10,8 +10,8 @@
 mod common;
 
 use common::gateways::{
-    call, call_once_settled, entry, gateway, gateway_through, modbus_read, now_ms, owned_by,
-    settled_owner, signal, slide_beyond, slide_mm, start_sim, wait_for, writes,
+    acked_in_journal, call, call_once_settled, entry, gateway, gateway_through, modbus_read,
+    now_ms, owned_by, settled_owner, signal, slide_beyond, slide_mm, start_sim, wait_for, writes,
 };
 use common::pg::Database;
 use common::proxy::Proxy;
@@ -175,6 +175,7 @@ async fn a_move_whose_owner_is_killed_mid_way_completes_under_the_survivor() {
     .await;
     let id = started["command_id"].as_str().unwrap().to_string();
     slide_beyond(&modbus, 20.0).await;
+    acked_in_journal(survivor_at, &id).await;
     signal(doomed, "-KILL");
     let _ = doomed.wait();
     owned_by(survivor_at, "slide", Some(survivor)).await;

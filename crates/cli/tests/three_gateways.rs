@@ -11,7 +11,8 @@ mod common;
 
 use closedloop_engine::ownership::rendezvous;
 use common::gateways::{
-    call, entry, gateway, modbus_read, signal, slide_beyond, slide_mm, start_sim, wait_for,
+    acked_in_journal, call, entry, gateway, modbus_read, signal, slide_beyond, slide_mm, start_sim,
+    wait_for,
 };
 use common::pg::{Database, scalar};
 use serde_json::Value;
@@ -220,6 +221,8 @@ async fn a_handed_move_whose_owner_is_killed_mid_way_completes_under_the_third_g
     assert_eq!(started["status"], "accepted", "{started}");
     assert_eq!(entry(&started, "accepted")["handed_to"], owner.as_str());
     slide_beyond(&t.modbus, 20.0).await;
+    let id = started["command_id"].as_str().unwrap();
+    acked_in_journal(t.at(via), id).await;
     t.kill(&owner);
     let at_kill = slide_mm(&t.modbus).await;
     assert!(
@@ -227,7 +230,6 @@ async fn a_handed_move_whose_owner_is_killed_mid_way_completes_under_the_third_g
         "the move was over before the kill: {at_kill} mm"
     );
     all_report(&t.ats_of(&survivors), "slide", &heir).await;
-    let id = started["command_id"].as_str().unwrap();
     let end = call(t.at(&heir), "get_command_status", &wait_for(id)).await;
     let seen_by_via = call(t.at(via), "get_command_status", &wait_for(id)).await;
     assert_eq!(seen_by_via, end, "the survivors disagree");

@@ -254,6 +254,24 @@ pub async fn slide_beyond(modbus: &str, mm: f64) {
     panic!("the slide never passed {mm} mm");
 }
 
+/// Waits (bounded) until the journal holds command `id` as acknowledged by its device
+/// (`running`), as the gateway at `host_port` reads it. A test that kills a command's owner to
+/// see it taken over mid-way must wait for this, not only for the device to move: a write the
+/// device took whose acknowledgement the owner had not journaled yet is, honestly, one that
+/// "may have arrived" (the heir stops it, `INTERRUPTED`). Under load that gap was 200 ms wide.
+pub async fn acked_in_journal(host_port: &str, id: &str) {
+    let args = format!(r#"{{"command_id":"{id}","wait_s":0}}"#);
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        last = call(host_port, "get_command_status", &args).await;
+        if last["status"] == "running" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("command {id} was never journaled running: {last}");
+}
+
 pub fn signal(child: &Child, sig: &str) {
     let ok = Command::new("kill")
         .args([sig, &child.id().to_string()])
