@@ -102,7 +102,8 @@ impl Gauges {
 
 impl Writer {
     /// Starts the writer thread, opens its committer there with `open`, and returns once it is
-    /// open (or with why it could not open). The thread ends when every `Writer` is dropped.
+    /// open (or with why it could not open). The thread ends at [`Writer::close`] or when every
+    /// `Writer` is dropped.
     pub(crate) async fn start<C: Committer>(open: Open<C>) -> Result<Writer, JournalError> {
         let (jobs, rx) = mpsc::unbounded_channel();
         let (opened, is_open) = oneshot::channel();
@@ -202,13 +203,14 @@ async fn serve<C: Committer>(
 ) {
     let mut msgs = Vec::with_capacity(MAX_BATCH);
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut closes = Vec::new();
     while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
-        let mut close = None;
         for msg in msgs.drain(..) {
             match msg {
-                Msg::Write(job) if close.is_none() => batch.push(job),
+                Msg::Write(job) if closes.is_empty() => batch.push(job),
+                // After a close: dropped, its caller hears the writer stopped.
                 Msg::Write(_) => {}
-                Msg::Close(ack) => close = close.or(Some(ack)),
+                Msg::Close(ack) => closes.push(ack),
             }
         }
         if !batch.is_empty() {
@@ -219,11 +221,21 @@ async fn serve<C: Committer>(
             let commits = commit(&mut committer, &mut batch).await;
             counts.commits.fetch_add(commits, Ordering::Relaxed);
         }
-        if let Some(ack) = close {
-            drop(committer);
-            let _ = ack.send(());
-            return;
+        if !closes.is_empty() {
+            break;
         }
+    }
+    // No write is taken from here on ("it has stopped"); every close waiting hears once the
+    // connection is closed.
+    rx.close();
+    while let Ok(msg) = rx.try_recv() {
+        if let Msg::Close(ack) = msg {
+            closes.push(ack);
+        }
+    }
+    drop(committer);
+    for ack in closes {
+        let _ = ack.send(());
     }
 }
 
@@ -234,11 +246,23 @@ async fn commit<C: Committer>(committer: &mut C, batch: &mut Vec<Job>) -> u64 {
     // hears its own outcome; the chain is still where it was before the batch.
     if batch.len() > 1 {
         let writes: Vec<&Write> = batch.iter().map(|j| &j.write).collect();
-        if let Ok(outcomes) = committer.run_committed(&writes).await {
-            for (job, outcome) in batch.drain(..).zip(outcomes) {
-                let _ = job.done.send(outcome);
+        match committer.run_committed(&writes).await {
+            Ok(outcomes) => {
+                for (job, outcome) in batch.drain(..).zip(outcomes) {
+                    let _ = job.done.send(outcome);
+                }
+                return 1;
             }
-            return 1;
+            // Another connection held the write lock past the busy timeout: each write alone
+            // would wait as long again, holding every caller behind it.
+            Err(JournalError::Sqlite { code, message }) if is_lock_timeout(code) => {
+                for job in batch.drain(..) {
+                    let message = message.clone();
+                    let _ = job.done.send(Err(JournalError::Sqlite { code, message }));
+                }
+                return 0;
+            }
+            Err(_) => {}
         }
     }
     let alone_count = batch.len() as u64;
@@ -250,6 +274,12 @@ async fn commit<C: Committer>(committer: &mut C, batch: &mut Vec<Job>) -> u64 {
         let _ = job.done.send(outcome);
     }
     alone_count
+}
+
+/// Whether a SQLite result code (extended) says a lock was not had in time: `SQLITE_BUSY` or
+/// `SQLITE_LOCKED` and their variants.
+fn is_lock_timeout(code: i32) -> bool {
+    matches!(code & 0xff, 5 | 6)
 }
 
 #[cfg(test)]
@@ -297,6 +327,49 @@ mod tests {
         let report = j.verify().await.unwrap();
         assert!(report.intact(), "{report:?}");
         assert_eq!(report.checked, 4);
+    }
+
+    /// A committer whose every transaction waits out the busy timeout, counting its tries.
+    struct Locked(u32);
+
+    impl Committer for Locked {
+        async fn run_committed(
+            &mut self,
+            _: &[&Write],
+        ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
+            self.0 += 1;
+            Err(JournalError::Sqlite {
+                code: 5,
+                message: "database is locked".into(),
+            })
+        }
+    }
+
+    /// The regression: a batch that failed on a lock was re-run write by write, each waiting
+    /// out the busy timeout (10 s) again, so 500 writes held their callers over an hour.
+    #[tokio::test]
+    async fn a_batch_that_timed_out_on_a_lock_fails_whole_without_a_re_run() {
+        let mut committer = Locked(0);
+        let mut batch = Vec::new();
+        let mut answers = Vec::new();
+        for id in ["a", "b", "c"] {
+            let (done, answer) = oneshot::channel();
+            batch.push(Job {
+                write: Write::Insert(row(id), vec![]),
+                done,
+            });
+            answers.push(answer);
+        }
+        assert_eq!(commit(&mut committer, &mut batch).await, 0);
+        assert_eq!(committer.0, 1, "tried once, not again write by write");
+        for a in answers {
+            let answer = a.await.unwrap();
+            assert!(
+                matches!(&answer, Err(JournalError::Sqlite { code: 5, message })
+                    if message == "database is locked"),
+                "{answer:?}"
+            );
+        }
     }
 
     /// Whether each answer was `Ok`.

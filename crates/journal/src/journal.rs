@@ -10,8 +10,9 @@ use crate::{AuditFilter, AuditRow, CommandRow, EventRow, JournalError, ListFilte
 /// A handle on the journal. Cheap to clone; safe to share between tasks.
 ///
 /// # Invariants
-/// Every write goes through `group` (one writer thread, one connection, writes waiting together
-/// share one transaction); reads go to the store's own readers and see committed data only.
+/// Every command write goes through `group` (one writer thread and its connection, writes
+/// waiting together share one transaction); prune and standing alarms write on the store's own
+/// connection; reads go to the store's own readers and see committed data only.
 #[derive(Clone, Debug)]
 pub struct Journal {
     pub(crate) group: group::Writer,

@@ -43,8 +43,9 @@ use std::time::Duration;
 ///   commit.
 /// - `writer` (sqlx, one connection) makes the few other writes (migrations, alarms, prune) and
 ///   the final checkpoint; it and the group's connection take SQLite's write lock in turn, each
-///   waiting for the other up to the busy timeout, and its transactions begin `IMMEDIATE`, so a
-///   commit in between never voids one half-way (`SQLITE_BUSY_SNAPSHOT`).
+///   waiting for the other up to the busy timeout; prune's transactions begin `IMMEDIATE`, so a
+///   commit in between never voids one half-way (`SQLITE_BUSY_SNAPSHOT`), and the migrations
+///   run before the group's connection opens.
 /// - Reads see committed data only (WAL).
 /// - `sqlite::memory:` is a file of its own in the system's temporary folder, deleted with the
 ///   store (`temp`): SQLite's in-memory databases exist per connection, and the group's
@@ -89,6 +90,10 @@ impl SqliteCommitter {
     /// head where it was.
     fn run(&mut self, writes: &[&Write]) -> Result<Vec<Result<(), JournalError>>, JournalError> {
         let mut next = self.chain.clone();
+        if self.db.in_transaction() {
+            // A rollback that failed left it open: every BEGIN would fail after it.
+            self.db.stmt(ROLLBACK)?.run()?;
+        }
         self.db.stmt(BEGIN)?.run()?;
         let done = batch::run(&mut self.db, writes, &mut next)
             .and_then(|outcomes| self.db.stmt(COMMIT)?.run().map(|_| outcomes));
@@ -144,7 +149,10 @@ impl SqliteStore {
         };
         let options = match &temp {
             Some(t) => SqliteConnectOptions::new().filename(t.path()),
-            None => SqliteConnectOptions::from_str(url)?,
+            None => {
+                shared_query(url)?;
+                SqliteConnectOptions::from_str(url)?
+            }
         };
         // A test's journal need not survive a power cut, nor be checkpointed off the writer.
         let durable = temp.is_none();
@@ -240,6 +248,28 @@ impl SqliteStore {
     }
 }
 
+/// Refuses the URL parameters that would make the writer's own connection (`raw`, which opens
+/// the file by its name) see another database than sqlx's: `immutable` (sqlx's readers would
+/// never see a write), `vfs` (the two would not see each other's locks), `mode=memory` or
+/// `mode=ro`. `mode=rw`, `mode=rwc` and `cache=…` change nothing for it.
+fn shared_query(url: &str) -> Result<(), JournalError> {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let fine = matches!(pair, "mode=rw" | "mode=rwc") || pair.starts_with("cache=");
+        if !fine {
+            return Err(JournalError::Unsupported {
+                url: url.to_string(),
+                reason: format!(
+                    "the parameter `{pair}` is not supported: the journal is written through two \
+                     connections that must see one file; remove it (kept: mode=rw, mode=rwc, \
+                     cache=...)"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// How long a connection waits for another's write lock before its statement fails.
 const BUSY: Duration = Duration::from_secs(10);
 
@@ -277,8 +307,8 @@ impl Pragmas {
     }
 }
 
-/// A pool of exactly one connection that is never closed for being idle or old: the writer
-/// (see [`SqliteStore`]'s invariants), and the anchor of an in-memory database.
+/// A pool of exactly one connection that is never closed for being idle or old: sqlx's writing
+/// connection and the checkpointer's (see [`SqliteStore`]'s invariants).
 ///
 /// Not pinged before each use: a local SQLite handle cannot go stale the way a network
 /// connection does, and the ping was one more round trip to sqlx's worker thread in front of

@@ -59,7 +59,7 @@ async fn a_failing_write_fails_alone_and_its_batch_neighbours_land() {
         let outcome = t.await.unwrap();
         match i % 3 {
             0 => assert!(
-                matches!(&outcome, Err(JournalError::Sqlite { code: 19, message })
+                matches!(&outcome, Err(JournalError::Sqlite { code: 787, message })
                     if message == "FOREIGN KEY constraint failed"),
                 "write {i}: {outcome:?}"
             ),

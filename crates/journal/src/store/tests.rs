@@ -310,3 +310,40 @@ async fn closing_commits_what_was_handed_over_and_refuses_later_writes() {
         .unwrap();
     assert_eq!(all.len(), 50);
 }
+
+#[tokio::test]
+async fn a_url_parameter_that_would_split_the_writers_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.db");
+    for bad in ["immutable=1", "vfs=unix-dotfile", "mode=memory", "mode=ro"] {
+        let url = format!("sqlite://{}?{bad}", path.display());
+        let err = Journal::open(&url).await.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("the parameter `{bad}` is not supported")),
+            "{err}"
+        );
+    }
+    let url = format!("sqlite://{}?mode=rwc&cache=private", path.display());
+    let j = Journal::open(&url).await.unwrap();
+    j.insert(&row("c1", "lamp", "accepted", 1), &[])
+        .await
+        .unwrap();
+}
+
+/// A `ROLLBACK` that failed leaves its transaction open, and every `BEGIN` after it would fail:
+/// the next batch rolls it back first.
+#[tokio::test]
+async fn a_transaction_left_open_is_rolled_back_before_the_next_batch() {
+    use crate::writes::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let j = crate::store::fixtures::file_journal(&dir).await;
+    j.close().await;
+    let path = dir.path().join("j.db");
+    let chain = crate::chain::Chain::default();
+    let mut committer = super::SqliteCommitter::open(&path, true, chain).unwrap();
+    committer.db.exec("BEGIN").unwrap();
+    let write = Write::Insert(row("c1", "lamp", "accepted", 1), vec![ev(1, "accepted")]);
+    let outcomes = committer.run(&[&write]).unwrap();
+    assert!(outcomes[0].is_ok(), "{outcomes:?}");
+    assert!(!committer.db.in_transaction(), "committed");
+}
