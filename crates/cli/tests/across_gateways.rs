@@ -8,11 +8,10 @@
 
 mod common;
 
-use common::gateways::{
-    entry, gateway, settled_owner, slide_at_rest, slide_beyond, slide_mm, start_sim,
-};
+use common::gateways::{entry, gateway, settled_owner, start_sim};
 use common::pg::Database;
 use common::tasks::{Tasks, config, params, task_end, tasks_client};
+use common::truth::{slide_at_rest, slide_beyond, slide_mm};
 use rmcp::model::{
     CallToolResponse, CancelTaskParams, ReadResourceRequestParams, ResourceContents,
     ResourceUpdatedNotificationParam, SubscribeRequestParams, TaskStatus,

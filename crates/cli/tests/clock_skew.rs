@@ -8,10 +8,9 @@
 mod common;
 
 use closedloop_journal::Journal;
-use common::gateways::{
-    call, gateway, handed_call, modbus_read, now_ms, settled_owner, start_sim, wait_for,
-};
+use common::gateways::{call, gateway, handed_call, now_ms, settled_owner, start_sim, wait_for};
 use common::pg::Database;
+use common::truth::modbus_read;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

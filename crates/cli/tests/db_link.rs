@@ -6,11 +6,10 @@
 
 mod common;
 
-use common::gateways::{
-    call, call_raw, gateway, gateway_on, modbus_read, owned_by, settled_owner, start_sim,
-};
+use common::gateways::{call, call_raw, gateway, gateway_on, owned_by, settled_owner, start_sim};
 use common::pg::Database;
 use common::proxy::Proxy;
+use common::truth::modbus_read;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,10 +9,8 @@
 mod common;
 
 use closedloop_journal::{EventRow, Journal};
-use common::gateways::{
-    Two, add_after, call, entry, handed_call, now_ms, settled_owner, slide_at_rest, slide_beyond,
-    slide_mm, wait_for,
-};
+use common::gateways::{Two, add_after, call, entry, handed_call, now_ms, settled_owner, wait_for};
+use common::truth::{slide_at_rest, slide_beyond, slide_mm};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;

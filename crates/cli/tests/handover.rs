@@ -8,10 +8,11 @@
 mod common;
 
 use common::gateways::{
-    acked_in_journal, call, entry, gateway, gateway_on, modbus_read, owned_by, settled_owner,
-    signal, slide_beyond, slide_mm, start_sim, wait_for,
+    acked_in_journal, call, entry, gateway, gateway_on, owned_by, settled_owner, signal, start_sim,
+    wait_for,
 };
 use common::pg::Database;
+use common::truth::{modbus_read, slide_beyond, slide_mm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handed_call_the_owner_refuses_ends_failed_with_its_code_and_nothing_written() {

@@ -7,10 +7,9 @@
 
 mod common;
 
-use common::gateways::{
-    call, gateway, metric, modbus_read, owned_by, slide_beyond, slide_mm, start_sim,
-};
+use common::gateways::{call, gateway, metric, owned_by, start_sim};
 use common::pg::{Database, scalar, sql};
+use common::truth::{modbus_read, slide_beyond, slide_mm};
 use serde_json::Value;
 use std::time::Duration;
 

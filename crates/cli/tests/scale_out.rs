@@ -10,11 +10,12 @@
 mod common;
 
 use common::gateways::{
-    acked_in_journal, call, call_once_settled, entry, gateway, gateway_through, modbus_read,
-    now_ms, owned_by, settled_owner, signal, slide_beyond, slide_mm, start_sim, wait_for, writes,
+    acked_in_journal, call, call_once_settled, entry, gateway, gateway_through, now_ms, owned_by,
+    settled_owner, signal, start_sim, wait_for, writes,
 };
 use common::pg::Database;
 use common::proxy::Proxy;
+use common::truth::{modbus_read, slide_beyond, slide_mm};
 use serde_json::Value;
 use std::time::Duration;
 

@@ -8,8 +8,9 @@
 
 mod common;
 
-use common::gateways::{Two, add_after, call, entry, modbus_read};
+use common::gateways::{Two, add_after, call, entry};
 use common::tasks::{params, task_end, tasks_client};
+use common::truth::modbus_read;
 use rmcp::model::{
     CallToolResponse, GetTaskParams, InputRequest, TaskPayload, TaskStatus, UpdateTaskParams,
 };

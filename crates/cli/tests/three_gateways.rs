@@ -10,11 +10,9 @@
 mod common;
 
 use closedloop_engine::ownership::rendezvous;
-use common::gateways::{
-    acked_in_journal, call, entry, gateway, modbus_read, signal, slide_beyond, slide_mm, start_sim,
-    wait_for,
-};
+use common::gateways::{acked_in_journal, call, entry, gateway, signal, start_sim, wait_for};
 use common::pg::{Database, scalar};
+use common::truth::{modbus_read, slide_beyond, slide_mm};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Child;

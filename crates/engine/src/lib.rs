@@ -50,7 +50,7 @@
 //! - [`detail`]: the `detail` and `hint` of a result, in words, from the machine's reason and
 //!   the evidence.
 //! - `result`: the result object an agent sees, built from the journal's rows, and
-//!   `CommandResult::for_model`, sized for a model.
+//!   `CommandResult::into_model`, sized for a model.
 //! - [`contract`]: the contract's statuses and error codes, each code with its hint (defined in
 //!   `closedloop_driver::contract`, beside the driver seam, so every protocol can name them).
 //! - [`clock`]: one monotonic base mapped to wall-clock milliseconds, so timelines follow a

@@ -130,23 +130,25 @@ impl CommandResult {
     /// order (a single marker before the last reading put a `recovered` ahead of readings the
     /// previous owner took before it). A 5 s move read every 20 ms would otherwise carry hundreds
     /// of readings (~40 KB) that a model reads in full; the whole timeline stays in the journal
-    /// (`Engine::timeline`).
-    pub fn for_model(&self) -> CommandResult {
+    /// (`Engine::timeline`). Consumes the result: a finished command's answer is built on every
+    /// `get_command_status`, and a copy of it made only to be cut down and dropped cost as much
+    /// as the answer itself.
+    pub fn into_model(mut self) -> CommandResult {
         let readings = self.timeline.iter().filter(|e| e.event == "signal").count();
         if readings <= 2 {
-            return self.clone();
+            return self;
         }
         let mut timeline = Vec::new();
         let mut seen = 0;
         // The stretch being left out: its first reading's time and how many it holds.
         let mut stretch: Option<(String, usize)> = None;
-        for e in &self.timeline {
+        for e in std::mem::take(&mut self.timeline) {
             if e.event == "signal" {
                 seen += 1;
                 if seen != 1 && seen != readings {
                     match &mut stretch {
                         Some((_, n)) => *n += 1,
-                        None => stretch = Some((e.at.clone(), 1)),
+                        None => stretch = Some((e.at, 1)),
                     }
                     continue;
                 }
@@ -158,12 +160,10 @@ impl CommandResult {
                 let event = "omitted".into();
                 timeline.push(TimelineEntry { at, event, data });
             }
-            timeline.push(e.clone());
+            timeline.push(e);
         }
-        CommandResult {
-            timeline,
-            ..self.clone()
-        }
+        self.timeline = timeline;
+        self
     }
 
     /// The device, the action and the parameters it was called with ("slide move_to with
@@ -311,7 +311,7 @@ mod tests {
             (9, "completed"),
         ];
         r.timeline = events.iter().map(|&(at, e)| entry(at, e)).collect();
-        let short = r.for_model();
+        let short = r.into_model();
         let shown: Vec<(&str, &str, Option<u64>)> = short
             .timeline
             .iter()
@@ -345,6 +345,6 @@ mod tests {
             entry(2, "signal"),
             entry(3, "completed"),
         ];
-        assert_eq!(r.for_model(), r);
+        assert_eq!(r.clone().into_model(), r);
     }
 }

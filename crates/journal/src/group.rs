@@ -168,9 +168,7 @@ impl Writer {
         self.gauges.latency.record(sent.elapsed().as_secs_f64());
         answer.map_err(|_| JournalError::Writer("it stopped before answering".into()))?
     }
-}
 
-impl Writer {
     /// Commits the writes handed over so far, closes the writer's connection and stops the
     /// thread; later writes fail ("it has stopped"). Returns once the connection is closed, so
     /// that the store's own connections, closed after it, fold the WAL in.

@@ -183,12 +183,11 @@ impl Server {
 }
 
 /// A command's result as a tool result: `isError` for rejected, failed and timeout.
-pub(crate) fn command_result(r: &CommandResult) -> CallToolResult {
-    structured(
-        serde_json::to_value(r.for_model()).unwrap_or_default(),
-        r.status.is_error(),
-        r.summary(),
-    )
+pub(crate) fn command_result(r: CommandResult) -> CallToolResult {
+    let text = r.summary();
+    let is_error = r.status.is_error();
+    let value = serde_json::to_value(r.into_model()).unwrap_or_default();
+    structured(value, is_error, text)
 }
 
 /// An `isError` result for a caller without the scope (nothing journaled: nothing was asked of

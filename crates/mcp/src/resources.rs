@@ -268,7 +268,7 @@ impl Server {
             Some(Uri::State(id)) => self.engine.device_state(&id).map(|s| json!(s)),
             Some(Uri::Config(id)) => self.engine.plant().device(&id).map(config::device),
             Some(Uri::Command(id)) => {
-                Some(json!(self.command_result(&uri, &id).await?.for_model()))
+                Some(json!(self.command_result(&uri, &id).await?.into_model()))
             }
             Some(Uri::Timeline(id, page)) => {
                 Some(timeline_page(&self.command_result(&uri, &id).await?, page))

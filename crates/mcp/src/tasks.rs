@@ -94,7 +94,7 @@ fn detailed(r: &CommandResult, ttl: Option<Duration>) -> DetailedTask {
             error: internal_error(r),
         },
         _ => {
-            let result = serde_json::to_value(command_result(r)).unwrap_or_default();
+            let result = serde_json::to_value(command_result(r.clone())).unwrap_or_default();
             TaskPayload::Completed {
                 result: result.as_object().cloned().unwrap_or_else(JsonObject::new),
             }
@@ -114,7 +114,9 @@ fn crashed(r: &CommandResult) -> bool {
 /// the command's result object as `data`, so a client still sees its id and timeline.
 fn internal_error(r: &CommandResult) -> JsonObject {
     let message = r.detail.clone().unwrap_or_else(|| r.summary());
-    let data = command_result(r).structured_content.unwrap_or_default();
+    let data = command_result(r.clone())
+        .structured_content
+        .unwrap_or_default();
     let error = serde_json::json!({
         "code": ErrorCode::INTERNAL_ERROR.0,
         "message": message,

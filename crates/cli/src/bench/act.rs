@@ -1,9 +1,9 @@
-//! Act-and-confirm on the bundled relays: latency against the physical floor, a finished
-//! command's status, and commands per second with several relays at once.
+//! Act-and-confirm on the bundled relays: latency against the physical floor, and commands per
+//! second with several relays at once.
 
 use super::rpc::Rpc;
 use super::stats::{Latencies, Progress, ms};
-use super::{Echo, PARALLEL, POLL_MS, PULL_IN_MS, Row, ratio_row};
+use super::{PARALLEL, POLL_MS, PULL_IN_MS, Row};
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -22,8 +22,8 @@ async fn switch(rpc: &mut Rpc, relay: usize, on: bool) -> Result<String> {
     Ok(r["command_id"].as_str().unwrap_or_default().to_string())
 }
 
-/// The act-and-confirm rows.
-pub(super) async fn act(rpc: &mut Rpc, calls: usize, echo: &Echo) -> Result<Vec<Row>> {
+/// The act-and-confirm rows, and the id of the last command (finished).
+pub(super) async fn act(rpc: &mut Rpc, calls: usize) -> Result<(Vec<Row>, String)> {
     let floor = Duration::from_secs_f64((PULL_IN_MS as f64 + POLL_MS as f64 / 2.0) / 1000.0);
     let mut bar = Progress::new("closedloop: act-and-confirm, one relay", calls);
     let mut samples = Vec::with_capacity(calls);
@@ -37,10 +37,6 @@ pub(super) async fn act(rpc: &mut Rpc, calls: usize, echo: &Echo) -> Result<Vec<
     }
     bar.finish();
     let one = Latencies::new(samples, start.elapsed());
-    let status = super::repeat(rpc, "closedloop: get_command_status", calls, |r| {
-        Box::pin(r.tool_round_trip("get_command_status", json!({"command_id": last.clone()})))
-    })
-    .await?;
     let parallel = parallel(rpc, calls).await?;
     let physics = |q: Duration| Row {
         figure: String::new(),
@@ -48,12 +44,7 @@ pub(super) async fn act(rpc: &mut Rpc, calls: usize, echo: &Echo) -> Result<Vec<
         baseline: format!("{} (physics)", ms(floor)),
         ratio: Some(q.as_secs_f64() / floor.as_secs_f64()),
     };
-    Ok(vec![
-        ratio_row(
-            "get_command_status p50, finished (vs echo tool)",
-            &status,
-            &echo.call,
-        ),
+    let rows = vec![
         Row {
             figure: "act-and-confirm p50, one relay".into(),
             ..physics(one.p50())
@@ -68,7 +59,8 @@ pub(super) async fn act(rpc: &mut Rpc, calls: usize, echo: &Echo) -> Result<Vec<
             baseline: String::new(),
             ratio: None,
         },
-    ])
+    ];
+    Ok((rows, last))
 }
 
 /// `calls` switches spread over `PARALLEL` relays, `PARALLEL` in flight on the one pipe.

@@ -46,9 +46,14 @@ impl Latencies {
     }
 }
 
-/// Milliseconds with two decimals.
+/// Milliseconds: three decimals below one, two above.
 pub fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+    let ms = d.as_secs_f64() * 1000.0;
+    // A read is a tenth of a millisecond: two decimals would round its ratio's parts by 7 %.
+    match ms < 1.0 {
+        true => format!("{ms:.3} ms"),
+        false => format!("{ms:.2} ms"),
+    }
 }
 
 /// A one-line progress bar on stderr, redrawn in place; silent when stderr is not a terminal's

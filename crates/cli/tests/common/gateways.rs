@@ -1,6 +1,6 @@
 //! Gateways as child processes on one PostgreSQL journal, over the Modbus workshop that
-//! `closedloop sim` serves: start them, call their tools over HTTP, read the simulator's
-//! registers with Modbus requests written here (ground truth), and signal them.
+//! `closedloop sim` serves: start them, call their tools over HTTP, read their journal's view
+//! of a command, and signal them (the simulator's registers are read in `truth`).
 
 use super::Running;
 use super::proxy::Proxy;
@@ -220,40 +220,6 @@ pub async fn settled_owner(a_at: &str, b_at: &str, device: &str) -> String {
     panic!("the owner of {device} never settled");
 }
 
-/// Reads `count` registers of `unit` from the simulator with Modbus function `function`
-/// (2 discrete inputs, 3 holding registers), written byte by byte here.
-pub async fn modbus_read(addr: &str, unit: u8, function: u8, start: u16, count: u16) -> Vec<u8> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let [sh, sl] = start.to_be_bytes();
-    let [ch, cl] = count.to_be_bytes();
-    s.write_all(&[0, 7, 0, 0, 0, 6, unit, function, sh, sl, ch, cl])
-        .await
-        .unwrap();
-    let mut head = [0u8; 9];
-    s.read_exact(&mut head).await.unwrap();
-    assert_eq!(head[7], function, "a Modbus exception: {head:?}");
-    let mut data = vec![0u8; head[8] as usize];
-    s.read_exact(&mut data).await.unwrap();
-    data
-}
-
-/// The slide's position in mm, from holding registers 2–3 (i32, 0.01 mm).
-pub async fn slide_mm(addr: &str) -> f64 {
-    let d = modbus_read(addr, 2, 3, 2, 2).await;
-    f64::from(i32::from_be_bytes([d[0], d[1], d[2], d[3]])) * 0.01
-}
-
-/// Waits (bounded) until the slide reads beyond `mm`.
-pub async fn slide_beyond(modbus: &str, mm: f64) {
-    for _ in 0..150 {
-        if slide_mm(modbus).await > mm {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the slide never passed {mm} mm");
-}
-
 /// Waits (bounded) until the journal holds command `id` as acknowledged by its device
 /// (`running`), as the gateway at `host_port` reads it. A test that kills a command's owner to
 /// see it taken over mid-way must wait for this, not only for the device to move: a write the
@@ -359,20 +325,6 @@ impl Two {
 pub fn add_after(text: &str, line: &str, added: &str) -> String {
     assert_eq!(text.matches(line).count(), 1, "{line:?} in the plant");
     text.replace(line, &format!("{line}{added}"))
-}
-
-/// The slide's position once it has stood still for 300 ms (bounded: 10 s).
-pub async fn slide_at_rest(modbus: &str) -> f64 {
-    let mut last = slide_mm(modbus).await;
-    for _ in 0..33 {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = slide_mm(modbus).await;
-        if (now - last).abs() < 0.01 {
-            return now;
-        }
-        last = now;
-    }
-    panic!("the slide never came to rest");
 }
 
 /// A call of `(device, action, params)` accepted at `accepted_at_ms` (on the accepting

@@ -7,6 +7,7 @@ pub mod gateways;
 pub mod pg;
 pub mod proxy;
 pub mod tasks;
+pub mod truth;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;

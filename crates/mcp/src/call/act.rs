@@ -74,7 +74,7 @@ impl Server {
             )
         });
         match self.engine.submit(sub).await {
-            Ok(r) => Ok(command_result(&r)),
+            Ok(r) => Ok(command_result(r)),
             Err(EngineError::UnknownDevice(d)) => Ok(unknown_device(&self.engine, &d)),
             Err(e) => Err(engine_error(e)),
         }

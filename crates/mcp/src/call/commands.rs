@@ -145,7 +145,7 @@ impl Server {
 /// The answer about one command: its result, or `UNKNOWN_COMMAND` as an `isError` result.
 fn command_answer(result: Result<CommandResult, EngineError>) -> Result<CallToolResult, McpError> {
     match result {
-        Ok(r) => Ok(command_result(&r)),
+        Ok(r) => Ok(command_result(r)),
         Err(EngineError::UnknownCommand(id)) => Ok(unknown_command(&id)),
         Err(e) => Err(engine_error(e)),
     }
