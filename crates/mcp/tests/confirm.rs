@@ -3,69 +3,9 @@
 
 mod common;
 
-use closedloop_engine::Engine;
-use closedloop_sim::SimDevice;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-type Client = RunningService<RoleClient, ()>;
-
-/// A slide a person confirms every move of (no fault signal, no cancel).
-const SLIDE: &str = r#"
-[server]
-name = "confirm-test"
-journal = "sqlite::memory:"
-SERVER_EXTRA
-
-[[device]]
-id = "slide"
-description = "Linear slide"
-driver = { kind = "sim", model = "stepper", speed_mm_s = 200.0, travel_mm = [0.0, 300.0] }
-poll_ms = 20
-[device.signals]
-position_mm = { holding = 2, type = "i32", scale = 0.01, unit = "mm" }
-moving      = { discrete_input = 0 }
-[[device.action]]
-name = "move_to"
-description = "Move the slide; a person confirms every move."
-params = { target_mm = { type = "number", min = 0.0, max = 300.0, unit = "mm" } }
-write = [{ holding = 0, type = "i32", value = "params.target_mm * 100.0" }, { coil = 0, value = "true" }]
-done_when = "abs(position_mm - params.target_mm) <= 0.2 && !moving"
-expect_s = "abs(params.target_mm - position_mm) / 200.0 + 0.05"
-confirm = true
-"#;
-
-/// `SLIDE` with the `[server]` lines `extra`, and the shared lamp.
-fn plant(extra: &str) -> String {
-    format!(
-        "{}\n{}",
-        SLIDE.replace("SERVER_EXTRA", extra),
-        common::plants::LAMP
-    )
-}
-
-async fn start(extra: &str) -> (Client, BTreeMap<String, SimDevice>, Arc<Engine>) {
-    let src = plant(extra);
-    let (engine, sims) = common::engine(&src, std::path::Path::new(".")).await;
-    let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
-    (().serve(io).await.unwrap(), sims, engine)
-}
-
-async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
-    let p = CallToolRequestParams::new(tool.to_string())
-        .with_arguments(args.as_object().cloned().unwrap());
-    c.call_tool(p)
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-fn sc(r: &CallToolResult) -> &Value {
-    r.structured_content.as_ref().unwrap()
-}
+use common::slide::{call, sc, start};
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_moves_until_confirmed_and_a_token_runs_once_with_the_same_arguments() {
@@ -242,94 +182,6 @@ async fn generic_mode_offers_run_action_and_describe_device_in_a_stable_order() 
         .unwrap_err();
     assert!(matches!(e, rmcp::ServiceError::McpError(_)));
     c.cancel().await.unwrap();
-}
-
-/// A client whose user answers the in-protocol confirmation form.
-#[derive(Clone)]
-struct Asker {
-    answer: rmcp::model::ElicitationAction,
-    confirm: bool,
-}
-
-impl rmcp::ClientHandler for Asker {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        rmcp::model::ClientConfig::new(
-            rmcp::model::ClientCapabilities::builder()
-                .enable_elicitation()
-                .build(),
-            rmcp::model::Implementation::new("asker", "0.0.1"),
-        )
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: rmcp::model::ElicitRequestParams,
-        _cx: rmcp::service::RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request
-        else {
-            return Ok(rmcp::model::ElicitResult::new(
-                rmcp::model::ElicitationAction::Decline,
-            ));
-        };
-        assert!(
-            message.contains("slide move_to") && message.contains("target_mm"),
-            "{message}"
-        );
-        Ok(rmcp::model::ElicitResult::new(self.answer.clone())
-            .with_content(json!({"confirm": self.confirm})))
-    }
-}
-
-async fn start_asker(
-    asker: Asker,
-) -> (
-    RunningService<RoleClient, Asker>,
-    BTreeMap<String, SimDevice>,
-) {
-    let src = plant("");
-    let (engine, sims) = common::engine(&src, std::path::Path::new(".")).await;
-    let io = common::pipe(closedloop_mcp::Server::new(engine, "tester"));
-    (asker.serve(io).await.unwrap(), sims)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clients_with_elicitation_are_asked_in_protocol() {
-    use rmcp::model::ElicitationAction;
-    let (c, sims) = start_asker(Asker {
-        answer: ElicitationAction::Accept,
-        confirm: true,
-    })
-    .await;
-    let p = CallToolRequestParams::new("slide_move_to").with_arguments(
-        json!({"target_mm": 40.0, "wait_s": 5})
-            .as_object()
-            .cloned()
-            .unwrap(),
-    );
-    let r = c.call_tool(p).await.unwrap();
-    assert_eq!(sc(&r)["status"], "completed", "{:?}", r.structured_content);
-    assert!((sims["slide"].peek().position_mm.unwrap() - 40.0).abs() < 0.5);
-    c.cancel().await.unwrap();
-
-    for (answer, confirm) in [
-        (ElicitationAction::Decline, false),
-        (ElicitationAction::Accept, false),
-        (ElicitationAction::Cancel, false),
-    ] {
-        let (c, sims) = start_asker(Asker { answer, confirm }).await;
-        let p = CallToolRequestParams::new("slide_move_to")
-            .with_arguments(json!({"target_mm": 40.0}).as_object().cloned().unwrap());
-        let r = c.call_tool(p).await.unwrap();
-        assert_eq!(
-            (r.is_error, sc(&r)["error_code"].as_str()),
-            (Some(true), Some("INTERLOCK")),
-            "{:?}",
-            r.structured_content
-        );
-        assert_eq!(sims["slide"].peek().target_mm, Some(0.0), "nothing moved");
-        c.cancel().await.unwrap();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

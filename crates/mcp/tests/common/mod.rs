@@ -17,6 +17,7 @@ use std::sync::Arc;
 pub mod plants;
 
 pub mod resources;
+pub mod slide;
 
 /// Starts an engine for a plant given as TOML (relative paths resolve against `dir`).
 pub async fn engine(src: &str, dir: &Path) -> (Arc<Engine>, BTreeMap<String, SimDevice>) {
