@@ -164,22 +164,14 @@ async fn measure_echo(exe: &Path, dir: &Path, plant: &Path, calls: usize) -> Res
     })
     .await?;
     // Interleaved, as closedloop's reads and ping are (`reads.rs`).
-    let mut bar = Progress::new("bare rmcp: ping and echo, interleaved", calls);
-    let (mut ping, mut call) = (Vec::with_capacity(calls), Vec::with_capacity(calls));
-    let start = Instant::now();
-    for i in 0..calls {
-        ping.push(reads::timed(rpc.round_trip("ping", Value::Null)).await?);
-        let echo = rpc.tool_round_trip("echo", json!({"device": "relay0"}));
-        call.push(reads::timed(echo).await?);
-        bar.set(i + 1);
-    }
-    bar.finish();
-    let total = start.elapsed();
+    let echo = [("echo", json!({"device": "relay0"}))];
+    let label = "bare rmcp: ping and echo, interleaved";
+    let (ping, mut call) = reads::interleaved(&mut rpc, label, calls, &echo).await?;
     rpc.stop().await;
     Ok(Echo {
-        ping: Latencies::new(ping, total),
+        ping,
         tools_list,
-        call: Latencies::new(call, total),
+        call: call.remove(0),
     })
 }
 

@@ -44,29 +44,43 @@ pub(super) async fn measure(
     finished: Option<&str>,
 ) -> Result<Vec<Row>> {
     let reads = reads(device, finished);
-    let mut bar = Progress::new("closedloop: ping and the reads, interleaved", calls);
+    let tools: Vec<(&str, Value)> = reads.iter().map(|(_, t, a)| (*t, a.clone())).collect();
+    let label = "closedloop: ping and the reads, interleaved";
+    let (ping, samples) = interleaved(rpc, label, calls, &tools).await?;
+    Ok(reads
+        .iter()
+        .zip(samples)
+        .map(|((label, _, _), s)| ratio_row(label, &s, &ping, "ping"))
+        .collect())
+}
+
+/// `calls` rounds of `ping` and then each of `tools` (name, arguments) once: the pings'
+/// latencies and each tool's.
+pub(super) async fn interleaved(
+    rpc: &mut Rpc,
+    label: &str,
+    calls: usize,
+    tools: &[(&str, Value)],
+) -> Result<(Latencies, Vec<Latencies>)> {
+    let mut bar = Progress::new(label, calls);
     let mut ping = Vec::with_capacity(calls);
-    let mut samples = vec![Vec::with_capacity(calls); reads.len()];
+    let mut samples = vec![Vec::with_capacity(calls); tools.len()];
     let start = Instant::now();
     for i in 0..calls {
         ping.push(timed(rpc.round_trip("ping", Value::Null)).await?);
-        for ((_, tool, args), s) in reads.iter().zip(&mut samples) {
+        for ((tool, args), s) in tools.iter().zip(&mut samples) {
             s.push(timed(rpc.tool_round_trip(tool, args.clone())).await?);
         }
         bar.set(i + 1);
     }
     bar.finish();
     let total = start.elapsed();
-    let ping = Latencies::new(ping, total);
-    Ok(reads
-        .iter()
-        .zip(samples)
-        .map(|((label, _, _), s)| ratio_row(label, &Latencies::new(s, total), &ping, "ping"))
-        .collect())
+    let tools = samples.into_iter().map(|s| Latencies::new(s, total));
+    Ok((Latencies::new(ping, total), tools.collect()))
 }
 
 /// How long `call` took to answer.
-pub(super) async fn timed(call: impl std::future::Future<Output = Result<()>>) -> Result<Duration> {
+async fn timed(call: impl std::future::Future<Output = Result<()>>) -> Result<Duration> {
     let t = Instant::now();
     call.await?;
     Ok(t.elapsed())
