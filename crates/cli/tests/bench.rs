@@ -42,7 +42,8 @@ fn bench_prints_every_figure_beside_its_baseline() {
     // The reads are set against closedloop's own ping, measured in the same rounds.
     for (figure, baseline) in [
         ("ping p50", "(bare rmcp)"),
-        ("tools/list p50", "(bare rmcp)"),
+        ("tools/list p50 (the same tools in both)", "(bare rmcp)"),
+        ("tools/list p50, 106 tools", "(ping)"),
         ("bare rmcp's echo tool p50", "(bare rmcp ping)"),
         ("get_device_state p50", "(ping)"),
         ("list_devices p50", "(ping)"),

@@ -1,33 +1,41 @@
-//! The stdio transport: rmcp's line transport reads the client's messages, and every answer is
-//! written as one whole line from a buffer of its own, freed once written.
+//! The stdio transport: the client's messages read one line at a time (`reading.rs`), and every
+//! answer written as one whole line from a buffer of its own, freed once written.
 //!
-//! rmcp's transport encodes answers into one write buffer that keeps the capacity of the largest
-//! answer for the rest of the session: after a hall's `tools/list` (18.5 MB for 8,000 relays),
-//! 32 MiB stayed allocated, 2.3 KiB of every relay's share of resident memory
-//! (`closedloop bench --hall 8000`, heaptrack). Here the reading half stays rmcp's (its bounded
-//! lines, compatibility rules and `Invalid Request` answers); the few answers it writes itself go
-//! through an in-memory pipe to [`pump`], which writes each line whole under the same lock as
-//! [`StdioTransport::send`], so two answers are never interleaved on stdout.
+//! rmcp's own line transport encodes answers into one write buffer that keeps the capacity of
+//! the largest answer for the rest of the session: after a hall's `tools/list` (18.5 MB for
+//! 8,000 relays), 32 MiB stayed allocated, 2.3 KiB of every relay's share of resident memory
+//! (`closedloop bench --hall 8000`, heaptrack). Here the `Invalid Request` answers owed for
+//! lines that are JSON but no JSON-RPC message are written under the same lock as
+//! [`StdioTransport::send`]'s, so two answers are never interleaved on stdout. A `tools/list`
+//! answer is written from bytes serialised once (`listing.rs`).
 
 use rmcp::RoleServer;
+use rmcp::model::ErrorData;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 use std::future::Future;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-/// Room in the pipe for rmcp's own answers (an `Invalid Request` is a hundred bytes).
-const PIPE: usize = 64 * 1024;
+mod listing;
+mod reading;
+
+use reading::{Read, Reader};
 
 /// The server's side of a line-delimited JSON-RPC stream: stdio ([`StdioTransport::stdio`]), or
 /// any reader and writer (tests).
-pub struct StdioTransport<R: AsyncRead, W> {
-    inner: AsyncRwTransport<RoleServer, R, DuplexStream>,
-    out: Arc<Mutex<W>>,
-    /// The task forwarding rmcp's own answers, awaited at close.
-    pump: Option<tokio::task::JoinHandle<()>>,
+pub struct StdioTransport<R, W> {
+    read: Reader<R>,
+    out: Arc<Mutex<Output<W>>>,
+}
+
+/// The output and what answers written to it keep: one lock, so answers go out whole and in
+/// order.
+struct Output<W> {
+    writer: W,
+    listings: listing::Listings,
 }
 
 impl StdioTransport<tokio::io::Stdin, tokio::io::Stdout> {
@@ -42,41 +50,39 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    /// Reads messages from `read`, writes answers to `write`; call inside a tokio runtime (the
-    /// pump is a task).
+    /// Reads messages from `read` (lines up to rmcp's 16 MiB), writes answers to `write`.
     pub fn new(read: R, write: W) -> Self {
-        let (theirs, ours) = tokio::io::duplex(PIPE);
-        let out = Arc::new(Mutex::new(write));
-        let pump = tokio::spawn(pump(ours, Arc::clone(&out)));
+        StdioTransport::with_max_line(read, write, DEFAULT_MAX_LINE_LENGTH)
+    }
+
+    /// As [`StdioTransport::new`], skipping lines longer than `max` bytes.
+    pub fn with_max_line(read: R, write: W, max: usize) -> Self {
         StdioTransport {
-            inner: AsyncRwTransport::new_server(read, theirs),
-            out,
-            pump: Some(pump),
+            read: Reader::new(read, max),
+            out: Arc::new(Mutex::new(Output {
+                writer: write,
+                listings: listing::Listings::default(),
+            })),
         }
     }
 }
 
-/// Writes each line rmcp's transport writes itself to `out`, whole, until that writer closes.
-async fn pump<W: AsyncWrite + Unpin>(from: DuplexStream, out: Arc<Mutex<W>>) {
-    let mut from = BufReader::new(from);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match from.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                if write_line(&mut *out.lock().await, &line).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// One line written and flushed (under the output's lock, which the caller holds).
-async fn write_line<W: AsyncWrite + Unpin>(out: &mut W, line: &[u8]) -> std::io::Result<()> {
-    out.write_all(line).await?;
-    out.flush().await
+/// `item` written as one line and flushed, under the output's lock.
+async fn write<W: AsyncWrite + Unpin>(
+    out: &Mutex<Output<W>>,
+    item: TxJsonRpcMessage<RoleServer>,
+) -> std::io::Result<()> {
+    // Encoded under the lock: answers go out in the order they were sent, and two big answers
+    // at once never hold two buffers.
+    let mut out = out.lock().await;
+    let line = out.listings.line(&item).map_err(std::io::Error::other)?;
+    out.writer.write_all(&line).await?;
+    let written = out.writer.flush().await;
+    drop(out);
+    // Freed once the client has its answer: taking a `list_devices` page apart costs half as
+    // much as writing it, and the client need not wait for it.
+    drop(item);
+    written
 }
 
 impl<R, W> Transport<RoleServer> for StdioTransport<R, W>
@@ -91,32 +97,29 @@ where
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let out = Arc::clone(&self.out);
-        async move {
-            // Encoded under the lock: answers go out in the order they were sent, and two big
-            // answers at once never hold two buffers.
-            let mut out = out.lock().await;
-            let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
-            line.push(b'\n');
-            let written = write_line(&mut *out, &line).await;
-            drop(out);
-            // Freed once the client has its answer: taking a `list_devices` page apart costs
-            // half as much as writing it, and the client need not wait for it.
-            drop(item);
-            written
+        async move { write(&out, item).await }
+    }
+
+    /// The next message; a line of JSON that is no JSON-RPC message is answered `Invalid
+    /// Request` (with a null id, as rmcp answers it) before the next line is read.
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.read.next().await {
+                Read::Message(message) => return Some(*message),
+                Read::Closed => return None,
+                Read::Invalid => {
+                    let error = ErrorData::invalid_request("Invalid request", None);
+                    let answer = TxJsonRpcMessage::<RoleServer>::error(error, None);
+                    if write(&self.out, answer).await.is_err() {
+                        return None;
+                    }
+                }
+            }
         }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
-        self.inner.receive()
-    }
-
-    /// Closes rmcp's writer, lets the pump write what it still holds, then shuts the output.
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.inner.close().await?;
-        if let Some(pump) = self.pump.take() {
-            let _ = pump.await;
-        }
-        self.out.lock().await.shutdown().await
+        self.out.lock().await.writer.shutdown().await
     }
 }
 

@@ -1,11 +1,10 @@
 //! A plant file's `mqtt-relay` run by `bind_plant` against a real Mosquitto, watched by a plain
 //! MQTT client: the state follows a set after `pull_in_ms`, every fault with an MQTT meaning is
 //! injected and cleared through the control endpoint, and the faults without one are refused by
-//! the control endpoint and by the plant-file load alike.
+//! the control endpoint (the plant-file load refuses them too: `mqtt_relay_load.rs`).
 
 use closedloop_mqtt::testing::Mosquitto;
 use closedloop_mqtt::{Message, MqttBroker, Subscription};
-use closedloop_plant::Plant;
 use closedloop_sim::{Fault, FaultSpec};
 use closedloop_sim_server::{
     ControlCommand, ControlError, ControlServer, ServedRelay, Simulated, bind_plant, control,
@@ -14,38 +13,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::time::Instant;
 
-#[path = "../../../tests/plants/mod.rs"]
-mod plants;
+mod mqtt_lamp;
+
+use mqtt_lamp::{plant, plant_text};
 
 /// Long enough for any message on a loaded machine; only awaited in full when nothing comes.
 const WAIT: Duration = Duration::from_secs(5);
-
-/// A plant with one `mqtt-relay` named `lamp` (prefix `lab/lamp`); `sim` adds lines to its
-/// `[device.sim]` table, which names `broker` only when given one.
-fn plant_text(broker: Option<&str>, sim: &str) -> String {
-    let sim_broker = broker.map_or(String::new(), |b| format!("broker = \"{b}\""));
-    plants::replace_lines(
-        plants::MQTT_SIM,
-        &[
-            (
-                plants::MQTT_SIM_DRIVER,
-                &format!(
-                    "{}\nliveness = {{ status_topic = \"lab/lamp/status\" }}",
-                    plants::MQTT_SIM_DRIVER
-                ),
-            ),
-            (
-                r#"prefix = "lab/lamp""#,
-                &format!("prefix = \"lab/lamp\"\n{sim_broker}\n{sim}"),
-            ),
-        ],
-    )
-}
-
-fn plant(text: &str) -> Plant {
-    closedloop_plant::parse(text, "mqtt-sim.toml", std::path::Path::new("."))
-        .unwrap_or_else(|e| panic!("a valid plant: {e}"))
-}
 
 /// The broker, the relay as `bind_plant` runs it with its control endpoint, and an observer.
 struct Rig {
@@ -389,51 +362,4 @@ async fn faults_without_mqtt_meaning_are_refused_by_the_control() {
     };
     assert!(msg.contains("fault.p"), "{msg}");
     assert!(r.lamp.faults().is_empty());
-}
-
-#[tokio::test]
-async fn faults_without_mqtt_meaning_are_refused_by_the_plant_load() {
-    // The plant loader itself refuses them (so `closedloop check` does too), naming file,
-    // device and key.
-    let text = plant_text(
-        Some("mqtt://127.0.0.1:1"),
-        "faults = [{ kind = \"zombie\" }, { kind = \"nak\" }]",
-    );
-    let Err(e) = closedloop_plant::parse(&text, "mqtt-sim.toml", std::path::Path::new(".")) else {
-        panic!("nak accepted")
-    };
-    let msg = e.to_string();
-    assert!(
-        msg.contains("mqtt-sim.toml")
-            && msg.contains("\"lamp\"")
-            && msg.contains("faults[1].kind")
-            && msg.contains("nak"),
-        "{msg}"
-    );
-}
-
-#[tokio::test]
-async fn a_relay_without_a_broker_is_skipped_with_the_reason() {
-    let bound = bind_plant(&plant(&plant_text(None, "")))
-        .await
-        .expect("binds");
-    assert!(bound.relays.is_empty() && bound.devices.is_empty());
-    assert_eq!(bound.skipped.len(), 1);
-    assert_eq!(bound.skipped[0].device, "lamp");
-    assert!(
-        bound.skipped[0].reason.contains("broker"),
-        "{:?}",
-        bound.skipped
-    );
-}
-
-#[tokio::test]
-async fn a_malformed_broker_url_is_refused_by_key() {
-    let text = plant_text(Some("http://127.0.0.1:1883"), "");
-    let bound = bind_plant(&plant(&text)).await;
-    let Err(e) = bound else {
-        panic!("http:// accepted: {bound:?}")
-    };
-    let msg = e.to_string();
-    assert!(msg.contains("lamp") && msg.contains("sim.broker"), "{msg}");
 }

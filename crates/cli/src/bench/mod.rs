@@ -21,11 +21,11 @@ mod stats;
 
 use anyhow::{Context, Result, bail};
 use rpc::Rpc;
-use serde_json::{Value, json};
-use stats::{Latencies, Progress, ms, table};
+use serde_json::json;
+use stats::{Latencies, ms, table};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use echo::serve as serve_echo;
 
@@ -159,42 +159,20 @@ async fn measure_echo(exe: &Path, dir: &Path, plant: &Path, calls: usize) -> Res
     let plant = plant.display().to_string();
     let args = ["bench", "--echo-server", "--echo-tools", &plant];
     let mut rpc = Rpc::start(exe, &args, dir).await?;
-    let tools_list = repeat(&mut rpc, "bare rmcp: tools/list", calls, |r| {
-        Box::pin(r.round_trip("tools/list", Value::Null))
-    })
-    .await?;
-    // Interleaved, as closedloop's reads and ping are (`reads.rs`).
-    let echo = [("echo", json!({"device": "relay0"}))];
+    // Interleaved, as closedloop's ping, tools/list and reads are (`reads.rs`).
+    let label = "bare rmcp: ping and tools/list, interleaved";
+    let (_, mut list) = reads::interleaved(&mut rpc, label, calls, &[reads::tools_list()]).await?;
+    let echo = [reads::tool("echo", json!({"device": "relay0"}))];
     let label = "bare rmcp: ping and echo, interleaved";
     let (ping, mut call) = reads::interleaved(&mut rpc, label, calls, &echo).await?;
     rpc.stop().await;
+    let tools_list = list.pop().context("tools/list's latencies")?;
+    let call = call.pop().context("the echo's latencies")?;
     Ok(Echo {
         ping,
         tools_list,
-        call: call.remove(0),
+        call,
     })
-}
-
-type CallFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + 'a>>;
-
-/// Calls `f` `calls` times one after the other, with a progress bar; the latencies.
-async fn repeat(
-    rpc: &mut Rpc,
-    label: &str,
-    calls: usize,
-    f: impl for<'a> Fn(&'a mut Rpc) -> CallFuture<'a>,
-) -> Result<Latencies> {
-    let mut bar = Progress::new(label, calls);
-    let mut samples = Vec::with_capacity(calls);
-    let start = Instant::now();
-    for i in 0..calls {
-        let t = Instant::now();
-        f(rpc).await?;
-        samples.push(t.elapsed());
-        bar.set(i + 1);
-    }
-    bar.finish();
-    Ok(Latencies::new(samples, start.elapsed()))
 }
 
 /// closedloop's figures on `plant`, each row beside its baseline.
@@ -208,20 +186,21 @@ async fn measure_plant(
 ) -> Result<Vec<Row>> {
     let path = plant.display().to_string();
     let mut rpc = Rpc::start(exe, &["serve", &path], dir).await?;
-    let device = first_online_device(&mut rpc).await?;
-    let ping = repeat(&mut rpc, "closedloop: ping", calls, |r| {
-        Box::pin(r.round_trip("ping", Value::Null))
-    })
-    .await?;
-    let tools_list = repeat(&mut rpc, "closedloop: tools/list", calls, |r| {
-        Box::pin(r.round_trip("tools/list", Value::Null))
-    })
-    .await?;
+    let (device, page) = first_online_device(&mut rpc).await?;
+    let mut act_rows = Vec::new();
+    let mut finished = None;
+    if bundled {
+        let (rows, last) = act::act(&mut rpc, calls).await?;
+        act_rows = rows;
+        finished = Some(last);
+    }
+    let rounds = reads::measure(&mut rpc, calls, &device, finished.as_deref(), page).await?;
+    rpc.stop().await;
     let mut rows = vec![
-        ratio_row("ping p50", &ping, &echo.ping, "bare rmcp"),
+        ratio_row("ping p50", &rounds.ping, &echo.ping, "bare rmcp"),
         ratio_row(
             "tools/list p50 (the same tools in both)",
-            &tools_list,
+            &rounds.tools_list,
             &echo.tools_list,
             "bare rmcp",
         ),
@@ -233,15 +212,8 @@ async fn measure_plant(
             "bare rmcp ping",
         ),
     ];
-    let mut finished = None;
-    if bundled {
-        let (act_rows, last) = act::act(&mut rpc, calls).await?;
-        rows.extend(act_rows);
-        finished = Some(last);
-    }
-    let read_rows = reads::measure(&mut rpc, calls, &device, finished.as_deref()).await?;
-    rows.splice(3..3, read_rows);
-    rpc.stop().await;
+    rows.extend(rounds.rows);
+    rows.extend(act_rows);
     Ok(rows)
 }
 
@@ -255,9 +227,11 @@ fn ratio_row(figure: &str, ours: &Latencies, baseline: &Latencies, of: &str) -> 
     }
 }
 
-/// The first device `list_devices` shows, once it is online (bounded: 10 s).
-async fn first_online_device(rpc: &mut Rpc) -> Result<String> {
+/// The first device `list_devices` shows, once it is online (bounded: 10 s), and how many
+/// devices its first page holds.
+async fn first_online_device(rpc: &mut Rpc) -> Result<(String, usize)> {
     let listed = rpc.tool("list_devices", json!({})).await?;
+    let page = listed["devices"].as_array().map_or(0, Vec::len);
     let device = listed["devices"][0]["device"]
         .as_str()
         .context("the plant lists no device")?
@@ -267,7 +241,7 @@ async fn first_online_device(rpc: &mut Rpc) -> Result<String> {
             .tool("get_device_state", json!({"device": device}))
             .await?;
         if s["liveness"] == "online" {
-            return Ok(device);
+            return Ok((device, page));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -158,12 +158,6 @@ impl Rpc {
         }
     }
 
-    /// [`Rpc::round_trip`] of a `tools/call`.
-    pub async fn tool_round_trip(&mut self, name: &str, arguments: Value) -> Result<()> {
-        let params = json!({"name": name, "arguments": arguments});
-        self.round_trip("tools/call", params).await
-    }
-
     /// Sends one request and returns its `result`.
     pub async fn call(&mut self, method: &str, params: Value) -> Result<Value> {
         let id = self.send_call(method, params)?;

@@ -1,5 +1,5 @@
 //! The transport on in-memory pipes: answers arrive as whole lines beside the `Invalid Request`
-//! answers rmcp's reading half writes itself.
+//! answers the reading half owes.
 
 use super::*;
 use rmcp::model::{CallToolResult, ContentBlock, NumberOrString, ServerResult};
@@ -15,11 +15,12 @@ pub(super) fn big_answer(bytes: usize, id: i64) -> TxJsonRpcMessage<RoleServer> 
     )
 }
 
-/// A big answer starts out and stalls (the client reads nothing yet); meanwhile a message rmcp
-/// reads as JSON but not as JSON-RPC gets rmcp's own `Invalid Request`. That answer waits for
-/// the big one: every line the client gets is one whole message.
+/// A big answer starts out and stalls (the client reads nothing yet); meanwhile a message that
+/// is JSON but not JSON-RPC is owed an `Invalid Request`. That answer waits for the big one (and
+/// the next message for it, as in rmcp's own transport): every line the client gets is one
+/// whole message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rmcps_own_error_answer_waits_for_the_answer_being_written() {
+async fn an_invalid_request_answer_waits_for_the_answer_being_written() {
     let (mut client_out, server_in) = tokio::io::duplex(4096);
     let (server_out, mut client_in) = tokio::io::duplex(4096);
     let mut transport = StdioTransport::new(server_in, server_out);
@@ -37,29 +38,39 @@ async fn rmcps_own_error_answer_waits_for_the_answer_being_written() {
         .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}\n")
         .await
         .expect("written");
-    let ping = transport.receive().await.expect("the ping");
-    assert!(format!("{ping:?}").contains("Ping"), "{ping:?}");
-    // rmcp has written its answer to the pipe; give the pump time to try the output.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let mut all = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    while all.iter().filter(|b| **b == b'\n').count() < 2 {
-        let n = client_in.read(&mut chunk).await.expect("read");
-        assert!(n > 0, "the output closed before two lines");
-        all.extend_from_slice(&chunk[..n]);
-    }
+    let receiving = tokio::spawn(async move {
+        let ping = transport.receive().await;
+        (transport, ping)
+    });
+    let all = read_lines(&mut client_in, 2).await;
     sending.await.expect("joined").expect("sent");
+    let (mut transport, ping) = receiving.await.expect("joined");
+    assert!(format!("{ping:?}").contains("Ping"), "{ping:?}");
     transport.close().await.expect("closed");
-    let lines: Vec<serde_json::Value> = all
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).expect("a whole JSON-RPC message per line"))
-        .collect();
-    assert_eq!(lines.len(), 2, "{} lines", lines.len());
-    assert_eq!(lines[0]["id"], 1, "the big answer first");
-    let text = lines[0]["result"]["content"][0]["text"]
+    assert_eq!(all.len(), 2, "{} lines", all.len());
+    assert_eq!(all[0]["id"], 1, "the big answer first");
+    let text = all[0]["result"]["content"][0]["text"]
         .as_str()
         .expect("text");
     assert_eq!(text.len(), 1 << 20);
-    assert_eq!(lines[1]["error"]["code"], -32600);
+    assert_eq!(all[1]["error"]["code"], -32600);
+    assert_eq!(all[1]["id"], serde_json::Value::Null);
+}
+
+/// Reads from `from` until `n` whole lines have come; each line as JSON.
+pub(super) async fn read_lines(
+    from: &mut tokio::io::DuplexStream,
+    n: usize,
+) -> Vec<serde_json::Value> {
+    let mut all = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while all.iter().filter(|b| **b == b'\n').count() < n {
+        let n = from.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "the output closed early");
+        all.extend_from_slice(&chunk[..n]);
+    }
+    all.split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("a whole JSON-RPC message per line"))
+        .collect()
 }
