@@ -9,6 +9,7 @@
 //! size (`hall.rs`): loading, memory and CPU at rest with N relays.
 
 mod act;
+mod baseline;
 mod echo;
 mod engine;
 mod failover;
@@ -110,16 +111,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
             p
         }
     };
-    let echo = measure_echo(&exe, dir.path(), &plant, args.calls).await?;
-    let rows = measure_plant(
-        &exe,
-        dir.path(),
-        &plant,
-        args.plant.is_none(),
-        args.calls,
-        &echo,
-    )
-    .await?;
+    let rows = measure(&exe, dir.path(), &plant, args.plant.is_none(), args.calls).await?;
     print_rows(&plant, &rows);
     if args.plant.is_none() {
         println!();
@@ -148,71 +140,31 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The baseline: the bare echo server's ping, `tools/list` (of the plant's tools) and tool call.
-struct Echo {
-    ping: Latencies,
-    tools_list: Latencies,
-    call: Latencies,
-}
-
-async fn measure_echo(exe: &Path, dir: &Path, plant: &Path, calls: usize) -> Result<Echo> {
-    let plant = plant.display().to_string();
-    let args = ["bench", "--echo-server", "--echo-tools", &plant];
-    let mut rpc = Rpc::start(exe, &args, dir).await?;
-    // Interleaved, as closedloop's ping, tools/list and reads are (`reads.rs`).
-    let label = "bare rmcp: ping and tools/list, interleaved";
-    let (_, mut list) = reads::interleaved(&mut rpc, label, calls, &[reads::tools_list()]).await?;
-    let echo = [reads::tool("echo", json!({"device": "relay0"}))];
-    let label = "bare rmcp: ping and echo, interleaved";
-    let (ping, mut call) = reads::interleaved(&mut rpc, label, calls, &echo).await?;
-    rpc.stop().await;
-    let tools_list = list.pop().context("tools/list's latencies")?;
-    let call = call.pop().context("the echo's latencies")?;
-    Ok(Echo {
-        ping,
-        tools_list,
-        call,
-    })
-}
-
-/// closedloop's figures on `plant`, each row beside its baseline.
-async fn measure_plant(
+/// closedloop's figures on `plant` and the bare rmcp echo server's (serving the plant's tools),
+/// each row beside its baseline.
+async fn measure(
     exe: &Path,
     dir: &Path,
     plant: &Path,
     bundled: bool,
     calls: usize,
-    echo: &Echo,
 ) -> Result<Vec<Row>> {
     let path = plant.display().to_string();
-    let mut rpc = Rpc::start(exe, &["serve", &path], dir).await?;
-    let (device, page) = first_online_device(&mut rpc).await?;
+    let mut ours = Rpc::start(exe, &["serve", &path], dir).await?;
+    let (device, page) = first_online_device(&mut ours).await?;
+    let echo_args = ["bench", "--echo-server", "--echo-tools", &path];
+    let mut bare = Rpc::start(exe, &echo_args, dir).await?;
+    let mut rows = baseline::rows(&mut ours, &mut bare, calls).await?;
+    bare.stop().await;
     let mut act_rows = Vec::new();
     let mut finished = None;
     if bundled {
-        let (rows, last) = act::act(&mut rpc, calls).await?;
+        let (rows, last) = act::act(&mut ours, calls).await?;
         act_rows = rows;
         finished = Some(last);
     }
-    let rounds = reads::measure(&mut rpc, calls, &device, finished.as_deref(), page).await?;
-    rpc.stop().await;
-    let mut rows = vec![
-        ratio_row("ping p50", &rounds.ping, &echo.ping, "bare rmcp"),
-        ratio_row(
-            "tools/list p50 (the same tools in both)",
-            &rounds.tools_list,
-            &echo.tools_list,
-            "bare rmcp",
-        ),
-        // What any tool call costs over a ping in rmcp itself: the floor of the reads' ratios.
-        ratio_row(
-            "bare rmcp's echo tool p50 (vs its ping)",
-            &echo.call,
-            &echo.ping,
-            "bare rmcp ping",
-        ),
-    ];
-    rows.extend(rounds.rows);
+    rows.extend(reads::measure(&mut ours, calls, &device, finished.as_deref(), page).await?);
+    ours.stop().await;
     rows.extend(act_rows);
     Ok(rows)
 }

@@ -1,9 +1,8 @@
 //! The reads against `ping` on the same pipe: each round calls `ping`, then every read once
-//! (`tools/list` has rounds of its own), so each figure and its baseline are taken under the
-//! same conditions.
-//! Measured one phase after the other, a ping p50 taken while the machine was quiet was set
-//! against reads taken while it was busy (or the other way round), and the ratio moved by a
-//! third between two runs of the same binary.
+//! (`tools/list` has rounds of its own, `baseline.rs`), so each figure and its baseline are
+//! taken under the same conditions. Measured one phase after the other, a ping p50 taken while
+//! the machine was quiet was set against reads taken while it was busy (or the other way
+//! round), and the ratio moved by a third between two runs of the same binary.
 
 use super::rpc::Rpc;
 use super::stats::{Latencies, Progress};
@@ -46,52 +45,25 @@ fn reads(device: &str, finished: Option<&str>, page: usize) -> Vec<(String, Prob
     reads
 }
 
-/// What one serve's rounds measured: its ping, and a row per probe against that ping.
-pub(super) struct Rounds {
-    pub ping: Latencies,
-    pub tools_list: Latencies,
-    pub rows: Vec<Row>,
-}
-
-/// `calls` rounds of `ping` and `tools/list`, then `calls` rounds of `ping` and each read of
-/// `device` (and of the finished command, when there is one); `page` is how many devices
-/// `list_devices` answers with. Apart, because a list of 100 relays' tools (240 KB) in the
-/// reads' rounds slowed the reads after it by a third.
+/// `calls` rounds of `ping` and each read of `device` (and of the finished command, when there
+/// is one); `page` is how many devices `list_devices` answers with. A row per read, its
+/// baseline the ping of its rounds.
 pub(super) async fn measure(
     rpc: &mut Rpc,
     calls: usize,
     device: &str,
     finished: Option<&str>,
     page: usize,
-) -> Result<Rounds> {
-    let label = "closedloop: ping and tools/list, interleaved";
-    let (list_ping, mut list) = interleaved(rpc, label, calls, &[tools_list()]).await?;
-    let tools_list = list.remove(0);
-    let listed = tools_listed(rpc).await?;
-    let mut rows = vec![ratio_row(&listed, &tools_list, &list_ping, "ping")];
+) -> Result<Vec<Row>> {
     let reads = reads(device, finished, page);
     let probes: Vec<Probe> = reads.iter().map(|(_, p)| p.clone()).collect();
     let label = "closedloop: ping and the reads, interleaved";
     let (ping, samples) = interleaved(rpc, label, calls, &probes).await?;
-    rows.extend(
-        reads
-            .iter()
-            .zip(samples)
-            .map(|((label, _), s)| ratio_row(label, &s, &ping, "ping")),
-    );
-    Ok(Rounds {
-        ping,
-        tools_list,
-        rows,
-    })
-}
-
-/// The label of the `tools/list` row: how many tools, how many bytes of JSON.
-async fn tools_listed(rpc: &mut Rpc) -> Result<String> {
-    let listed = rpc.call("tools/list", Value::Null).await?;
-    let tools = listed["tools"].as_array().map_or(0, Vec::len);
-    let kb = listed.to_string().len() as f64 / 1000.0;
-    Ok(format!("tools/list p50, {tools} tools, {kb:.1} KB"))
+    Ok(reads
+        .iter()
+        .zip(samples)
+        .map(|((label, _), s)| ratio_row(label, &s, &ping, "ping"))
+        .collect())
 }
 
 /// `calls` rounds of `ping` and then each of `probes` once: the pings' latencies and each
@@ -120,7 +92,7 @@ pub(super) async fn interleaved(
 }
 
 /// How long `call` took to answer.
-async fn timed(call: impl std::future::Future<Output = Result<()>>) -> Result<Duration> {
+pub(super) async fn timed(call: impl std::future::Future<Output = Result<()>>) -> Result<Duration> {
     let t = Instant::now();
     call.await?;
     Ok(t.elapsed())
