@@ -101,7 +101,9 @@ where
     }
 
     /// The next message; a line of JSON that is no JSON-RPC message is answered `Invalid
-    /// Request` (with a null id, as rmcp answers it) before the next line is read.
+    /// Request` (with a null id, as rmcp answers it) before the next line is read. Cancel-safe,
+    /// as rmcp's serve loop needs: dropped at any await, no byte read and no answer owed is
+    /// lost.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
             match self.read.next().await {
@@ -110,7 +112,11 @@ where
                 Read::Invalid => {
                     let error = ErrorData::invalid_request("Invalid request", None);
                     let answer = TxJsonRpcMessage::<RoleServer>::error(error, None);
-                    if write(&self.out, answer).await.is_err() {
+                    // Its own task: rmcp drops this future whenever another event wins its
+                    // select, and an answer owed still goes out, whole.
+                    let out = Arc::clone(&self.out);
+                    let writing = tokio::spawn(async move { write(&out, answer).await });
+                    if !matches!(writing.await, Ok(Ok(()))) {
                         return None;
                     }
                 }

@@ -37,6 +37,10 @@ pub(super) struct Reader<R> {
     max: usize,
     /// Inside a line longer than `max`: skipped up to its end.
     discarding: bool,
+    /// `line` holds a whole line already handed on, to be cleared before the next is read. A
+    /// part of a line stays across calls: rmcp drops a `receive` future whenever another event
+    /// wins its select, and the bytes read so far must still begin the next one's line.
+    handed: bool,
     codec: JsonRpcMessageCodec<RxJsonRpcMessage<RoleServer>>,
 }
 
@@ -47,6 +51,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
             line: BytesMut::new(),
             max,
             discarding: false,
+            handed: false,
             codec: JsonRpcMessageCodec::default(),
         }
     }
@@ -92,9 +97,12 @@ impl<R: AsyncRead + Unpin> Reader<R> {
 
     /// Reads the next line, newline included, into `self.line`: `Some(true)` when it fits,
     /// `Some(false)` at the end of one longer than `max` (not kept), `None` at the input's end
-    /// or an error (a last line without a newline is dropped, as rmcp drops it).
+    /// or an error (a last line without a newline is dropped, as rmcp drops it). Cancel-safe:
+    /// dropped while waiting for input, it keeps what it read for the next call.
     async fn next_line(&mut self) -> Option<bool> {
-        self.line.clear();
+        if std::mem::take(&mut self.handed) {
+            self.line.clear();
+        }
         loop {
             let available = match self.read.fill_buf().await {
                 Ok([]) => return None,
@@ -115,6 +123,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
             }
             self.read.consume(take);
             if newline.is_some() {
+                self.handed = true;
                 let fitted = !std::mem::take(&mut self.discarding);
                 return Some(fitted);
             }

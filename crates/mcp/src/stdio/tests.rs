@@ -57,6 +57,36 @@ async fn an_invalid_request_answer_waits_for_the_answer_being_written() {
     assert_eq!(all[1]["id"], serde_json::Value::Null);
 }
 
+/// The regression: an `Invalid Request` answer waiting for the output when rmcp dropped the
+/// `receive` future (another event won its select) was dropped with it; it goes out whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_request_answer_owed_is_written_though_the_receive_is_dropped() {
+    let (mut client_out, server_in) = tokio::io::duplex(4096);
+    let (server_out, mut client_in) = tokio::io::duplex(4096);
+    let mut transport = StdioTransport::new(server_in, server_out);
+    let sending = tokio::spawn(transport.send(big_answer(64 * 1024, 1)));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(!sending.is_finished(), "the answer must stall on the pipe");
+    client_out
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":42}\n")
+        .await
+        .expect("written");
+    let wait = std::time::Duration::from_millis(100);
+    let dropped = tokio::time::timeout(wait, transport.receive()).await;
+    assert!(dropped.is_err(), "the owed answer waits for the big one");
+    let all = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        read_lines(&mut client_in, 2),
+    )
+    .await
+    .expect("the owed answer after the big one, not lost");
+    sending.await.expect("joined").expect("sent");
+    assert_eq!(all.len(), 2, "{} lines", all.len());
+    assert_eq!(all[0]["id"], 1, "the big answer first");
+    assert_eq!(all[1]["error"]["code"], -32600);
+    transport.close().await.expect("closed");
+}
+
 /// Reads from `from` until `n` whole lines have come; each line as JSON.
 pub(super) async fn read_lines(
     from: &mut tokio::io::DuplexStream,

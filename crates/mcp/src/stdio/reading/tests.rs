@@ -163,3 +163,39 @@ async fn a_line_longer_than_the_limit_is_skipped_whole_across_reads() {
     writing.await.expect("joined");
     assert!(matches!(reader.next().await, Read::Closed));
 }
+
+/// The regression: rmcp drops a `receive` future whenever another event (an answer sent) wins
+/// its select. A request read in part at that moment lost its first part, and the rest was
+/// answered `Invalid Request`: the request itself never ran.
+#[tokio::test]
+async fn a_line_read_in_part_when_the_read_is_dropped_is_whole_on_the_next_read() {
+    let (mut client, server) = tokio::io::duplex(1024);
+    let mut reader = Reader::new(server, 1024);
+    client
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":")
+        .await
+        .expect("written");
+    let dropped = tokio::time::timeout(std::time::Duration::from_millis(50), reader.next()).await;
+    assert!(dropped.is_err(), "half a line is no message yet");
+    client
+        .write_all(b"3,\"method\":\"tools/list\"}\n")
+        .await
+        .expect("written");
+    let Read::Message(message) = reader.next().await else {
+        panic!("the request, whole");
+    };
+    assert!(
+        format!("{message:?}").contains("ListToolsRequest")
+            && format!("{message:?}").contains("Number(3)"),
+        "{message:?}"
+    );
+    // And the line after it starts afresh.
+    client
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n")
+        .await
+        .expect("written");
+    let Read::Message(message) = reader.next().await else {
+        panic!("the next request");
+    };
+    assert!(format!("{message:?}").contains("Number(4)"), "{message:?}");
+}
