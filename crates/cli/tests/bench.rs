@@ -1,6 +1,6 @@
 //! `closedloop bench` end to end: the bundled relays served by the real binary, every figure
-//! printed beside its baseline (the bare rmcp server's, closedloop's own ping for the reads,
-//! physics for act-and-confirm), and an act-and-confirm latency that physics allows;
+//! printed beside its baseline (the bare rmcp server's, a plain loop's, closedloop's own ping for
+//! the reads, physics for act-and-confirm), and an act-and-confirm latency that physics allows;
 //! with several gateways on PostgreSQL (`CLOSEDLOOP_PG_URL`), commands through them and a
 //! failover no faster than the lease allows.
 
@@ -45,6 +45,11 @@ fn bench_prints_every_figure_beside_its_baseline() {
         ("tools/list p50 (the same tools in both)", "(bare rmcp)"),
         ("tools/list p50, 106 tools", "(ping)"),
         ("bare rmcp's echo tool p50", "(bare rmcp ping)"),
+        ("ping p50, vs a plain loop", "(plain loop)"),
+        (
+            "tools/list p50, vs a plain loop writing the same list",
+            "(plain loop)",
+        ),
         ("get_device_state p50", "(ping)"),
         ("list_devices p50", "(ping)"),
         ("get_command_status p50, finished", "(ping)"),

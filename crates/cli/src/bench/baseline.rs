@@ -16,11 +16,8 @@ use std::time::Instant;
 /// ping, and bare rmcp's echo tool beside its ping (what any tool call costs over a ping before
 /// closedloop does anything: the floor of the reads' ratios).
 pub(super) async fn rows(ours: &mut Rpc, bare: &mut Rpc, calls: usize) -> Result<Vec<Row>> {
-    let probes = [("ping", Value::Null), reads::tools_list()];
     let label = "ping and tools/list, closedloop and bare rmcp in turn";
-    let (ours_s, bare_s) = alternating(ours, bare, label, calls, &probes).await?;
-    let [ping, list] = two(ours_s)?;
-    let [bare_ping, bare_list] = two(bare_s)?;
+    let ([ping, list], [bare_ping, bare_list]) = ping_and_list(ours, bare, label, calls).await?;
     let echo = [reads::tool("echo", json!({"device": "relay0"}))];
     let label = "bare rmcp: ping and echo, interleaved";
     let (echo_ping, mut call) = reads::interleaved(bare, label, calls, &echo).await?;
@@ -44,9 +41,41 @@ pub(super) async fn rows(ours: &mut Rpc, bare: &mut Rpc, calls: usize) -> Result
     ])
 }
 
-/// A server's two figures, in the order of the probes.
-fn two(figures: Vec<Latencies>) -> Result<[Latencies; 2]> {
-    <[Latencies; 2]>::try_from(figures).map_err(|_| anyhow::anyhow!("the rounds lost a figure"))
+/// closedloop's `ping` and `tools/list` beside the plain loop's (`floor.rs`), in the same
+/// rounds: what the whole stack costs over a loop, and what serving the list adds to moving its
+/// bytes.
+pub(super) async fn floor_rows(ours: &mut Rpc, floor: &mut Rpc, calls: usize) -> Result<Vec<Row>> {
+    let label = "ping and tools/list, closedloop and a plain loop in turn";
+    let ([ping, list], [floor_ping, floor_list]) = ping_and_list(ours, floor, label, calls).await?;
+    Ok(vec![
+        ratio_row(
+            "ping p50, vs a plain loop",
+            &ping,
+            &floor_ping,
+            "plain loop",
+        ),
+        ratio_row(
+            "tools/list p50, vs a plain loop writing the same list",
+            &list,
+            &floor_list,
+            "plain loop",
+        ),
+    ])
+}
+
+/// `ping` and `tools/list` on `a` and `b` in the same rounds: each server's two latencies.
+async fn ping_and_list(
+    a: &mut Rpc,
+    b: &mut Rpc,
+    label: &str,
+    calls: usize,
+) -> Result<([Latencies; 2], [Latencies; 2])> {
+    let probes = [("ping", Value::Null), reads::tools_list()];
+    let (sa, sb) = alternating(a, b, label, calls, &probes).await?;
+    let two = |figures: Vec<Latencies>| {
+        <[Latencies; 2]>::try_from(figures).map_err(|_| anyhow::anyhow!("the rounds lost a figure"))
+    };
+    Ok((two(sa)?, two(sb)?))
 }
 
 /// The label of closedloop's `tools/list` row: how many tools, how many bytes of JSON.

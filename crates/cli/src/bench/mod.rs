@@ -13,6 +13,7 @@ mod baseline;
 mod echo;
 mod engine;
 mod failover;
+mod floor;
 mod hall;
 mod http;
 mod http_client;
@@ -77,6 +78,10 @@ pub struct BenchArgs {
     /// The plant whose tools the echo server lists beside `echo` (used by the bench itself).
     #[arg(long, hide = true, requires = "echo_server")]
     pub echo_tools: Option<PathBuf>,
+    /// Serve the plain loop that answers `tools/list` with this file's list, the floor the
+    /// list is compared with (used by the bench itself).
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub floor_server: Option<PathBuf>,
 }
 
 /// One row of the main table.
@@ -91,6 +96,10 @@ struct Row {
 pub async fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.echo_server {
         serve_echo(args.echo_tools.as_deref()).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(list) = &args.floor_server {
+        floor::serve(list)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.calls == 0 {
@@ -156,6 +165,9 @@ async fn measure(
     let mut bare = Rpc::start(exe, &echo_args, dir).await?;
     let mut rows = baseline::rows(&mut ours, &mut bare, calls).await?;
     bare.stop().await;
+    let mut floor = floor::start(exe, dir, &mut ours).await?;
+    rows.extend(baseline::floor_rows(&mut ours, &mut floor, calls).await?);
+    floor.stop().await;
     let mut act_rows = Vec::new();
     let mut finished = None;
     if bundled {
@@ -242,9 +254,12 @@ fn print_hall(h: &hall::Hall) {
     let secs = |d: Duration| format!("{:.2} s", d.as_secs_f64());
     let mib = h.resident as f64 / (1024.0 * 1024.0);
     let rows = vec![
-        vec!["`check`, 1,000 relays".into(), secs(h.check_1000)],
         vec![
-            format!("`check`, {n} relays"),
+            format!("`check`, 1,000 relays (median of {})", hall::CHECK_RUNS),
+            secs(h.check_1000),
+        ],
+        vec![
+            format!("`check`, {n} relays (median of {})", hall::CHECK_RUNS),
             format!(
                 "{} ({:.1} × the 1,000-relay time)",
                 secs(h.check_big),
