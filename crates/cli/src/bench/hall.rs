@@ -2,6 +2,7 @@
 //! plant of thousands of relays, and what `serve` holds in memory and spends in CPU at rest.
 
 use super::rpc::Rpc;
+use super::stats::Latencies;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::path::Path;
@@ -94,10 +95,7 @@ async fn checks(exe: &Path, dir: &Path, n: usize) -> Result<(Duration, Duration)
         small.push(check(exe, dir, 1000).await?);
         big.push(check(exe, dir, n).await?);
     }
-    let median = |mut runs: Vec<Duration>| {
-        runs.sort();
-        runs[runs.len() / 2]
-    };
+    let median = |runs| Latencies::new(runs, Duration::ZERO).p50();
     Ok((median(small), median(big)))
 }
 
