@@ -36,23 +36,40 @@ pub(crate) fn substitute(
     missing
 }
 
-fn walk_table(
-    table: &mut toml::Table,
+/// A step of the path being walked, borrowed from the document: the path is copied only for
+/// a variable that is not set, not for each of a hall's hundred thousand keys.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn owned(path: &[Step]) -> Vec<Seg> {
+    path.iter()
+        .map(|s| match s {
+            Step::Key(k) => Seg::Key(k.to_string()),
+            Step::Index(i) => Seg::Index(*i),
+        })
+        .collect()
+}
+
+fn walk_table<'a>(
+    table: &'a mut toml::Table,
     lookup: &dyn Fn(&str) -> Option<String>,
-    path: &mut Vec<Seg>,
+    path: &mut Vec<Step<'a>>,
     missing: &mut Vec<Missing>,
 ) {
     for (k, v) in table.iter_mut() {
-        path.push(Seg::Key(k.clone()));
+        path.push(Step::Key(k));
         walk(v, lookup, path, missing);
         path.pop();
     }
 }
 
-fn walk(
-    value: &mut toml::Value,
+fn walk<'a>(
+    value: &'a mut toml::Value,
     lookup: &dyn Fn(&str) -> Option<String>,
-    path: &mut Vec<Seg>,
+    path: &mut Vec<Step<'a>>,
     missing: &mut Vec<Missing>,
 ) {
     match value {
@@ -60,13 +77,13 @@ fn walk(
             Ok(Some(new)) => *s = new,
             Ok(None) => {}
             Err(vars) => missing.extend(vars.into_iter().map(|var| Missing {
-                path: path.clone(),
+                path: owned(path),
                 var,
             })),
         },
         toml::Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                path.push(Seg::Index(i));
+                path.push(Step::Index(i));
                 walk(item, lookup, path, missing);
                 path.pop();
             }

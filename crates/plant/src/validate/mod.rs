@@ -7,6 +7,7 @@
 
 mod action;
 mod device;
+mod document;
 mod driver;
 mod exprs;
 mod register;
@@ -53,7 +54,7 @@ pub(crate) fn run(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Plant, PlantErrors> {
     let mut sink = Sink::new(file_label);
-    let mut doc: toml::Table = match src.parse() {
+    let mut doc: toml::Table = match document::parse(src) {
         Ok(t) => t,
         Err(e) => {
             syntax_error(src, &e, &mut sink);
