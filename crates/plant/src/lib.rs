@@ -29,6 +29,7 @@
 
 mod action;
 mod ast;
+mod borrowed;
 mod cells;
 mod env;
 mod error;

@@ -309,6 +309,17 @@ pub(crate) fn typed<T: serde::de::DeserializeOwned>(
     typed_keys(value, prefix, &[])
 }
 
+/// [`typed`] of a piece the caller keeps: copied only when toml must type it (a mistake in it).
+pub(crate) fn typed_ref<T: serde::de::DeserializeOwned>(
+    value: &toml::Value,
+    prefix: &str,
+) -> Result<T, (String, String)> {
+    match crate::borrowed::typed(value) {
+        Some(typed) => Ok(typed),
+        None => typed_keys(value.clone(), prefix, &[]),
+    }
+}
+
 /// [`typed`] for a table some of whose keys were taken out and checked before: `keys` lists
 /// them, in the order to show, so that an unknown key's message names every valid key.
 pub(crate) fn typed_keys<T: serde::de::DeserializeOwned>(
@@ -316,6 +327,9 @@ pub(crate) fn typed_keys<T: serde::de::DeserializeOwned>(
     prefix: &str,
     keys: &[&str],
 ) -> Result<T, (String, String)> {
+    if let Some(typed) = crate::borrowed::typed(&value) {
+        return Ok(typed);
+    }
     // Kept to find the key path of an error again, array indices included.
     let piece = value.clone();
     value

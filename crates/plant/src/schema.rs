@@ -43,12 +43,13 @@ impl Action {
             .filter(|p| p.ask.is_none())
             .map(|p| p.name.as_str())
             .collect();
-        json!({
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": false
-        })
+        // Assembled by hand: `json!` would copy `props` whole through `to_value`.
+        let mut schema = Map::new();
+        schema.insert("type".into(), "object".into());
+        schema.insert("properties".into(), Value::Object(props));
+        schema.insert("required".into(), json!(required));
+        schema.insert("additionalProperties".into(), false.into());
+        Value::Object(schema)
     }
 
     /// The tool description: the plant file's business text, the device, and how to learn the

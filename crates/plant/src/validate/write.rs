@@ -4,7 +4,7 @@ use super::action::ActionCheck;
 use super::exprs::{ExprCtx, Want, check_template};
 use super::register::{RegKeys, SourceFamily, family};
 use crate::action::WriteEntry;
-use crate::model::{RawWrite, typed};
+use crate::model::{RawWrite, typed_ref};
 use closedloop_driver::Area;
 
 impl ActionCheck<'_> {
@@ -22,7 +22,7 @@ impl ActionCheck<'_> {
                 .map(|t| t.keys().cloned().collect())
                 .unwrap_or_default();
             let full = format!("{}.{k}", self.key);
-            let raw = match typed::<RawWrite>(v.clone(), &full) {
+            let raw = match typed_ref::<RawWrite>(v, &full) {
                 Ok(r) => r,
                 Err((ek, m)) => {
                     self.dev.err(self.sink, &ek, m);
