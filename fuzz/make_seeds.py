@@ -164,6 +164,18 @@ energy = { holding = 0, type = "u64", byte_swap = true }
 ''')
 put(t, 'syntax-error', '[[device]]\nid = "x"\ndriver = { kind = "sim", model = \n')
 
+# plant_pieces: TOML text, parsed in pieces and whole; the plant_parse seeds and some that test
+# where a piece may start.
+t = 'plant_pieces'
+for name in sorted(os.listdir(os.path.join(C, 'plant_parse'))):
+    put(t, name, open(os.path.join(C, 'plant_parse', name), 'rb').read())
+Q3, A3 = '"' * 3, "'" * 3
+put(t, 'header-in-multi-line-strings', '[[device]]\nid = "a"\nnote = ' + Q3 + '\n[[device]]\n\\' + Q3
+    + ' still inside\n' + Q3 + '\nx = ' + A3 + '\n[[alarm]]\n' + A3 + '\n[[device]]  # b\nid = "b"\n'
+    + '[[alarm]]\nname = \'z\'\n')
+put(t, 'table-after-devices', '[[device]]\nid = "a"\n[server]\nname = "late"\n[[device]]\nid = "b"\n')
+put(t, 'inline-device-list', 'device = [{ id = "a" }]\n[[device]]\nid = "b"\n')
+
 # host_origin: Host, newline, Origin, newline, an allow-list entry.
 t = 'host_origin'
 put(t, 'loopback', 'localhost:8080\nhttps://app.example\nhttp://localhost:*')

@@ -116,6 +116,14 @@ pub fn parse_with_env(
     validate::run(src, file_label, base_dir, env)
 }
 
+/// The plant file's text as a TOML table, parsed one `[[device]]` at a time where that gives
+/// the same table as the whole text (see `validate/document.rs`). Public for the fuzz target
+/// that holds it to `toml`'s own parse of the whole text; not part of the loader's API.
+#[doc(hidden)]
+pub fn parse_toml_in_pieces(src: &str) -> Result<toml::Table, toml::de::Error> {
+    validate::document::parse(src)
+}
+
 /// Parses a retention as `[server] retain` takes it (`"30d"`, `"12h"`, at least one hour), for
 /// `closedloop journal prune --older-than`; the error says what to write instead.
 pub fn parse_retention(text: &str) -> Result<std::time::Duration, String> {

@@ -7,7 +7,7 @@
 
 mod action;
 mod device;
-mod document;
+pub(crate) mod document;
 mod driver;
 mod exprs;
 mod register;
