@@ -7,6 +7,7 @@ use crate::action::{Action, Verification};
 use crate::params::{ParamSpec, ParamType};
 use crate::plant::{Alarm, Device, Plant, ToolMode};
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// Longest tool name many MCP clients accept (`^[a-zA-Z0-9_-]{1,64}$`).
@@ -163,8 +164,22 @@ pub fn render_surface(plant: &Plant) -> String {
     if plant.server.tools == ToolMode::Generic {
         out.push_str("tools = \"generic\": actions are run through one generic tool; per-action schemas below.\n");
     }
+    // The alarms blocking each device, found once: a search of every alarm per action made
+    // the listing of a hall with an alarm per device quadratic (8,000: 1.5 s).
+    let mut blocked_by: HashMap<&str, Vec<&str>> = HashMap::new();
+    for a in &plant.alarms {
+        for d in &a.blocks {
+            let names = blocked_by.entry(d.as_str()).or_default();
+            if names.last() != Some(&a.name.as_str()) {
+                names.push(a.name.as_str());
+            }
+        }
+    }
     for device in &plant.devices {
-        render_device(&mut out, plant, device);
+        let blocked_by = blocked_by
+            .get(device.id.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        render_device(&mut out, device, blocked_by);
     }
     for a in &plant.alarms {
         render_alarm(&mut out, a);
@@ -173,7 +188,7 @@ pub fn render_surface(plant: &Plant) -> String {
 }
 
 /// One device of the listing: its driver, polling and signals, then each action tool.
-fn render_device(out: &mut String, plant: &Plant, device: &Device) {
+fn render_device(out: &mut String, device: &Device, blocked_by: &[&str]) {
     let signals: Vec<String> = device
         .signals
         .iter()
@@ -193,13 +208,13 @@ fn render_device(out: &mut String, plant: &Plant, device: &Device) {
         }
     );
     for action in &device.actions {
-        render_action(out, plant, device, action);
+        render_action(out, device, action, blocked_by);
     }
 }
 
 /// One action tool of the listing: its verification and effects, its envelope, the
 /// description an agent reads and the input schema.
-fn render_action(out: &mut String, plant: &Plant, device: &Device, action: &Action) {
+fn render_action(out: &mut String, device: &Device, action: &Action, blocked_by: &[&str]) {
     let _ = writeln!(
         out,
         "\n  tool {}  (verification {}, {}, {})",
@@ -216,7 +231,7 @@ fn render_action(out: &mut String, plant: &Plant, device: &Device, action: &Acti
             "not destructive"
         },
     );
-    let envelope = envelope(plant, device, action);
+    let envelope = envelope(device, action, blocked_by);
     if !envelope.is_empty() {
         let _ = writeln!(out, "    envelope: {}", envelope.join(", "));
     }
@@ -229,8 +244,9 @@ fn render_action(out: &mut String, plant: &Plant, device: &Device, action: &Acti
 
 /// What limits when and how the action may run, in the plant file's own keys: the action's and
 /// the device's rate limits, the dead-man keepalive, a person's confirmation and the alarms
-/// that block its device — so whoever reviews a plant sees each tool's envelope in one line.
-fn envelope(plant: &Plant, device: &Device, action: &Action) -> Vec<String> {
+/// that block its device (`blocked_by`) — so whoever reviews a plant sees each tool's envelope
+/// in one line.
+fn envelope(device: &Device, action: &Action, blocked_by: &[&str]) -> Vec<String> {
     let mut rates: Vec<String> = [("action", &action.max_rate), ("device", &device.max_rate)]
         .iter()
         .filter_map(|(whose, r)| {
@@ -247,12 +263,6 @@ fn envelope(plant: &Plant, device: &Device, action: &Action) -> Vec<String> {
     if action.task == crate::TaskSupport::Required {
         rates.push("task required (Tasks clients only)".into());
     }
-    let blocked_by: Vec<&str> = plant
-        .alarms
-        .iter()
-        .filter(|a| a.blocks.contains(&device.id))
-        .map(|a| a.name.as_str())
-        .collect();
     if !blocked_by.is_empty() {
         rates.push(format!("blocked by alarm {}", blocked_by.join(", ")));
     }

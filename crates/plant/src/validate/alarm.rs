@@ -28,9 +28,11 @@ pub(crate) fn alarms(value: Option<toml::Value>, catalog: &Catalog, sink: &mut S
         }
     };
     let mut out: Vec<Alarm> = Vec::new();
+    // Names seen so far: a search through `out` per alarm made a hall's alarms quadratic.
+    let mut names = std::collections::HashSet::new();
     for (i, item) in items.into_iter().enumerate() {
         if let Some(a) = alarm(i, item, catalog, sink) {
-            if out.iter().any(|b| b.name == a.name) {
+            if !names.insert(a.name.clone()) {
                 sink.push(
                     None,
                     &format!("alarm[{i}].name"),
