@@ -43,6 +43,8 @@ mod model;
 mod params;
 mod plant;
 mod rate;
+#[cfg(test)]
+mod repository_plants;
 mod schema;
 mod serde_msg;
 mod suggest;

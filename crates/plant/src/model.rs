@@ -316,7 +316,7 @@ pub(crate) fn typed_ref<T: serde::de::DeserializeOwned>(
 ) -> Result<T, (String, String)> {
     match crate::borrowed::typed(value) {
         Some(typed) => Ok(typed),
-        None => typed_keys(value.clone(), prefix, &[]),
+        None => by_toml(value.clone(), value, prefix, &[]),
     }
 }
 
@@ -327,12 +327,21 @@ pub(crate) fn typed_keys<T: serde::de::DeserializeOwned>(
     prefix: &str,
     keys: &[&str],
 ) -> Result<T, (String, String)> {
-    if let Some(typed) = crate::borrowed::typed(&value) {
-        return Ok(typed);
+    match crate::borrowed::typed(&value) {
+        Some(typed) => Ok(typed),
+        // Kept to find the key path of an error again, array indices included.
+        None => by_toml(value.clone(), &value, prefix, keys),
     }
-    // Kept to find the key path of an error again, array indices included.
-    let piece = value.clone();
+}
+
+/// toml's own typing of `value`, its error worded with the key path found again in `piece`.
+fn by_toml<T: serde::de::DeserializeOwned>(
+    value: toml::Value,
+    piece: &toml::Value,
+    prefix: &str,
+    keys: &[&str],
+) -> Result<T, (String, String)> {
     value
         .try_into::<T>()
-        .map_err(|e| crate::serde_msg::from_serde(&e, prefix, &piece, keys))
+        .map_err(|e| crate::serde_msg::from_serde(&e, prefix, piece, keys))
 }

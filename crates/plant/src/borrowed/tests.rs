@@ -46,16 +46,10 @@ fn every_piece(doc: &toml::Table, file: &str) -> usize {
 
 #[test]
 fn every_piece_of_every_plant_in_the_repository_is_typed_as_toml_types_it() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let mut pieces = 0;
-    for dir in ["examples", "tests/plants", "crates/plant/tests/plants"] {
-        for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "toml") {
-                let doc: toml::Table = std::fs::read_to_string(&path).unwrap().parse().unwrap();
-                pieces += every_piece(&doc, &path.display().to_string());
-            }
-        }
+    for (path, src) in crate::repository_plants::all() {
+        let doc: toml::Table = src.parse().unwrap();
+        pieces += every_piece(&doc, &path.display().to_string());
     }
     assert!(pieces > 100, "only {pieces} pieces were typed");
 }

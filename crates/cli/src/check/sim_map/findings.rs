@@ -248,7 +248,8 @@ impl Linter<'_> {
 /// false, numbers at each parameter's minimum or 0). An expression that cannot be evaluated this
 /// way counts as not a bool.
 fn yields_bool(samples: &Samples, device: &Device, value: &closedloop_plant::Expr) -> bool {
-    let signals = sample(device);
+    let none = BTreeMap::new();
+    let signals = samples.devices().get(&device.id).unwrap_or(&none);
     let mut params = Params::new();
     for a in &device.actions {
         for p in &a.params {
@@ -266,7 +267,7 @@ fn yields_bool(samples: &Samples, device: &Device, value: &closedloop_plant::Exp
         }
     }
     let scope = Scope {
-        signals: &signals,
+        signals,
         params: &params,
         devices: samples.devices(),
         extra_strings: &[],
