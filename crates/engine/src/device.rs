@@ -55,6 +55,12 @@ impl DeviceRuntime {
         self.link.current()
     }
 
+    /// Looks at the latest snapshot where it lies, without copying it: what an alarm's watcher
+    /// reads every period. `f` must not wait (it holds the channel's lock).
+    pub fn with_snapshot<T>(&self, f: impl FnOnce(&Snapshot) -> T) -> T {
+        f(&self.link.samples().borrow())
+    }
+
     /// [`DeviceRuntime::current`]'s liveness alone, without copying the sample.
     pub fn liveness(&self) -> Liveness {
         self.link.liveness()

@@ -1,0 +1,271 @@
+//! The alarms' watchers: one task per distinct period judges every alarm of that period on each
+//! tick, as the pollers share one tick per period. A hall with an alarm per device had a task
+//! and a timer per alarm, a copy of each device's sample and a CEL evaluation per alarm every
+//! period (8,000 alarms at 100 ms: half a core at rest). Now each alarm keeps the values its
+//! conditions read in a scope of its own, updated in place from the device's latest sample
+//! where it lies, and evaluates a condition again only when one of those values changed.
+//!
+//! A raise or clear is on the board at once; its row goes to the journal through a task of its
+//! own, in order, so a slow journal delays no other alarm's judgement.
+
+use super::AlarmState;
+use crate::clock::rfc3339;
+use crate::context::Context;
+use crate::device::{DeviceRuntime, Liveness};
+use closedloop_driver::Value;
+use closedloop_journal::AlarmRow;
+use closedloop_plant::{Alarm, Expr, Params, Scope, WhenOffline};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// Starts one watcher task per distinct period among the alarms; they end when `stop` is
+/// notified. An alarm's period is the shortest poll period of the devices it reads (5 ms at
+/// least, 100 ms when it reads none the plant has).
+pub(crate) fn spawn(ctx: &Arc<Context>, stop: &Arc<Notify>) -> Vec<tokio::task::JoinHandle<()>> {
+    if ctx.plant.alarms.is_empty() {
+        return Vec::new();
+    }
+    let (rows, journal) = mpsc::unbounded_channel();
+    let mut tasks = vec![tokio::spawn(journal_rows(Arc::clone(ctx), journal))];
+    let mut by_period: BTreeMap<u64, Vec<Watch>> = BTreeMap::new();
+    for index in 0..ctx.plant.alarms.len() {
+        let watch = Watch::new(ctx, index);
+        by_period.entry(watch.period()).or_default().push(watch);
+    }
+    tasks.extend(by_period.into_iter().map(|(ms, watches)| {
+        let group = Group {
+            ctx: Arc::clone(ctx),
+            period: Duration::from_millis(ms),
+            rows: rows.clone(),
+        };
+        tokio::spawn(group.run(watches, Arc::clone(stop)))
+    }));
+    tasks
+}
+
+/// The alarms of one period and where their raises and clears go.
+struct Group {
+    ctx: Arc<Context>,
+    period: Duration,
+    rows: mpsc::UnboundedSender<AlarmRow>,
+}
+
+impl Group {
+    async fn run(self, mut watches: Vec<Watch>, stop: Arc<Notify>) {
+        let mut tick = tokio::time::interval(self.period);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.notified() => return,
+            }
+            for watch in &mut watches {
+                if let Some((active, why)) = watch.step(&self.ctx) {
+                    self.record(watch.index, active, why);
+                }
+            }
+        }
+    }
+
+    /// Raises or clears the alarm on the board, and hands its row to the journal.
+    fn record(&self, index: usize, active: bool, why: String) {
+        let alarm = &self.ctx.plant.alarms[index];
+        let now = self.ctx.clock.now_ms();
+        let row = AlarmRow {
+            name: alarm.name.clone(),
+            at_ms: now,
+            active,
+            evidence: serde_json::json!({ "why": why }),
+        };
+        let state = AlarmState {
+            active,
+            since: active.then(|| rfc3339(now)),
+            why: active.then_some(why),
+        };
+        if self.ctx.alarms.set(index, state) {
+            tracing::warn!(alarm = %alarm.name, active, "alarm {}", if active { "raised" } else { "cleared" });
+            // The journal task ends only after every group has: it is there to take the row.
+            let _ = self.rows.send(row);
+        }
+    }
+}
+
+/// Writes the raises and clears in the order they happened, until every group has ended. A
+/// journal that refuses is logged, never waited for: the alarm blocks its devices either way.
+async fn journal_rows(ctx: Arc<Context>, mut rows: mpsc::UnboundedReceiver<AlarmRow>) {
+    while let Some(row) = rows.recv().await {
+        if let Err(e) = ctx.journal.record_alarm(&row).await {
+            tracing::error!(alarm = %row.name, error = %e, "alarm not journaled");
+        }
+    }
+}
+
+/// One alarm's watcher state between ticks.
+struct Watch {
+    index: usize,
+    /// The devices its conditions read, each once, by id.
+    devices: Vec<Arc<DeviceRuntime>>,
+    /// Each `devices.<id>.<signal>` its conditions read, once, with the value last seen.
+    reads: Vec<Read>,
+    /// The values of `reads` as an expression scope, made again when one of them changed.
+    scope: BTreeMap<String, BTreeMap<String, Value>>,
+    /// `when` and `clear_when` as last evaluated on `scope`; `None` once a value changed.
+    when: Option<bool>,
+    clear: Option<bool>,
+    /// Since when `when` has held without a break (for `for_ms`).
+    holding_since: Option<Instant>,
+}
+
+/// One signal of another device that an alarm reads.
+struct Read {
+    device: Arc<DeviceRuntime>,
+    signal: String,
+    last: Option<Value>,
+}
+
+impl Watch {
+    fn new(ctx: &Context, index: usize) -> Watch {
+        let alarm = &ctx.plant.alarms[index];
+        let pairs: BTreeSet<&(String, String)> =
+            conditions(alarm).flat_map(|e| e.devices()).collect();
+        let reads: Vec<Read> = pairs
+            .into_iter()
+            .filter_map(|(d, s)| {
+                let device = Arc::clone(ctx.devices.get(d)?);
+                let signal = s.clone();
+                Some(Read {
+                    device,
+                    signal,
+                    last: None,
+                })
+            })
+            .collect();
+        let mut devices: Vec<Arc<DeviceRuntime>> =
+            reads.iter().map(|r| Arc::clone(&r.device)).collect();
+        devices.dedup_by(|a, b| a.id() == b.id());
+        Watch {
+            index,
+            devices,
+            reads,
+            scope: BTreeMap::new(),
+            when: None,
+            clear: None,
+            holding_since: None,
+        }
+    }
+
+    fn period(&self) -> u64 {
+        let polls = self.devices.iter().map(|d| d.spec.poll_ms);
+        polls.min().unwrap_or(100).max(5)
+    }
+
+    /// Judges the alarm once; `Some((active, why))` when it is to be raised or cleared.
+    fn step(&mut self, ctx: &Context) -> Option<(bool, String)> {
+        let alarm = &ctx.plant.alarms[self.index];
+        let was = ctx.alarms.is_active_at(self.index);
+        let silent = self.silent(alarm);
+        if self.refresh() {
+            (self.when, self.clear) = (None, None);
+        }
+        let holds = silent.is_some()
+            || *self
+                .when
+                .get_or_insert_with(|| eval(&alarm.when, &self.scope));
+        let since = match holds {
+            true => *self.holding_since.get_or_insert_with(Instant::now),
+            false => {
+                self.holding_since = None;
+                Instant::now()
+            }
+        };
+        let raised = holds && since.elapsed() >= Duration::from_millis(alarm.for_ms);
+        let active = match (&alarm.clear_when, was) {
+            // Hysteresis: once raised, only clear_when ends it (a silent device never does).
+            (Some(clear), true) => {
+                silent.is_some() || !*self.clear.get_or_insert_with(|| eval(clear, &self.scope))
+            }
+            _ => raised,
+        };
+        (active != was).then(|| {
+            let decided = match (&alarm.clear_when, was) {
+                (Some(clear), true) => clear,
+                _ => &alarm.when,
+            };
+            (active, self.why(silent, decided))
+        })
+    }
+
+    /// The first device it reads that is not answering, when the alarm counts that as holding.
+    fn silent(&self, alarm: &Alarm) -> Option<usize> {
+        if alarm.when_offline != WhenOffline::Block {
+            return None;
+        }
+        let mut devices = self.devices.iter();
+        devices.position(|d| d.liveness() != Liveness::Online)
+    }
+
+    /// Brings the values read up to the devices' latest samples, looked at where they lie;
+    /// whether any of them changed (then `scope` is made again).
+    fn refresh(&mut self) -> bool {
+        let mut changed = false;
+        for r in &mut self.reads {
+            let now = r
+                .device
+                .with_snapshot(|snap| snap.values.get(&r.signal).map(|v| v.value));
+            if now != r.last {
+                (r.last, changed) = (now, true);
+            }
+        }
+        if changed {
+            self.scope.clear();
+            for r in &self.reads {
+                if let Some(v) = r.last {
+                    let of = self.scope.entry(r.device.id().to_string()).or_default();
+                    of.insert(r.signal.clone(), v);
+                }
+            }
+        }
+        changed
+    }
+
+    /// Why the alarm is raised or cleared, in words: the values `cond` read, or the device
+    /// that went silent. Made only on a raise or a clear.
+    fn why(&self, silent: Option<usize>, cond: &Expr) -> String {
+        if let Some(i) = silent {
+            let id = self.devices[i].id();
+            return format!("{id} is not answering, so nothing shows it is safe");
+        }
+        let (signals, params) = (BTreeMap::new(), Params::new());
+        let scope = scope(&signals, &params, &self.scope);
+        let values = crate::admit::values_read(cond, &scope);
+        format!("`{}`{values}", cond.source())
+    }
+}
+
+/// An alarm's conditions: `when`, and `clear_when` when it has one.
+fn conditions(alarm: &Alarm) -> impl Iterator<Item = &Expr> {
+    std::iter::once(&alarm.when).chain(alarm.clear_when.as_ref())
+}
+
+/// Whether `cond` holds on `devices` (a value not read yet: it does not).
+fn eval(cond: &Expr, devices: &BTreeMap<String, BTreeMap<String, Value>>) -> bool {
+    let (signals, params) = (BTreeMap::new(), Params::new());
+    cond.eval_bool(&scope(&signals, &params, devices))
+        .unwrap_or(false)
+}
+
+fn scope<'a>(
+    signals: &'a BTreeMap<String, Value>,
+    params: &'a Params,
+    devices: &'a BTreeMap<String, BTreeMap<String, Value>>,
+) -> Scope<'a> {
+    Scope {
+        signals,
+        params,
+        devices,
+        extra_strings: &[],
+    }
+}
