@@ -175,11 +175,12 @@ pub fn render_surface(plant: &Plant) -> String {
             }
         }
     }
+    let mut schema = LastSchema::default();
     for device in &plant.devices {
         let blocked_by = blocked_by
             .get(device.id.as_str())
             .map_or(&[][..], Vec::as_slice);
-        render_device(&mut out, device, blocked_by);
+        render_device(&mut out, device, blocked_by, &mut schema);
     }
     for a in &plant.alarms {
         render_alarm(&mut out, a);
@@ -188,7 +189,7 @@ pub fn render_surface(plant: &Plant) -> String {
 }
 
 /// One device of the listing: its driver, polling and signals, then each action tool.
-fn render_device(out: &mut String, device: &Device, blocked_by: &[&str]) {
+fn render_device(out: &mut String, device: &Device, blocked_by: &[&str], schema: &mut LastSchema) {
     let signals: Vec<String> = device
         .signals
         .iter()
@@ -208,13 +209,19 @@ fn render_device(out: &mut String, device: &Device, blocked_by: &[&str]) {
         }
     );
     for action in &device.actions {
-        render_action(out, device, action, blocked_by);
+        render_action(out, device, action, blocked_by, schema);
     }
 }
 
 /// One action tool of the listing: its verification and effects, its envelope, the
 /// description an agent reads and the input schema.
-fn render_action(out: &mut String, device: &Device, action: &Action, blocked_by: &[&str]) {
+fn render_action(
+    out: &mut String,
+    device: &Device,
+    action: &Action,
+    blocked_by: &[&str],
+    schema: &mut LastSchema,
+) {
     let _ = writeln!(
         out,
         "\n  tool {}  (verification {}, {}, {})",
@@ -236,9 +243,30 @@ fn render_action(out: &mut String, device: &Device, action: &Action, blocked_by:
         let _ = writeln!(out, "    envelope: {}", envelope.join(", "));
     }
     let _ = writeln!(out, "    {}", action.tool_description(device));
-    let schema = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
-    for line in schema.lines() {
-        let _ = writeln!(out, "    {line}");
+    out.push_str(schema.of(action));
+}
+
+/// The input schema last listed, indented, with the parameters it was made from. A hall
+/// declares the same action on device after device, and an action's schema depends on its
+/// parameters alone: the listing makes it again only when they differ from the last ones
+/// (building and pretty-printing a JSON value per action was a tenth of `check` of 8,000 relays).
+#[derive(Default)]
+struct LastSchema {
+    params: Option<Vec<crate::ParamSpec>>,
+    text: String,
+}
+
+impl LastSchema {
+    fn of(&mut self, action: &Action) -> &str {
+        if self.params.as_deref() != Some(&action.params[..]) {
+            let pretty = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
+            self.text.clear();
+            for line in pretty.lines() {
+                let _ = writeln!(self.text, "    {line}");
+            }
+            self.params = Some(action.params.clone());
+        }
+        &self.text
     }
 }
 

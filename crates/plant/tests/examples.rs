@@ -273,3 +273,26 @@ fn surface_lists_every_tool() {
     assert!(text.contains("\"additionalProperties\": false"), "{text}");
     assert!(text.contains("get_command_status"), "{text}");
 }
+
+/// The listing makes an action's schema again only when its parameters differ from the last
+/// action's: each tool still shows its own, whatever came before it.
+#[test]
+fn the_surface_shows_each_tools_own_schema_when_neighbours_share_or_differ() {
+    let src = include_str!("../../../examples/workshop.toml");
+    let plant = parse(src, "workshop.toml", Path::new("/srv")).unwrap();
+    let text = closedloop_plant::render_surface(&plant);
+    let listed: Vec<(&str, &str)> = text
+        .split("\n  tool ")
+        .skip(1)
+        .map(|t| (t.split_whitespace().next().unwrap(), t))
+        .collect();
+    assert_eq!(listed.len(), 7, "{text}");
+    for device in &plant.devices {
+        for action in &device.actions {
+            let own = serde_json::to_string_pretty(&action.input_schema()).unwrap();
+            let (_, shown) = listed.iter().find(|(n, _)| *n == action.tool_name).unwrap();
+            let indented: String = own.lines().map(|l| format!("    {l}\n")).collect();
+            assert!(shown.contains(&indented), "{}: {shown}", action.tool_name);
+        }
+    }
+}
