@@ -11,7 +11,8 @@
 //! keeps the clock still while SQLite works, so a case replays the same way — and wraps every
 //! simulated device in a driver that logs each request with the device's physical state.
 //!
-//! The properties (`check.rs`, `physical.rs`), against that physical record:
+//! The properties (`check.rs`; each command's in `check/command.rs`; `physical.rs`), against that
+//! physical record:
 //! - `completed` + verified: `done_when` held physically on a fresh read after the ack;
 //! - `FEEDBACK_MISMATCH`: the feedback never physically moved between the ack and the deadline;
 //! - `TIMEOUT` (relays, heaters): no fresh, truthful read the engine had to judge found it done;
