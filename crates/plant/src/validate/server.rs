@@ -1,7 +1,7 @@
 //! `[server]`: name, journal location, tokens, tool mode.
 
 use crate::error::Sink;
-use crate::model::RawServer;
+use crate::model::{RawServer, RawToken};
 use crate::plant::{Server, Token, TokenScope};
 use std::path::Path;
 
@@ -31,8 +31,66 @@ pub(crate) fn server(
             sink.push(None, "server.journal", m);
             String::new()
         });
+    let tokens = tokens(raw.token, device_ids, sink);
+    let confirm_ttl_s = within(
+        raw.confirm_ttl_s.unwrap_or(DEFAULT_CONFIRM_TTL_S),
+        &crate::limits::CONFIRM_TTL_S,
+        (
+            "server.confirm_ttl_s",
+            "a confirmation should expire within a day; write a number of seconds in that range, or \
+         remove confirm_ttl_s for the default 120",
+        ),
+        sink,
+    );
+    let default_wait_s = within(
+        raw.default_wait_s.unwrap_or(DEFAULT_WAIT_S),
+        &crate::limits::DEFAULT_WAIT_S,
+        (
+            "server.default_wait_s",
+            "an action tool waits at most 10 s for a final status; write a number of seconds in that \
+         range, or remove default_wait_s for the default 2",
+        ),
+        sink,
+    );
+    let retain = raw.retain.as_deref().and_then(|text| {
+        retention(text)
+            .map_err(|m| sink.push(None, "server.retain", m))
+            .ok()
+    });
+    let confirm_by = confirmers(raw.confirm_by.unwrap_or_default(), &tokens, sink);
+    let lease_s = within(
+        raw.lease_s.unwrap_or(DEFAULT_LEASE_S),
+        &crate::limits::LEASE_S,
+        (
+            "server.lease_s",
+            "a lease is renewed every third of it; write a number of seconds in that range, or \
+         remove lease_s for the default 5",
+        ),
+        sink,
+    );
+    let otlp = raw.otlp.as_deref().and_then(|url| {
+        otlp_url(url)
+            .map_err(|m| sink.push(None, "server.otlp", m))
+            .ok()
+    });
+    Server {
+        name,
+        journal,
+        confirm_by,
+        tokens,
+        tools: raw.tools.unwrap_or_default(),
+        confirm_ttl_s,
+        default_wait_s,
+        retain,
+        lease_s,
+        otlp,
+    }
+}
+
+/// `[[server.token]]`: each name once, its SHA-256 in hex, its scopes parsed.
+fn tokens(raw: Vec<RawToken>, device_ids: &[String], sink: &mut Sink) -> Vec<Token> {
     let mut tokens: Vec<Token> = Vec::new();
-    for (i, t) in raw.token.into_iter().enumerate() {
+    for (i, t) in raw.into_iter().enumerate() {
         let key = format!("server.token[{i}]");
         if tokens.iter().any(|o| o.name == t.name) {
             sink.push(
@@ -64,53 +122,20 @@ pub(crate) fn server(
             scopes,
         });
     }
-    let confirm_ttl_s = raw.confirm_ttl_s.unwrap_or(DEFAULT_CONFIRM_TTL_S);
-    if let Err(m) = crate::limits::CONFIRM_TTL_S.check_f64(
-        confirm_ttl_s,
-        "a confirmation should expire within a day; write a number of seconds in that range, or \
-         remove confirm_ttl_s for the default 120",
-    ) {
-        sink.push(None, "server.confirm_ttl_s", m);
+    tokens
+}
+
+/// `value` when `limit` admits it; else the error on `key`, with `advice`, and `value` as given.
+fn within(
+    value: f64,
+    limit: &crate::limits::Limit,
+    (key, advice): (&str, &str),
+    sink: &mut Sink,
+) -> f64 {
+    if let Err(m) = limit.check_f64(value, advice) {
+        sink.push(None, key, m);
     }
-    let default_wait_s = raw.default_wait_s.unwrap_or(DEFAULT_WAIT_S);
-    if let Err(m) = crate::limits::DEFAULT_WAIT_S.check_f64(
-        default_wait_s,
-        "an action tool waits at most 10 s for a final status; write a number of seconds in that \
-         range, or remove default_wait_s for the default 2",
-    ) {
-        sink.push(None, "server.default_wait_s", m);
-    }
-    let retain = raw.retain.as_deref().and_then(|text| {
-        retention(text)
-            .map_err(|m| sink.push(None, "server.retain", m))
-            .ok()
-    });
-    let confirm_by = confirmers(raw.confirm_by.unwrap_or_default(), &tokens, sink);
-    let lease_s = raw.lease_s.unwrap_or(DEFAULT_LEASE_S);
-    if let Err(m) = crate::limits::LEASE_S.check_f64(
-        lease_s,
-        "a lease is renewed every third of it; write a number of seconds in that range, or \
-         remove lease_s for the default 5",
-    ) {
-        sink.push(None, "server.lease_s", m);
-    }
-    let otlp = raw.otlp.as_deref().and_then(|url| {
-        otlp_url(url)
-            .map_err(|m| sink.push(None, "server.otlp", m))
-            .ok()
-    });
-    Server {
-        name,
-        journal,
-        confirm_by,
-        tokens,
-        tools: raw.tools.unwrap_or_default(),
-        confirm_ttl_s,
-        default_wait_s,
-        retain,
-        lease_s,
-        otlp,
-    }
+    value
 }
 
 /// `otlp`: an OTLP/HTTP collector as `http://host[:port][/path]`, without the trailing slash.
