@@ -2,7 +2,7 @@
 //! tick, as the pollers share one tick per period. A hall with an alarm per device had a task
 //! and a timer per alarm, a copy of each device's sample and a CEL evaluation per alarm every
 //! period (8,000 alarms at 100 ms: half a core at rest). Now each alarm keeps the values its
-//! conditions read in a scope of its own, updated in place from the device's latest sample
+//! conditions read, updated in place from the device's latest sample
 //! where it lies, and evaluates a condition again only when one of those values changed.
 //!
 //! A raise or clear is on the board at once; its row goes to the journal through a task of its
@@ -110,9 +110,8 @@ struct Watch {
     devices: Vec<Arc<DeviceRuntime>>,
     /// Each `devices.<id>.<signal>` its conditions read, once, with the value last seen.
     reads: Vec<Read>,
-    /// The values of `reads` as an expression scope, made again when one of them changed.
-    scope: BTreeMap<String, BTreeMap<String, Value>>,
-    /// `when` and `clear_when` as last evaluated on `scope`; `None` once a value changed.
+    /// `when` and `clear_when` as last evaluated on `reads`; `None` once a value changed. The
+    /// scope an evaluation needs is made for it and dropped: kept, it was a kilobyte an alarm.
     when: Option<bool>,
     clear: Option<bool>,
     /// Since when `when` has held without a break (for `for_ms`).
@@ -150,7 +149,6 @@ impl Watch {
             index,
             devices,
             reads,
-            scope: BTreeMap::new(),
             when: None,
             clear: None,
             holding_since: None,
@@ -170,10 +168,7 @@ impl Watch {
         if self.refresh() {
             (self.when, self.clear) = (None, None);
         }
-        let holds = silent.is_some()
-            || *self
-                .when
-                .get_or_insert_with(|| eval(&alarm.when, &self.scope));
+        let holds = silent.is_some() || judged(&mut self.when, &alarm.when, &self.reads);
         let since = match holds {
             true => *self.holding_since.get_or_insert_with(Instant::now),
             false => {
@@ -184,9 +179,7 @@ impl Watch {
         let raised = holds && since.elapsed() >= Duration::from_millis(alarm.for_ms);
         let active = match (&alarm.clear_when, was) {
             // Hysteresis: once raised, only clear_when ends it (a silent device never does).
-            (Some(clear), true) => {
-                silent.is_some() || !*self.clear.get_or_insert_with(|| eval(clear, &self.scope))
-            }
+            (Some(clear), true) => silent.is_some() || !judged(&mut self.clear, clear, &self.reads),
             _ => raised,
         };
         (active != was).then(|| {
@@ -208,7 +201,7 @@ impl Watch {
     }
 
     /// Brings the values read up to the devices' latest samples, looked at where they lie;
-    /// whether any of them changed (then `scope` is made again).
+    /// whether any of them changed.
     fn refresh(&mut self) -> bool {
         let mut changed = false;
         for r in &mut self.reads {
@@ -217,15 +210,6 @@ impl Watch {
                 .with_snapshot(|snap| snap.values.get(&r.signal).map(|v| v.value));
             if now != r.last {
                 (r.last, changed) = (now, true);
-            }
-        }
-        if changed {
-            self.scope.clear();
-            for r in &self.reads {
-                if let Some(v) = r.last {
-                    let of = self.scope.entry(r.device.id().to_string()).or_default();
-                    of.insert(r.signal.clone(), v);
-                }
             }
         }
         changed
@@ -239,7 +223,8 @@ impl Watch {
             return format!("{id} is not answering, so nothing shows it is safe");
         }
         let (signals, params) = (BTreeMap::new(), Params::new());
-        let scope = scope(&signals, &params, &self.scope);
+        let devices = values(&self.reads);
+        let scope = scope(&signals, &params, &devices);
         let values = crate::admit::values_read(cond, &scope);
         format!("`{}`{values}", cond.source())
     }
@@ -250,11 +235,26 @@ fn conditions(alarm: &Alarm) -> impl Iterator<Item = &Expr> {
     std::iter::once(&alarm.when).chain(alarm.clear_when.as_ref())
 }
 
-/// Whether `cond` holds on `devices` (a value not read yet: it does not).
-fn eval(cond: &Expr, devices: &BTreeMap<String, BTreeMap<String, Value>>) -> bool {
-    let (signals, params) = (BTreeMap::new(), Params::new());
-    cond.eval_bool(&scope(&signals, &params, devices))
-        .unwrap_or(false)
+/// Whether `cond` holds on the values `reads` last saw (a value not read yet: it does not), as
+/// judged before unless `last` was emptied by a change.
+fn judged(last: &mut Option<bool>, cond: &Expr, reads: &[Read]) -> bool {
+    *last.get_or_insert_with(|| {
+        let (signals, params, devices) = (BTreeMap::new(), Params::new(), values(reads));
+        let holds = cond.eval_bool(&scope(&signals, &params, &devices));
+        holds.unwrap_or(false)
+    })
+}
+
+/// The values `reads` last saw, as an expression scope's `devices.<id>.<signal>`.
+fn values(reads: &[Read]) -> BTreeMap<String, BTreeMap<String, Value>> {
+    let mut devices: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
+    for r in reads {
+        if let Some(v) = r.last {
+            let of = devices.entry(r.device.id().to_string()).or_default();
+            of.insert(r.signal.clone(), v);
+        }
+    }
+    devices
 }
 
 fn scope<'a>(
