@@ -168,11 +168,8 @@ pub(crate) fn blocking_names(ctx: &Context, device: &str) -> Vec<String> {
         .collect()
 }
 
-/// Starts the alarms' watchers (`watch.rs`); they end when `stop` is notified.
-pub(crate) fn spawn_watchers(
-    ctx: &Arc<Context>,
-    stop: &Arc<Notify>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+/// Starts the alarms' watchers (`watch.rs`): the groups end when `stop` is notified.
+pub(crate) fn spawn_watchers(ctx: &Arc<Context>, stop: &Arc<Notify>) -> watch::Watchers {
     watch::spawn(ctx, stop)
 }
 

@@ -27,6 +27,9 @@ pub struct Engine {
     pub(crate) ctx: Arc<Context>,
     stop_pollers: Arc<Notify>,
     pollers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// The task writing alarms' raises and clears to the journal: awaited (bounded) at shutdown
+    /// once the watchers are stopped, so the rows still waiting are written before it closes.
+    alarm_rows: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// One lock per idempotency key in use: the lookup and the insert of a keyed submission happen
     /// under it, so two concurrent calls with one key can never create two commands.
     pub(crate) keys:
@@ -75,11 +78,13 @@ impl Engine {
             .values()
             .map(|d| d.spawn_reader(Arc::clone(&stop_pollers)))
             .collect::<Vec<_>>();
-        pollers.extend(crate::alarms::spawn_watchers(&ctx, &stop_pollers));
+        let alarms = crate::alarms::spawn_watchers(&ctx, &stop_pollers);
+        pollers.extend(alarms.groups);
         let engine = Engine {
             ctx,
             stop_pollers,
             pollers: std::sync::Mutex::new(pollers),
+            alarm_rows: std::sync::Mutex::new(alarms.journal),
             keys: std::sync::Mutex::new(std::collections::HashMap::new()),
             tasks: std::sync::Mutex::new(Vec::new()),
         };
@@ -262,6 +267,14 @@ impl Engine {
             .drain(..)
         {
             p.abort();
+        }
+        let rows = self
+            .alarm_rows
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(rows) = rows {
+            let _ = tokio::time::timeout(Duration::from_secs(5), rows).await;
         }
         self.ctx.journal.close().await;
     }

@@ -112,3 +112,43 @@ async fn alarms_of_two_periods_raise_and_clear_each_on_their_own_devices() {
     assert_eq!(lamp.status, Status::Completed, "{lamp:#?}");
     assert!(rig.sim("lamp").peek().contact.unwrap());
 }
+
+/// Raises waiting for the journal when the gateway shuts down are written before it closes,
+/// not dropped with the watchers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raises_still_waiting_for_the_journal_at_shutdown_are_written() {
+    const ALARMS: usize = 100;
+    let door = relay("").replace("id = \"lamp\"", "id = \"door\"");
+    let alarms: String = (0..ALARMS)
+        .map(|i| {
+            format!(
+                "\n[[alarm]]\nname = \"DOOR_{i}\"\nwhen = \"devices.door.contact\"\nblocks = [\"lamp\"]\ndescription = \"The door is open.\"\n"
+            )
+        })
+        .collect();
+    let rig = rig(&format!("{}{door}{alarms}", relay(""))).await;
+    rig.online("lamp").await;
+    rig.online("door").await;
+    until_active(&rig, &[]).await;
+    let open = rig.act("door", "switch", json!({"on": true}), 2.0).await;
+    assert_eq!(open.status, Status::Completed, "{open:#?}");
+    for _ in 0..500 {
+        if active(&rig).len() == ALARMS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        active(&rig).len(),
+        ALARMS,
+        "every alarm raised on the board"
+    );
+    rig.engine.shutdown().await;
+    let url = format!("sqlite://{}", rig.dir.path().join("journal.db").display());
+    let journal = closedloop_journal::Journal::open_read_only(&url)
+        .await
+        .unwrap();
+    let kept = journal.alarm_events(0, 10_000).await.unwrap();
+    let raised = kept.iter().filter(|a| a.active).count();
+    assert_eq!(raised, ALARMS, "raises journaled");
+}

@@ -246,6 +246,13 @@ fn render_action(
     out.push_str(schema.of(action));
 }
 
+/// Equal parameters whose bounds are equal to the bit: `-0.0` equals `0.0` but is written
+/// `-0.0` in a schema.
+fn same_params(a: &[crate::ParamSpec], b: &[crate::ParamSpec]) -> bool {
+    let bits = |p: &crate::ParamSpec| (p.min.map(f64::to_bits), p.max.map(f64::to_bits));
+    a == b && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y))
+}
+
 /// The input schema last listed, indented, with the parameters it was made from. A hall
 /// declares the same action on device after device, and an action's schema depends on its
 /// parameters alone: the listing makes it again only when they differ from the last ones
@@ -258,7 +265,11 @@ struct LastSchema {
 
 impl LastSchema {
     fn of(&mut self, action: &Action) -> &str {
-        if self.params.as_deref() != Some(&action.params[..]) {
+        if !self
+            .params
+            .as_deref()
+            .is_some_and(|p| same_params(p, &action.params))
+        {
             let pretty = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
             self.text.clear();
             for line in pretty.lines() {

@@ -296,3 +296,31 @@ fn the_surface_shows_each_tools_own_schema_when_neighbours_share_or_differ() {
         }
     }
 }
+
+/// `-0.0` equals `0.0`, yet a schema writes it `-0.0`: a neighbour's schema is not reused for it.
+#[test]
+fn a_bound_of_minus_zero_is_listed_as_written_after_one_of_zero() {
+    let device = |id: &str, min: &str| {
+        format!(
+            r#"
+[[device]]
+id = "{id}"
+driver = {{ kind = "sim", model = "heater" }}
+[device.signals]
+temperature_c = {{ input = 0, type = "i16", scale = 0.1 }}
+[[device.action]]
+name = "set"
+description = "Set the {id} setpoint."
+params = {{ c = {{ type = "number", min = {min}, max = 90.0 }} }}
+write = [{{ holding = 0, scale = 0.1, value = "params.c" }}]
+done_when = "abs(temperature_c - params.c) <= 0.5"
+expect_s = 10
+"#
+        )
+    };
+    let src = format!("{}{}", device("a", "0.0"), device("b", "-0.0"));
+    let text = closedloop_plant::render_surface(&parse(&src, "t.toml", Path::new("/srv")).unwrap());
+    let (a, b) = text.split_once("\n  tool b_set").unwrap();
+    assert!(a.contains("\"minimum\": 0.0") && !a.contains("-0.0"), "{a}");
+    assert!(b.contains("\"minimum\": -0.0"), "{b}");
+}

@@ -19,48 +19,70 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-/// Starts one watcher task per distinct period among the alarms; they end when `stop` is
-/// notified. An alarm's period is the shortest poll period of the devices it reads (5 ms at
-/// least, 100 ms when it reads none the plant has).
-pub(crate) fn spawn(ctx: &Arc<Context>, stop: &Arc<Notify>) -> Vec<tokio::task::JoinHandle<()>> {
+/// How many raises and clears may wait for a journal that is behind; past that, a row is
+/// logged as not journaled rather than held (the board has the alarm either way).
+const WAITING_ROWS: usize = 4096;
+
+/// The alarms' tasks: one per distinct period, and the one writing their rows to the journal.
+#[derive(Default)]
+pub(crate) struct Watchers {
+    /// They end when `stop` is notified (or are aborted).
+    pub groups: Vec<JoinHandle<()>>,
+    /// Ends once every group has ended and the rows waiting are written: await it, bounded,
+    /// before the journal closes.
+    pub journal: Option<JoinHandle<()>>,
+}
+
+/// Starts one watcher task per distinct period among the alarms. An alarm's period is the
+/// shortest poll period of the devices it reads (5 ms at least, 100 ms when it reads none the
+/// plant has).
+pub(crate) fn spawn(ctx: &Arc<Context>, stop: &Arc<Notify>) -> Watchers {
     if ctx.plant.alarms.is_empty() {
-        return Vec::new();
+        return Watchers::default();
     }
-    let (rows, journal) = mpsc::unbounded_channel();
-    let mut tasks = vec![tokio::spawn(journal_rows(Arc::clone(ctx), journal))];
+    let (rows, journal) = mpsc::channel(WAITING_ROWS);
+    let journal = Some(tokio::spawn(journal_rows(Arc::clone(ctx), journal)));
     let mut by_period: BTreeMap<u64, Vec<Watch>> = BTreeMap::new();
     for index in 0..ctx.plant.alarms.len() {
         let watch = Watch::new(ctx, index);
         by_period.entry(watch.period()).or_default().push(watch);
     }
-    tasks.extend(by_period.into_iter().map(|(ms, watches)| {
+    let groups = by_period.into_iter().map(|(ms, watches)| {
         let group = Group {
             ctx: Arc::clone(ctx),
             period: Duration::from_millis(ms),
             rows: rows.clone(),
         };
         tokio::spawn(group.run(watches, Arc::clone(stop)))
-    }));
-    tasks
+    });
+    Watchers {
+        groups: groups.collect(),
+        journal,
+    }
 }
 
 /// The alarms of one period and where their raises and clears go.
 struct Group {
     ctx: Arc<Context>,
     period: Duration,
-    rows: mpsc::UnboundedSender<AlarmRow>,
+    rows: mpsc::Sender<AlarmRow>,
 }
 
 impl Group {
     async fn run(self, mut watches: Vec<Watch>, stop: Arc<Notify>) {
         let mut tick = tokio::time::interval(self.period);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Waiting from now on: a stop notified while the alarms are being judged is not missed.
+        let stopped = stop.notified();
+        tokio::pin!(stopped);
+        stopped.as_mut().enable();
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                _ = stop.notified() => return,
+                _ = &mut stopped => return,
             }
             for watch in &mut watches {
                 if let Some((active, why)) = watch.step(&self.ctx) {
@@ -87,15 +109,17 @@ impl Group {
         };
         if self.ctx.alarms.set(index, state) {
             tracing::warn!(alarm = %alarm.name, active, "alarm {}", if active { "raised" } else { "cleared" });
-            // The journal task ends only after every group has: it is there to take the row.
-            let _ = self.rows.send(row);
+            if let Err(e) = self.rows.try_send(row) {
+                let behind = matches!(e, mpsc::error::TrySendError::Full(_));
+                tracing::error!(alarm = %alarm.name, behind, "alarm not journaled: {WAITING_ROWS} raises and clears already wait for the journal");
+            }
         }
     }
 }
 
 /// Writes the raises and clears in the order they happened, until every group has ended. A
 /// journal that refuses is logged, never waited for: the alarm blocks its devices either way.
-async fn journal_rows(ctx: Arc<Context>, mut rows: mpsc::UnboundedReceiver<AlarmRow>) {
+async fn journal_rows(ctx: Arc<Context>, mut rows: mpsc::Receiver<AlarmRow>) {
     while let Some(row) = rows.recv().await {
         if let Err(e) = ctx.journal.record_alarm(&row).await {
             tracing::error!(alarm = %row.name, error = %e, "alarm not journaled");
@@ -208,7 +232,7 @@ impl Watch {
             let now = r
                 .device
                 .with_snapshot(|snap| snap.values.get(&r.signal).map(|v| v.value));
-            if now != r.last {
+            if !same(now, r.last) {
                 (r.last, changed) = (now, true);
             }
         }
@@ -227,6 +251,15 @@ impl Watch {
         let scope = scope(&signals, &params, &devices);
         let values = crate::admit::values_read(cond, &scope);
         format!("`{}`{values}", cond.source())
+    }
+}
+
+/// Whether two values read are the same to the bit: `-0.0` is not `0.0` to a condition that
+/// divides by it, and a NaN read again is no change.
+fn same(a: Option<Value>, b: Option<Value>) -> bool {
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => x.to_bits() == y.to_bits(),
+        _ => a == b,
     }
 }
 
@@ -267,5 +300,24 @@ fn scope<'a>(
         params,
         devices,
         extra_strings: &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Value, same};
+
+    #[test]
+    fn a_value_is_the_same_only_to_the_bit() {
+        let n = |x: f64| Some(Value::Number(x));
+        assert!(same(n(1.5), n(1.5)));
+        assert!(!same(n(0.0), n(-0.0)), "1 / x tells them apart");
+        assert!(
+            same(n(f64::NAN), n(f64::NAN)),
+            "a NaN read again is no change"
+        );
+        assert!(!same(n(1.0), Some(Value::Bool(true))));
+        assert!(!same(n(1.0), None), "a value gone is a change");
+        assert!(same(None, None));
     }
 }
