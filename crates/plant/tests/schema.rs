@@ -174,3 +174,21 @@ fn a_checklist_is_named_in_the_description_and_needs_confirm() {
         "{text}"
     );
 }
+
+/// A loaded plant keeps no spare room in its per-device lists: grown by pushes, a list of one
+/// holds room for four, and a hall of 8,000 single-action relays kept 20 MB of it.
+#[test]
+fn a_loaded_plants_lists_hold_no_spare_room() {
+    let plant = plant();
+    for d in &plant.devices {
+        let room = |what: &str, len: usize, capacity: usize| {
+            assert_eq!(capacity, len, "{}: {what} holds spare room", d.id);
+        };
+        room("signals", d.signals.len(), d.signals.capacity());
+        room("actions", d.actions.len(), d.actions.capacity());
+        for a in &d.actions {
+            room("params", a.params.len(), a.params.capacity());
+            room("write", a.write.len(), a.write.capacity());
+        }
+    }
+}

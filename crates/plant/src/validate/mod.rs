@@ -165,7 +165,7 @@ fn pending_devices(value: Option<toml::Value>, base_dir: &Path, sink: &mut Sink)
             Vec::new()
         }
     };
-    let mut pending: Vec<Pending> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::with_capacity(device_values.len());
     // Ids seen so far: a search through `pending` per device made loading quadratic.
     let mut seen = std::collections::HashSet::new();
     for (i, value) in device_values.into_iter().enumerate() {
@@ -211,7 +211,7 @@ fn catalog(pending: &[Pending]) -> Catalog {
 /// Checks each device's actions against the catalog and assembles the devices that are
 /// complete (a valid id and driver).
 fn devices(pending: Vec<Pending>, catalog: &Catalog, sink: &mut Sink) -> Vec<Device> {
-    let mut devices = Vec::new();
+    let mut devices = Vec::with_capacity(pending.len());
     let mut tool_names: BTreeMap<String, String> = BTreeMap::new();
     for mut p in pending {
         let actions = action::actions(&mut p, catalog, sink);

@@ -26,7 +26,7 @@ pub(crate) fn signals(
             return Vec::new();
         }
     };
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(t.len());
     for (name, value) in t {
         let key = format!("signals.{name}");
         if let Err(m) = super::exprs::check_name(&name) {

@@ -14,7 +14,7 @@ impl ActionCheck<'_> {
         entries: &[toml::Value],
         ctx: &ExprCtx,
     ) -> Vec<WriteEntry> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(entries.len());
         for (i, v) in entries.iter().enumerate() {
             let k = format!("{key}[{i}]");
             let keys: Vec<String> = v
