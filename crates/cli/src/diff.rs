@@ -9,6 +9,8 @@
 //! loads, prints and decides the exit code.
 
 #[cfg(test)]
+mod command_tests;
+#[cfg(test)]
 mod person_tests;
 mod rules;
 #[cfg(test)]

@@ -109,9 +109,16 @@ impl Group {
         };
         if self.ctx.alarms.set(index, state) {
             tracing::warn!(alarm = %alarm.name, active, "alarm {}", if active { "raised" } else { "cleared" });
-            if let Err(e) = self.rows.try_send(row) {
-                let behind = matches!(e, mpsc::error::TrySendError::Full(_));
-                tracing::error!(alarm = %alarm.name, behind, "alarm not journaled: {WAITING_ROWS} raises and clears already wait for the journal");
+            match self.rows.try_send(row) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => tracing::error!(
+                    alarm = %alarm.name,
+                    "alarm not journaled: {WAITING_ROWS} raises and clears already wait for the journal"
+                ),
+                Err(mpsc::error::TrySendError::Closed(_)) => tracing::error!(
+                    alarm = %alarm.name,
+                    "alarm not journaled: the journal's writer of alarms has stopped (shutting down)"
+                ),
             }
         }
     }
