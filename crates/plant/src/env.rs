@@ -36,6 +36,17 @@ pub(crate) fn substitute(
     missing
 }
 
+/// As [`substitute`], for one value (a device's table): the paths start inside it.
+pub(crate) fn substitute_value(
+    value: &mut toml::Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Vec<Missing> {
+    let mut missing = Vec::new();
+    let mut path = Vec::new();
+    walk(value, lookup, &mut path, &mut missing);
+    missing
+}
+
 /// A step of the path being walked, borrowed from the document: the path is copied only for
 /// a variable that is not set, not for each of a hall's hundred thousand keys.
 #[derive(Clone, Copy)]

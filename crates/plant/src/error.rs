@@ -79,7 +79,10 @@ impl std::error::Error for PlantErrors {}
 /// Collects errors while validating, so that one pass reports every problem.
 pub(crate) struct Sink {
     file: String,
-    errors: Vec<PlantError>,
+    /// Each problem with the part of the report it belongs to.
+    errors: Vec<(Section, PlantError)>,
+    /// The part new problems go to.
+    section: Section,
     /// Places whose value is known to be wrong for a reason already reported (an unset
     /// `${env:NAME}`): follow-on errors there would only mislead.
     muted: Vec<(Option<String>, String)>,
@@ -90,8 +93,14 @@ impl Sink {
         Sink {
             file: file.to_string(),
             errors: Vec::new(),
+            section: Section::Rest,
             muted: Vec::new(),
         }
+    }
+
+    /// Sends the problems recorded from now on to `section` of the report.
+    pub(crate) fn section(&mut self, section: Section) {
+        self.section = section;
     }
 
     /// Records a problem at `key` (empty: none) of `device` (None: outside any device).
@@ -103,13 +112,14 @@ impl Sink {
         {
             return;
         }
-        self.errors.push(PlantError {
+        let error = PlantError {
             file: self.file.clone(),
             device: device.map(str::to_string),
             key: (!key.is_empty()).then(|| key.to_string()),
             line: None,
             message: message.into(),
-        });
+        };
+        self.errors.push((self.section.clone(), error));
     }
 
     /// Reports nothing more at `key` of `device`.
@@ -126,13 +136,14 @@ impl Sink {
         line: (usize, usize),
         message: String,
     ) {
-        self.errors.push(PlantError {
+        let error = PlantError {
             file: self.file.clone(),
             device,
             key,
             line: Some(line),
             message,
-        });
+        };
+        self.errors.push((self.section.clone(), error));
     }
 
     pub(crate) fn count(&self) -> usize {
@@ -143,13 +154,31 @@ impl Sink {
         if self.errors.is_empty() {
             Ok(value)
         } else {
-            Err(PlantErrors(self.errors))
+            Err(self.into_errors())
         }
     }
 
-    pub(crate) fn into_errors(self) -> PlantErrors {
-        PlantErrors(self.errors)
+    /// The problems, section by section, each section's in the order they were found.
+    pub(crate) fn into_errors(mut self) -> PlantErrors {
+        self.errors.sort_by(|a, b| a.0.cmp(&b.0));
+        PlantErrors(self.errors.into_iter().map(|(_, e)| e).collect())
     }
+}
+
+/// The parts of a report, in the order they are shown. A hall is checked one device at a time
+/// as its text is read, but the report reads as if each step had run over the whole file: the
+/// unset `${env:NAME}` first (by top-level key, as the file's table orders them), then unknown
+/// top-level keys, then `[server]`, then the devices, alarms and actions.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Section {
+    /// An unset `${env:NAME}` under this top-level key.
+    Env(String),
+    /// A top-level key that is not `server`, `device` or `alarm`.
+    TopLevel,
+    /// `[server]`.
+    Server,
+    /// Everything else, in the order found.
+    Rest,
 }
 
 /// Joins key path segments with dots, skipping empty ones.

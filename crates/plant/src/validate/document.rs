@@ -1,10 +1,12 @@
-//! The plant file's text parsed into a TOML table one `[[device]]` (or `[[alarm]]`) at a time.
+//! The plant file's text parsed one `[[device]]` (or `[[alarm]]`) at a time.
 //!
 //! The `toml` crate parses a whole document through a token list, an event list and a spanned
 //! tree before it builds the table: for a hall of 8,000 relays (4 MB of text) that is 160 MB
 //! at its peak, most of it freed at once, and the allocator's work on it grew faster than the
 //! file (`closedloop bench --hall`). Parsed piece by piece, each piece's scaffolding is freed
-//! before the next is read, and only the tables themselves stay.
+//! before the next is read. The loader goes further ([`head_and_pieces`], [`piece`]): it
+//! checks each device as soon as its piece is parsed and drops the piece's tree, so the tables
+//! of a whole hall (40 MB of them for 8,000 relays) never exist at once.
 //!
 //! The pieces give the same table as the whole text or none at all: a piece that does not
 //! parse, or one whose keys could mean something else in the whole document (a `[server]` after
@@ -18,13 +20,51 @@ const PIECES: [&str; 2] = ["device", "alarm"];
 
 /// Parses `src` as the whole document would be parsed.
 pub(crate) fn parse(src: &str) -> Result<Table, toml::de::Error> {
-    let pieces = split(src);
-    if pieces.len() > 1
-        && let Some(table) = assemble(&pieces)
-    {
+    if let Some(table) = assemble(src) {
         return Ok(table);
     }
     src.parse()
+}
+
+/// The text before the first piece, parsed, and the pieces still to parse; `None` when the
+/// file has no piece or its head names `device` or `alarm` itself (only the whole text can say
+/// what those mean). A loader that parses the pieces one at a time with [`piece`], and drops
+/// each before the next, never holds the whole file's tree.
+pub(crate) fn head_and_pieces(src: &str) -> Option<(Table, Vec<&str>)> {
+    let pieces = split(src);
+    if pieces.len() < 2 {
+        return None;
+    }
+    let head: Table = pieces[0].parse().ok()?;
+    if PIECES.iter().any(|p| head.contains_key(*p)) {
+        return None;
+    }
+    Some((head, pieces[1..].to_vec()))
+}
+
+/// One piece parsed: the array it adds to (`device` or `alarm`) and its tables; `None` when
+/// the piece does not parse on its own or holds more than its array, and the whole text must
+/// be parsed instead.
+pub(crate) fn piece(text: &str) -> Option<(&'static str, Vec<Value>)> {
+    let name = header(text.lines().next().unwrap_or(""))?;
+    let mut table: Table = text.parse().ok()?;
+    let Some(Value::Array(items)) = table.remove(name) else {
+        return None;
+    };
+    table.is_empty().then_some((name, items))
+}
+
+/// The pieces parsed and joined, or `None` when the whole text must be parsed instead.
+fn assemble(src: &str) -> Option<Table> {
+    let (mut doc, pieces) = head_and_pieces(src)?;
+    for text in pieces {
+        let (name, items) = piece(text)?;
+        match doc.entry(name).or_insert_with(|| Value::Array(Vec::new())) {
+            Value::Array(all) => all.extend(items),
+            _ => return None,
+        }
+    }
+    Some(doc)
 }
 
 /// The text before the first piece (empty when the file starts with one), then each piece
@@ -49,29 +89,6 @@ fn header(line: &str) -> Option<&'static str> {
     let code = line.split('#').next().unwrap_or("").trim();
     let name = code.strip_prefix("[[")?.strip_suffix("]]")?.trim();
     PIECES.into_iter().find(|p| *p == name)
-}
-
-/// The pieces parsed and joined, or `None` when the whole text must be parsed instead.
-fn assemble(pieces: &[&str]) -> Option<Table> {
-    let mut doc: Table = pieces[0].parse().ok()?;
-    if PIECES.iter().any(|p| doc.contains_key(*p)) {
-        return None;
-    }
-    for piece in &pieces[1..] {
-        let name = header(piece.lines().next().unwrap_or(""))?;
-        let mut table: Table = piece.parse().ok()?;
-        let Some(Value::Array(items)) = table.remove(name) else {
-            return None;
-        };
-        if !table.is_empty() {
-            return None;
-        }
-        match doc.entry(name).or_insert_with(|| Value::Array(Vec::new())) {
-            Value::Array(all) => all.extend(items),
-            _ => return None,
-        }
-    }
-    Some(doc)
 }
 
 /// Where a scan of the text is: in code, or inside a string that runs over lines.

@@ -1,9 +1,12 @@
 //! The validation pass: TOML text → a resolved [`Plant`], or every problem found.
 //!
-//! Steps: parse the text into a generic TOML table (syntax errors stop here); replace
-//! `${env:NAME}`; type the server, then each device piece by piece (head, driver, signals);
-//! then, knowing every device's signals, each action with its expressions. Errors are
-//! collected in a [`Sink`] so one run reports everything.
+//! Steps: parse the text before the devices, replace its `${env:NAME}`; then read the devices
+//! one `[[device]]` at a time, each parsed, its `${env:NAME}` replaced and typed (head, driver,
+//! signals) before the next is parsed; type the server (its token scopes name devices); then,
+//! knowing every device's signals, the alarms and each action with its expressions. A file
+//! that cannot be read piece by piece is parsed whole (syntax errors stop there) and checked the
+//! same way. Errors are collected in a [`Sink`] so one run reports everything, in sections
+//! that keep the report's order whichever way the file was read.
 
 mod action;
 mod device;
@@ -16,11 +19,11 @@ pub(crate) mod server;
 mod signal;
 mod sim;
 mod types;
+mod unset;
 mod write;
 
 use crate::action::Action;
-use crate::env::{self, Seg};
-use crate::error::{PlantErrors, Sink};
+use crate::error::{PlantErrors, Section, Sink};
 use crate::model::typed;
 use crate::plant::{Device, Plant, Server};
 use crate::syntax;
@@ -28,7 +31,7 @@ use device::Pending;
 mod alarm;
 use exprs::Catalog;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Where errors of one device go: its id (if it has one) and the key prefix inside it.
 pub(crate) struct Dev {
@@ -47,35 +50,134 @@ impl Dev {
 }
 
 /// Parses and validates `src`; `lookup` answers `${env:NAME}`.
+///
+/// A file of `[[device]]` pieces is checked one piece at a time, each device as soon as its
+/// text is parsed ([`document::piece`]); a piece only the whole text can read sends the check
+/// back to the start, on the whole text parsed at once. Both ways give the same report.
 pub(crate) fn run(
     src: &str,
     file_label: &str,
     base_dir: &Path,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Plant, PlantErrors> {
-    let mut sink = Sink::new(file_label);
-    let mut doc: toml::Table = match document::parse(src) {
+    let ctx = Ctx::new(file_label, base_dir, lookup);
+    if let Some((head, texts)) = document::head_and_pieces(src)
+        && let Some(done) = ctx.check(head, texts.into_iter().map(document::piece))
+    {
+        return done;
+    }
+    whole(&ctx, src)
+}
+
+/// Checks `src` parsed whole: a file that is not read piece by piece, or a piece that only the
+/// whole text can read.
+fn whole(ctx: &Ctx, src: &str) -> Result<Plant, PlantErrors> {
+    let mut doc: toml::Table = match src.parse() {
         Ok(t) => t,
         Err(e) => {
+            let mut sink = Sink::new(ctx.file_label);
             syntax_error(src, &e, &mut sink);
             return Err(sink.into_errors());
         }
     };
-    substitute_env(&mut doc, lookup, &mut sink);
-    let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
-    let file = base_dir.join(Path::new(file_label).file_name().unwrap_or_default());
-    let stem = Path::new(file_label)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("closedloop");
-    top_level_keys(&doc, &mut sink);
-    let server = server(&mut doc, stem, &base_dir, &mut sink);
-    let pending = pending_devices(doc.remove("device"), &base_dir, &mut sink);
-    let catalog = catalog(&pending);
-    let alarms = alarm::alarms(doc.remove("alarm"), &catalog, &mut sink);
-    let devices = devices(pending, &catalog, &mut sink);
-    cells_reachable(&devices, &mut sink);
-    sink.finish(Plant::new(file, server, devices, alarms))
+    // The whole text's lists of tables are read as one piece each; anything else under their
+    // names stays with the head, to be reported there.
+    let mut lists = Vec::new();
+    for name in ["device", "alarm"] {
+        if let Some(toml::Value::Array(_)) = doc.get(name)
+            && let Some(toml::Value::Array(items)) = doc.remove(name)
+        {
+            lists.push(Some((name, items)));
+        }
+    }
+    ctx.check(doc, lists.into_iter())
+        .expect("the whole text needs no other reading")
+}
+
+/// What every part of the check needs: where the file is and how `${env:NAME}` is answered.
+struct Ctx<'a> {
+    file_label: &'a str,
+    file: PathBuf,
+    base_dir: PathBuf,
+    stem: &'a str,
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        file_label: &'a str,
+        base_dir: &Path,
+        lookup: &'a dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        let base_dir = std::path::absolute(base_dir).unwrap_or_else(|_| base_dir.to_path_buf());
+        let file = base_dir.join(Path::new(file_label).file_name().unwrap_or_default());
+        let stem = Path::new(file_label)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("closedloop");
+        Ctx {
+            file_label,
+            file,
+            base_dir,
+            stem,
+            lookup,
+        }
+    }
+
+    /// Checks the head (the top-level keys but the lists of tables) and the pieces as they
+    /// come: `None` as soon as a piece is `None` (it must be read in the whole text).
+    fn check(
+        &self,
+        mut head: toml::Table,
+        pieces: impl Iterator<Item = Option<(&'static str, Vec<toml::Value>)>>,
+    ) -> Option<Result<Plant, PlantErrors>> {
+        let mut sink = Sink::new(self.file_label);
+        unset::in_table(&mut head, self.lookup, &mut sink);
+        sink.section(Section::TopLevel);
+        top_level_keys(&head, &mut sink);
+        sink.section(Section::Rest);
+        let mut pending = Pendings::default();
+        if let Some(v) = head.remove("device") {
+            pending.not_a_list(v, &mut sink);
+        }
+        let mut alarm_items: Option<Vec<toml::Value>> = None;
+        for piece in pieces {
+            match piece? {
+                ("device", items) => {
+                    for mut value in items {
+                        let index = pending.next_index();
+                        unset::in_device(index, &mut value, self.lookup, &mut sink);
+                        pending.add(index, value, &self.base_dir, &mut sink);
+                    }
+                }
+                (_, items) => alarm_items.get_or_insert_default().extend(items),
+            }
+        }
+        sink.section(Section::Server);
+        let server = server(
+            &mut head,
+            self.stem,
+            &self.base_dir,
+            &pending.ids(),
+            &mut sink,
+        );
+        sink.section(Section::Rest);
+        let pending = pending.finish(&mut sink);
+        let alarm_value = match alarm_items {
+            Some(items) => {
+                let mut t =
+                    toml::Table::from_iter([("alarm".to_string(), toml::Value::Array(items))]);
+                unset::in_table(&mut t, self.lookup, &mut sink);
+                t.remove("alarm")
+            }
+            None => head.remove("alarm"),
+        };
+        let catalog = catalog(&pending);
+        let alarms = alarm::alarms(alarm_value, &catalog, &mut sink);
+        let devices = devices(pending, &catalog, &mut sink);
+        cells_reachable(&devices, &mut sink);
+        Some(sink.finish(Plant::new(self.file.clone(), server, devices, alarms)))
+    }
 }
 
 /// Reports a TOML syntax error at its device, key and line: nothing else can be checked in a
@@ -95,20 +197,6 @@ fn syntax_error(src: &str, e: &toml::de::Error, sink: &mut Sink) {
         format!("TOML syntax error: {msg}")
     };
     sink.push_at(w.device, w.key, w.line, msg);
-}
-
-/// Replaces `${env:NAME}` in `doc`; a variable that is not set is reported, and its key muted
-/// so that the placeholder left there causes no follow-on error.
-fn substitute_env(doc: &mut toml::Table, lookup: &dyn Fn(&str) -> Option<String>, sink: &mut Sink) {
-    for m in env::substitute(doc, lookup) {
-        let (device, key) = locate(doc, &m.path);
-        sink.push(
-            device.as_deref(),
-            &key,
-            format!("the environment variable {} is not set; set it before starting closedloop, or write the value in the file", m.var),
-        );
-        sink.mute(device.as_deref(), &key);
-    }
 }
 
 /// Reports top-level keys other than `server`, `device` and `alarm`, which would otherwise be
@@ -131,8 +219,15 @@ fn top_level_keys(doc: &toml::Table, sink: &mut Sink) {
     }
 }
 
-/// Takes `[server]` out of `doc` and checks it (defaults when it is absent).
-fn server(doc: &mut toml::Table, stem: &str, base_dir: &Path, sink: &mut Sink) -> Server {
+/// Takes `[server]` out of `doc` and checks it (defaults when it is absent). Token scopes name
+/// devices: `ids` are the devices' ids as written.
+fn server(
+    doc: &mut toml::Table,
+    stem: &str,
+    base_dir: &Path,
+    ids: &[String],
+    sink: &mut Sink,
+) -> Server {
     let raw_server = match doc.remove("server") {
         None => Default::default(),
         Some(v) => typed(v, "server").unwrap_or_else(|(k, m)| {
@@ -140,40 +235,39 @@ fn server(doc: &mut toml::Table, stem: &str, base_dir: &Path, sink: &mut Sink) -
             Default::default()
         }),
     };
-    // Token scopes name devices; the ids as written are enough to check them, and checking
-    // the server first keeps the messages in file order.
-    let ids: Vec<String> = doc
-        .get("device")
-        .and_then(|d| d.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|d| d.get("id")?.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    server::server(raw_server, stem, base_dir, &ids, sink)
+    server::server(raw_server, stem, base_dir, ids, sink)
 }
 
-/// Checks every `[[device]]` but its actions (which need every device's signals), and that
-/// ids are unique and there is at least one device.
-fn pending_devices(value: Option<toml::Value>, base_dir: &Path, sink: &mut Sink) -> Vec<Pending> {
-    let device_values = match value {
-        None => Vec::new(),
-        Some(toml::Value::Array(items)) => items,
-        Some(_) => {
-            sink.push(None, "device", "write each device as a [[device]] table");
-            Vec::new()
-        }
-    };
-    let mut pending: Vec<Pending> = Vec::with_capacity(device_values.len());
-    // Ids seen so far: a search through `pending` per device made loading quadratic.
-    let mut seen = std::collections::HashSet::new();
-    for (i, value) in device_values.into_iter().enumerate() {
-        let Some(p) = device::device(i, value, base_dir, sink) else {
-            continue;
+/// Every `[[device]]` checked but its actions (which need every device's signals), one at a
+/// time as the file is read; ids checked unique.
+#[derive(Default)]
+struct Pendings {
+    list: Vec<Pending>,
+    /// Ids seen so far: a search through `list` per device made loading quadratic.
+    seen: std::collections::HashSet<String>,
+    /// How many device tables were read.
+    read: usize,
+}
+
+impl Pendings {
+    /// `device = ...` written as something other than a list of tables.
+    fn not_a_list(&mut self, _value: toml::Value, sink: &mut Sink) {
+        sink.push(None, "device", "write each device as a [[device]] table");
+    }
+
+    /// The index the next device table has in the file.
+    fn next_index(&self) -> usize {
+        self.read
+    }
+
+    /// Checks the `index`-th device table.
+    fn add(&mut self, index: usize, value: toml::Value, base_dir: &Path, sink: &mut Sink) {
+        self.read += 1;
+        let Some(p) = device::device(index, value, base_dir, sink) else {
+            return;
         };
         if let Some(id) = &p.id
-            && !seen.insert(id.clone())
+            && !self.seen.insert(id.clone())
         {
             p.dev.err(
                 sink,
@@ -181,16 +275,25 @@ fn pending_devices(value: Option<toml::Value>, base_dir: &Path, sink: &mut Sink)
                 format!("the device id \"{id}\" is used twice; give each device its own id"),
             );
         }
-        pending.push(p);
+        self.list.push(p);
     }
-    if pending.is_empty() && sink.count() == 0 {
-        sink.push(
-            None,
-            "device",
-            "the plant declares no device; add a [[device]] table",
-        );
+
+    /// The ids as written, for the server's token scopes.
+    fn ids(&self) -> Vec<String> {
+        self.list.iter().filter_map(|p| p.label.clone()).collect()
     }
-    pending
+
+    /// The devices; a plant of none is refused, unless something else was already reported.
+    fn finish(self, sink: &mut Sink) -> Vec<Pending> {
+        if self.list.is_empty() && sink.count() == 0 {
+            sink.push(
+                None,
+                "device",
+                "the plant declares no device; add a [[device]] table",
+            );
+        }
+        self.list
+    }
 }
 
 /// Every device's signals, for the expressions of actions and alarms (the first device of an
@@ -289,40 +392,5 @@ fn tool_name_clashes(
     }
 }
 
-/// The device id and device-relative key of a path into the document, for error messages.
-fn locate(doc: &toml::Table, path: &[Seg]) -> (Option<String>, String) {
-    let render = |segs: &[Seg], mut cur: Option<&toml::Value>| {
-        let mut key = String::new();
-        let mut prev_key = "";
-        for s in segs {
-            match s {
-                Seg::Key(k) => {
-                    if !key.is_empty() {
-                        key.push('.');
-                    }
-                    key.push_str(k);
-                    prev_key = k;
-                    cur = cur.and_then(|v| v.get(k.as_str()));
-                }
-                Seg::Index(i) => {
-                    cur = cur.and_then(|v| v.get(*i));
-                    let name = cur.and_then(|v| v.get("name")).and_then(|n| n.as_str());
-                    match name {
-                        Some(n) if prev_key == "action" => key.push_str(&format!(".{n}")),
-                        _ => key.push_str(&format!("[{i}]")),
-                    }
-                }
-            }
-        }
-        key
-    };
-    if let [Seg::Key(d), Seg::Index(i), rest @ ..] = path
-        && d == "device"
-    {
-        let dev = doc.get("device").and_then(|v| v.get(*i));
-        if let Some(id) = dev.and_then(|v| v.get("id")).and_then(|v| v.as_str()) {
-            return (Some(id.to_string()), render(rest, dev));
-        }
-    }
-    (None, render(path, Some(&toml::Value::Table(doc.clone()))))
-}
+#[cfg(test)]
+mod tests;
