@@ -158,8 +158,18 @@ impl Sink {
         }
     }
 
-    /// The problems, section by section, each section's in the order they were found.
+    /// The problems, section by section, each section's in the order they were found. A place
+    /// muted after a problem there was found still silences it, unless that problem is itself
+    /// an unset variable's: devices are checked as the file is read, and a later device of the
+    /// same id may mute a key an earlier one already reported.
     pub(crate) fn into_errors(mut self) -> PlantErrors {
+        let muted = self.muted;
+        self.errors.retain(|(section, e)| {
+            matches!(section, Section::Env(_))
+                || !muted
+                    .iter()
+                    .any(|(d, k)| *d == e.device && e.key.as_deref().unwrap_or("") == k)
+        });
         self.errors.sort_by(|a, b| a.0.cmp(&b.0));
         PlantErrors(self.errors.into_iter().map(|(_, e)| e).collect())
     }

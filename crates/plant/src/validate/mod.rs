@@ -153,6 +153,17 @@ impl<'a> Ctx<'a> {
                 (_, items) => alarm_items.get_or_insert_default().extend(items),
             }
         }
+        // Before the server and the count of problems: as if the whole file's variables were
+        // replaced first.
+        let alarm_value = match alarm_items {
+            Some(items) => {
+                let mut t =
+                    toml::Table::from_iter([("alarm".to_string(), toml::Value::Array(items))]);
+                unset::in_table(&mut t, self.lookup, &mut sink);
+                t.remove("alarm")
+            }
+            None => head.remove("alarm"),
+        };
         sink.section(Section::Server);
         let server = server(
             &mut head,
@@ -163,15 +174,6 @@ impl<'a> Ctx<'a> {
         );
         sink.section(Section::Rest);
         let pending = pending.finish(&mut sink);
-        let alarm_value = match alarm_items {
-            Some(items) => {
-                let mut t =
-                    toml::Table::from_iter([("alarm".to_string(), toml::Value::Array(items))]);
-                unset::in_table(&mut t, self.lookup, &mut sink);
-                t.remove("alarm")
-            }
-            None => head.remove("alarm"),
-        };
         let catalog = catalog(&pending);
         let alarms = alarm::alarms(alarm_value, &catalog, &mut sink);
         let devices = devices(pending, &catalog, &mut sink);

@@ -178,3 +178,46 @@ fn every_plant_in_the_repository_is_checked_piece_by_piece_as_it_is_whole() {
         assert_eq!(by_pieces, by_whole, "{}", path.display());
     }
 }
+
+/// Each problem of `src` as `device key: message`.
+fn problems(src: &str) -> Vec<String> {
+    let errors = run(src, "p.toml", Path::new("/srv"), &lookup).unwrap_err();
+    errors
+        .iter()
+        .map(|e| {
+            let device = e.device.as_deref().unwrap_or("-");
+            format!("{device} {}: {}", e.key.as_deref().unwrap_or(""), e.message)
+        })
+        .collect()
+}
+
+/// The report of the whole-file loader, for a plant of alarms only whose alarm reads an unset
+/// variable: the variable counts as a problem before "no device" is considered.
+#[test]
+fn an_unset_variable_in_an_alarm_is_reported_before_a_missing_device_would_be() {
+    let src = "[[alarm]]\nname = \"X\"\nwhen = \"${env:UNSET}\"\n";
+    assert_eq!(
+        problems(src),
+        [
+            "- alarm[0].when: the environment variable UNSET is not set; set it before starting \
+             closedloop, or write the value in the file",
+            "- alarm[0].blocks: an alarm blocks devices: write blocks = [\"<device id>\", …]",
+        ]
+    );
+}
+
+/// The report of the whole-file loader: a key muted for its unset variable in a later device
+/// of the same id silences that key in an earlier one, read before the mute was known.
+#[test]
+fn a_key_muted_by_a_later_device_of_the_same_id_is_silent_in_an_earlier_one() {
+    let device = "[[device]]\nid = \"a\"\ndriver = { kind = \"sim\", model = \"relay\" }\n";
+    let src = format!("{device}poll_ms = 0\n{device}poll_ms = \"${{env:P}}\"\n");
+    assert_eq!(
+        problems(&src),
+        [
+            "a poll_ms: the environment variable P is not set; set it before starting \
+             closedloop, or write the value in the file",
+            "a id: the device id \"a\" is used twice; give each device its own id",
+        ]
+    );
+}
