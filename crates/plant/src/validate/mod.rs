@@ -137,17 +137,16 @@ impl<'a> Ctx<'a> {
         top_level_keys(&head, &mut sink);
         sink.section(Section::Rest);
         let mut pending = Pendings::default();
-        if let Some(v) = head.remove("device") {
-            pending.not_a_list(v, &mut sink);
+        if head.remove("device").is_some() {
+            // Written as something other than a list of tables.
+            sink.push(None, "device", "write each device as a [[device]] table");
         }
         let mut alarm_items: Option<Vec<toml::Value>> = None;
         for piece in pieces {
             match piece? {
                 ("device", items) => {
-                    for mut value in items {
-                        let index = pending.next_index();
-                        unset::in_device(index, &mut value, self.lookup, &mut sink);
-                        pending.add(index, value, &self.base_dir, &mut sink);
+                    for value in items {
+                        pending.add(value, self, &mut sink);
                     }
                 }
                 (_, items) => alarm_items.get_or_insert_default().extend(items),
@@ -252,20 +251,12 @@ struct Pendings {
 }
 
 impl Pendings {
-    /// `device = ...` written as something other than a list of tables.
-    fn not_a_list(&mut self, _value: toml::Value, sink: &mut Sink) {
-        sink.push(None, "device", "write each device as a [[device]] table");
-    }
-
-    /// The index the next device table has in the file.
-    fn next_index(&self) -> usize {
-        self.read
-    }
-
-    /// Checks the `index`-th device table.
-    fn add(&mut self, index: usize, value: toml::Value, base_dir: &Path, sink: &mut Sink) {
+    /// Checks the next device table: its `${env:NAME}` replaced, then typed.
+    fn add(&mut self, mut value: toml::Value, ctx: &Ctx, sink: &mut Sink) {
+        let index = self.read;
         self.read += 1;
-        let Some(p) = device::device(index, value, base_dir, sink) else {
+        unset::in_device(index, &mut value, ctx.lookup, sink);
+        let Some(p) = device::device(index, value, &ctx.base_dir, sink) else {
             return;
         };
         if let Some(id) = &p.id
