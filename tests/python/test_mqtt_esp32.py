@@ -70,12 +70,13 @@ def broker(tmp_path: Path) -> Iterator[tuple[str, int]]:
 class Esp32:
     """mqtt/esp32_lamp.py as a child process, with its stdin control."""
 
-    def __init__(self, host: str, port: int, prefix: str, log: Path) -> None:
+    def __init__(self, host: str, port: int, prefix: str, log: Path, period_s: float = 0.3) -> None:
         require("paho.mqtt.client")
         self.log = log
         with open(log, "w", encoding="utf-8") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, str(LAMP), "--host", host, "--port", str(port), "--prefix", prefix],
+                [sys.executable, str(LAMP), "--host", host, "--port", str(port), "--prefix", prefix,
+                 "--period", str(period_s)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1,
             )
         self.lines = Lines(self.proc, log)
@@ -103,14 +104,24 @@ class Esp32:
         self.proc.wait()
 
 
-@pytest.fixture
-def lamp(tmp_path: Path, broker: tuple[str, int], request: pytest.FixtureRequest) -> Iterator[tuple[Esp32, Path]]:
-    """The firmware on a fresh prefix, and a plant for it."""
-    host, port = broker
-    prefix = f"closedloop-test/{uuid.uuid4().hex[:12]}/lamp"
-    device = Esp32(host, port, prefix, tmp_path / "esp32.log")
-    plant = tmp_path / "plant.toml"
-    plant.write_text(
+def lamp_plant(path: Path, host: str, port: int, prefix: str, *, max_silence_s: float, poll_ms: int,
+               actions: dict[str, float]) -> Path:
+    """A plant for the firmware on `prefix`: its `power` and `uptime_s`, and one switch action per
+    entry of `actions` (name: expect_s)."""
+    switches = "".join(
+        f"""
+[[device.action]]
+name = "{name}"
+description = "Switch the lamp."
+params = {{ on = {{ type = "bool" }} }}
+write = [{{ topic = "{prefix}/cmd", payload = '{{"state": "${{params.on ? "ON" : "OFF"}}", "id": "${{command_id}}"}}' }}]
+done_when = "power == params.on"
+expect_s = {expect_s}
+idempotent = true
+"""
+        for name, expect_s in actions.items()
+    )
+    path.write_text(
         f"""
 [server]
 name = "esp32-interop"
@@ -120,22 +131,26 @@ journal = "sqlite://esp32.db"
 id = "lamp"
 description = "ESP32 lamp running paho-mqtt firmware"
 driver = {{ kind = "mqtt", broker = "mqtt://{host}:{port}", client_id = "closedloop-{uuid.uuid4().hex[:12]}" }}
-poll_ms = 50
-liveness = {{ status_topic = "{prefix}/status", max_silence_s = 1.5 }}
+poll_ms = {poll_ms}
+liveness = {{ status_topic = "{prefix}/status", max_silence_s = {max_silence_s} }}
 [device.signals]
 power    = {{ topic = "{prefix}/tele", json = "/POWER", true_values = ["ON"] }}
 uptime_s = {{ topic = "{prefix}/tele", json = "/uptime_s", unit = "s" }}
-[[device.action]]
-name = "switch"
-description = "Switch the lamp."
-params = {{ on = {{ type = "bool" }} }}
-write = [{{ topic = "{prefix}/cmd", payload = '{{"state": "${{params.on ? "ON" : "OFF"}}", "id": "${{command_id}}"}}' }}]
-done_when = "power == params.on"
-expect_s = 0.1
-idempotent = true
-""",
+"""
+        + switches,
         encoding="utf-8",
     )
+    return path
+
+
+@pytest.fixture
+def lamp(tmp_path: Path, broker: tuple[str, int], request: pytest.FixtureRequest) -> Iterator[tuple[Esp32, Path]]:
+    """The firmware on a fresh prefix, and a plant for it."""
+    host, port = broker
+    prefix = f"closedloop-test/{uuid.uuid4().hex[:12]}/lamp"
+    device = Esp32(host, port, prefix, tmp_path / "esp32.log")
+    plant = lamp_plant(tmp_path / "plant.toml", host, port, prefix, max_silence_s=1.5, poll_ms=50,
+                       actions={"switch": 0.1})
     try:
         yield device, plant
     finally:
@@ -231,3 +246,69 @@ async def test_a_power_cut_fires_the_last_will_and_the_lamp_is_offline(
         sc = await act(session, "lamp_switch", {"on": False})
         assert outcome(sc) == ("rejected", "DEVICE_OFFLINE"), sc
         assert "announced" in sc["detail"], sc  # the will, not the silence window
+
+
+@pytest.fixture
+def slow_lamp(tmp_path: Path, broker: tuple[str, int], request: pytest.FixtureRequest) -> Iterator[tuple[Esp32, Path]]:
+    """The firmware with a heartbeat every 2 s (online within its 3 s window), and a plant whose
+    `switch` has a 0.8 s deadline (expect_s 0.2) and whose `switch_patient` has one of 3.2 s."""
+    host, port = broker
+    prefix = f"closedloop-test/{uuid.uuid4().hex[:12]}/lamp"
+    device = Esp32(host, port, prefix, tmp_path / "esp32.log", period_s=2.0)
+    plant = lamp_plant(tmp_path / "plant.toml", host, port, prefix, max_silence_s=3.0, poll_ms=100,
+                       actions={"switch": 0.2, "switch_patient": 1.0})
+    try:
+        yield device, plant
+    finally:
+        stop(device.proc)
+        request.node.add_report_section("teardown", "esp32_lamp.py stderr", device.log.read_text()[-20000:])
+
+
+async def just_after_a_heartbeat(session) -> None:
+    """Returns as soon as a new heartbeat (its uptime) shows in the device state (bounded)."""
+    before = (await online(session))["signals"]["uptime_s"]["value"]
+    with anyio.fail_after(10):
+        while (await call(session, "get_device_state", {"device": "lamp"}))["signals"]["uptime_s"]["value"] == before:
+            await anyio.sleep(0.02)
+
+
+async def test_an_online_board_that_ignores_a_command_is_no_feedback_not_offline(
+    closedloop_bin: Path, slow_lamp: tuple[Esp32, Path], request: pytest.FixtureRequest
+) -> None:
+    device, plant = slow_lamp
+    async with serve(closedloop_bin, plant, request) as session:
+        device.ctl("deaf")
+        # Right after a heartbeat: the next comes 2 s later, after the 0.8 s deadline.
+        await just_after_a_heartbeat(session)
+        sc = await act(session, "lamp_switch", {"on": True})
+        state = await call(session, "get_device_state", {"device": "lamp"})
+        assert outcome(sc) == ("failed", "NO_FEEDBACK"), sc
+        assert sc["verified"] is False, sc
+        assert state["liveness"] == "online", state
+        assert "is online but reported nothing" in sc["detail"], sc
+        assert "check its power and network" not in sc["hint"], sc
+        assert device.lamp() == "off"
+
+
+async def test_a_board_already_off_that_ignores_switch_off_completes_saying_it_was_already_so(
+    closedloop_bin: Path, slow_lamp: tuple[Esp32, Path], request: pytest.FixtureRequest
+) -> None:
+    device, plant = slow_lamp
+    async with serve(closedloop_bin, plant, request) as session:
+        await online(session)
+        assert device.lamp() == "off"
+        device.ctl("deaf")
+        sc = await act(session, "lamp_switch_patient", {"on": False})
+        assert outcome(sc) == ("completed", None), sc
+        assert sc.get("already") is True, sc
+        result = await session.call_tool("get_command_status", {"command_id": sc["command_id"], "wait_s": 0})
+        text = result.content[0].text
+        assert text.startswith("Completed, but the device was already in that state"), text
+        assert "Nothing shows it acted" in text, text
+        assert "confirmed by the device's feedback" not in text, text
+        assert device.lamp() == "off"
+        # Not deaf: a switch it carries out is an ordinary completion.
+        device.ctl("thaw")
+        sc = await act(session, "lamp_switch_patient", {"on": True})
+        assert outcome(sc) == ("completed", None) and "already" not in sc, sc
+        assert device.lamp() == "on"

@@ -116,15 +116,16 @@ async fn fault_matrix_through_mosquitto_never_completes_under_a_fault() {
             false,
             // The set lands 1.5 s late, after the 0.5 s deadline. A heartbeat (every 1 s)
             // that lands inside the window shows the state unmoved: FEEDBACK_MISMATCH; when
-            // none does, no fresh sample came back at all: DEVICE_OFFLINE.
-            &["FEEDBACK_MISMATCH", "DEVICE_OFFLINE"],
+            // none does, the board (online: its heartbeats go on) reported nothing: NO_FEEDBACK.
+            &["FEEDBACK_MISMATCH", "NO_FEEDBACK"],
         ),
         // Every set is lost; heartbeats go on (every 1 s): one inside the 0.5 s window shows
-        // the state unmoved (FEEDBACK_MISMATCH), none means no fresh sample (DEVICE_OFFLINE).
+        // the state unmoved (FEEDBACK_MISMATCH); none means an online board that reported
+        // nothing (NO_FEEDBACK).
         (
             &["drop_rate", "p=1.0"],
             true,
-            &["FEEDBACK_MISMATCH", "DEVICE_OFFLINE"],
+            &["FEEDBACK_MISMATCH", "NO_FEEDBACK"],
         ),
     ];
     for (fault, on, codes) in cases {

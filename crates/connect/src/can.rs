@@ -10,8 +10,8 @@ use crate::base::Base;
 use closedloop_can::{CanPort, Dbc, Frame, Message, Received};
 use closedloop_driver::{BoxFuture, Value};
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, SignalValue, Snapshot,
-    SnapshotTx, WriteError,
+    Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, Snapshot, SnapshotTx,
+    WriteError,
 };
 use closedloop_plant::{Device, Source, WriteEntry};
 use std::any::Any;
@@ -181,15 +181,7 @@ impl CanLink {
                 } else {
                     Value::Number(*v)
                 };
-                snap.values.insert(
-                    s.name.clone(),
-                    SignalValue {
-                        value,
-                        at_ms,
-                        source: s.source.describe(),
-                        seq: rx.seq,
-                    },
-                );
+                snap.record(&s.name, value, at_ms, rx.seq, || s.source.describe());
             }
         }
         snap.seq = snap.seq.max(rx.seq);
@@ -364,7 +356,7 @@ level = { message = "0x101", signal = "Level", unit = "%" }
             at: Instant::now(),
         };
         dev.take_frame(&mine, &mut snap, &other);
-        assert!(snap.values.is_empty() && snap.last_valid.is_none());
+        assert!(snap.readings().next().is_none() && snap.last_valid.is_none());
         assert_eq!(dev.seen()["Noise"].0, 7.0);
         let lamp = Received {
             frame: Frame::data(257, false, vec![0b0000_0101]),
@@ -372,10 +364,11 @@ level = { message = "0x101", signal = "Level", unit = "%" }
             at: Instant::now(),
         };
         dev.take_frame(&mine, &mut snap, &lamp);
-        assert_eq!(snap.values["contact"].value, Value::Bool(true));
-        assert_eq!(snap.values["level"].value, Value::Number(1.0));
-        assert_eq!((snap.values["level"].seq, snap.seq), (5, 5));
-        assert_eq!(snap.values["contact"].source, "CAN LampStatus Contact");
+        let read = |name: &str| snap.read_after(name, 0).expect("read").clone();
+        assert_eq!(read("contact").value, Value::Bool(true));
+        assert_eq!(read("level").value, Value::Number(1.0));
+        assert_eq!((read("level").seq, snap.seq), (5, 5));
+        assert_eq!(read("contact").source, "CAN LampStatus Contact");
         assert!(snap.last_valid.is_some());
     }
 }

@@ -12,8 +12,8 @@
 use crate::base::Base;
 use closedloop_driver::BoxFuture;
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, SignalValue, Snapshot,
-    SnapshotTx, WriteError,
+    Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, Snapshot, SnapshotTx,
+    WriteError,
 };
 use closedloop_mqtt::MqttBroker;
 use closedloop_plant::{Device, Source, WriteEntry};
@@ -207,17 +207,7 @@ impl MqttLink {
                 *ty
             };
             match closedloop_mqtt::decode(&m.payload, json.as_deref(), true_values, ty) {
-                Some(value) => {
-                    snap.values.insert(
-                        s.name.clone(),
-                        SignalValue {
-                            value,
-                            at_ms,
-                            source: s.source.describe(),
-                            seq,
-                        },
-                    );
-                }
+                Some(value) => snap.record(&s.name, value, at_ms, seq, || s.source.describe()),
                 None => undecoded.push(s.name.as_str()),
             }
         }

@@ -25,10 +25,10 @@ mod request;
 pub use request::{OpcuaRequest, encode};
 
 use crate::base::Base;
-use closedloop_driver::{BoxFuture, Value};
+use closedloop_driver::{BoxFuture, ErrorCode, Value};
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, SignalValue,
-    Snapshot, SnapshotTx, WriteError,
+    Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, Snapshot, SnapshotTx,
+    WriteError,
 };
 use closedloop_opcua::{OpcuaClient, Update};
 use closedloop_plant::{Device, Source, WriteEntry};
@@ -43,8 +43,8 @@ use tokio::sync::Notify;
 pub struct OpcuaLink {
     base: Base,
     client: OpcuaClient,
-    /// The last acknowledgement's fence and server time.
-    ack: Mutex<Option<(u64, i64)>>,
+    /// The last acknowledgement's fence and server time (if its answer carried one).
+    ack: Mutex<Option<(u64, Option<i64>)>>,
     /// Asks the reader for a read now.
     poll_now: Notify,
 }
@@ -84,9 +84,7 @@ impl OpcuaLink {
 
     /// Records an acknowledgement (fence and server time) and returns its fence.
     fn fence_of(&self, ack: &closedloop_opcua::Ack) -> u64 {
-        if let Some(t) = ack.server_ms {
-            *self.ack.lock().unwrap_or_else(|p| p.into_inner()) = Some((ack.seq, t));
-        }
+        *self.ack.lock().unwrap_or_else(|p| p.into_inner()) = Some((ack.seq, ack.server_ms));
         ack.seq
     }
 
@@ -237,29 +235,20 @@ impl OpcuaLink {
         }
     }
 
-    /// One update into the snapshot: Good values only.
+    /// One update into the snapshot: a Good value is a reading of its signals; any other status
+    /// makes them unreadable (the last Good value stays as history, never current).
     fn take_update(&self, snap: &mut Snapshot, bad: &mut BTreeSet<String>, u: &Update) {
-        if !u.good {
-            bad.insert(u.node.clone());
-            snap.last_error = Some(format!("{} reads {}", u.node, u.status));
-            return;
-        }
-        bad.remove(&u.node);
         let clock = &self.base.clock;
         let asked_ms = u.asked_at.map(|t| clock.wall_ms(t));
         let at_ms = sampled_at(clock.wall_ms(u.received_at), asked_ms, u);
-        let seq = match *self.ack.lock().unwrap_or_else(|p| p.into_inner()) {
-            // A subscription sample taken at or before the last acknowledgement: not fresh for
-            // that write. A read's number (at issue) already says when it was taken.
-            Some((fence, ack_ms))
-                if !u.from_read
-                    && u.seq > fence
-                    && u.server_ms.or(u.source_ms).is_some_and(|t| t <= ack_ms) =>
-            {
-                fence
-            }
-            _ => u.seq,
-        };
+        let ack = *self.ack.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = numbered(u, ack);
+        if !u.good {
+            bad.insert(u.node.clone());
+            snap.last_error = Some(format!("{} reads {}", u.node, u.status));
+        } else {
+            bad.remove(&u.node);
+        }
         for s in &self.base.spec.signals {
             let Source::Node { node, .. } = &s.source else {
                 continue;
@@ -267,33 +256,68 @@ impl OpcuaLink {
             if *node != u.node {
                 continue;
             }
-            let Some(v) = u.value else {
-                snap.last_error = Some(format!(
-                    "{} holds a {}, not a number or a bool",
-                    u.node, u.value_type
-                ));
+            let value = match (u.good, u.value) {
+                (false, _) => Err((
+                    status_code(&u.status),
+                    format!("{} reads {}", u.node, u.status),
+                )),
+                (true, None) => Err((
+                    ErrorCode::RegisterInvalid,
+                    format!(
+                        "{} holds a {}, not a number or a bool",
+                        u.node, u.value_type
+                    ),
+                )),
+                (true, Some(v)) if s.source.is_bool() => Ok(Value::Bool(v.as_bool())),
+                (true, Some(v)) => Ok(Value::Number(v.as_f64())),
+            };
+            // A late answer (a resync read issued before a newer update) never replaces it.
+            let last = snap.reading(&s.name);
+            let newer = last.and_then(|r| r.current().or(r.last_good()));
+            let failed_later = last.and_then(|r| r.failure()).is_some_and(|f| f.seq > seq);
+            if newer.is_some_and(|old| old.seq > seq) || failed_later {
                 continue;
-            };
-            let value = if s.source.is_bool() {
-                Value::Bool(v.as_bool())
-            } else {
-                Value::Number(v.as_f64())
-            };
-            let newer = snap.values.get(&s.name).is_none_or(|old| old.seq <= seq);
-            if newer {
-                snap.values.insert(
-                    s.name.clone(),
-                    SignalValue {
-                        value,
-                        at_ms,
-                        source: s.source.describe(),
-                        seq,
-                    },
-                );
+            }
+            match value {
+                Ok(value) => snap.record(&s.name, value, at_ms, seq, || s.source.describe()),
+                Err((code, why)) => {
+                    snap.last_error = Some(why.clone());
+                    snap.refuse(&s.name, code, why, at_ms, seq);
+                }
             }
         }
-        snap.seq = snap.seq.max(seq);
-        snap.last_valid = Some(u.received_at);
+        if u.good {
+            snap.seq = snap.seq.max(seq);
+            snap.last_valid = Some(u.received_at);
+        }
+    }
+}
+
+/// The number an update counts under against the last acknowledgement (`ack`: its fence and
+/// server time). A read is numbered when it was issued: one issued after the acknowledgement
+/// answers with the node's value since, whatever its timestamps. A subscription sample may have
+/// been taken before the acknowledgement and queued: it counts above the fence only when the
+/// server stamped it later than the acknowledgement. A sample with no server timestamp — none at
+/// all, or only a source timestamp from the device's own clock, which may run ahead — proves
+/// nothing about when it was taken, so it is numbered at the fence: only a read can answer for
+/// it. So is every sample when the acknowledgement itself carried no server time.
+fn numbered(u: &Update, ack: Option<(u64, Option<i64>)>) -> u64 {
+    let Some((fence, ack_ms)) = ack else {
+        return u.seq;
+    };
+    let stamped_later = matches!((u.server_ms, ack_ms), (Some(t), Some(a)) if t > a);
+    match u.from_read || u.seq <= fence || stamped_later {
+        true => u.seq,
+        false => fence,
+    }
+}
+
+/// The contract's code for a node that does not read Good.
+fn status_code(status: &str) -> ErrorCode {
+    match closedloop_opcua::classify_status(status) {
+        closedloop_opcua::Class::RegisterInvalid => ErrorCode::RegisterInvalid,
+        closedloop_opcua::Class::Offline => ErrorCode::DeviceOffline,
+        _ => ErrorCode::BusNak,
     }
 }
 
@@ -372,18 +396,19 @@ impl Link for OpcuaLink {
     }
 }
 
-/// When a value was read, for judging whether it was taken late enough to count (`settled`):
-/// a subscription's sample was taken when the server stamped it, not when it reached this
-/// gateway — a notification that arrives late (a busy server, a long publishing interval)
-/// must not pass for a read taken on arrival, or a sample of the state before a write, sent
-/// after the write's acknowledgement, would pass for the settled state after it. A read counts
-/// as taken when it was asked for (`asked_ms`, from `Update::asked_at`), the earliest the server
-/// can have read it — not by its timestamps: its source timestamp is when the value last
-/// changed, which may be long before. Never later than the arrival (clocks that disagree).
+/// When a value was read, for judging whether it was taken late enough to count (`settled`)
+/// and for its age: a subscription's sample was taken when the server stamped it, not when it
+/// reached this gateway — a notification that arrives late (a busy server, a long publishing
+/// interval) must not pass for a read taken on arrival. Without a server timestamp, its arrival.
+/// A source timestamp is the device's own clock, which may run ahead and says when the value
+/// last changed: it never makes a sample younger, and is not used. A read counts as taken when
+/// it was asked for (`asked_ms`, from `Update::asked_at`), the earliest the server can have
+/// read it. Never later than the arrival (clocks that disagree).
 fn sampled_at(arrived_ms: i64, asked_ms: Option<i64>, u: &Update) -> i64 {
-    match u.server_ms.or(u.source_ms) {
+    match u.server_ms {
         Some(stamped) if !u.from_read => stamped.min(arrived_ms),
-        _ => asked_ms.map_or(arrived_ms, |asked| asked.min(arrived_ms)),
+        _ if u.from_read => asked_ms.map_or(arrived_ms, |asked| asked.min(arrived_ms)),
+        _ => arrived_ms,
     }
 }
 

@@ -97,6 +97,9 @@ pub enum ErrorCode {
     FeedbackMismatch,
     /// The deadline passed; the feedback moved but never satisfied `done_when`.
     Timeout,
+    /// The device is online but reported nothing on the criterion's signals after the
+    /// acknowledgement before the deadline (a push device that did not report).
+    NoFeedback,
     /// A frame's checksum did not verify.
     CrcMismatch,
     /// The gateway restarted (or stopped) and could not confirm the command.
@@ -128,6 +131,7 @@ impl ErrorCode {
             ErrorCode::Signal(s) => s,
             ErrorCode::FeedbackMismatch => "FEEDBACK_MISMATCH",
             ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::NoFeedback => "NO_FEEDBACK",
             ErrorCode::CrcMismatch => "CRC_MISMATCH",
             ErrorCode::Interrupted => "INTERRUPTED",
             ErrorCode::Cancelled => "CANCELLED",
@@ -140,7 +144,7 @@ impl ErrorCode {
     }
 
     /// Every code of the contract except the plant's own `fail_when` codes ([`ErrorCode::Signal`]).
-    pub const FIXED: [ErrorCode; 16] = [
+    pub const FIXED: [ErrorCode; 17] = [
         ErrorCode::InvalidParams,
         ErrorCode::Interlock,
         ErrorCode::DeviceOffline,
@@ -149,6 +153,7 @@ impl ErrorCode {
         ErrorCode::RegisterInvalid,
         ErrorCode::FeedbackMismatch,
         ErrorCode::Timeout,
+        ErrorCode::NoFeedback,
         ErrorCode::CrcMismatch,
         ErrorCode::Interrupted,
         ErrorCode::Cancelled,
@@ -170,6 +175,7 @@ impl ErrorCode {
             "REGISTER_INVALID" => ErrorCode::RegisterInvalid,
             "FEEDBACK_MISMATCH" => ErrorCode::FeedbackMismatch,
             "TIMEOUT" => ErrorCode::Timeout,
+            "NO_FEEDBACK" => ErrorCode::NoFeedback,
             "CRC_MISMATCH" => ErrorCode::CrcMismatch,
             "INTERRUPTED" => ErrorCode::Interrupted,
             "CANCELLED" => ErrorCode::Cancelled,
@@ -211,6 +217,9 @@ impl ErrorCode {
             }
             ErrorCode::Timeout => {
                 "The device moved but did not confirm in time. Query the device state (get_device_state) before acting on it."
+            }
+            ErrorCode::NoFeedback => {
+                "The device is online but did not report on the signals that confirm this action; it may have ignored the command. Query the device state (get_device_state), and check that the device reports its state after each command, before retrying."
             }
             ErrorCode::CrcMismatch => {
                 "An answer was garbled on the line; the write may have taken effect. Query the device state before retrying."

@@ -32,6 +32,7 @@ fn machine_step(c: &mut Criterion) {
         stopped: false,
         settled: true,
         baseline_known: true,
+        already: false,
     });
     c.bench_function("machine/reading_step", |b| {
         let mut m = Machine::new(profile());
@@ -56,6 +57,7 @@ fn machine_step(c: &mut Criterion) {
                 stopped: false,
                 settled: true,
                 baseline_known: true,
+                already: false,
             }));
             black_box(m.status())
         })

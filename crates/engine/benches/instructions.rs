@@ -39,8 +39,8 @@ use closedloop_driver::{BoxFuture, ErrorCode, Value};
 use closedloop_engine::{Engine, Status, Submission};
 use closedloop_journal::Journal;
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, Links, PlanError, Reporting, Request, SignalValue, Snapshot,
-    SnapshotTx, WriteError, judge_liveness,
+    Clock, Encoded, Evaluated, Link, Links, PlanError, Reporting, Request, Snapshot, SnapshotTx,
+    WriteError, judge_liveness,
 };
 use closedloop_plant::WriteEntry;
 use std::any::Any;
@@ -133,17 +133,11 @@ impl RelayLink {
             r.seq += 1;
             (r.seq, r.coil, r.contact)
         };
-        let signal = |value: bool, source: &str| SignalValue {
-            value: Value::Bool(value),
-            at_ms: DEVICE_TIME_MS,
-            source: source.into(),
-            seq,
-        };
         self.tx.send_modify(|snap| {
-            snap.values
-                .insert("commanded".into(), signal(coil, "bench:coil:0"));
-            snap.values
-                .insert("contact".into(), signal(contact, "bench:discrete_input:0"));
+            let (at_ms, coil, contact) = (DEVICE_TIME_MS, Value::Bool(coil), Value::Bool(contact));
+            snap.record("commanded", coil, at_ms, seq, || "bench:coil:0".into());
+            let source = || "bench:discrete_input:0".into();
+            snap.record("contact", contact, at_ms, seq, source);
             snap.seq = seq;
             snap.last_valid = Some(Instant::now());
             snap.last_seen_ms = Some(DEVICE_TIME_MS);

@@ -38,11 +38,12 @@ impl Engine {
         let dev = &self.ctx.devices[&sub.device];
         let snap = online(dev).await?;
         readable_criteria(action, &snap)?;
-        let signals = snap.plain();
+        let signals = dev.usable_values(&snap, self.ctx.clock.now_ms());
         let devices = self.ctx.scope_for(action);
-        let devices = crate::admit::required_values(action, &self.ctx.devices, devices)
-            .await
-            .map_err(|why| (ErrorCode::Interlock, why))?;
+        let devices =
+            crate::admit::required_values(action, &self.ctx.devices, devices, &self.ctx.clock)
+                .await
+                .map_err(|why| (ErrorCode::Interlock, why))?;
         // The command has no id yet; any id renders the same way, so a placeholder checks the
         // plan (an MQTT payload's `${command_id}`) as the dispatch will evaluate it.
         let scope = Scope {
@@ -227,7 +228,8 @@ fn readable_criteria(action: &Action, snap: &Snapshot) -> Result<(), Refused> {
         .chain(action.stopped_when.iter());
     let names: std::collections::BTreeSet<&String> = criteria.flat_map(|e| e.signals()).collect();
     let refused = names.into_iter().find_map(|n| {
-        let (code, why) = snap.unreadable.get(n)?;
+        let failure = snap.reading(n)?.failure()?;
+        let (code, why) = (&failure.code, &failure.why);
         Some((
             code.clone(),
             format!(

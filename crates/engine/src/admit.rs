@@ -1,7 +1,7 @@
 //! Admission checks shared by submission and dispatch, each a small function that either passes
 //! or says in words why the command must not go to the device.
 
-use crate::device::{DeviceRuntime, Liveness};
+use crate::device::{DeviceRuntime, Liveness, Snapshot};
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Expr, Scope};
 use std::collections::BTreeMap;
@@ -66,13 +66,15 @@ pub(crate) fn liveness_word(l: Liveness) -> &'static str {
 
 /// Every device's values for `requires`, with the devices it names read now: a cached value
 /// may predate a fault, and a device that is offline or does not answer decides nothing
-/// (docs/architecture.md, every device an expression reads is held to the same fence). `Err`: why,
-/// in words that name the device. Devices that report on their own (MQTT) cannot be asked: their
-/// latest values count while they are online.
+/// (docs/architecture.md, every device an expression reads is held to the same fence), nor does
+/// a signal it names that cannot be read or was read too long ago (`sample::Freshness`). `Err`:
+/// why, in words that name the device or the signal. Devices that report on their own (MQTT)
+/// cannot be asked: their latest values count while they are online.
 pub(crate) async fn required_values(
     action: &Action,
     devices: &BTreeMap<String, Arc<DeviceRuntime>>,
     mut scope: BTreeMap<String, BTreeMap<String, Value>>,
+    clock: &crate::clock::Clock,
 ) -> Result<BTreeMap<String, BTreeMap<String, Value>>, String> {
     let Some(req) = &action.requires else {
         return Ok(scope);
@@ -88,40 +90,55 @@ pub(crate) async fn required_values(
         let within = Duration::from_millis(dev.spec.request_timeout_ms());
         let after = dev.issued_seq();
         let snap = dev.fresh(within).await;
-        let why = if snap.liveness != Liveness::Online {
-            Some(format!(
-                "is {} ({})",
-                liveness_word(snap.liveness),
-                crate::supervisor::offline_detail(dev, &snap).trim_end_matches('.')
-            ))
-        } else {
-            let stale: Vec<&str> = signals
-                .iter()
-                .filter(|s| {
-                    !snap
-                        .values
-                        .get(**s)
-                        .is_some_and(|v| !dev.can_be_asked() || v.seq > after)
-                })
-                .map(|s| s.as_str())
-                .collect();
-            (!stale.is_empty()).then(|| {
-                format!(
-                    "gave no fresh value of {} within {} ms",
-                    stale.join(", "),
-                    within.as_millis()
-                )
-            })
-        };
-        if let Some(why) = why {
+        let now_ms = clock.now_ms();
+        if let Some(why) = not_judgeable(dev, &snap, &signals, after, within, now_ms) {
             return Err(format!(
-                "The precondition `{}` reads {d}, which {why}; nothing was written.",
+                "The precondition `{}` cannot be judged: {why}; nothing was written.",
                 req.source()
             ));
         }
-        scope.insert(d.clone(), snap.plain());
+        scope.insert(d.clone(), dev.usable_values(&snap, now_ms));
     }
     Ok(scope)
+}
+
+/// Why `signals` of `dev`, read in `snap` after the read numbered `after` was asked for, cannot
+/// decide a precondition, naming the device or the first such signal; `None` when they can.
+fn not_judgeable(
+    dev: &DeviceRuntime,
+    snap: &Snapshot,
+    signals: &[&String],
+    after: u64,
+    within: Duration,
+    now_ms: i64,
+) -> Option<String> {
+    let d = dev.id();
+    if snap.liveness != Liveness::Online {
+        return Some(format!(
+            "{d} is {} ({})",
+            liveness_word(snap.liveness),
+            crate::supervisor::offline_detail(dev, snap).trim_end_matches('.')
+        ));
+    }
+    let rule = dev.freshness(now_ms);
+    if let Some((s, unusable)) = signals
+        .iter()
+        .find_map(|s| Some((s, snap.usable(s, rule).err()?)))
+    {
+        return Some(unusable.describe(&format!("devices.{d}.{s}"), now_ms, crate::clock::rfc3339));
+    }
+    let stale: Vec<&str> = signals
+        .iter()
+        .filter(|s| dev.can_be_asked() && snap.read_after(s, after).is_none())
+        .map(|s| s.as_str())
+        .collect();
+    (!stale.is_empty()).then(|| {
+        format!(
+            "{d} gave no fresh value of {} within {} ms",
+            stale.join(", "),
+            within.as_millis()
+        )
+    })
 }
 
 /// The first `fail_when` that already holds: a latched fault is not a new failure, and writing

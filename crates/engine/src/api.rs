@@ -80,6 +80,8 @@ pub struct UnreadableSignal {
     /// The request and the device's answer, e.g. `discrete_input:9 answered exception 2
     /// (Illegal Data Address)`.
     pub detail: String,
+    /// When its reads began failing (RFC 3339): its value in `signals`, if any, is older.
+    pub since: String,
 }
 
 /// One signal in [`DeviceState`].
@@ -96,6 +98,10 @@ pub struct SignalState {
     pub age_ms: i64,
     /// Where it came from.
     pub source: String,
+    /// The signal's last read failed (see `unreadable`): this value is its last good one,
+    /// history with its true age, not a current value. Shown only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unreadable: bool,
 }
 
 /// A device's health as `/metrics` reports it at each scrape ([`crate::Engine::health`]).

@@ -97,18 +97,20 @@ impl Context {
         )
     }
 
-    /// The latest values of the devices an action reads (`Action::devices_read`): a command's
-    /// scope costs what its expressions read, not the size of the plant.
+    /// The usable values (`DeviceRuntime::usable_values`) of the devices an action reads
+    /// (`Action::devices_read`): a command's scope costs what its expressions read, not the size
+    /// of the plant, and holds no value that was not read well within its device's window.
     pub fn scope_for(
         &self,
         action: &closedloop_plant::Action,
     ) -> BTreeMap<String, BTreeMap<String, Value>> {
+        let now_ms = self.clock.now_ms();
         action
             .devices_read()
             .into_iter()
             .filter_map(|id| {
                 let d = self.devices.get(&id)?;
-                Some((id, d.snapshot().plain()))
+                Some((id, d.usable_values(&d.current(), now_ms)))
             })
             .collect()
     }

@@ -56,10 +56,15 @@ pub fn render(
             "`{done}` never held{within}. Its signals had not been read from {} before the write, so whether the feedback moved cannot be told. {ev}{asked}",
             device.id
         ),
-        Reason::NoFreshRead => format!(
+        Reason::NoFreshRead { answering: false } => format!(
             "No read of {} taken after the action's expected duration came back with every signal the criteria need{within}, and none before showed the feedback moving, so nothing shows whether it moved; the write may have taken effect. {ev}{asked}",
             device.id
         ),
+        Reason::NoFreshRead { answering: true } => format!(
+            "The device ({}) is online but reported nothing on the signals the criteria read after the write was acknowledged{within}: it may have ignored the command, or acted without reporting it. Nothing shows whether it acted. {ev}{asked}",
+            device.id
+        ),
+        Reason::Unreadable(t) => format!("{t} {ev}"),
         Reason::Alarm(t) => format!("{t}. {ev}"),
         Reason::Deadman { stop_written } => format!(
             "Nobody asked about this command within its keepalive_s = {} s, so it was stopped{}. {ev}",
@@ -96,7 +101,7 @@ pub fn render(
         Reason::Interrupted => {
             "The gateway stopped or restarted before it could confirm this command; its outcome is unknown.".into()
         }
-        Reason::Confirmed | Reason::Delivered => String::new(),
+        Reason::Confirmed | Reason::AlreadySo | Reason::Delivered => String::new(),
     };
     Some(tidy(&text))
 }
@@ -189,7 +194,7 @@ pub fn hint(o: &Outcome) -> Option<String> {
             "Other commands held the device the whole time; nothing was sent. Check them (list_commands) before trying again."
                 .into(),
         ),
-        (_, Some(_)) if o.reason == Reason::NoFreshRead => Some(
+        (_, Some(_)) if o.reason == (Reason::NoFreshRead { answering: false }) => Some(
             "The device did not answer in time after the write; it may have taken effect. Query the device state (get_device_state) before retrying."
                 .into(),
         ),

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
-pub use closedloop_driver::sample::{Liveness, SignalValue, Snapshot};
+pub use closedloop_driver::sample::{
+    Failure, Freshness, Liveness, Reading, SignalValue, Snapshot, Unusable,
+};
 
 /// A device's runtime.
 pub struct DeviceRuntime {
@@ -36,6 +38,27 @@ impl DeviceRuntime {
     /// Device id.
     pub fn id(&self) -> &str {
         &self.spec.id
+    }
+
+    /// The rule a decider holds this device's values to at `now_ms` (`closedloop_driver`'s
+    /// `sample::Freshness`): read no longer ago than its liveness window — unless it reports
+    /// when it likes (MQTT), whose values stand while it is online.
+    pub fn freshness(&self, now_ms: i64) -> Freshness {
+        let window = (self.spec.liveness.max_silence_s * 1000.0).ceil() as i64;
+        Freshness {
+            now_ms,
+            within_ms: self.can_be_asked().then_some(window),
+        }
+    }
+
+    /// The values of `snap` (this device's) a decider may use now, by name: an expression's
+    /// scope.
+    pub fn usable_values(
+        &self,
+        snap: &Snapshot,
+        now_ms: i64,
+    ) -> std::collections::BTreeMap<String, closedloop_driver::Value> {
+        snap.usable_values(self.freshness(now_ms))
     }
 
     /// The link (for the bridge tools of one protocol).

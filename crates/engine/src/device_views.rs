@@ -68,30 +68,29 @@ impl Engine {
             liveness: snap.liveness,
             last_seen: snap.last_seen_ms.map(rfc3339),
             signals: snap
-                .values
-                .iter()
-                .map(|(name, v)| {
-                    (
-                        name.clone(),
-                        SignalState {
-                            value: plan::value_json(v.value),
-                            unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
-                            at: rfc3339(v.at_ms),
-                            age_ms: (now - v.at_ms).max(0),
-                            source: v.source.clone(),
-                        },
-                    )
+                .readings()
+                .filter_map(|(name, r)| {
+                    let v = r.last_good()?;
+                    let signal = SignalState {
+                        value: plan::value_json(v.value),
+                        unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
+                        at: rfc3339(v.at_ms),
+                        age_ms: (now - v.at_ms).max(0),
+                        source: v.source.clone(),
+                        unreadable: r.failure().is_some(),
+                    };
+                    Some((name.to_string(), signal))
                 })
                 .collect(),
             unreadable: snap
-                .unreadable
-                .iter()
-                .map(|(name, (code, why))| {
+                .unreadable()
+                .map(|(name, f)| {
                     let s = UnreadableSignal {
-                        error_code: code.as_str().to_string(),
-                        detail: why.clone(),
+                        error_code: f.code.as_str().to_string(),
+                        detail: f.why.clone(),
+                        since: rfc3339(f.since_ms),
                     };
-                    (name.clone(), s)
+                    (name.to_string(), s)
                 })
                 .collect(),
             detail,

@@ -69,11 +69,20 @@ impl Supervisor {
             return Err((ErrorCode::DeviceOffline, detail));
         }
         let devices = self.ctx.scope_for(&self.action);
-        let devices = crate::admit::required_values(&self.action, &self.ctx.devices, devices)
-            .await
-            .map_err(|why| (ErrorCode::Interlock, why))?;
-        let (prepared, baseline) =
-            self.in_scope(&snap.plain(), &devices, |scope| self.check_and_plan(scope))?;
+        let devices = crate::admit::required_values(
+            &self.action,
+            &self.ctx.devices,
+            devices,
+            &self.ctx.clock,
+        )
+        .await
+        .map_err(|why| (ErrorCode::Interlock, why))?;
+        let (prepared, baseline) = {
+            // Read after this call (`fresh`): the own device's values are as fresh as a
+            // judge's; a signal whose read failed is left out.
+            let signals = snap.readable_values();
+            self.in_scope(&signals, &devices, |scope| self.check_and_plan(scope))?
+        };
         (self.baseline, self.baseline_done) = baseline;
         self.writes = prepared.writes.clone();
         self.expect_s = prepared.expect_s;
@@ -194,11 +203,11 @@ impl Supervisor {
         let mut shutdown = self.ctx.shutdown_rx();
         let first = tokio::select! {
             _ = tokio::time::sleep(pause) => return true,
-            _ = sleep_until(deadline) => Event::Deadline,
+            _ = sleep_until(deadline) => Event::Deadline { answering: false },
             _ = self.cmd.cancelled() => Event::CancelRequested,
             _ = shutdown_signal(&mut shutdown) => Event::Shutdown,
         };
-        let deadline_passed = first == Event::Deadline;
+        let deadline_passed = matches!(first, Event::Deadline { .. });
         self.feed(first).await;
         if !deadline_passed {
             self.feed(pending).await;

@@ -8,7 +8,7 @@
 //! - Each sample is judged once: a snapshot republished without a new value (an MQTT or OPC UA
 //!   listener's tick) is no second sample, so `hold_ms` needs distinct samples.
 
-use crate::device::{Liveness, Snapshot};
+use crate::device::{Liveness, SignalValue, Snapshot};
 use crate::machine::{Event, Reading};
 use crate::plan::{self, Request};
 use crate::supervisor::{Supervisor, offline_detail};
@@ -102,7 +102,7 @@ impl Supervisor {
     /// devices its action reads.
     pub(crate) fn in_latest_scope<R>(&self, snap: &Snapshot, f: impl FnOnce(&Scope<'_>) -> R) -> R {
         let devices = self.ctx.scope_for(&self.action);
-        self.in_scope(&snap.plain(), &devices, f)
+        self.in_scope(&snap.readable_values(), &devices, f)
     }
 
     /// The own signals the criteria read, sorted.
@@ -159,7 +159,7 @@ impl Supervisor {
         let unit_of = |dev: &crate::device::DeviceRuntime, n: &str| {
             dev.spec.signal(n).and_then(|s| s.unit.clone())
         };
-        let mut note = |name: String, v: &crate::device::SignalValue, unit: Option<String>| {
+        let mut note = |name: String, v: &SignalValue, unit: Option<String>| {
             key.push(v.seq);
             if self.is_feedback(&name) {
                 oldest_ms = oldest_ms.min(v.at_ms);
@@ -172,11 +172,13 @@ impl Supervisor {
             evidence.insert(name, e);
         };
         for n in self.criterion_names() {
-            let v = snap.values.get(&n).filter(|v| v.seq > self.ack_seq)?;
+            let v = snap.read_after(&n, self.ack_seq)?;
             note(n.clone(), v, unit_of(&self.dev, &n));
         }
+        // Every criterion value above was fenced by its number: the judge's own rule.
+        let signals = snap.readable_values();
         let mut devices = self.ctx.scope_for(&self.action);
-        devices.insert(self.dev.id().to_string(), snap.plain());
+        devices.insert(self.dev.id().to_string(), signals.clone());
         let own = self.dev.id();
         for (d, s) in self.criterion_refs() {
             let (other, fence) = if d == own {
@@ -189,7 +191,7 @@ impl Supervisor {
                 }
                 (other, *self.fences.get(&d)?)
             };
-            let v = other.values.get(&s).filter(|v| v.seq > fence)?;
+            let v = other.read_after(&s, fence)?;
             devices
                 .entry(d.clone())
                 .or_default()
@@ -198,11 +200,54 @@ impl Supervisor {
             note(format!("devices.{d}.{s}"), v, unit);
         }
         Some(View {
-            signals: snap.plain(),
+            signals,
             devices,
             key,
             oldest_ms: if oldest_ms == i64::MAX { 0 } else { oldest_ms },
             evidence,
+        })
+    }
+
+    /// Whether the devices the criteria read are all online and all report when they like
+    /// (MQTT): a deadline without a fresh read of them is then `NO_FEEDBACK` — they answer, but
+    /// reported nothing — rather than `DEVICE_OFFLINE`. A device that can be asked was asked
+    /// while the command ran: reads it did not answer are no answer.
+    pub(crate) fn answering(&self) -> bool {
+        let others = self.criterion_refs().into_iter().map(|(d, _)| d);
+        let mut ids: BTreeSet<String> = others.collect();
+        if !self.criterion_names().is_empty() {
+            ids.insert(self.dev.id().to_string());
+        }
+        let mut devices = ids.iter().map(|d| self.ctx.devices.get(d));
+        !ids.is_empty()
+            && devices
+                .all(|d| d.is_some_and(|d| !d.can_be_asked() && d.liveness() == Liveness::Online))
+    }
+
+    /// A criterion signal whose read failed after the acknowledgement (its register answered an
+    /// exception, its node reads Bad): nothing can confirm the command any more, so it fails
+    /// with that code, naming the signal — not later as if the feedback never moved.
+    fn unreadable_criterion(&self, snap: &Snapshot) -> Option<Event> {
+        let own = self.criterion_names().into_iter().map(|n| {
+            let failure = snap.reading(&n)?.failure()?.clone();
+            (failure.seq > self.ack_seq).then_some((n, failure))
+        });
+        let others = self.criterion_refs().into_iter().map(|(d, s)| {
+            let fence = *self.fences.get(&d)?;
+            let dev = self.ctx.devices.get(&d)?;
+            let failure = dev.with_snapshot(|o| o.reading(&s)?.failure().cloned())?;
+            (failure.seq > fence).then(|| (format!("devices.{d}.{s}"), failure))
+        });
+        let (name, failure) = own.chain(others).flatten().next()?;
+        let at = crate::clock::rfc3339(failure.since_ms);
+        let detail = format!(
+            "{name} cannot be read since {at} ({}), so nothing can confirm the outcome; the write \
+             may have taken effect.",
+            failure.why
+        );
+        Some(Event::Unreadable {
+            code: failure.code,
+            detail,
         })
     }
 
@@ -224,6 +269,9 @@ impl Supervisor {
             return Some(Event::Offline {
                 detail: offline_detail(&self.dev, snap),
             });
+        }
+        if let Some(refused) = self.unreadable_criterion(snap) {
+            return Some(refused);
         }
         let view = self.fresh_view(snap)?;
         if self.last_sample.as_ref() == Some(&view.key) {
@@ -259,7 +307,7 @@ impl Supervisor {
         let values = serde_json::Value::Object(values);
         if done || failed.is_some() {
             // Journaled with the outcome it may decide (`Supervisor::deciding`).
-            self.deciding = Some(json!({"values": values}));
+            self.deciding = Some(("signal", json!({"values": values})));
             self.last_logged = Some(values);
         } else if self.last_logged.as_ref() != Some(&values) {
             self.ctx
@@ -287,6 +335,7 @@ impl Supervisor {
             stopped,
             settled,
             baseline_known: self.baseline_known(),
+            already: self.baseline_done,
         }))
     }
 
@@ -330,6 +379,7 @@ impl Supervisor {
                 stopped: false,
                 settled: true,
                 baseline_known: true,
+                already: false,
             }));
         }
         let writes = match self.writes.is_empty() {
@@ -361,6 +411,7 @@ impl Supervisor {
             stopped: false,
             settled: true,
             baseline_known: true,
+            already: false,
         }))
     }
 

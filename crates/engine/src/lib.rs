@@ -106,7 +106,7 @@ pub use closedloop_link::clock;
 pub use closedloop_link::{Link, Links};
 pub use context::Change;
 pub use contract::{ErrorCode, Status};
-pub use device::{Liveness, SignalValue, Snapshot};
+pub use device::{Failure, Freshness, Liveness, Reading, SignalValue, Snapshot, Unusable};
 pub use engine::{Engine, MAX_WAIT};
 pub use raw::{MAX_RAW_COUNT, RawError, RawRead};
 pub use result::{CommandResult, TimelineEntry};

@@ -168,11 +168,12 @@ impl Machine {
         }
         match self.profile.check {
             Check::Readback => self.finish(Outcome::read_back()),
+            _ if r.already && !self.moved => self.finish(Outcome::already_so()),
             _ => self.finish(Outcome::confirmed()),
         }
     }
 
-    fn deadline(&mut self) -> Vec<Effect> {
+    fn deadline(&mut self, answering: bool) -> Vec<Effect> {
         let readback = self.profile.check == Check::Readback;
         let fx = if self.recovered {
             self.finish(Outcome::failed(ErrorCode::Interrupted, Reason::Interrupted))
@@ -181,10 +182,11 @@ impl Machine {
         } else if self.moved {
             self.finish(Outcome::timeout(Reason::NotReached))
         } else if !self.settled_seen {
-            self.finish(Outcome::failed(
-                ErrorCode::DeviceOffline,
-                Reason::NoFreshRead,
-            ))
+            let code = match answering {
+                true => ErrorCode::NoFeedback,
+                false => ErrorCode::DeviceOffline,
+            };
+            self.finish(Outcome::failed(code, Reason::NoFreshRead { answering }))
         } else if self.baseline_unknown {
             self.finish(Outcome::timeout(Reason::NoBaseline))
         } else {

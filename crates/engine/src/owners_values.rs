@@ -12,7 +12,7 @@
 //!
 //! A device this gateway reads online is always shown from its own reads.
 
-use crate::api::{DeviceState, SignalState};
+use crate::api::{DeviceState, SignalState, UnreadableSignal};
 use crate::device::Liveness;
 use crate::engine::Engine;
 use closedloop_journal::Published;
@@ -48,24 +48,35 @@ const FRESH_SLACK_MS: i64 = 100;
 /// failing or stuck), they are not shown at all.
 const SHOWN_AT_MOST: Duration = Duration::from_secs(5);
 
-/// A device's state as published: what a reader shows, without the read times, which change
-/// on every poll (a row is written only when this changes) — unless the owner's last answer is
-/// older than [`FRESH_POLLS`] polls: then with its time (`last_seen_ms`), so that readers show
-/// the values as old as they are.
+/// A device's state as published: what a reader shows — liveness, each signal's value and
+/// source, and the unreadable signals with their code, words and since when. Read times change
+/// on every poll and are left out while a value is fresh (read within [`FRESH_POLLS`] polls),
+/// so a row is written only when something a reader shows changes; a value older than that
+/// (its signal unreadable, or the device silent) carries its own read time, and so does the
+/// device's last answer: readers then show them as old as they are.
 fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_ms: i64) -> Value {
+    let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
+    let old = |t: i64| now_ms - t > fresh_within;
     let values: serde_json::Map<String, Value> = snap
-        .values
-        .iter()
-        .map(|(name, v)| {
-            let value = crate::plan::value_json(v.value);
-            (name.clone(), json!({"value": value, "source": v.source}))
+        .readings()
+        .filter_map(|(name, r)| {
+            let v = r.last_good()?;
+            let mut shown = json!({"value": crate::plan::value_json(v.value), "source": v.source});
+            if old(v.at_ms) {
+                shown["at_ms"] = json!(v.at_ms);
+            }
+            Some((name.to_string(), shown))
         })
         .collect();
-    let unreadable: Vec<&String> = snap.unreadable.keys().collect();
-    let fresh = snap
-        .last_seen_ms
-        .is_some_and(|t| now_ms - t <= FRESH_POLLS * poll_ms + FRESH_SLACK_MS);
-    let last_seen_ms = (!fresh).then_some(snap.last_seen_ms).flatten();
+    let unreadable: serde_json::Map<String, Value> = snap
+        .unreadable()
+        .map(|(name, f)| {
+            let why =
+                json!({"error_code": f.code.as_str(), "detail": f.why, "since_ms": f.since_ms});
+            (name.to_string(), why)
+        })
+        .collect();
+    let last_seen_ms = snap.last_seen_ms.filter(|t| old(*t));
     json!({"liveness": snap.liveness.as_str(), "values": values, "unreadable": unreadable,
            "last_seen_ms": last_seen_ms})
 }
@@ -197,37 +208,56 @@ impl Engine {
 }
 
 /// `state` (this gateway's, of a device it does not read online) with the owner's published
-/// values in place of its own: liveness, signals and `read_by`; each value's time is when
-/// the owner last confirmed it current, less the device's poll period.
+/// values in place of its own: liveness, signals, the unreadable list and `read_by`. A value
+/// published with its read time is as old as that (on the owner's clock: keep the clocks in
+/// step); one published as fresh was read within the owner's fresh bound of its last round, so
+/// it is shown that much older than the round: never younger than it is.
 fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Device, now_ms: i64) {
     let poll_ms = i64::try_from(spec.poll_ms).unwrap_or(i64::MAX);
     let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
-    // Read within `fresh_within` of the owner's last round, or at `last_seen_ms` when the owner
-    // said its last answer was older (on the owner's clock: keep the clocks in step).
-    let stale_for = owner.state["last_seen_ms"].as_i64().map(|t| now_ms - t);
-    let age_ms = (owner.confirmed_ms_ago + fresh_within).max(stale_for.unwrap_or(0));
-    let at = rfc3339(now_ms - age_ms);
+    let fresh_age = owner.confirmed_ms_ago + fresh_within;
+    let age_of = |at_ms: Option<i64>| at_ms.map_or(fresh_age, |t| (now_ms - t).max(fresh_age));
     state.liveness = liveness_of(owner);
-    state.signals = owner.state["values"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(name, v)| {
-            let signal = SignalState {
-                value: v["value"].clone(),
-                unit: spec.signal(name).and_then(|s| s.unit.clone()),
-                at: at.clone(),
-                age_ms,
-                source: v["source"].as_str().unwrap_or_default().to_string(),
+    let unreadable = owner.state["unreadable"].as_object();
+    state.unreadable = (unreadable.into_iter().flatten())
+        .map(|(name, u)| {
+            let since = u["since_ms"].as_i64().unwrap_or(now_ms);
+            let signal = UnreadableSignal {
+                error_code: u["error_code"].as_str().unwrap_or_default().to_string(),
+                detail: u["detail"].as_str().unwrap_or_default().to_string(),
+                since: rfc3339(since),
             };
             (name.clone(), signal)
         })
         .collect();
+    state.signals = (owner.state["values"].as_object().into_iter().flatten())
+        .map(|(name, v)| {
+            let age_ms = age_of(v["at_ms"].as_i64());
+            let signal = SignalState {
+                value: v["value"].clone(),
+                unit: spec.signal(name).and_then(|s| s.unit.clone()),
+                at: rfc3339(now_ms - age_ms),
+                age_ms,
+                source: v["source"].as_str().unwrap_or_default().to_string(),
+                unreadable: state.unreadable.contains_key(name),
+            };
+            (name.clone(), signal)
+        })
+        .collect();
+    let last_seen_ms = owner.state["last_seen_ms"].as_i64();
+    state.last_seen = Some(rfc3339(now_ms - age_of(last_seen_ms)));
     state.read_by = Some(owner.owner.clone());
+    let unreadable = match state.unreadable.is_empty() {
+        true => String::new(),
+        false => {
+            let names: Vec<&str> = state.unreadable.keys().map(String::as_str).collect();
+            format!(" It cannot read {} there.", names.join(", "))
+        }
+    };
     state.detail = Some(format!(
         "{} cannot be read from this gateway; these are the reads of gateway {}, which drives \
-         it, confirmed current {} ms ago.",
-        state.device, owner.owner, age_ms
+         it, each shown as old as it is.{unreadable}",
+        state.device, owner.owner
     ));
 }
 

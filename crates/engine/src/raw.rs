@@ -177,6 +177,10 @@ impl Engine {
 
     async fn raw_write_unjournaled(&self, device: &str, write: Write) -> Result<(), RawError> {
         let dev = self.raw_device(device)?;
+        // Only the lease holder writes to a device, raw writes too: a gateway that does not
+        // hold it refuses, naming the holder, so the caller can send the write there.
+        self.owned(device)
+            .map_err(|not| refuse(ErrorCode::DeviceBusy, format!("{}.", not.detail())))?;
         // Every exclusive group an action of this device uses (its own id among them), taken
         // in name order: a raw write must never cut into a command holding any of them.
         let mut groups: Vec<&str> = dev
@@ -199,6 +203,13 @@ impl Engine {
                 ));
             };
             _permits.push(permit);
+        }
+        // Checked again next to the write: the lease may have lapsed while the permits were taken.
+        if self.ctx.ownership.fence(device).is_err() {
+            return Err(refuse(
+                ErrorCode::DeviceBusy,
+                format!("this gateway lost {device}'s lease before writing; nothing was written."),
+            ));
         }
         let answer = dev.write(write.clone()).await;
         closedloop_driver::contract::register_write(answer, &write)

@@ -95,6 +95,11 @@ pub(crate) struct Refusal {
 }
 
 impl Refusal {
+    /// Why, in words.
+    pub(crate) fn detail(&self) -> &str {
+        &self.detail
+    }
+
     /// A refusal that keeps the idempotency key: a replay of the call returns it.
     pub(crate) fn kept(code: ErrorCode, detail: String) -> Refusal {
         Refusal {

@@ -54,6 +54,10 @@ pub struct CommandResult {
     /// For readback verification: whether the registers held the written value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub readback_matched: Option<bool>,
+    /// Completed, but `done_when` already held at dispatch and its signals never moved: the
+    /// device was already in that state, and nothing shows it acted. Shown only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub already: bool,
     /// The signal values that decided the outcome: `{name: {value, at, source}}`.
     pub evidence: serde_json::Value,
     /// A number while `accepted`/`running`, else null.
@@ -91,6 +95,9 @@ impl CommandResult {
             detail: row.detail.clone(),
             hint: row.hint.clone(),
             readback_matched: row.readback_matched,
+            already: events
+                .iter()
+                .any(|e| e.event == "completed" && e.data.get("already") == Some(&true.into())),
             evidence: row.evidence.clone(),
             estimated_remaining_seconds: if status.is_terminal() {
                 None
@@ -213,6 +220,12 @@ impl CommandResult {
                         "in progress"
                     },
                     self.command_id
+                )
+            }
+            Status::Completed if self.already => {
+                format!(
+                    "Completed, but the device was already in that state: {what_with_params}. Nothing shows it acted. {}",
+                    evidence_text(&self.evidence)
                 )
             }
             Status::Completed if self.verified => {

@@ -26,18 +26,31 @@ pub(crate) fn detail(
 
 /// "contact cannot be read (discrete_input:9 answered exception 2 (Illegal Data Address))."
 fn unreadable(snap: &Snapshot) -> Option<String> {
-    if snap.unreadable.is_empty() {
+    if !snap.has_unreadable() {
         return None;
     }
     let each: Vec<String> = snap
-        .unreadable
-        .iter()
-        .map(|(name, (_, why))| format!("{name} cannot be read ({why})"))
+        .unreadable()
+        .map(|(name, f)| {
+            let since = crate::clock::rfc3339(f.since_ms);
+            let history = snap.reading(name).and_then(|r| r.last_good());
+            let shown = match history {
+                Some(_) => ": the value shown is its last good one, not a current one",
+                None => "",
+            };
+            format!("{name} cannot be read since {since} ({}){shown}", f.why)
+        })
         .collect();
-    Some(format!(
-        "{}. Check those signals' addresses and types in the plant file.",
-        each.join("; ")
-    ))
+    let refused_address = snap
+        .unreadable()
+        .any(|(_, f)| f.code == closedloop_driver::ErrorCode::RegisterInvalid);
+    let fix = match refused_address {
+        true => "Check those signals' addresses and types in the plant file.",
+        false => {
+            "The device refuses to read them: check the device (a failed sensor, a busy or faulted unit)."
+        }
+    };
+    Some(format!("{}. {fix}", each.join("; ")))
 }
 
 /// Says whose reads these are when another gateway drives a device this one does not read
@@ -60,10 +73,7 @@ mod tests {
     use super::*;
 
     fn offline() -> Snapshot {
-        Snapshot {
-            liveness: Liveness::Offline,
-            ..Snapshot::before_first_read()
-        }
+        Snapshot::with_liveness(Liveness::Offline)
     }
 
     #[test]
@@ -80,10 +90,7 @@ mod tests {
     fn nothing_is_added_for_the_owner_a_single_gateway_or_a_device_online_here() {
         assert_eq!(detail(&offline(), "lamp", "a", Some("a")), None);
         assert_eq!(detail(&offline(), "lamp", "a", None), None);
-        let online = Snapshot {
-            liveness: Liveness::Online,
-            ..Snapshot::before_first_read()
-        };
+        let online = Snapshot::with_liveness(Liveness::Online);
         assert_eq!(detail(&online, "lamp", "b", Some("a")), None);
     }
 }

@@ -32,26 +32,17 @@ impl Supervisor {
         match result {
             Ok(()) => {
                 self.hold = self.action.stopped_when.is_some();
-                self.ctx
-                    .record(
-                        &self.cmd,
-                        |_| {},
-                        vec![("cancel_sent", serde_json::Value::Null)],
-                    )
-                    .await;
+                // What triggered the stop goes first: the journal reads in causal order.
+                let cause = self.deciding.take().into_iter();
+                let events = cause.chain([("cancel_sent", serde_json::Value::Null)]);
+                self.ctx.record(&self.cmd, |_| {}, events.collect()).await;
                 Event::CancelWritten
             }
             Err(e) => {
-                self.ctx
-                    .record(
-                        &self.cmd,
-                        |_| {},
-                        vec![(
-                            "cancel_failed",
-                            json!({"code": e.code.as_str(), "detail": e.detail}),
-                        )],
-                    )
-                    .await;
+                let failed = json!({"code": e.code.as_str(), "detail": e.detail});
+                let cause = self.deciding.take().into_iter();
+                let events = cause.chain([("cancel_failed", failed)]);
+                self.ctx.record(&self.cmd, |_| {}, events.collect()).await;
                 Event::CancelFailed {
                     code: e.code,
                     detail: e.detail,
@@ -73,7 +64,7 @@ impl Supervisor {
             let fresh = stopped
                 .signals()
                 .iter()
-                .all(|n| snap.values.get(n).is_some_and(|v| v.seq > after));
+                .all(|n| snap.read_after(n, after).is_some());
             if snap.seq > after && fresh {
                 let holds =
                     self.in_latest_scope(&snap, |scope| stopped.eval_bool(scope).unwrap_or(false));
@@ -107,7 +98,7 @@ impl Supervisor {
             .collect();
         let mut evidence = serde_json::Map::new();
         for n in names {
-            if let Some(v) = snap.values.get(n) {
+            if let Some(v) = snap.reading(n).and_then(|r| r.current()) {
                 let mut e = json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
                 if let Some(u) = self.dev.spec.signal(n).and_then(|s| s.unit.clone()) {
                     e["unit"] = json!(u);

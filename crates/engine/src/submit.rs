@@ -262,7 +262,7 @@ impl Engine {
         let row = cmd.row();
         let dev = Arc::clone(&self.ctx.devices[&row.device]);
         // Until dispatch re-evaluates it, the estimate is the expected duration from now.
-        let signals = dev.snapshot().plain();
+        let signals = dev.usable_values(&dev.current(), self.ctx.clock.now_ms());
         let devices = self.ctx.scope_for(action);
         let scope = Scope {
             signals: &signals,

@@ -13,6 +13,7 @@ use crate::engine::AsCheck;
 use crate::machine::{Check, Event};
 use crate::supervisor::{Supervisor, shutdown_signal};
 use closedloop_link::Reporting;
+use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -90,11 +91,18 @@ impl Supervisor {
                     Some(e) => e,
                     None => continue,
                 },
-                Wake::Event(Event::Deadline) if !w.readback => {
+                Wake::Event(Event::Deadline { .. }) if !w.readback => {
                     if self.judge_delivered(&mut w.samples).await {
                         continue;
                     }
-                    Event::Deadline
+                    let answering = self.answering();
+                    Event::Deadline { answering }
+                }
+                Wake::Event(Event::AlarmRaised { name, detail }) => {
+                    // Journaled ahead of the stop it triggers (`Supervisor::deciding`).
+                    let why = json!({"name": name, "why": detail});
+                    self.deciding = Some(("alarm", why));
+                    Event::AlarmRaised { name, detail }
                 }
                 Wake::Event(e) => e,
             };
@@ -179,7 +187,10 @@ impl Supervisor {
                 self.dev.poll_now();
                 Turn::Again
             }
-            _ = sleep_until(w.deadline) => Turn::Wake(Wake::Event(Event::Deadline)),
+            _ = sleep_until(w.deadline) => {
+                let answering = self.answering();
+                Turn::Wake(Wake::Event(Event::Deadline { answering }))
+            }
             // A standing alarm that blocks this device: stop, whatever the command's state.
             changed = w.alarms.changed(), if w.watched => match changed {
                 Err(_) => Turn::Again,

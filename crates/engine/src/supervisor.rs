@@ -42,11 +42,13 @@ pub(crate) struct Supervisor {
     pub baseline: BTreeMap<String, Value>,
     /// The last signal values journaled, to journal only changes.
     pub last_logged: Option<serde_json::Value>,
-    /// A reading that may decide the outcome (`done_when` or a `fail_when` held), not yet
-    /// journaled: the final status goes into the same commit, one fsync where there were two
-    /// between the confirming read and the caller's answer. Journaled alone at the end of
-    /// [`Supervisor::feed`] when nothing ended.
-    pub deciding: Option<serde_json::Value>,
+    /// What may decide the outcome or trigger a stop, not yet journaled: a reading on which
+    /// `done_when` or a `fail_when` held (`signal`), or the standing alarm that was raised
+    /// (`alarm`). It goes into the commit of the first consequence — the `cancel_sent` of a stop,
+    /// else the final status — ahead of it, so the journal reads in causal order and the
+    /// confirming read costs no fsync of its own. Journaled alone at the end of
+    /// [`Supervisor::feed`] when nothing followed.
+    pub deciding: Option<(&'static str, serde_json::Value)>,
     /// Evidence of the last fresh reading.
     pub evidence: serde_json::Value,
     /// Whether a stop was written and the device must be held until `stopped_when`.
@@ -254,7 +256,7 @@ impl Supervisor {
             }
         }
         if let Some(reading) = self.deciding.take() {
-            self.ctx.note(&self.cmd, vec![("signal", reading)]).await;
+            self.ctx.note(&self.cmd, vec![reading]).await;
         }
         all
     }
@@ -320,7 +322,7 @@ impl Supervisor {
         let end = Ending::new(o, detail, Some(self.evidence.clone()));
         let mut events = end.events();
         if let Some(reading) = self.deciding.take() {
-            events.insert(0, ("signal", reading));
+            events.insert(0, reading);
         }
         self.ctx.record(&self.cmd, |r| end.apply(r), events).await;
     }

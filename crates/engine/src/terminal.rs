@@ -47,10 +47,12 @@ impl Ending {
     /// The timeline entry: the status as the event, with the code and the detail.
     pub(crate) fn events(&self) -> Vec<(&'static str, Value)> {
         let o = &self.outcome;
-        vec![(
-            o.status.as_str(),
-            data(o.code.as_ref(), self.detail.as_deref()),
-        )]
+        let mut data = data(o.code.as_ref(), self.detail.as_deref());
+        if o.reason == crate::machine::Reason::AlreadySo {
+            // What `CommandResult::already` is read from, here and after a restart.
+            data["already"] = json!(true);
+        }
+        vec![(o.status.as_str(), data)]
     }
 }
 

@@ -10,8 +10,8 @@ use closedloop_driver::{BoxFuture, ErrorCode, Value};
 use closedloop_engine::{Engine, Status, Submission};
 use closedloop_journal::Journal;
 use closedloop_link::{
-    Clock, Encoded, Evaluated, Link, Links, PlanError, Reporting, Request, SignalValue, Snapshot,
-    SnapshotTx, WriteError, judge_liveness,
+    Clock, Encoded, Evaluated, Link, Links, PlanError, Reporting, Request, Snapshot, SnapshotTx,
+    WriteError, judge_liveness,
 };
 use closedloop_plant::WriteEntry;
 use std::any::Any;
@@ -107,15 +107,10 @@ impl MemoryLink {
     fn publish(&self, seq: u64, level: f64) {
         let now = Instant::now();
         self.tx.send_modify(|snap| {
-            snap.values.insert(
-                "level".into(),
-                SignalValue {
-                    value: Value::Number(level),
-                    at_ms: self.clock.wall_ms(now),
-                    source: "memory:level".into(),
-                    seq,
-                },
-            );
+            let at_ms = self.clock.wall_ms(now);
+            snap.record("level", Value::Number(level), at_ms, seq, || {
+                "memory:level".into()
+            });
             snap.seq = seq;
             snap.last_valid = Some(now);
             snap.last_seen_ms = Some(self.clock.wall_ms(now));

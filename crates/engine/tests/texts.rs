@@ -24,13 +24,16 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
     use Status as S;
     vec![
         ("confirmed", o(S::Completed, None, Reason::Confirmed, true, None)),
+        ("already_so", o(S::Completed, None, Reason::AlreadySo, true, None)),
         ("readback", o(S::Completed, None, Reason::Confirmed, false, Some(true))),
         ("sent", o(S::Sent, None, Reason::Delivered, false, None)),
         ("stall", o(S::Failed, Some(C::Signal("MOTOR_STALL".into())), Reason::FailSignal, true, None)),
         ("never_moved", o(S::Failed, Some(C::FeedbackMismatch), Reason::NeverMoved, false, None)),
         ("not_reached", o(S::Timeout, Some(C::Timeout), Reason::NotReached, false, None)),
         ("no_baseline", o(S::Timeout, Some(C::Timeout), Reason::NoBaseline, false, None)),
-        ("no_fresh_read", o(S::Failed, Some(C::DeviceOffline), Reason::NoFreshRead, false, None)),
+        ("no_fresh_read", o(S::Failed, Some(C::DeviceOffline), Reason::NoFreshRead { answering: false }, false, None)),
+        ("no_feedback", o(S::Failed, Some(C::NoFeedback), Reason::NoFreshRead { answering: true }, false, None)),
+        ("unreadable", o(S::Failed, Some(C::BusNak), Reason::Unreadable("position_mm cannot be read since 2026-11-29T16:00:00.100Z (holding:2 answered exception 4 (Server Device Failure)), so nothing can confirm the outcome; the write may have taken effect.".into()), false, None)),
         ("readback_mismatch", o(S::Failed, Some(C::FeedbackMismatch), Reason::ReadbackMismatch, false, Some(false))),
         ("queue_expired", o(S::Timeout, Some(C::Timeout), Reason::QueueExpired, false, None)),
         ("driver_nak", o(S::Failed, Some(C::BusNak), Reason::Driver("holding:0 answered exception 4 (Server Device Failure)".into()), false, None)),
@@ -108,7 +111,17 @@ fn render_all() -> String {
         r.hint = hint.clone();
         r.readback_matched = o.readback_matched;
         r.evidence = evidence.clone();
-        let summary = CommandResult::from_rows(&r, &[], None).summary();
+        // What the journal's `completed` entry carries for an "already so" ending.
+        let already = closedloop_journal::EventRow {
+            at_ms: r.updated_at_ms,
+            event: "completed".into(),
+            data: json!({"already": true}),
+        };
+        let events = match o.reason {
+            Reason::AlreadySo => vec![already],
+            _ => vec![],
+        };
+        let summary = CommandResult::from_rows(&r, &events, None).summary();
         out.push_str(&format!(
             "## {name}: {} {}\ndetail: {}\nhint: {}\nsummary: {summary}\n\n",
             o.status,

@@ -24,6 +24,7 @@ pub fn result_object() -> Value {
             "detail": {"type": "string"},
             "hint": {"type": "string"},
             "readback_matched": {"type": "boolean"},
+            "already": {"type": "boolean", "description": "Completed, but the device was already in that state before the write and nothing shows it acted. Present only when true."},
             "evidence": {"type": "object", "description": "Signal values that decided the outcome: {name: {value, at, source}}."},
             "estimated_remaining_seconds": {"type": ["number", "null"]},
             "retry_after_s": {"type": "number", "description": "With RATE_LIMITED: seconds until the call may succeed."},
@@ -63,18 +64,19 @@ pub fn device_state() -> Value {
                         "unit": {"type": "string"},
                         "at": {"type": "string"},
                         "age_ms": {"type": "integer"},
-                        "source": {"type": "string"}
+                        "source": {"type": "string"},
+                        "unreadable": {"type": "boolean", "description": "The signal's last read failed (see unreadable): this is its last good value, as old as age_ms says, not a current one."}
                     },
                     "required": ["value", "at", "age_ms", "source"]
                 }
             },
             "unreadable": {
                 "type": "object",
-                "description": "Declared signals the device refuses to read, with why.",
+                "description": "Declared signals whose last read failed (the device refused them), with why and since when: they have no current value.",
                 "additionalProperties": {
                     "type": "object",
-                    "properties": {"error_code": {"type": "string"}, "detail": {"type": "string"}},
-                    "required": ["error_code", "detail"]
+                    "properties": {"error_code": {"type": "string"}, "detail": {"type": "string"}, "since": {"type": "string"}},
+                    "required": ["error_code", "detail", "since"]
                 }
             },
             "detail": {"type": "string"},

@@ -17,6 +17,8 @@ stdin takes control lines, each answered `ok LINE` on stdout:
             and so puts the lamp out (and the lamp is lit while the relay rests);
 - `receipt` the firmware reports the lamp as soon as a command arrives, before the relay moves
             (a telemetry acknowledgement, as many firmwares send);
+- `deaf`    commands are ignored (not acted on, not reported); the heartbeat goes on, so the
+            board stays online;
 - `thaw`    back to normal;
 - `lamp?`   answered `ok lamp? on|off`: the lamp as it physically is (the test's ground truth).
 Killing the process (SIGKILL) is a power cut: the TCP connection drops without DISCONNECT, so the
@@ -46,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
 
     lock = threading.Lock()
-    state = {"relay": False, "stuck": False, "frozen": False, "nc": False, "receipt": False}
+    state = {"relay": False, "stuck": False, "frozen": False, "nc": False, "receipt": False, "deaf": False}
 
     def lamp_lit() -> bool:
         return state["relay"] != state["nc"]
@@ -79,7 +81,7 @@ def main() -> None:
         except (ValueError, KeyError, TypeError):
             return
         with lock:
-            if state["frozen"]:
+            if state["frozen"] or state["deaf"]:
                 return
             receipt = state["receipt"]
         if receipt:
@@ -113,12 +115,12 @@ def main() -> None:
     for line in sys.stdin:
         word = line.strip()
         with lock:
-            if word in ("stuck", "nc", "receipt"):
+            if word in ("stuck", "nc", "receipt", "deaf"):
                 state[word] = True
             elif word == "freeze":
                 state["frozen"] = True
             elif word == "thaw":
-                state["frozen"] = state["stuck"] = False
+                state["frozen"] = state["stuck"] = state["deaf"] = False
             elif word == "lamp?":
                 word = f"lamp? {'on' if lamp_lit() else 'off'}"
             else:

@@ -1,9 +1,11 @@
 //! `closedloop check PLANT`: the loader's validation, the drivers built as `serve` builds them,
-//! and the simulator's register maps; then the tool surface.
+//! the simulator's register maps and the deadlines a push device may not report within
+//! (`deadlines`); then the tool surface.
 //!
 //! Errors go to stderr and exit 1; warnings (`warning: ...`, such as an address that looks
 //! 1-based) go to stderr too but leave the exit code at 0.
 
+mod deadlines;
 pub mod sim_map;
 
 use sim_map::{Finding, Severity};
@@ -23,7 +25,9 @@ pub fn run(path: &Path) -> ExitCode {
         eprintln!("{}: {e}", path.display());
         return ExitCode::from(1);
     }
-    let findings = sim_map::lint(&plant, &path.display().to_string());
+    let label = path.display().to_string();
+    let mut findings = sim_map::lint(&plant, &label);
+    findings.extend(deadlines::lint(&plant, &label));
     for f in &findings {
         eprintln!("{f}");
     }

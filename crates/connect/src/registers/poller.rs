@@ -4,7 +4,6 @@
 
 use super::RegisterLink;
 use closedloop_driver::{Area, Data, Encoding, ErrorCode, TransportError, Value};
-use closedloop_link::SignalValue;
 use closedloop_plant::{Device, Source};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -131,30 +130,12 @@ impl RegisterLink {
             for (b, i, value, at_ms) in got.values.drain(..) {
                 let block = &self.blocks[b];
                 let (name, offset, _) = &block.signals[i];
-                match snap.values.get_mut(name) {
-                    Some(v) => {
-                        v.value = value;
-                        v.at_ms = at_ms;
-                        v.seq = seq;
-                    }
-                    None => {
-                        let source = format!("{}:{}", block.area, block.start + offset);
-                        let v = SignalValue {
-                            value,
-                            at_ms,
-                            source,
-                            seq,
-                        };
-                        snap.values.insert(name.clone(), v);
-                    }
-                }
+                let source = || format!("{}:{}", block.area, block.start + offset);
+                snap.record(name, value, at_ms, seq, source);
             }
-            for (b, i, refused) in got.unreadable.drain(..) {
+            for (b, i, at_ms, (code, why)) in got.refused.drain(..) {
                 let name = &self.blocks[b].signals[i].0;
-                match refused {
-                    Some(why) => snap.unreadable.insert(name.to_string(), why),
-                    None => snap.unreadable.remove(name),
-                };
+                snap.refuse(name, code, why, at_ms, seq);
             }
             snap.seq = seq;
             snap.last_error = got.error.take();
@@ -230,9 +211,14 @@ impl RegisterLink {
                 }
                 let at_ms = asked_ms;
                 for (i, (_, offset, enc)) in block.signals.iter().enumerate() {
-                    got.unreadable.push((b, i, None));
-                    if let Some(value) = decode(&data, *offset, enc) {
-                        got.values.push((b, i, value, at_ms));
+                    match decode(&data, *offset, enc) {
+                        Some(value) => got.values.push((b, i, value, at_ms)),
+                        None => {
+                            let at = format!("{}:{}", block.area, block.start + offset);
+                            let why = format!("{at} answered too few items to decode");
+                            let refused = (ErrorCode::RegisterInvalid, why);
+                            got.refused.push((b, i, asked_ms, refused));
+                        }
                     }
                 }
                 true
@@ -251,7 +237,7 @@ impl RegisterLink {
                     for (i, (_, offset, _)) in block.signals.iter().enumerate() {
                         let at = format!("{}:{}", block.area, block.start + offset);
                         let why = format!("{at} answered {exception}");
-                        got.unreadable.push((b, i, Some((code.clone(), why))));
+                        got.refused.push((b, i, asked_ms, (code.clone(), why)));
                     }
                 }
                 got.error = Some(format!(
@@ -279,9 +265,9 @@ pub(super) struct Cycle {
     /// Each decoded value: its block's index, the signal's index in it, the value and when it
     /// was read.
     values: Vec<(usize, usize, Value, i64)>,
-    /// Signals (block and signal index) that read again (`None`) or that the device refused
-    /// (code and answer).
-    unreadable: Vec<(usize, usize, Option<Refused>)>,
+    /// Signals (block and signal index) the device refused, when asked, with the code and its
+    /// answer: from then on they have no current value until they read well again.
+    refused: Vec<(usize, usize, i64, Refused)>,
     error: Option<String>,
     crc: bool,
 }
@@ -290,7 +276,7 @@ impl Cycle {
     /// Empty, its buffers kept.
     fn clear(&mut self) {
         self.values.clear();
-        self.unreadable.clear();
+        self.refused.clear();
         self.error = None;
         self.crc = false;
     }

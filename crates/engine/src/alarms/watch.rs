@@ -153,7 +153,12 @@ struct Watch {
 struct Read {
     device: Arc<DeviceRuntime>,
     signal: String,
+    /// Its value as last seen, when a decider may use it (`Snapshot::usable`): `None` when it
+    /// cannot be read, was read longer ago than its device's liveness window, or was never read.
     last: Option<Value>,
+    /// Whether `when` reads it, and `clear_when`.
+    in_when: bool,
+    in_clear: bool,
 }
 
 impl Watch {
@@ -163,13 +168,15 @@ impl Watch {
             conditions(alarm).flat_map(|e| e.devices()).collect();
         let reads: Vec<Read> = pairs
             .into_iter()
-            .filter_map(|(d, s)| {
-                let device = Arc::clone(ctx.devices.get(d)?);
-                let signal = s.clone();
+            .filter_map(|pair| {
+                let device = Arc::clone(ctx.devices.get(&pair.0)?);
+                let reads_it = |e: &Expr| e.devices().contains(pair);
                 Some(Read {
                     device,
-                    signal,
+                    signal: pair.1.clone(),
                     last: None,
+                    in_when: reads_it(&alarm.when),
+                    in_clear: alarm.clear_when.as_ref().is_some_and(reads_it),
                 })
             })
             .collect();
@@ -192,14 +199,24 @@ impl Watch {
     }
 
     /// Judges the alarm once; `Some((active, why))` when it is to be raised or cleared.
+    ///
+    /// It fails safe: a `when` that reads a value no decider may use (unreadable, older than
+    /// its device's liveness window, of a silent device) holds — nothing shows it is safe —
+    /// unless `when_offline = "ignore"`, which then leaves the alarm as it is; `clear_when`
+    /// never holds on such a value.
     fn step(&mut self, ctx: &Context) -> Option<(bool, String)> {
         let alarm = &ctx.plant.alarms[self.index];
         let was = ctx.alarms.is_active_at(self.index);
         let silent = self.silent(alarm);
-        if self.refresh() {
+        if self.refresh(ctx.clock.now_ms()) {
             (self.when, self.clear) = (None, None);
         }
-        let holds = silent.is_some() || judged(&mut self.when, &alarm.when, &self.reads);
+        let blind = self.unusable(|r| r.in_when);
+        if blind.is_some() && alarm.when_offline == WhenOffline::Ignore {
+            return None;
+        }
+        let fails_safe = silent.is_some() || blind.is_some();
+        let holds = fails_safe || judged(&mut self.when, &alarm.when, &self.reads);
         let since = match holds {
             true => *self.holding_since.get_or_insert_with(Instant::now),
             false => {
@@ -209,8 +226,11 @@ impl Watch {
         };
         let raised = holds && since.elapsed() >= Duration::from_millis(alarm.for_ms);
         let active = match (&alarm.clear_when, was) {
-            // Hysteresis: once raised, only clear_when ends it (a silent device never does).
-            (Some(clear), true) => silent.is_some() || !judged(&mut self.clear, clear, &self.reads),
+            // Hysteresis: once raised, only clear_when ends it, on values a decider may use.
+            (Some(clear), true) => {
+                let clear_blind = self.unusable(|r| r.in_clear).is_some();
+                fails_safe || clear_blind || !judged(&mut self.clear, clear, &self.reads)
+            }
             _ => raised,
         };
         (active != was).then(|| {
@@ -218,7 +238,7 @@ impl Watch {
                 (Some(clear), true) => clear,
                 _ => &alarm.when,
             };
-            (active, self.why(silent, decided))
+            (active, self.why(ctx, silent, blind, decided))
         })
     }
 
@@ -231,14 +251,19 @@ impl Watch {
         devices.position(|d| d.liveness() != Liveness::Online)
     }
 
-    /// Brings the values read up to the devices' latest samples, looked at where they lie;
-    /// whether any of them changed.
-    fn refresh(&mut self) -> bool {
+    /// The first read (of those `which` picks) whose value may not be decided on.
+    fn unusable(&self, which: impl Fn(&Read) -> bool) -> Option<usize> {
+        self.reads.iter().position(|r| which(r) && r.last.is_none())
+    }
+
+    /// Brings the values read up to the devices' latest samples, looked at where they lie,
+    /// each as a decider may use it at `now_ms`; whether any of them changed.
+    fn refresh(&mut self, now_ms: i64) -> bool {
         let mut changed = false;
         for r in &mut self.reads {
-            let now = r
-                .device
-                .with_snapshot(|snap| snap.values.get(&r.signal).map(|v| v.value));
+            let rule = r.device.freshness(now_ms);
+            let now =
+                (r.device).with_snapshot(|snap| snap.usable(&r.signal, rule).ok().map(|v| v.value));
             if !same(now, r.last) {
                 (r.last, changed) = (now, true);
             }
@@ -246,12 +271,33 @@ impl Watch {
         changed
     }
 
-    /// Why the alarm is raised or cleared, in words: the values `cond` read, or the device
-    /// that went silent. Made only on a raise or a clear.
-    fn why(&self, silent: Option<usize>, cond: &Expr) -> String {
+    /// Why the alarm is raised or cleared, in words: the values `cond` read, the device that
+    /// went silent, or the signal no decider may use. Made only on a raise or a clear.
+    fn why(
+        &self,
+        ctx: &Context,
+        silent: Option<usize>,
+        blind: Option<usize>,
+        cond: &Expr,
+    ) -> String {
         if let Some(i) = silent {
             let id = self.devices[i].id();
             return format!("{id} is not answering, so nothing shows it is safe");
+        }
+        if let Some(r) = blind.map(|i| &self.reads[i]) {
+            let now_ms = ctx.clock.now_ms();
+            let name = format!("devices.{}.{}", r.device.id(), r.signal);
+            let rule = r.device.freshness(now_ms);
+            let words = r
+                .device
+                .with_snapshot(|snap| match snap.usable(&r.signal, rule) {
+                    Err(u) => u.describe(&name, now_ms, rfc3339),
+                    Ok(_) => format!("{name} could not be used"),
+                });
+            return format!(
+                "`{}` cannot be judged: {words}; nothing shows it is safe",
+                cond.source()
+            );
         }
         let (signals, params) = (BTreeMap::new(), Params::new());
         let devices = values(&self.reads);

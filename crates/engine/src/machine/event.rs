@@ -59,6 +59,9 @@ pub struct Reading {
     /// that never answered before the write), an unchanged-looking read proves nothing: the
     /// command cannot be said to have "never moved".
     pub baseline_known: bool,
+    /// `done_when` already held on the fresh read at dispatch: if it still holds and nothing
+    /// moved in between, the device was already in that state and nothing shows it acted.
+    pub already: bool,
 }
 
 /// Something that happened to the command.
@@ -89,8 +92,12 @@ pub enum Event {
     Reading(Reading),
     /// The device stopped answering (liveness went offline).
     Offline { detail: String },
-    /// The supervision deadline passed.
-    Deadline,
+    /// A signal the criteria read could not be read after the acknowledgement: the device
+    /// refused it (`code`: its exception's), so nothing can confirm the command.
+    Unreadable { code: ErrorCode, detail: String },
+    /// The supervision deadline passed; `answering`: the device was online then (it answers,
+    /// though nothing it reported decided the command).
+    Deadline { answering: bool },
     /// `cancel_command` was called.
     CancelRequested,
     /// The cancel plan was acknowledged.

@@ -9,6 +9,10 @@ use crate::contract::{ErrorCode, Status};
 pub enum Reason {
     /// `done_when` held on fresh reads (or the readback matched).
     Confirmed,
+    /// `done_when` held on fresh reads after the acknowledgement, as it already did at dispatch,
+    /// and its signals never moved in between: the device was already in that state, and
+    /// nothing shows it acted.
+    AlreadySo,
     /// Delivered to a device without feedback.
     Delivered,
     /// A `fail_when` expression held.
@@ -22,8 +26,12 @@ pub enum Reason {
     NoBaseline,
     /// No read taken after the expected duration (and issued after the acknowledgement)
     /// arrived before the deadline, and none showed movement: nothing shows whether the
-    /// feedback moved.
-    NoFreshRead,
+    /// feedback moved. `answering`: the device was online all the same (it reported nothing on
+    /// the criterion's signals: `NO_FEEDBACK`), else it gave no valid answer (`DEVICE_OFFLINE`).
+    NoFreshRead { answering: bool },
+    /// A criterion signal could not be read after the acknowledgement; the text says which
+    /// and why.
+    Unreadable(String),
     /// The readback never matched what was written.
     ReadbackMismatch,
     /// Waited in the queue too long; nothing was written.
@@ -101,6 +109,15 @@ impl Outcome {
         Outcome {
             verified: true,
             ..Outcome::new(Status::Completed, None, Reason::Confirmed)
+        }
+    }
+
+    /// `done_when` held on fresh feedback as it already did at dispatch: completed, verified
+    /// (the state is confirmed), with `already: true` (nothing shows the device acted).
+    pub fn already_so() -> Outcome {
+        Outcome {
+            verified: true,
+            ..Outcome::new(Status::Completed, None, Reason::AlreadySo)
         }
     }
 

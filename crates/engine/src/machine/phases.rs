@@ -61,7 +61,7 @@ impl Machine {
                 transient,
                 maybe_applied,
             } => self.write_failed(code, detail, transient, maybe_applied),
-            Event::Deadline => {
+            Event::Deadline { .. } => {
                 let (code, detail) = self.last_write_error.take().unwrap_or((
                     ErrorCode::Timeout,
                     "the write was never acknowledged".into(),
@@ -126,7 +126,11 @@ impl Machine {
     pub(super) fn on_supervising(&mut self, event: Event) -> Vec<Effect> {
         match event {
             Event::Reading(r) => self.reading(r),
-            Event::Deadline => self.deadline(),
+            Event::Deadline { answering } => self.deadline(answering),
+            Event::Unreadable { code, detail } => {
+                let fx = self.finish(Outcome::failed(code, Reason::Unreadable(detail)));
+                with_stop(fx, self.profile.has_cancel)
+            }
             Event::Offline { detail } => {
                 let fx = self.finish(Outcome::failed(
                     ErrorCode::DeviceOffline,

@@ -3,6 +3,7 @@
 
 mod supervising;
 mod supervising_deadline;
+mod supervising_freshness;
 mod terminal;
 mod writing;
 
@@ -30,6 +31,7 @@ fn reading(at_ms: u64, done: bool, moved: bool) -> Event {
         stopped: false,
         settled: true,
         baseline_known: true,
+        already: false,
     })
 }
 
@@ -88,7 +90,12 @@ fn all_events() -> Vec<Event> {
         Event::Offline {
             detail: "silent".into(),
         },
-        Event::Deadline,
+        Event::Unreadable {
+            code: ErrorCode::BusNak,
+            detail: "x".into(),
+        },
+        Event::Deadline { answering: false },
+        Event::Deadline { answering: true },
         Event::CancelRequested,
         Event::CancelWritten,
         Event::CancelFailed {
@@ -215,7 +222,7 @@ fn queued_ignores_device_events() {
         Event::WriteAcked,
         write_failed(true, true),
         reading(1, true, true),
-        Event::Deadline,
+        Event::Deadline { answering: false },
         Event::CancelWritten,
         Event::Accept,
     ] {

@@ -45,6 +45,7 @@ fn supervising_fail_when_fails_verified_and_enters_safe_state() {
         stopped: false,
         settled: true,
         baseline_known: true,
+        already: false,
     }));
     assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
     let o = finish(&fx);
@@ -68,6 +69,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         stopped: false,
         settled: true,
         baseline_known: true,
+        already: false,
     });
     assert_eq!(
         m.on(done_not_started),
@@ -84,6 +86,7 @@ fn supervising_started_when_must_be_seen_before_done_counts() {
         stopped: false,
         settled: true,
         baseline_known: true,
+        already: false,
     });
     assert_eq!(m.on(started), vec![]);
     assert_eq!(
@@ -105,6 +108,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         stopped: false,
         settled: true,
         baseline_known: true,
+        already: false,
     });
     assert_eq!(m.on(early), vec![], "the relay has not had time to pull in");
     let failing = Event::Reading(Reading {
@@ -117,6 +121,7 @@ fn supervising_early_done_on_an_unchanged_value_does_not_count() {
         stopped: false,
         settled: true,
         baseline_known: true,
+        already: false,
     });
     assert_eq!(
         finish(&m.on(failing)).status,
@@ -156,7 +161,7 @@ fn supervising_hold_ms_needs_done_to_stay_true() {
 fn supervising_deadline_without_movement_is_feedback_mismatch() {
     let mut m = supervising(profile());
     m.on(reading(1, false, false));
-    let o = finish(&m.on(Event::Deadline)).clone();
+    let o = finish(&m.on(Event::Deadline { answering: false })).clone();
     assert_eq!(
         (o.status, o.code, o.verified),
         (Status::Failed, Some(ErrorCode::FeedbackMismatch), false)
@@ -170,14 +175,14 @@ fn supervising_deadline_without_a_single_fresh_read_is_device_offline_not_feedba
         has_cancel: true,
         ..profile()
     });
-    let fx = m.on(Event::Deadline);
+    let fx = m.on(Event::Deadline { answering: false });
     let o = finish(&fx).clone();
     assert_eq!(
         (o.status, o.code, o.reason, o.verified),
         (
             Status::Failed,
             Some(ErrorCode::DeviceOffline),
-            Reason::NoFreshRead,
+            Reason::NoFreshRead { answering: false },
             false
         )
     );
@@ -191,12 +196,13 @@ fn supervising_deadline_without_a_value_before_the_write_is_timeout_not_never_mo
     let mut m = supervising(profile());
     m.on(Event::Reading(Reading {
         baseline_known: false,
+        already: false,
         ..match reading(500, false, false) {
             Event::Reading(r) => r,
             _ => unreachable!(),
         }
     }));
-    let o = finish(&m.on(Event::Deadline)).clone();
+    let o = finish(&m.on(Event::Deadline { answering: false })).clone();
     assert_eq!(
         (o.status, o.code, o.reason),
         (
@@ -223,15 +229,16 @@ fn supervising_deadline_with_only_reads_from_before_the_expected_duration_is_dev
             stopped: false,
             settled: false,
             baseline_known: true,
+            already: false,
         }));
     }
-    let o = finish(&m.on(Event::Deadline)).clone();
+    let o = finish(&m.on(Event::Deadline { answering: false })).clone();
     assert_eq!(
         (o.status, o.code, o.reason),
         (
             Status::Failed,
             Some(ErrorCode::DeviceOffline),
-            Reason::NoFreshRead
+            Reason::NoFreshRead { answering: false }
         )
     );
     // An early read that already shows movement is movement: TIMEOUT.
@@ -246,9 +253,10 @@ fn supervising_deadline_with_only_reads_from_before_the_expected_duration_is_dev
         stopped: false,
         settled: false,
         baseline_known: true,
+        already: false,
     }));
     assert_eq!(
-        finish(&m.on(Event::Deadline)).code,
+        finish(&m.on(Event::Deadline { answering: false })).code,
         Some(ErrorCode::Timeout)
     );
 }

@@ -11,7 +11,7 @@ fn supervising_deadline_after_movement_is_timeout() {
     });
     m.on(reading(1, false, true));
     m.on(reading(2, false, false));
-    let fx = m.on(Event::Deadline);
+    let fx = m.on(Event::Deadline { answering: false });
     assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
     let o = finish(&fx);
     assert_eq!(
@@ -26,7 +26,7 @@ fn supervising_readback_deadline_is_mismatch() {
         check: Check::Readback,
         ..profile()
     });
-    let o = finish(&m.on(Event::Deadline)).clone();
+    let o = finish(&m.on(Event::Deadline { answering: false })).clone();
     assert_eq!(
         (o.code, o.readback_matched),
         (Some(ErrorCode::FeedbackMismatch), Some(false))
@@ -58,7 +58,7 @@ fn supervising_cancel_writes_the_stop_then_cancels() {
         vec![],
         "no completion while cancelling"
     );
-    assert_eq!(m.on(Event::Deadline), vec![]);
+    assert_eq!(m.on(Event::Deadline { answering: false }), vec![]);
     let o = finish(&m.on(Event::CancelWritten)).clone();
     assert_eq!(
         (o.status, o.code),
@@ -143,7 +143,7 @@ fn recovered_command_completes_on_fresh_reads_or_ends_interrupted() {
     );
     let mut m = Machine::recovered(profile());
     m.on(reading(1, false, true));
-    let o = finish(&m.on(Event::Deadline)).clone();
+    let o = finish(&m.on(Event::Deadline { answering: false })).clone();
     assert_eq!(
         (o.status, o.code),
         (Status::Failed, Some(ErrorCode::Interrupted))
@@ -163,6 +163,7 @@ fn recovered_command_that_reads_stopped_short_ends_interrupted_at_once() {
             stopped: true,
             settled: true,
             baseline_known: true,
+            already: false,
         })
     };
     let mut m = Machine::recovered(Profile {

@@ -18,7 +18,7 @@ fn terminal_states_never_change() {
         m.on(reading(1, true, true));
         v.push(m);
         let mut m = supervising(profile());
-        m.on(Event::Deadline);
+        m.on(Event::Deadline { answering: false });
         v.push(m);
         let mut m = writing(Profile {
             check: Check::None,

@@ -74,7 +74,7 @@ fn writing_refusal_fails_without_retry_or_safe_state() {
 fn writing_deadline_reports_the_last_write_error() {
     let mut m = writing(profile());
     m.on(write_failed(true, true));
-    let o = finish(&m.on(Event::Deadline)).clone();
+    let o = finish(&m.on(Event::Deadline { answering: false })).clone();
     assert_eq!(o.code, Some(ErrorCode::DeviceOffline));
 }
 

@@ -309,7 +309,7 @@ fn codes(d: &Device, a: &Action) -> Vec<(String, String)> {
             ),
         ));
     }
-    codes.extend(feedback_codes(a));
+    codes.extend(feedback_codes(d, a));
     codes.extend([
         (
             "CRC_MISMATCH".into(),
@@ -358,13 +358,22 @@ fn busy_meaning(a: &Action) -> String {
     }
 }
 
-/// FEEDBACK_MISMATCH and TIMEOUT, which only an action verified by feedback can end with.
-fn feedback_codes(a: &Action) -> Vec<(String, String)> {
+/// FEEDBACK_MISMATCH and TIMEOUT, which only an action verified by feedback can end with, and
+/// NO_FEEDBACK for a device that reports when it likes (MQTT) and may not report at all.
+fn feedback_codes(d: &Device, a: &Action) -> Vec<(String, String)> {
     let (Verification::Feedback, Some(done)) = (a.verification, &a.done_when) else {
         return vec![];
     };
     let sigs = ids(done.signals().iter());
-    vec![
+    let silent = matches!(d.driver, closedloop_plant::DriverConfig::Mqtt { .. }).then(|| {
+        let meaning = format!(
+            "{} stayed online but never reported {sigs} after the write: it may have ignored \
+             the command. Call get_device_state before acting again.",
+            d.id
+        );
+        ("NO_FEEDBACK".to_string(), meaning)
+    });
+    silent.into_iter().chain([
         (
             "FEEDBACK_MISMATCH".into(),
             format!(
@@ -379,5 +388,6 @@ fn feedback_codes(a: &Action) -> Vec<(String, String)> {
                  get_device_state before acting again."
             ),
         ),
-    ]
+    ])
+    .collect()
 }

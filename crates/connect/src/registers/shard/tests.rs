@@ -171,11 +171,11 @@ async fn a_value_is_stamped_when_its_read_was_issued_not_when_it_was_answered() 
     driver.gate.as_ref().expect("gated").add_permits(1);
     let mut samples = relay.samples().subscribe();
     let snap = samples
-        .wait_for(|s| s.values.contains_key("contact"))
+        .wait_for(|s| s.reading("contact").is_some())
         .await
         .expect("a sample")
         .clone();
-    let at_ms = snap.values["contact"].at_ms;
+    let at_ms = snap.read_after("contact", 0).expect("read").at_ms;
     assert!(
         // Two clocks, each rounding to the millisecond: a few ms of slack, against 300 of delay.
         (before - 5..=issued_by + 5).contains(&at_ms),

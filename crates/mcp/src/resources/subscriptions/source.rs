@@ -101,12 +101,16 @@ impl Source {
     }
 }
 
-/// Same signal values and liveness (read times and cycle numbers aside).
+/// Same signal values, the same unreadable signals and the same liveness (read times and
+/// cycle numbers aside): a signal that stops reading is a change its readers must hear of.
 fn same_state(a: &Snapshot, b: &Snapshot) -> bool {
+    let shown = |r: &closedloop_engine::Reading| {
+        let value = r.last_good().map(|v| v.value);
+        (value, r.failure().map(|f| f.code.clone()))
+    };
     a.liveness == b.liveness
-        && a.values.len() == b.values.len()
-        && a.values
-            .iter()
-            .zip(&b.values)
-            .all(|((ka, va), (kb, vb))| ka == kb && va.value == vb.value)
+        && a.readings().count() == b.readings().count()
+        && (a.readings())
+            .zip(b.readings())
+            .all(|((ka, ra), (kb, rb))| ka == kb && shown(ra) == shown(rb))
 }

@@ -2,24 +2,15 @@
 
 use super::*;
 use closedloop_engine::{Change, Liveness, Snapshot};
-use std::collections::BTreeMap;
 use tokio::sync::mpsc;
 use tokio::sync::{broadcast, watch};
 
 type Sent = mpsc::UnboundedReceiver<(String, Instant)>;
 
 fn snapshot(seq: u64, liveness: Liveness) -> Snapshot {
-    Snapshot {
-        seq,
-        values: BTreeMap::new(),
-        liveness,
-        last_seen_ms: None,
-        last_error: None,
-        crc_failing: false,
-        last_valid: None,
-        down: false,
-        unreadable: Default::default(),
-    }
+    let mut snap = Snapshot::with_liveness(liveness);
+    snap.seq = seq;
+    snap
 }
 
 fn change(id: &str) -> Change {

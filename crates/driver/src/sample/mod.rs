@@ -1,5 +1,6 @@
-//! What a device's reads become: a [`Snapshot`] of its signal values, each numbered by the read
-//! that produced it, and its [`Liveness`]; and the channel that publishes them ([`SnapshotTx`]).
+//! What a device's reads become: a [`Snapshot`] of its signals' [`Reading`]s, each value numbered
+//! by the read that produced it, and its [`Liveness`]; and the channel that publishes them
+//! ([`SnapshotTx`]).
 //! Here, beside the driver seam, because every protocol's reader publishes the same samples and
 //! the engine judges them one way, whatever the protocol.
 //!
@@ -8,7 +9,9 @@
 //! sample a driver delivered — a watch channel alone keeps only the latest, and a `fail_when`
 //! pulse between two snapshots read by a busy supervisor would be lost.
 
-use crate::Value;
+mod reading;
+
+pub use reading::{Failure, Freshness, Reading, SignalValue, Unusable};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tokio::sync::{broadcast, watch};
@@ -37,26 +40,14 @@ impl Liveness {
     }
 }
 
-/// One cached signal value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SignalValue {
-    /// The decoded value.
-    pub value: Value,
-    /// Wall-clock ms of the read.
-    pub at_ms: i64,
-    /// Where it came from, e.g. `holding:2`.
-    pub source: String,
-    /// The read cycle that produced it (see the module doc).
-    pub seq: u64,
-}
-
 /// The device's cache and liveness after a read cycle.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     /// The cycle this snapshot closes.
     pub seq: u64,
-    /// Latest value of each signal that has ever been read.
-    pub values: BTreeMap<String, SignalValue>,
+    /// Each signal ever read, by name: its last good value and whether its last read failed
+    /// (`reading.rs`: read only through the rule there).
+    readings: BTreeMap<String, Reading>,
     /// Liveness after this cycle.
     pub liveness: Liveness,
     /// Wall-clock ms of the last valid answer.
@@ -70,10 +61,6 @@ pub struct Snapshot {
     /// Offline whatever the silence says: the device announced it (its last will on the status
     /// topic), or the connection to its broker is down. `last_error` says which.
     pub down: bool,
-    /// Signals whose last read the device refused (a Modbus exception: the address or the
-    /// width is wrong), by name, with the code and the answer; cleared when the signal reads
-    /// again. A signal that cannot be read must say so, not vanish.
-    pub unreadable: BTreeMap<String, (crate::contract::ErrorCode, String)>,
 }
 
 impl Snapshot {
@@ -81,23 +68,22 @@ impl Snapshot {
     pub fn before_first_read() -> Snapshot {
         Snapshot {
             seq: 0,
-            values: BTreeMap::new(),
+            readings: BTreeMap::new(),
             liveness: Liveness::Unknown,
             last_seen_ms: None,
             last_error: None,
             crc_failing: false,
             last_valid: None,
             down: false,
-            unreadable: BTreeMap::new(),
         }
     }
 
-    /// Plain values by signal name, for expression scopes.
-    pub fn plain(&self) -> BTreeMap<String, Value> {
-        self.values
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value))
-            .collect()
+    /// [`Snapshot::before_first_read`] with `liveness`: a test's sample, or a link's first.
+    pub fn with_liveness(liveness: Liveness) -> Snapshot {
+        Snapshot {
+            liveness,
+            ..Snapshot::before_first_read()
+        }
     }
 }
 

@@ -1,0 +1,97 @@
+//! Supervising edges of the one freshness rule: a device that answers but never reports on the
+//! criterion (`NO_FEEDBACK`), a criterion signal that cannot be read (its own code), and a
+//! device that was already in the state asked for (`already`).
+
+use super::*;
+
+fn read(done: bool, moved: bool, already: bool) -> Event {
+    match reading(500, done, moved) {
+        Event::Reading(r) => Event::Reading(Reading { already, ..r }),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn supervising_deadline_without_a_fresh_read_of_an_answering_device_is_no_feedback() {
+    // An MQTT board online by its heartbeats that never reported the relay after the command.
+    let mut m = supervising(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    let fx = m.on(Event::Deadline { answering: true });
+    let o = finish(&fx).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason, o.verified),
+        (
+            Status::Failed,
+            Some(ErrorCode::NoFeedback),
+            Reason::NoFreshRead { answering: true },
+            false
+        )
+    );
+    assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
+}
+
+#[test]
+fn supervising_deadline_of_an_answering_device_that_reported_is_judged_on_its_reports() {
+    // Reports that showed nothing moving: FEEDBACK_MISMATCH, whatever the liveness says.
+    let mut m = supervising(profile());
+    m.on(read(false, false, false));
+    let o = finish(&m.on(Event::Deadline { answering: true })).clone();
+    assert_eq!(o.code, Some(ErrorCode::FeedbackMismatch));
+}
+
+#[test]
+fn supervising_unreadable_criterion_fails_with_its_code_and_stops() {
+    let mut m = supervising(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    let fx = m.on(Event::Unreadable {
+        code: ErrorCode::BusNak,
+        detail: "temp_c cannot be read".into(),
+    });
+    let o = finish(&fx).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason, o.verified),
+        (
+            Status::Failed,
+            Some(ErrorCode::BusNak),
+            Reason::Unreadable("temp_c cannot be read".into()),
+            false
+        )
+    );
+    assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
+    assert!(m.is_done());
+}
+
+#[test]
+fn supervising_already_so_completes_saying_so() {
+    let mut m = supervising(profile());
+    let o = finish(&m.on(read(true, false, true))).clone();
+    assert_eq!(
+        (o.status, o.reason, o.verified),
+        (Status::Completed, Reason::AlreadySo, true)
+    );
+}
+
+#[test]
+fn supervising_already_so_that_moved_in_between_is_a_confirmed_action() {
+    // Off at dispatch, on for a moment, off again: the device acted.
+    let mut m = supervising(profile());
+    m.on(read(false, true, true));
+    let o = finish(&m.on(read(true, false, true))).clone();
+    assert_eq!((o.status, o.reason), (Status::Completed, Reason::Confirmed));
+}
+
+#[test]
+fn writing_and_queued_ignore_an_unreadable_signal() {
+    let unreadable = Event::Unreadable {
+        code: ErrorCode::RegisterInvalid,
+        detail: "x".into(),
+    };
+    let mut m = writing(profile());
+    assert_eq!(m.on(unreadable.clone()), vec![]);
+    let mut m = queued(profile());
+    assert_eq!(m.on(unreadable), vec![]);
+}
