@@ -17,11 +17,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import anyio
 import pytest
-from opcua_mixer import Mixer, setpoint_write_completes, start_completes
+from opcua_mixer import Mixer, online, setpoint_write_completes, start_completes
 from support import Lines, act, call, outcome, require, serve, stop
 
 pytestmark = pytest.mark.anyio
@@ -164,3 +165,31 @@ async def test_an_asyncua_setpoint_write_judged_on_its_own_node_completes(
     closedloop_bin: Path, mixer_plant: Path, request: pytest.FixtureRequest
 ) -> None:
     await setpoint_write_completes(closedloop_bin, mixer_plant, request)
+
+
+@pytest.mark.parametrize("timestamps", ["none", "source-ahead"])
+async def test_a_server_whose_timestamps_prove_nothing_is_judged_on_reads_after_the_ack(
+    closedloop_bin: Path, tmp_path: Path, request: pytest.FixtureRequest, timestamps: str
+) -> None:
+    """The mixer on a server that stamps nothing, or only with a device clock a minute ahead: a
+    subscription sample then proves nothing about when it was taken, so only reads issued after
+    the acknowledgement confirm (each piece of evidence read after `device_ack`), and no value is
+    shown younger than its arrival."""
+    require("asyncua")
+    mixer = Mixer([sys.executable, str(MIXER), "--timestamps", timestamps], tmp_path / "mixer.log")
+    try:
+        plant = mixer.plant(tmp_path, f"asyncua, timestamps {timestamps}")
+        async with serve(closedloop_bin, plant, request) as session:
+            await online(session)
+            for tool, args in [("mixer_set_setpoint", {"rpm": 300.0}), ("mixer_start", {"rpm": 640.0})]:
+                sc = await act(session, tool, args, limit_s=30)
+                assert outcome(sc) == ("completed", None), sc
+                ack = next(e["at"] for e in sc["timeline"] if e["event"] == "device_ack")
+                for name, reading in sc["evidence"].items():
+                    assert reading["at"] >= ack, (name, reading, ack)
+            state = await call(session, "get_device_state", {"device": "mixer"})
+            now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            for name, s in state["signals"].items():
+                assert s["age_ms"] >= 0 and s["at"] <= now, (name, s, now)
+    finally:
+        mixer.stop(request, "mixer_server.py")

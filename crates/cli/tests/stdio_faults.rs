@@ -100,6 +100,13 @@ async fn motion_stall_interlock_offline_reboot_and_cancel() {
         .map(|e| e["event"].as_str().unwrap())
         .collect();
     assert!(events.contains(&"cancel_sent"), "{events:?}");
+    // Causal order: the reading that showed the fault stands before the stop it caused.
+    let timeline = sc(&r)["timeline"].as_array().unwrap().clone();
+    let fault_read = timeline
+        .iter()
+        .position(|e| e["event"] == "signal" && e["values"]["fault"] == true);
+    let stop = events.iter().position(|e| *e == "cancel_sent");
+    assert!(fault_read.is_some() && fault_read < stop, "{timeline:?}");
     let g = act(&c, "gripper_close", json!({})).await;
     assert_eq!(
         (status(&g).as_str(), code(&g).as_str()),

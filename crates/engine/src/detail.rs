@@ -7,7 +7,64 @@ use crate::machine::{Found, Outcome, Reason};
 use crate::result::evidence_text;
 use closedloop_plant::{Action, Device, Params};
 
+/// Who finishes a command its gateway left unfinished: that gateway after its own restart, or
+/// another gateway that took the device over from the one that ran it (several gateways on one
+/// journal). The words of a recovered command's ending say which.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Recovery {
+    /// This gateway, at its start (or nothing was recovered).
+    #[default]
+    AtStart,
+    /// `here` took the device over from `from`, which ran the command.
+    TakenOver { from: String, here: String },
+}
+
+impl Recovery {
+    /// "The gateway restarted" / "Gateway a, which ran this command, stopped, and gateway b
+    /// took the device over".
+    fn restarted(&self) -> String {
+        match self {
+            Recovery::AtStart => "The gateway restarted".into(),
+            Recovery::TakenOver { from, here } => format!(
+                "Gateway {from}, which ran this command, stopped, and gateway {here} took the device over"
+            ),
+        }
+    }
+
+    /// "The gateway restarted while this command ran" / "Gateway a, which ran this command,
+    /// stopped while it ran, and gateway b took the device over".
+    fn restarted_while(&self) -> String {
+        match self {
+            Recovery::AtStart => "The gateway restarted while this command ran".into(),
+            Recovery::TakenOver { from, here } => format!(
+                "Gateway {from}, which ran this command, stopped while it ran, and gateway {here} took the device over"
+            ),
+        }
+    }
+
+    /// "The gateway stopped" / "Gateway a, which ran this command, stopped".
+    fn stopped(&self) -> String {
+        match self {
+            Recovery::AtStart => "The gateway stopped".into(),
+            Recovery::TakenOver { from, .. } => {
+                format!("Gateway {from}, which ran this command, stopped")
+            }
+        }
+    }
+
+    /// "at start-up" / "by gateway b when it took the device over".
+    fn when(&self) -> String {
+        match self {
+            Recovery::AtStart => "at start-up".into(),
+            Recovery::TakenOver { here, .. } => {
+                format!("by gateway {here} when it took the device over")
+            }
+        }
+    }
+}
+
 /// The `detail` text: present exactly for `rejected`, `failed`, `timeout` and `cancelled`.
+/// `recovery` says who recovered the command, when it was recovered.
 pub fn render(
     o: &Outcome,
     action: &Action,
@@ -15,6 +72,7 @@ pub fn render(
     evidence: &serde_json::Value,
     params: &Params,
     budget_s: Option<f64>,
+    recovery: &Recovery,
 ) -> Option<String> {
     if !matches!(
         o.status,
@@ -72,7 +130,8 @@ pub fn render(
             if *stop_written { ": the cancel plan (stop) was written" } else { "; it has no cancel plan, nothing was written" }
         ),
         Reason::StoppedShort => format!(
-            "The gateway restarted while this command ran; fresh reads after the restart show {} standing still short of `{done}`. {ev}{asked}",
+            "{}; fresh reads since show {} standing still short of `{done}`. {ev}{asked}",
+            recovery.restarted_while(),
             device.id
         ),
         Reason::ReadbackMismatch => format!("The written registers did not read back the written values{within}. {ev}"),
@@ -94,13 +153,11 @@ pub fn render(
             "Cancelled before it completed. No stop was written: either nothing had been sent yet, or this action has no cancel plan and the device may still finish what it was told.".into()
         }
         Reason::CancelFailed(t) => format!("Cancel was requested but the stop could not be written: {t}"),
-        Reason::Restart(found) => restart_text(*found).into(),
-        Reason::RestartStop { failed: None } => "The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, so the cancel plan (stop) was written at start-up.".into(),
-        Reason::RestartStop { failed: Some(d) } => format!("The gateway stopped while the write was on its way, before the device acknowledged it; the write may have arrived, and the stop written at start-up failed: {d}. Check the device."),
+        Reason::Restart(found) => restart_text(*found, recovery),
+        Reason::RestartStop { failed: None } => format!("{} while the write was on its way, before the device acknowledged it; the write may have arrived, so the cancel plan (stop) was written {}.", recovery.stopped(), recovery.when()),
+        Reason::RestartStop { failed: Some(d) } => format!("{} while the write was on its way, before the device acknowledged it; the write may have arrived, and the stop written {} failed: {d}. Check the device.", recovery.stopped(), recovery.when()),
         Reason::Crashed { why, stop } => crashed_text(why, stop),
-        Reason::Interrupted => {
-            "The gateway stopped or restarted before it could confirm this command; its outcome is unknown.".into()
-        }
+        Reason::Interrupted => restart_text(Found::Acknowledged, recovery),
         Reason::Confirmed | Reason::AlreadySo | Reason::Delivered => String::new(),
     };
     Some(tidy(&text))
@@ -135,22 +192,31 @@ pub(crate) fn crashed_text(why: &str, stop: &crate::machine::CrashStop) -> Strin
     )
 }
 
-/// What start-up recovery says of a command it could not supervise; needs no action (the
-/// plant may no longer declare it).
-pub(crate) fn restart_text(found: Found) -> &'static str {
-    match found {
-        Found::Undeclared => {
-            "The gateway restarted and the plant no longer declares this action as it was; its outcome is unknown."
+/// What recovery says of a command it could not supervise, or could not confirm; needs no
+/// action (the plant may no longer declare it).
+pub(crate) fn restart_text(found: Found, recovery: &Recovery) -> String {
+    match (found, recovery) {
+        (Found::Undeclared, _) => format!(
+            "{} and the plant no longer declares this action as it was; its outcome is unknown.",
+            recovery.restarted()
+        ),
+        (Found::InFlight, _) => format!(
+            "{} while the write was on its way, before the device acknowledged it; the write may or may not have arrived.",
+            recovery.stopped()
+        ),
+        (Found::NotSent, _) => {
+            let stopped = recovery.stopped();
+            let mut first = stopped.chars();
+            let lower: String = first.next().map(|c| c.to_ascii_lowercase()).into_iter().chain(first).collect();
+            format!("Accepted, but {lower} before it was sent; it was not sent late.")
         }
-        Found::InFlight => {
-            "The gateway stopped while the write was on its way, before the device acknowledged it; the write may or may not have arrived."
+        (Found::Acknowledged, Recovery::AtStart) => {
+            "The gateway stopped or restarted before it could confirm this command; its outcome is unknown.".into()
         }
-        Found::NotSent => {
-            "Accepted, but the gateway stopped before it was sent; it was not sent late."
-        }
-        Found::Acknowledged => {
-            "The gateway stopped or restarted before it could confirm this command; its outcome is unknown."
-        }
+        (Found::Acknowledged, Recovery::TakenOver { here, .. }) => format!(
+            "{} before it could confirm it, and gateway {here}, which took the device over, could not confirm it either by the command's deadline; its outcome is unknown.",
+            recovery.stopped()
+        ),
     }
 }
 

@@ -138,8 +138,12 @@ impl Supervisor {
             .set_expected_end(now + Duration::from_secs_f64(p.expect_s));
         let deadline_ms = self.ctx.clock.wall_ms(deadline);
         let writes: Vec<String> = p.writes.iter().map(|w| w.to_string()).collect();
-        let data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": p.expect_s,
+        let mut data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": p.expect_s,
                           "writes": writes});
+        if self.ctx.ownership.shared() {
+            // Which gateway wrote it: a gateway that takes the device over says whose it was.
+            data["by"] = json!(self.ctx.ownership.instance());
+        }
         let change = |r: &mut closedloop_journal::CommandRow| {
             r.dispatched = true;
             r.deadline_ms = Some(deadline_ms);

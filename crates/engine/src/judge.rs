@@ -31,6 +31,9 @@ pub(crate) struct View {
     /// criterion without one). Only the feedback's age says whether it has had time to move; a
     /// `stopped_when` coil read earlier in the same poll cycle does not make it early.
     pub oldest_ms: i64,
+    /// Wall-clock ms of the newest criterion value: when the reading was read, journaled with
+    /// it (`read_at`) so that a chart draws it where it happened, not where it was recorded.
+    pub newest_ms: i64,
     /// Value, time, source (and unit) of every criterion value, for `evidence`.
     pub evidence: serde_json::Map<String, serde_json::Value>,
 }
@@ -155,12 +158,14 @@ impl Supervisor {
     pub(crate) fn fresh_view(&self, snap: &Snapshot) -> Option<View> {
         let mut key = Vec::new();
         let mut oldest_ms = i64::MAX;
+        let mut newest_ms = i64::MIN;
         let mut evidence = serde_json::Map::new();
         let unit_of = |dev: &crate::device::DeviceRuntime, n: &str| {
             dev.spec.signal(n).and_then(|s| s.unit.clone())
         };
         let mut note = |name: String, v: &SignalValue, unit: Option<String>| {
             key.push(v.seq);
+            newest_ms = newest_ms.max(v.at_ms);
             if self.is_feedback(&name) {
                 oldest_ms = oldest_ms.min(v.at_ms);
             }
@@ -204,6 +209,7 @@ impl Supervisor {
             devices,
             key,
             oldest_ms: if oldest_ms == i64::MAX { 0 } else { oldest_ms },
+            newest_ms: newest_ms.max(0),
             evidence,
         })
     }
@@ -305,14 +311,14 @@ impl Supervisor {
             .map(|(k, e)| (k.clone(), e["value"].clone()))
             .collect();
         let values = serde_json::Value::Object(values);
+        let read_at = crate::clock::rfc3339(view.newest_ms);
+        let entry = json!({"values": values, "read_at": read_at});
         if done || failed.is_some() {
             // Journaled with the outcome it may decide (`Supervisor::deciding`).
-            self.deciding = Some(("signal", json!({"values": values})));
+            self.deciding = Some(("signal", entry));
             self.last_logged = Some(values);
         } else if self.last_logged.as_ref() != Some(&values) {
-            self.ctx
-                .note(&self.cmd, vec![("signal", json!({"values": values}))])
-                .await;
+            self.ctx.note(&self.cmd, vec![("signal", entry)]).await;
             self.last_logged = Some(values);
         }
         // Taken expect_s after the acknowledgement: the feedback has had its time to move.

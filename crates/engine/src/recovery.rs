@@ -63,6 +63,7 @@ impl Engine {
     ) -> Result<(), EngineError> {
         for row in rows {
             let events = self.ctx.journal.events(&row.command_id).await?;
+            let recovery = self.recovery_of(&events);
             let events_for_rule = events.clone();
             let fence = self.ctx.ownership.fence(&row.device).ok().flatten();
             let cmd = Arc::new(LiveCommand::new(
@@ -86,7 +87,7 @@ impl Engine {
                 && !action.cancel.is_empty()
             {
                 // The write may have arrived and set the axis moving: stop it, hold the device.
-                self.stop_unconfirmed(cmd, action, params);
+                self.stop_unconfirmed(cmd, action, params, recovery);
                 continue;
             }
             let (Some((_, action)), Some(params), true, Some(deadline_ms)) =
@@ -99,7 +100,7 @@ impl Engine {
                 } else {
                     Found::NotSent
                 };
-                self.end_unsupervised(&cmd, found).await?;
+                self.end_unsupervised(&cmd, found, &recovery).await?;
                 continue;
             };
             // Among gateways, which one recovered it and under which lease: the timeline of a
@@ -131,6 +132,7 @@ impl Engine {
             sup.deadline = Some(self.ctx.clock.instant_of(deadline_ms));
             crate::supervisor::hold(&sup.permit, permit);
             sup.baseline_done = true;
+            sup.recovery = recovery;
             sup.expect_s = expect_s;
             sup.settle_until_ms = ack_ms + (expect_s * 1000.0).round() as i64;
             self.spawn(sup);
@@ -148,6 +150,7 @@ impl Engine {
         cmd: Arc<LiveCommand>,
         action: &closedloop_plant::Action,
         params: closedloop_plant::Params,
+        recovery: crate::detail::Recovery,
     ) {
         let action = Arc::new(action.clone());
         let row = cmd.row();
@@ -156,7 +159,8 @@ impl Engine {
         self.ctx.remember(Arc::clone(&cmd));
         // A new machine: `stop_after_restart` tells it what was found (`Found::InFlight`).
         let machine = Machine::new(profile(&action));
-        let sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
+        let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
+        sup.recovery = recovery;
         crate::supervisor::hold(&sup.permit, permit);
         let remains = crate::crash::Remains::of(&sup);
         self.spawn_task(crate::crash::ended_if_it_panics(
@@ -169,7 +173,12 @@ impl Engine {
 impl Engine {
     /// Ends a command recovery cannot supervise, as the machine decides (`failed
     /// INTERRUPTED`, saying what was found); no device is touched.
-    async fn end_unsupervised(&self, cmd: &LiveCommand, found: Found) -> Result<(), EngineError> {
+    async fn end_unsupervised(
+        &self,
+        cmd: &LiveCommand,
+        found: Found,
+        recovery: &crate::detail::Recovery,
+    ) -> Result<(), EngineError> {
         // No cancel plan is known here (the action may be gone): the machine cannot ask for one.
         let mut machine = Machine::new(Profile {
             check: Check::Feedback,
@@ -182,11 +191,31 @@ impl Engine {
         let Some(Effect::Finish(o)) = machine.on(Event::Restarted(found)).pop() else {
             unreachable!("an unsupervised restart always ends at once");
         };
-        let end = Ending::new(o, Some(crate::detail::restart_text(found).into()), None);
+        let end = Ending::new(o, Some(crate::detail::restart_text(found, recovery)), None);
         self.ctx
             .record_or_fail(cmd, |r| end.apply(r), end.events())
             .await?;
         Ok(())
+    }
+}
+
+impl Engine {
+    /// Who recovers a command with this timeline: this gateway at its start, or — when the
+    /// gateway that last ran it (the `by` of its last `dispatched`, `claimed` or `recovered`
+    /// entry) is another — this gateway taking the device over from it.
+    fn recovery_of(&self, events: &[closedloop_journal::EventRow]) -> crate::detail::Recovery {
+        let here = self.ctx.ownership.instance();
+        let ran = ["dispatched", "claimed", "recovered"];
+        let by = (events.iter().rev())
+            .filter(|e| ran.contains(&e.event.as_str()))
+            .find_map(|e| e.data.get("by")?.as_str());
+        match by {
+            Some(from) if from != here => crate::detail::Recovery::TakenOver {
+                from: from.to_string(),
+                here: here.to_string(),
+            },
+            _ => crate::detail::Recovery::AtStart,
+        }
     }
 }
 

@@ -49,6 +49,9 @@ pub(crate) struct Supervisor {
     /// confirming read costs no fsync of its own. Journaled alone at the end of
     /// [`Supervisor::feed`] when nothing followed.
     pub deciding: Option<(&'static str, serde_json::Value)>,
+    /// Who recovered the command, when it was recovered: its ending's words say whether this
+    /// gateway restarted or took the device over from the gateway that ran it.
+    pub recovery: crate::detail::Recovery,
     /// Evidence of the last fresh reading.
     pub evidence: serde_json::Value,
     /// Whether a stop was written and the device must be held until `stopped_when`.
@@ -101,6 +104,7 @@ impl Supervisor {
             baseline: BTreeMap::new(),
             last_logged: None,
             deciding: None,
+            recovery: Default::default(),
             evidence: json!({}),
             hold: false,
             shutdown_seen: false,
@@ -317,6 +321,7 @@ impl Supervisor {
                 &self.evidence,
                 &self.params,
                 self.deadline_budget(),
+                &self.recovery,
             ),
         };
         let end = Ending::new(o, detail, Some(self.evidence.clone()));

@@ -240,6 +240,9 @@ async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_doo
         "{:?}",
         events(&r)
     );
+    assert_causal(&r, |e| {
+        e.event == "alarm" && e.data.get("name") == Some(&json!("GUARD_DOOR_OPEN"))
+    });
     assert!(
         !rig.sim("slide").peek().moving.unwrap(),
         "the slide was stopped"

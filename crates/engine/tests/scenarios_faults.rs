@@ -100,6 +100,16 @@ async fn stall_fails_motor_stall_near_the_stall_point_writes_the_stop_and_interl
         events(&r)
     );
     assert!(r.detail.as_deref().unwrap().contains("fault"));
+    // The reading that showed the fault, before the stop it caused.
+    assert_causal(&r, |e| reads(e, "fault", json!(true)));
+    let before_stop = r.timeline.iter().take_while(|e| e.event != "cancel_sent");
+    let last_read = before_stop.filter(|e| e.event == "signal").last().unwrap();
+    assert_eq!(
+        last_read.data["values"]["fault"],
+        json!(true),
+        "{:?}",
+        events(&r)
+    );
     assert!(!rig.sim("slide").peek().moving.unwrap());
 
     let g = rig.act("gripper", "close", json!({}), 2.0).await;

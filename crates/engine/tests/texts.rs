@@ -56,6 +56,10 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
         ("restart_stopped", o(S::Failed, Some(C::Interrupted), Reason::RestartStop { failed: None }, false, None)),
         ("restart_stop_failed", o(S::Failed, Some(C::Interrupted), Reason::RestartStop { failed: Some("no answer within 500 ms".into()) }, false, None)),
         ("stopped_short", o(S::Failed, Some(C::Interrupted), Reason::StoppedShort, false, None)),
+        ("stopped_short_taken_over", o(S::Failed, Some(C::Interrupted), Reason::StoppedShort, false, None)),
+        ("interrupted_taken_over", o(S::Failed, Some(C::Interrupted), Reason::Interrupted, false, None)),
+        ("restart_stopped_taken_over", o(S::Failed, Some(C::Interrupted), Reason::RestartStop { failed: None }, false, None)),
+        ("restart_in_flight_taken_over", o(S::Failed, Some(C::Interrupted), Reason::Restart(Found::InFlight), false, None)),
         ("rejected_params", o(S::Rejected, Some(C::InvalidParams), Reason::Rejected("target_mm must be from 0 to 300 mm, got 1000".into()), false, None)),
         ("rejected_interlock", o(S::Rejected, Some(C::Interlock), Reason::Rejected("The precondition `!devices.slide.moving` does not hold with devices.slide.moving = true; nothing was written.".into()), false, None)),
         ("rejected_offline", o(S::Rejected, Some(C::DeviceOffline), Reason::Rejected("slide has not answered since the gateway started (0.5 s waited).".into()), false, None)),
@@ -102,7 +106,22 @@ fn render_all() -> String {
     });
     let mut out = String::new();
     for (name, o) in outcomes() {
-        let detail = detail::render(&o, action, device, &evidence, &params, Some(3.27));
+        let recovery = match name.ends_with("_taken_over") {
+            true => detail::Recovery::TakenOver {
+                from: "a".into(),
+                here: "b".into(),
+            },
+            false => detail::Recovery::AtStart,
+        };
+        let detail = detail::render(
+            &o,
+            action,
+            device,
+            &evidence,
+            &params,
+            Some(3.27),
+            &recovery,
+        );
         let hint = detail::hint(&o);
         let mut r = row(o.status);
         r.verified = o.verified;

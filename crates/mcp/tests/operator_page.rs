@@ -241,6 +241,15 @@ async fn in_chromium_the_page_shows_devices_and_commands_live_and_cancels_a_move
     s.viewport(1280, 800).await;
     sign_in_through_the_form(&s, &base).await;
 
+    // A switch that completes: its chart draws the reading that decided it before the verdict.
+    let id = submit(&base, "lamp", "switch", json!({"on": true})).await;
+    let done = engine
+        .status(&id, std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(done.status, Status::Completed, "{done:?}");
+    deciding_reading_charted_before_the_verdict(&s, &id, &done.evidence).await;
+
     // The lamp loses power: the page shows it offline without a reload.
     sims["lamp"].inject(closedloop_sim::FaultSpec::now(
         closedloop_sim::Fault::PowerOff,
@@ -319,6 +328,59 @@ async fn charted_while_running(s: &browser::Session, id: &str) {
                  return p.getAttribute('points').split(' ').length >= 3";
     s.wait_until("several position readings on the chart", moved, json!([]))
         .await;
+}
+
+/// Opens the completed command `id` and checks its chart against the `evidence` that decided it:
+/// each criterion signal's last plotted value is the evidence's, and that reading's dot stands
+/// before the verdict's marker.
+async fn deciding_reading_charted_before_the_verdict(
+    s: &browser::Session,
+    id: &str,
+    evidence: &Value,
+) {
+    let completed = format!("{ROW_STATUS} === 'completed'");
+    s.wait_until("the switch completed in the list", &completed, json!([id]))
+        .await;
+    s.click_css(&format!("tr[data-command-id='{id}'] button.show"))
+        .await;
+    let verdict = "const d = document.getElementById('detail'); \
+                   return d.dataset.commandId === arguments[0] \
+                     && !!d.querySelector(\"#chart line[data-mark='completed']\")";
+    s.wait_until("the completed verdict on the chart", verdict, json!([id]))
+        .await;
+    let signals = evidence.as_object().expect("evidence");
+    assert!(!signals.is_empty(), "{evidence}");
+    for (name, reading) in signals {
+        let chart = "const [name] = arguments; \
+            const line = document.querySelector(`#chart polyline[data-series='${name}']`); \
+            const dots = [...document.querySelectorAll(`#chart circle[data-series='${name}']`)]; \
+            const mark = document.querySelector(\"#chart line[data-mark='completed']\"); \
+            return {last: line.dataset.last, at: dots[dots.length - 1].dataset.at, \
+                    dot: Number(dots[dots.length - 1].getAttribute('cx')), \
+                    verdict: Number(mark.getAttribute('x1'))};";
+        let drawn = s.run(chart, json!([name])).await;
+        assert_eq!(
+            drawn["last"],
+            reading["value"].to_string(),
+            "{name}: {drawn} vs {reading}"
+        );
+        let read_at = reading["at"].as_str().unwrap();
+        let drawn_at = drawn["at"].as_str().unwrap();
+        assert_eq!(
+            &drawn_at[..23],
+            &read_at[..23],
+            "{name}: drawn at its read time"
+        );
+        let (dot, verdict) = (
+            drawn["dot"].as_f64().unwrap(),
+            drawn["verdict"].as_f64().unwrap(),
+        );
+        assert!(
+            dot < verdict,
+            "{name}: the deciding reading ({dot}) is not before the verdict ({verdict})"
+        );
+    }
+    browser::screenshot(s, "completed-chart.png", 1000).await;
 }
 
 /// Cancels `id` from the keyboard — Tab from the status filter to its row's Cancel button,

@@ -15,15 +15,21 @@ Address space (namespace "urn:closedloop:test:mixer", index 2):
 
 Listens on a free loopback port and prints its endpoint URL as the only line on stdout once it
 accepts connections; logs go to stderr. Runs until killed or until stdin closes.
+
+`--timestamps` says how the server stamps its values (and whether it stamps client writes):
+  both          source and server timestamps set to now (the default, as most servers do)
+  none          no timestamp at all, on its own values and on client writes
+  source-ahead  only a source timestamp, from a device clock running a minute ahead
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from asyncua import Server, ua
 from asyncua.common.methods import uamethod
@@ -33,17 +39,32 @@ RAMP_RPM_PER_S = 200.0
 TICK_S = 0.05
 
 
+TIMESTAMPS = "both"
+
+
 def stamped(value: float | bool, vtype: ua.VariantType) -> ua.DataValue:
-    """A value with its source and server timestamps set to now, as a device's server would."""
+    """A value stamped as `--timestamps` says: by default with its source and server timestamps
+    set to now, as a device's server would."""
     now = datetime.now(timezone.utc)
-    return ua.DataValue(ua.Variant(value, vtype), SourceTimestamp=now, ServerTimestamp=now)
+    variant = ua.Variant(value, vtype)
+    if TIMESTAMPS == "none":
+        return ua.DataValue(variant, SourceTimestamp=None, ServerTimestamp=None)
+    if TIMESTAMPS == "source-ahead":
+        return ua.DataValue(variant, SourceTimestamp=now + timedelta(minutes=1), ServerTimestamp=None)
+    return ua.DataValue(variant, SourceTimestamp=now, ServerTimestamp=now)
 
 
 async def main() -> None:
+    global TIMESTAMPS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--timestamps", choices=["both", "none", "source-ahead"], default="both")
+    TIMESTAMPS = ap.parse_args().timestamps
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     server = Server()
     await server.init()
+    # Client writes keep only what the client sent (closedloop sends no timestamp).
+    server.set_force_server_timestamp(TIMESTAMPS == "both")
     server.set_endpoint("opc.tcp://127.0.0.1:0/closedloop/mixer")
     server.set_server_name("closedloop test mixer (asyncua)")
     server.set_security_policy([ua.SecurityPolicyType.NoSecurity])

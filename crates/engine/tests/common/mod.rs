@@ -101,6 +101,30 @@ pub fn events(r: &CommandResult) -> Vec<String> {
     r.timeline.iter().map(|e| e.event.clone()).collect()
 }
 
+/// The journal's causal order: the first timeline entry `decided` picks (the reading on which a
+/// failure held, the alarm) stands before the stop it triggered (`cancel_sent`) and before the
+/// terminal status.
+pub fn assert_causal(
+    r: &CommandResult,
+    decided: impl Fn(&closedloop_engine::TimelineEntry) -> bool,
+) {
+    let place =
+        |f: &dyn Fn(&closedloop_engine::TimelineEntry) -> bool| r.timeline.iter().position(f);
+    let cause = place(&decided).unwrap_or_else(|| panic!("no deciding entry in {:?}", events(r)));
+    let stop = place(&|e| e.event == "cancel_sent");
+    let end = place(&|e| e.event == r.status.as_str());
+    assert!(
+        stop.is_none_or(|s| cause < s) && end.is_some_and(|e| cause < e),
+        "the cause at {cause} is not before the stop ({stop:?}) and the verdict ({end:?}): {:?}",
+        events(r)
+    );
+}
+
+/// A `signal` entry whose values have `name` = `value`.
+pub fn reads(e: &closedloop_engine::TimelineEntry, name: &str, value: Value) -> bool {
+    e.event == "signal" && e.data.get("values").and_then(|v| v.get(name)) == Some(&value)
+}
+
 pub fn at_of<'a>(r: &'a CommandResult, event: &str) -> &'a str {
     &r.timeline
         .iter()

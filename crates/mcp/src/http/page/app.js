@@ -62,11 +62,16 @@ function renderDevice(name) {
   const d = page.devices.get(name);
   const st = d.state || { liveness: "unknown", signals: {} };
   const live = st.liveness;
-  const rows = Object.entries(st.signals || {}).map(([sig, s]) =>
-    el("tr", { "data-signal": sig, "data-age": s.age_ms },
+  // A signal whose last read failed shows its last good value, as old as it is, marked so.
+  const refused = st.unreadable || {};
+  const rows = Object.entries(st.signals || {}).map(([sig, s]) => {
+    const why = refused[sig];
+    return el("tr", { "data-signal": sig, "data-age": s.age_ms, class: why ? "unreadable" : "" },
       el("th", { scope: "row" }, sig),
-      el("td", { class: "value" }, fmtValue(s.value, s.unit)),
-      el("td", { class: "age", title: "read at " + s.at }, fmtAge(s.age_ms))));
+      el("td", { class: "value", title: why ? "cannot be read since " + why.since + ": " + why.detail : "" },
+        fmtValue(s.value, s.unit), why ? el("span", { class: "refused" }, " unreadable") : null),
+      el("td", { class: "age", title: "read at " + s.at }, fmtAge(s.age_ms)));
+  });
   const li = el("li", { class: "device", "data-device": name, "data-liveness": live },
     el("h3", {}, name, el("span", { class: "live " + live }, live)),
     el("p", {}, d.info.description),

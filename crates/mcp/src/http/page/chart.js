@@ -16,8 +16,9 @@
     return e;
   }
 
-  // { name: [[ms, value, isBool]] } from the timeline's `signal` entries, then the evidence's
-  // readings (each with its own time) where they are newer: the reading that decided.
+  // { name: [[ms, value, isBool]] } from the timeline's `signal` entries, each at the time it was
+  // read (`read_at`; journaled entries are written later, the deciding one with the verdict),
+  // then the evidence's readings (each with its own time) where they are newer.
   function series(timeline, evidence) {
     const out = new Map();
     const add = (name, t, v) => {
@@ -28,7 +29,8 @@
     };
     for (const e of timeline) {
       if (e.event !== "signal" || !e.values) continue;
-      for (const [name, v] of Object.entries(e.values)) add(name, Date.parse(e.at), v);
+      const t = Date.parse(e.read_at || e.at);
+      for (const [name, v] of Object.entries(e.values)) add(name, t, v);
     }
     for (const [name, r] of Object.entries(evidence || {})) {
       if (r && r.at) add(name, Date.parse(r.at), r.value);
@@ -56,9 +58,18 @@
       pts.push(x(t).toFixed(1) + "," + py(v).toFixed(1));
     }
     if (pts.length === 1) pts.push((Number(pts[0].split(",")[0]) + 2) + "," + pts[0].split(",")[1]);
-    const line = node("polyline", { class: "series", points: pts.join(" "), stroke: color, "data-series": name });
+    const last = points[points.length - 1];
+    const line = node("polyline", { class: "series", points: pts.join(" "), stroke: color, "data-series": name,
+      "data-last": isBool ? String(Boolean(last[1])) : String(last[1]) });
     line.append(node("title", {}, name + ": " + points.length + " reading(s)"));
     svg.append(line);
+    // Each reading a dot where it was read: the one that decided stands before the verdict.
+    for (const [t, v] of points) {
+      const dot = node("circle", { class: "reading", cx: x(t).toFixed(1), cy: py(v).toFixed(1), r: 2.5,
+        fill: color, "data-series": name, "data-at": new Date(t).toISOString() });
+      dot.append(node("title", {}, name + " = " + (isBool ? String(Boolean(v)) : v) + " read at " + new Date(t).toISOString()));
+      svg.append(dot);
+    }
   }
 
   function marks(svg, timeline, x, bottom) {
@@ -92,6 +103,8 @@
     const end = tl.find((e) => TERMINAL.includes(e.event));
     let t1 = end ? Date.parse(end.at) : Date.now();
     if (!(t1 > t0)) t1 = t0 + 1;
+    // A little room after the verdict, so its marker does not sit on the chart's edge.
+    t1 += (t1 - t0) * 0.04;
     const x = (t) => LEFT + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (W - LEFT - RIGHT);
     const all = series(tl, c.evidence);
     const heights = [...all.values()].map((p) => (p[0][2] ? 26 : 90));
