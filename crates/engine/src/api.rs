@@ -115,6 +115,8 @@ pub struct DeviceHealth<'a> {
     pub age_ms: Option<i64>,
     /// How long its last poll cycle took; `None` for a device that is not polled.
     pub last_poll: Option<std::time::Duration>,
+    /// How many of its signals' last reads failed.
+    pub unreadable: usize,
 }
 
 /// `list_devices`'s entries.
@@ -130,6 +132,9 @@ pub struct DeviceInfo {
     pub actions: Vec<String>,
     /// Signal names.
     pub signals: Vec<String>,
+    /// The signals whose last read failed (`get_device_state` says why and since when).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
     /// The gateway instance holding the device's lease, when several share one journal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
@@ -150,6 +155,9 @@ impl DeviceInfo {
         m.insert("liveness".into(), self.liveness.as_str().into());
         m.insert("actions".into(), strings(self.actions));
         m.insert("signals".into(), strings(self.signals));
+        if !self.unreadable.is_empty() {
+            m.insert("unreadable".into(), strings(self.unreadable));
+        }
         if let Some(owner) = self.owner {
             m.insert("owner".into(), Value::String(owner));
         }
@@ -172,6 +180,7 @@ mod tests {
             liveness: Liveness::Online,
             actions: vec!["switch".into()],
             signals: vec!["contact".into(), "coil".into()],
+            unreadable: vec!["coil".into()],
             owner: None,
             epoch: None,
         };

@@ -19,11 +19,15 @@ impl Engine {
             .take(limit)
             .map(|d| {
                 let (owner, epoch) = self.ctx.ownership.owner_of(&d.id).unzip();
+                let dev = &self.ctx.devices[&d.id];
+                let own = dev.liveness();
+                let unreadable = dev
+                    .with_snapshot(|s| s.unreadable().map(|(name, _)| name.to_string()).collect());
                 DeviceInfo {
                     device: d.id.clone(),
                     description: d.description.clone(),
-                    liveness: (self.ctx.owners_values)
-                        .liveness(&d.id, self.ctx.devices[&d.id].liveness()),
+                    liveness: self.ctx.owners_values.liveness(&d.id, own),
+                    unreadable: self.ctx.owners_values.unreadable(&d.id, own, unreadable),
                     actions: d.actions.iter().map(|a| a.name.clone()).collect(),
                     signals: d.signals.iter().map(|s| s.name.clone()).collect(),
                     owner,
@@ -48,6 +52,7 @@ impl Engine {
                     liveness: snap.liveness,
                     age_ms: snap.last_seen_ms.map(|t| (now - t).max(0)),
                     last_poll: device.link().last_poll(),
+                    unreadable: snap.unreadable().count(),
                 }
             })
             .collect()

@@ -111,6 +111,24 @@ impl OwnersValues {
     }
 }
 
+impl OwnersValues {
+    /// The unreadable signals `list_devices` shows: this gateway's own (`own`), unless it does
+    /// not read the device online and the owner's published list is at hand.
+    pub(crate) fn unreadable(
+        &self,
+        device: &str,
+        liveness: Liveness,
+        own: Vec<String>,
+    ) -> Vec<String> {
+        match (liveness, self.of(device)) {
+            (Liveness::Online, _) | (_, None) => own,
+            (_, Some(p)) => (p.state["unreadable"].as_object())
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -186,6 +186,10 @@ async fn an_alarm_never_clears_on_a_value_whose_register_stopped_answering() {
         "{temp:?}: younger than it is"
     );
     assert!(!state.signals["door"].unreadable);
+    let listed = rig.engine.devices(0, 10);
+    assert_eq!(listed[0].unreadable, vec!["temp_c".to_string()], "{listed:?}");
+    let health = rig.engine.health();
+    assert_eq!((health[0].device, health[0].unreadable), ("probe", 1));
 
     // The register reads again, 85 °C: still unsafe. Then the oven cools below 50 °C.
     unit.refuse_holding(PROBE, 4, None);

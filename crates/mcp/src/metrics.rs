@@ -88,6 +88,8 @@ pub fn render(engine: &Engine) -> Option<String> {
             metrics::gauge!("closedloop_device_last_seen_age_seconds", "device" => device())
                 .set(ms as f64 / 1000.0);
         }
+        metrics::gauge!("closedloop_device_unreadable_signals", "device" => device())
+            .set(h.unreadable as f64);
         if let Some(took) = h.last_poll {
             metrics::gauge!("closedloop_device_last_poll_seconds", "device" => device())
                 .set(took.as_secs_f64());

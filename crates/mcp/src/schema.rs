@@ -105,7 +105,8 @@ pub fn device_list() -> Value {
                         "actions": {"type": "array", "items": {"type": "string"}},
                         "owner": {"type": "string", "description": "The gateway holding the device's lease, when several share one journal."},
                         "epoch": {"type": "integer"},
-                        "signals": {"type": "array", "items": {"type": "string"}}
+                        "signals": {"type": "array", "items": {"type": "string"}},
+                        "unreadable": {"type": "array", "items": {"type": "string"}, "description": "Signals whose last read failed: get_device_state says why and since when."}
                     },
                     "required": ["device", "liveness"]
                 }
