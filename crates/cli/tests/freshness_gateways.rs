@@ -135,7 +135,11 @@ async fn a_value_read_by_the_owner_is_shown_as_old_and_as_unreadable_at_every_ga
     for at in [&a_at, &b_at] {
         let listed = call(at, "list_devices", "{}").await;
         let probe = &listed["devices"][0];
-        assert_eq!(probe["unreadable"], serde_json::json!(["temp_c"]), "{listed}");
+        assert_eq!(
+            probe["unreadable"],
+            serde_json::json!(["temp_c"]),
+            "{listed}"
+        );
     }
     assert_eq!(
         at_a["signals"]["temp_c"]["at"],

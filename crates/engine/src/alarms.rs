@@ -78,6 +78,18 @@ impl AlarmBoard {
         f(&self.states.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Says why the raised alarm at position `i` holds now, when that changed while it stayed
+    /// raised; its subscribers hear of it as of a raise.
+    pub(crate) fn explain(&self, i: usize, why: String) {
+        let mut s = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(slot) = s.get_mut(i).filter(|st| st.active) else {
+            return;
+        };
+        slot.why = Some(why);
+        drop(s);
+        self.version.send_modify(|v| *v += 1);
+    }
+
     /// Sets the alarm at position `i`; whether it was raised or cleared by this.
     fn set(&self, i: usize, state: AlarmState) -> bool {
         let mut s = self.states.lock().unwrap_or_else(|p| p.into_inner());

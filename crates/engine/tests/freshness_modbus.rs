@@ -150,10 +150,17 @@ async fn an_alarm_never_clears_on_a_value_whose_register_stopped_answering() {
     unit.set_discrete(PROBE, 0, false);
     tokio::time::sleep(Duration::from_millis(1800)).await;
 
-    // (Raised since the start, for the open door: its `why` says that; the next test reads the
-    // words of a raise the unreadable register causes.)
+    // Raised since the start, for the open door; now it holds because the temperature cannot
+    // be read, and it says so.
     let a = alarm(&rig);
     assert!(a.active, "cleared on a stale value: {a:?}");
+    let why = a.why.clone().unwrap_or_default();
+    assert!(
+        why.contains("devices.probe.temp_c cannot be read since"),
+        "{why}"
+    );
+    assert!(why.contains("holding:4 answered exception 4"), "{why}");
+    assert!(why.contains("its last value, 45,"), "{why}");
 
     let on = rig.act("heater", "switch", json!({"on": true}), 2.0).await;
     assert_eq!(
@@ -187,7 +194,11 @@ async fn an_alarm_never_clears_on_a_value_whose_register_stopped_answering() {
     );
     assert!(!state.signals["door"].unreadable);
     let listed = rig.engine.devices(0, 10);
-    assert_eq!(listed[0].unreadable, vec!["temp_c".to_string()], "{listed:?}");
+    assert_eq!(
+        listed[0].unreadable,
+        vec!["temp_c".to_string()],
+        "{listed:?}"
+    );
     let health = rig.engine.health();
     assert_eq!((health[0].device, health[0].unreadable), ("probe", 1));
 
