@@ -6,10 +6,10 @@
 
 use crate::context::{Full, QUEUE_CAPACITY};
 use crate::contract::ErrorCode;
+use crate::device::offline_detail;
 use crate::device::{DeviceRuntime, Liveness, Snapshot};
 use crate::engine::Engine;
 use crate::refusal::Refusal;
-use crate::supervisor::offline_detail;
 use crate::{Submission, plan};
 use closedloop_journal::{CommandRow, EventRow, JournalError};
 use closedloop_plant::{Action, Params, Scope};
@@ -29,7 +29,11 @@ impl Engine {
         params: &Params,
     ) -> Result<(), Refused> {
         confirmed(sub, action)?;
-        if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, &sub.device) {
+        if let Some((_, detail)) = self
+            .ctx
+            .alarms
+            .blocking(&self.ctx.plant.alarms, &sub.device)
+        {
             return Err((
                 ErrorCode::Interlock,
                 format!("{detail}; nothing was written"),

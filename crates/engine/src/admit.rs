@@ -117,7 +117,7 @@ fn not_judgeable(
         return Some(format!(
             "{d} is {} ({})",
             liveness_word(snap.liveness),
-            crate::supervisor::offline_detail(dev, snap).trim_end_matches('.')
+            crate::device::offline_detail(dev, snap).trim_end_matches('.')
         ));
     }
     let rule = dev.freshness(now_ms);

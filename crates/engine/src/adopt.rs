@@ -17,9 +17,10 @@
 //!   that waited longer while its device changed hands ends `timeout`, never sent late.
 
 use crate::context::Change;
-use crate::engine::{Engine, profile};
+use crate::engine::Engine;
 use crate::live::LiveCommand;
 use crate::machine::{Effect, Event, Machine};
+use crate::profile::profile;
 use crate::terminal::Ending;
 use crate::{EngineError, Submission};
 use closedloop_journal::CommandRow;

@@ -3,13 +3,11 @@
 //! a command running on one of them is stopped (its cancel plan written) with the alarm's name
 //! as its code.
 
-mod watch;
+pub(crate) mod watch;
 
-use crate::context::Context;
 use closedloop_plant::Alarm;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use std::sync::Mutex;
 
 /// One alarm's state.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -127,62 +125,59 @@ pub struct AlarmInfo {
     pub description: String,
 }
 
-/// Every alarm of the plant with its state.
-pub(crate) fn list(ctx: &Context) -> Vec<AlarmInfo> {
-    let states = ctx.alarms.states();
-    ctx.plant
-        .alarms
-        .iter()
-        .zip(states)
-        .map(|(a, st)| AlarmInfo {
-            name: a.name.clone(),
-            severity: a.severity.clone(),
-            active: st.active,
-            since: st.since,
-            why: st.why,
-            blocks: a.blocks.clone(),
-            description: a.description.clone(),
+impl AlarmBoard {
+    /// Every alarm of the plant (`alarms`, the plant's, which the board was made for) with its
+    /// state.
+    pub(crate) fn list(&self, alarms: &[Alarm]) -> Vec<AlarmInfo> {
+        let states = self.states();
+        (alarms.iter().zip(states))
+            .map(|(a, st)| AlarmInfo {
+                name: a.name.clone(),
+                severity: a.severity.clone(),
+                active: st.active,
+                since: st.since,
+                why: st.why,
+                blocks: a.blocks.clone(),
+                description: a.description.clone(),
+            })
+            .collect()
+    }
+
+    /// The plant's alarms that block `device`, in plant order, with their positions.
+    fn blocking_device<'a>(
+        &'a self,
+        alarms: &'a [Alarm],
+        device: &str,
+    ) -> impl Iterator<Item = (usize, &'a Alarm)> {
+        let of = self.blocking.get(device).map(Vec::as_slice);
+        of.unwrap_or_default().iter().map(|&i| (i, &alarms[i]))
+    }
+
+    /// The active alarm blocking `device`, with its detail for a refusal, if any.
+    pub(crate) fn blocking(&self, alarms: &[Alarm], device: &str) -> Option<(String, String)> {
+        self.blocking_device(alarms, device).find_map(|(i, a)| {
+            let st = self.state_at(i);
+            if !st.active {
+                return None;
+            }
+            let why = st.why.as_deref().unwrap_or("its condition holds");
+            let detail = format!(
+                "The {} alarm {} is active ({why}) and blocks {device}: {}",
+                a.severity,
+                a.name,
+                a.description.trim_end_matches('.')
+            );
+            Some((a.name.clone(), detail))
         })
-        .collect()
-}
+    }
 
-/// The plant's alarms that block `device`, in plant order, with their positions.
-fn blocking_device<'c>(ctx: &'c Context, device: &str) -> impl Iterator<Item = (usize, &'c Alarm)> {
-    let of = ctx.alarms.blocking.get(device).map(Vec::as_slice);
-    of.unwrap_or_default()
-        .iter()
-        .map(|&i| (i, &ctx.plant.alarms[i]))
-}
-
-/// The active alarm blocking `device`, with its detail for a refusal, if any.
-pub(crate) fn blocking(ctx: &Context, device: &str) -> Option<(String, String)> {
-    blocking_device(ctx, device).find_map(|(i, a)| {
-        let st = ctx.alarms.state_at(i);
-        if !st.active {
-            return None;
-        }
-        let why = st.why.as_deref().unwrap_or("its condition holds");
-        let detail = format!(
-            "The {} alarm {} is active ({why}) and blocks {device}: {}",
-            a.severity,
-            a.name,
-            a.description.trim_end_matches('.')
-        );
-        Some((a.name.clone(), detail))
-    })
-}
-
-/// The names of every active alarm blocking `device` (what `get_device_state` shows).
-pub(crate) fn blocking_names(ctx: &Context, device: &str) -> Vec<String> {
-    blocking_device(ctx, device)
-        .filter(|&(i, _)| ctx.alarms.is_active_at(i))
-        .map(|(_, a)| a.name.clone())
-        .collect()
-}
-
-/// Starts the alarms' watchers (`watch.rs`): the groups end when `stop` is notified.
-pub(crate) fn spawn_watchers(ctx: &Arc<Context>, stop: &Arc<Notify>) -> watch::Watchers {
-    watch::spawn(ctx, stop)
+    /// The names of every active alarm blocking `device` (what `get_device_state` shows).
+    pub(crate) fn blocking_names(&self, alarms: &[Alarm], device: &str) -> Vec<String> {
+        self.blocking_device(alarms, device)
+            .filter(|&(i, _)| self.is_active_at(i))
+            .map(|(_, a)| a.name.clone())
+            .collect()
+    }
 }
 
 #[cfg(test)]

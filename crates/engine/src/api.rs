@@ -21,7 +21,7 @@ pub struct Submission {
     pub idempotency_key: Option<String>,
     /// Who asked (token name, `stdio`), journaled for audit.
     pub caller: Option<String>,
-    /// Wait up to this long for a terminal status before answering (capped at [`crate::engine::MAX_WAIT`]).
+    /// Wait up to this long for a terminal status before answering (capped at `MAX_WAIT`, 10 s).
     pub wait: Duration,
     /// The caller confirmed an action declared `confirm = true`.
     pub confirmed: bool,
@@ -104,7 +104,7 @@ pub struct SignalState {
     pub unreadable: bool,
 }
 
-/// A device's health as `/metrics` reports it at each scrape ([`crate::Engine::health`]).
+/// A device's health as `/metrics` reports it at each scrape (`Engine::health`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceHealth<'a> {
     /// The device id.
@@ -165,6 +165,41 @@ impl DeviceInfo {
             m.insert("epoch".into(), epoch.into());
         }
         Value::Object(m)
+    }
+}
+
+/// The journal row of a command made from `sub`: accepted, or refused (`status`).
+pub(crate) fn new_row(
+    sub: &Submission,
+    request_id: &str,
+    action: &closedloop_plant::Action,
+    params: &closedloop_plant::Params,
+    status: crate::contract::Status,
+    now: i64,
+) -> closedloop_journal::CommandRow {
+    closedloop_journal::CommandRow {
+        command_id: sub
+            .command_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
+        request_id: request_id.to_string(),
+        device: sub.device.clone(),
+        action: sub.action.clone(),
+        params: serde_json::to_value(params).unwrap_or(serde_json::Value::Null),
+        status: status.as_str().into(),
+        verified: false,
+        verification: action.verification.as_str().into(),
+        error_code: None,
+        detail: None,
+        hint: None,
+        evidence: serde_json::json!({}),
+        readback_matched: None,
+        accepted_at_ms: now,
+        updated_at_ms: now,
+        deadline_ms: None,
+        dispatched: false,
+        caller: sub.caller.clone(),
+        idempotency_key: sub.idempotency_key.clone(),
     }
 }
 

@@ -18,17 +18,11 @@ use crate::machine::{CrashStop, Machine, Outcome, Reason};
 use crate::supervisor::{PermitSlot, Supervisor, release};
 use crate::terminal::Ending;
 use closedloop_plant::{Action, Params};
-use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
 
-/// The timeline event that marks a command ended by closedloop's own failure.
-pub const INTERNAL_ERROR: &str = "internal_error";
-
-/// The `internal_error` timeline entry for a panic whose message is `why`.
-pub(crate) fn internal_error_event(why: &str) -> (&'static str, serde_json::Value) {
-    (INTERNAL_ERROR, json!({ "message": why }))
-}
+pub use crate::terminal::INTERNAL_ERROR;
+use crate::terminal::internal_error_event;
 
 /// What the panic handler keeps of a supervisor: enough to write the stop and end the command.
 #[derive(Clone)]
@@ -81,7 +75,7 @@ pub(crate) async fn ended_if_it_panics(
         return;
     }
     let r = remains.clone();
-    let machine = Machine::new(crate::engine::profile(&r.action));
+    let machine = Machine::new(crate::profile::profile(&r.action));
     let stopper = Supervisor::new(r.ctx, r.cmd, r.dev, r.action, r.params, machine);
     let stopper = Supervisor {
         permit: r.permit,

@@ -177,3 +177,23 @@ impl DeviceRuntime {
         tokio::spawn(Arc::clone(&self.link).run(stop))
     }
 }
+
+/// Why a device counts as offline, in words.
+pub(crate) fn offline_detail(dev: &DeviceRuntime, snap: &Snapshot) -> String {
+    let silence = dev.spec.liveness.max_silence_s;
+    if snap.down {
+        // Not a silence: the device said so (its last will), or its broker is unreachable.
+        let why = snap.last_error.as_deref().unwrap_or("it is unreachable");
+        return format!("{} is offline: {why}.", dev.id());
+    }
+    match &snap.last_error {
+        Some(e) => format!(
+            "{} gave no valid answer for more than {silence} s (last error: {e}).",
+            dev.id()
+        ),
+        None => format!(
+            "{} gave no valid answer for more than {silence} s.",
+            dev.id()
+        ),
+    }
+}

@@ -99,10 +99,13 @@ impl Engine {
                 })
                 .collect(),
             detail,
-            alarms: crate::alarms::blocking_names(&self.ctx, device),
+            alarms: self
+                .ctx
+                .alarms
+                .blocking_names(&self.ctx.plant.alarms, device),
             read_by: None,
         };
-        crate::owners_values::overlay(&self.ctx, dev, &mut state, now);
+        crate::owners_rounds::overlay(&self.ctx, dev, &mut state, now);
         Some(state)
     }
 

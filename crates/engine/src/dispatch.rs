@@ -6,9 +6,10 @@
 
 use crate::contract::ErrorCode;
 use crate::device::Liveness;
+use crate::device::offline_detail;
 use crate::machine::{Effect, Event};
 use crate::plan::{self, Request, WriteError};
-use crate::supervisor::{Supervisor, offline_detail, shutdown_signal};
+use crate::supervisor::{Supervisor, shutdown_signal};
 use closedloop_link::Reporting;
 use closedloop_plant::Scope;
 use serde_json::json;
@@ -56,7 +57,11 @@ impl Supervisor {
     /// not on a cache that may predate a fault that struck while the command waited. `Err`:
     /// why nothing will be written.
     async fn prepare(&mut self) -> Result<Prepared, Refusal> {
-        if let Some((_, detail)) = crate::alarms::blocking(&self.ctx, self.dev.id()) {
+        if let Some((_, detail)) = self
+            .ctx
+            .alarms
+            .blocking(&self.ctx.plant.alarms, self.dev.id())
+        {
             return Err((
                 ErrorCode::Interlock,
                 format!("{detail}; nothing was written"),

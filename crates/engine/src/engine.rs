@@ -4,12 +4,11 @@
 use crate::EngineError;
 use crate::context::{Change, Context};
 use crate::device::DeviceRuntime;
-use crate::machine::{Check, Profile};
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
 use closedloop_journal::{Journal, ListFilter};
 use closedloop_link::Links;
-use closedloop_plant::{Action, Plant, Verification};
+use closedloop_plant::Plant;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +18,6 @@ use tokio::time::Instant;
 
 /// Longest wait a caller may ask for (`wait_s` is capped here).
 pub const MAX_WAIT: Duration = Duration::from_secs(10);
-/// Most write attempts of an idempotent action (the deadline bounds them too).
-const MAX_ATTEMPTS: u32 = 5;
 
 /// A running engine.
 pub struct Engine {
@@ -78,7 +75,7 @@ impl Engine {
             .values()
             .map(|d| d.spawn_reader(Arc::clone(&stop_pollers)))
             .collect::<Vec<_>>();
-        let alarms = crate::alarms::spawn_watchers(&ctx, &stop_pollers);
+        let alarms = crate::alarms::watch::spawn(&ctx, &stop_pollers);
         pollers.extend(alarms.groups);
         let engine = Engine {
             ctx,
@@ -288,31 +285,5 @@ impl Engine {
 async fn futures_join(tasks: Vec<JoinHandle<()>>) {
     for t in tasks {
         let _ = t.await;
-    }
-}
-
-pub(crate) fn profile(action: &Action) -> Profile {
-    Profile {
-        check: action.verification.as_check(),
-        idempotent: action.idempotent,
-        has_cancel: !action.cancel.is_empty(),
-        has_started_when: action.started_when.is_some(),
-        hold_ms: action.hold_ms,
-        max_attempts: if action.idempotent { MAX_ATTEMPTS } else { 1 },
-    }
-}
-
-/// The machine's view of a verification level.
-pub(crate) trait AsCheck {
-    fn as_check(&self) -> Check;
-}
-
-impl AsCheck for Verification {
-    fn as_check(&self) -> Check {
-        match self {
-            Verification::Feedback => Check::Feedback,
-            Verification::Readback => Check::Readback,
-            Verification::None => Check::None,
-        }
     }
 }

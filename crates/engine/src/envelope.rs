@@ -8,7 +8,7 @@ use crate::alarms::AlarmInfo;
 impl Engine {
     /// Every standing alarm with its state (`[[alarm]]`).
     pub fn alarms(&self) -> Vec<AlarmInfo> {
-        crate::alarms::list(&self.ctx)
+        self.ctx.alarms.list(&self.ctx.plant.alarms)
     }
 
     /// A receiver woken on every raise and clear of a standing alarm (for `alarm://active`

@@ -17,12 +17,12 @@
 //!   too: its caller's renewals here and its session's end are announced to the owner
 //!   (`dead_man_elsewhere.rs`).
 
+use crate::api::new_row;
 use crate::context::Change;
 use crate::contract::Status;
 use crate::engine::{Engine, MAX_WAIT};
 use crate::refusal::Refusal;
 use crate::result::CommandResult;
-use crate::submit::new_row;
 use crate::{EngineError, Submission};
 use closedloop_journal::EventRow;
 use closedloop_plant::{Action, Device, Params};

@@ -8,10 +8,11 @@
 //! - Each sample is judged once: a snapshot republished without a new value (an MQTT or OPC UA
 //!   listener's tick) is no second sample, so `hold_ms` needs distinct samples.
 
+use crate::device::offline_detail;
 use crate::device::{Liveness, SignalValue, Snapshot};
 use crate::machine::{Event, Reading};
 use crate::plan::{self, Request};
-use crate::supervisor::{Supervisor, offline_detail};
+use crate::supervisor::Supervisor;
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Expr, Scope};
 use serde_json::json;

@@ -14,7 +14,6 @@
 
 use crate::api::{DeviceState, SignalState, UnreadableSignal};
 use crate::device::Liveness;
-use crate::engine::Engine;
 use closedloop_journal::Published;
 use closedloop_link::clock::rfc3339;
 use closedloop_plant::Device;
@@ -31,11 +30,11 @@ pub(crate) const ROUND: Duration = Duration::from_millis(500);
 #[derive(Debug, Default)]
 pub(crate) struct OwnersValues {
     /// What this gateway last published, by device: the epoch and a fingerprint of the state.
-    published: Mutex<HashMap<String, (i64, u64)>>,
+    pub(crate) published: Mutex<HashMap<String, (i64, u64)>>,
     /// The owners' values of the devices this gateway cannot read, as of the last round that
     /// read them, with when it did: their age grows from then on, and a round that fails
     /// forgets them all rather than let them look fresh.
-    seen: Mutex<HashMap<String, (Published, Instant)>>,
+    pub(crate) seen: Mutex<HashMap<String, (Published, Instant)>>,
 }
 
 /// A value the owner read within this many poll periods (plus [`FRESH_SLACK_MS`]) is published
@@ -54,7 +53,7 @@ const SHOWN_AT_MOST: Duration = Duration::from_secs(5);
 /// so a row is written only when something a reader shows changes; a value older than that
 /// (its signal unreadable, or the device silent) carries its own read time, and so does the
 /// device's last answer: readers then show them as old as they are.
-fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_ms: i64) -> Value {
+pub(crate) fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_ms: i64) -> Value {
     let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
     let old = |t: i64| now_ms - t > fresh_within;
     let values: serde_json::Map<String, Value> = snap
@@ -81,7 +80,7 @@ fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_ms: i64) ->
            "last_seen_ms": last_seen_ms})
 }
 
-fn fingerprint(state: &Value) -> u64 {
+pub(crate) fn fingerprint(state: &Value) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     state.to_string().hash(&mut h);
     h.finish()
@@ -129,7 +128,7 @@ impl OwnersValues {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -141,96 +140,12 @@ fn liveness_of(p: &Published) -> Liveness {
     }
 }
 
-/// `state`, built from this gateway's reads of `dev`, with the owner's published values in
-/// their place when this gateway does not read the device online and has them.
-pub(crate) fn overlay(
-    ctx: &crate::context::Context,
-    dev: &crate::device::DeviceRuntime,
-    state: &mut DeviceState,
-    now_ms: i64,
-) {
-    if state.liveness == Liveness::Online {
-        return;
-    }
-    if let Some(owner) = ctx.owners_values.of(&state.device) {
-        from_owner(state, &owner, &dev.spec, now_ms);
-    }
-}
-
-impl Engine {
-    /// Starts the rounds of publishing and reading when several gateways share the journal.
-    pub(crate) fn share_values(self: &std::sync::Arc<Self>) {
-        let Some(table) = self.ctx.journal.device_values() else {
-            return;
-        };
-        self.spawn_rounds(ROUND, move |engine| {
-            let table = table.clone();
-            async move {
-                let round = tokio::time::timeout(ROUND * 2, engine.values_round(&table));
-                let failed = match round.await {
-                    Ok(Ok(())) => return,
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => "the round took longer than a second".to_string(),
-                };
-                // Nothing shown is older than the last round that read it.
-                lock(&engine.ctx.owners_values.seen).clear();
-                tracing::debug!(error = %failed, "device values not shared this round");
-            }
-        });
-    }
-
-    /// One round: this gateway's changes published, the owners' values of the devices it
-    /// cannot read fetched.
-    async fn values_round(
-        &self,
-        table: &closedloop_journal::DeviceValues,
-    ) -> Result<(), closedloop_journal::JournalError> {
-        let here = self.ctx.ownership.instance();
-        let now_ms = self.ctx.clock.now_ms();
-        let mut changed = Vec::new();
-        let mut wanted = Vec::new();
-        {
-            let published = lock(&self.ctx.owners_values.published);
-            for (id, dev) in &self.ctx.devices {
-                match self.ctx.ownership.owner_of(id) {
-                    Some((owner, epoch)) if owner == here => {
-                        let poll_ms = i64::try_from(dev.spec.poll_ms).unwrap_or(i64::MAX);
-                        let state = published_state(&dev.current(), poll_ms, now_ms);
-                        let print = (epoch, fingerprint(&state));
-                        if published.get(id) != Some(&print) {
-                            changed.push((id.clone(), epoch, state));
-                        }
-                    }
-                    Some(_) if dev.liveness() != Liveness::Online => wanted.push(id.clone()),
-                    _ => {}
-                }
-            }
-        }
-        table.publish(here, &changed).await?;
-        {
-            let mut published = lock(&self.ctx.owners_values.published);
-            for (id, epoch, state) in &changed {
-                published.insert(id.clone(), (*epoch, fingerprint(state)));
-            }
-        }
-        let read = Instant::now();
-        let seen = match wanted.is_empty() {
-            true => HashMap::new(),
-            false => (table.read(&wanted).await?.into_iter())
-                .map(|p| (p.device.clone(), (p, read)))
-                .collect(),
-        };
-        *lock(&self.ctx.owners_values.seen) = seen;
-        Ok(())
-    }
-}
-
 /// `state` (this gateway's, of a device it does not read online) with the owner's published
 /// values in place of its own: liveness, signals, the unreadable list and `read_by`. A value
 /// published with its read time is as old as that (on the owner's clock: keep the clocks in
 /// step); one published as fresh was read within the owner's fresh bound of its last round, so
 /// it is shown that much older than the round: never younger than it is.
-fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Device, now_ms: i64) {
+pub(crate) fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Device, now_ms: i64) {
     let poll_ms = i64::try_from(spec.poll_ms).unwrap_or(i64::MAX);
     let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
     let fresh_age = owner.confirmed_ms_ago + fresh_within;

@@ -4,9 +4,10 @@
 use crate::EngineError;
 use crate::clock::rfc3339;
 use crate::contract::Status;
-use crate::engine::{Engine, profile};
+use crate::engine::Engine;
 use crate::live::LiveCommand;
 use crate::machine::{Check, Effect, Event, Found, Machine, Profile};
+use crate::profile::profile;
 use crate::supervisor::Supervisor;
 use crate::terminal::Ending;
 use serde_json::json;

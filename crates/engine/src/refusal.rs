@@ -2,11 +2,12 @@
 //! its code, detail and hint, so `get_command_status`, the audit trail and an idempotent replay
 //! all see the same refusal the caller saw.
 
+use crate::api::new_row;
 use crate::contract::ErrorCode;
-use crate::engine::{Engine, profile};
+use crate::engine::Engine;
 use crate::machine::{Event, Machine};
+use crate::profile::profile;
 use crate::result::CommandResult;
-use crate::submit::new_row;
 use crate::{EngineError, Submission};
 use closedloop_journal::EventRow;
 use closedloop_plant::{Action, Params};

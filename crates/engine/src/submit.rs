@@ -4,11 +4,13 @@
 //! `Engine::admit`'s checks in order (`admission.rs`) — each returning the reason nothing will
 //! be written, or passing on.
 
+use crate::api::new_row;
 use crate::context::Change;
 use crate::contract::{ErrorCode, Status};
-use crate::engine::{Engine, MAX_WAIT, profile};
+use crate::engine::{Engine, MAX_WAIT};
 use crate::live::LiveCommand;
 use crate::machine::{Event, Machine};
+use crate::profile::profile;
 use crate::refusal::Refusal;
 use crate::result::CommandResult;
 use crate::supervisor::Supervisor;
@@ -298,40 +300,6 @@ impl Engine {
     /// of a second confirmation.
     pub async fn knows_key(&self, key: &str) -> Result<bool, EngineError> {
         Ok(self.ctx.journal.by_idempotency_key(key).await?.is_some())
-    }
-}
-
-pub(crate) fn new_row(
-    sub: &Submission,
-    request_id: &str,
-    action: &Action,
-    params: &Params,
-    status: Status,
-    now: i64,
-) -> CommandRow {
-    CommandRow {
-        command_id: sub
-            .command_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
-        request_id: request_id.to_string(),
-        device: sub.device.clone(),
-        action: sub.action.clone(),
-        params: serde_json::to_value(params).unwrap_or(serde_json::Value::Null),
-        status: status.as_str().into(),
-        verified: false,
-        verification: action.verification.as_str().into(),
-        error_code: None,
-        detail: None,
-        hint: None,
-        evidence: json!({}),
-        readback_matched: None,
-        accepted_at_ms: now,
-        updated_at_ms: now,
-        deadline_ms: None,
-        dispatched: false,
-        caller: sub.caller.clone(),
-        idempotency_key: sub.idempotency_key.clone(),
     }
 }
 

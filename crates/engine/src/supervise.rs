@@ -9,8 +9,8 @@
 //! - At the deadline, samples already delivered are judged before the verdict.
 
 use crate::device::Snapshot;
-use crate::engine::AsCheck;
 use crate::machine::{Check, Event};
+use crate::profile::AsCheck;
 use crate::supervisor::{Supervisor, shutdown_signal};
 use closedloop_link::Reporting;
 use serde_json::json;
@@ -194,7 +194,7 @@ impl Supervisor {
             // A standing alarm that blocks this device: stop, whatever the command's state.
             changed = w.alarms.changed(), if w.watched => match changed {
                 Err(_) => Turn::Again,
-                Ok(()) => match crate::alarms::blocking(&self.ctx, self.dev.id()) {
+                Ok(()) => match self.ctx.alarms.blocking(&self.ctx.plant.alarms, self.dev.id()) {
                     Some((name, detail)) => Turn::Wake(Wake::Event(Event::AlarmRaised { name, detail })),
                     None => Turn::Again,
                 },

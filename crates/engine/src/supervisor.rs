@@ -3,7 +3,7 @@
 
 use crate::context::Context;
 use crate::contract::{ErrorCode, Status};
-use crate::device::{DeviceRuntime, Snapshot};
+use crate::device::DeviceRuntime;
 use crate::live::LiveCommand;
 use crate::machine::{CrashStop, Effect, Event, Found, Machine, Outcome, Reason};
 use crate::plan::Request;
@@ -174,7 +174,7 @@ impl Supervisor {
             Event::CancelFailed { detail, .. } => CrashStop::Failed(detail),
             _ => CrashStop::Failed("the stop was not written".into()),
         };
-        let events = vec![crate::crash::internal_error_event(&why)];
+        let events = vec![crate::terminal::internal_error_event(&why)];
         self.ctx.record(&self.cmd, |_| {}, events).await;
         self.finish(Outcome::failed(
             ErrorCode::Interrupted,
@@ -336,26 +336,6 @@ impl Supervisor {
         let row = self.cmd.row();
         row.deadline_ms
             .map(|d| (d - row.accepted_at_ms).max(0) as f64 / 1000.0)
-    }
-}
-
-/// Why a device counts as offline, in words.
-pub(crate) fn offline_detail(dev: &DeviceRuntime, snap: &Snapshot) -> String {
-    let silence = dev.spec.liveness.max_silence_s;
-    if snap.down {
-        // Not a silence: the device said so (its last will), or its broker is unreachable.
-        let why = snap.last_error.as_deref().unwrap_or("it is unreachable");
-        return format!("{} is offline: {why}.", dev.id());
-    }
-    match &snap.last_error {
-        Some(e) => format!(
-            "{} gave no valid answer for more than {silence} s (last error: {e}).",
-            dev.id()
-        ),
-        None => format!(
-            "{} gave no valid answer for more than {silence} s.",
-            dev.id()
-        ),
     }
 }
 

@@ -8,6 +8,14 @@ use crate::machine::Outcome;
 use closedloop_journal::CommandRow;
 use serde_json::{Value, json};
 
+/// The timeline event that marks a command ended by closedloop's own failure.
+pub const INTERNAL_ERROR: &str = "internal_error";
+
+/// The `internal_error` timeline entry for a panic whose message is `why`.
+pub(crate) fn internal_error_event(why: &str) -> (&'static str, serde_json::Value) {
+    (INTERNAL_ERROR, json!({ "message": why }))
+}
+
 /// A command's terminal status with everything the journal keeps of it.
 #[derive(Debug, Clone)]
 pub(crate) struct Ending {
