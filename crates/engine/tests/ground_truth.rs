@@ -4,9 +4,11 @@
 //! A case is 1–3 simulated relays, steppers and heaters (random speeds, travel, pull-in, poll
 //! periods 10–100 ms, liveness windows, request timeouts, expect_s consistent or deliberately
 //! wrong, plant faults with random `after_ms`, shared exclusive groups, `requires` and
-//! `done_when` on other devices) and a script of up to 7 steps at random (virtual) times:
-//! submits (concurrent, some waiting), cancels, run-time fault injections and clears, and engine
-//! restarts on the same journal, with the devices kept running or power-cycled too
+//! `done_when` on other devices, a standing alarm on one device's feedback blocking another) and
+//! a script of up to 7 steps at random (virtual) times: submits (concurrent, some waiting),
+//! cancels, run-time fault injections and clears, one device's feedback register answering
+//! exception 4 while the rest of it answers (`Op::Refuse`), and engine restarts on the same
+//! journal, with the devices kept running or power-cycled too
 //! (`ground_truth/spec.rs`, `strategy.rs`). `rig.rs` runs it on a paused clock — `fence.rs`
 //! keeps the clock still while SQLite works, so a case replays the same way — and wraps every
 //! simulated device in a driver that logs each request with the device's physical state.
@@ -26,7 +28,10 @@
 //! - no two commands of one exclusive group between dispatch and terminal at once;
 //! - nothing lost, nothing invented: every submitted command in the journal, terminal, and a
 //!   terminal state seen (by a waiting submit, or in the journal at a restart) never changes;
-//! - exact outcomes where the plant alone decides them (`expect.rs`).
+//! - exact outcomes where the plant alone decides them (`expect.rs`);
+//! - the standing alarm (`check/alarms.rs`): never cleared on a signal whose register answers
+//!   exceptions, each clear resting on a read that showed it physically clear, raised when a
+//!   refusal lasts (it fails safe), and never a completion on the device it blocks once raised.
 //!
 //! Findings that do not fail the run, counted in its summary line:
 //! - limitations: a relay whose contact reads inverted (`swapped_contacts`) can fool any
@@ -39,6 +44,8 @@
 //! replayed first on every run. `GROUND_TRUTH_SURVEY=1` prints violations instead of failing
 //! (to see every kind at once), `GROUND_TRUTH_VERBOSE=1` prints limitations and known bugs too.
 
+#[path = "ground_truth/alarm.rs"]
+mod alarm;
 #[path = "ground_truth/check.rs"]
 mod check;
 #[path = "ground_truth/expect.rs"]
@@ -277,6 +284,7 @@ fn feedback_mismatch_needs_reads_up_to_the_deadline() {
     let relay = one_device(spec::Model::Relay { pull_in_ms: 100 }, vec![zombie]);
     let case = spec::Case {
         devices: vec![relay],
+        alarm: None,
         steps: vec![spec::Step {
             delay_ms: 0,
             op: spec::Op::Submit {
@@ -311,6 +319,7 @@ fn a_cancel_ends_within_the_deadline_when_the_device_goes_silent() {
     let zombie = closedloop_sim::FaultSpec::after(closedloop_sim::Fault::Zombie, 21);
     let case = spec::Case {
         devices: vec![stepper],
+        alarm: None,
         steps: vec![
             step(
                 0,
@@ -370,6 +379,7 @@ fn only_the_feedback_read_needs_to_be_late_enough_to_confirm_a_criterion_that_al
     let case = spec::Case {
         devices: vec![dev],
         steps: vec![heat(35.0), heat(10.0)],
+        alarm: None,
     };
     let found = findings(&case);
     assert!(found.is_empty(), "{found:#?}");

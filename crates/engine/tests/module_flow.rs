@@ -78,8 +78,17 @@ fn loop_from(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<
 #[test]
 fn the_engines_modules_import_each_other_one_way_only() {
     let graph = imports();
-    assert!(graph.len() > 30, "the engine's sources were not found: {graph:?}");
-    assert!(graph["context"].contains("alarms"), "the reader lost its way: {graph:?}");
+    assert!(
+        graph.len() > 30,
+        "the engine's sources were not found: {graph:?}"
+    );
+    assert!(
+        graph["context"].contains("alarms"),
+        "the reader lost its way: {graph:?}"
+    );
     let loops: Vec<Vec<String>> = graph.keys().filter_map(|m| loop_from(&graph, m)).collect();
-    assert!(loops.is_empty(), "modules that import each other in a loop: {loops:?}");
+    assert!(
+        loops.is_empty(),
+        "modules that import each other in a loop: {loops:?}"
+    );
 }

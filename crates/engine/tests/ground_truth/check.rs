@@ -2,6 +2,8 @@
 
 #[path = "check/across.rs"]
 mod across;
+#[path = "check/alarms.rs"]
+mod alarms;
 #[path = "check/cmd.rs"]
 mod cmd;
 #[path = "check/command.rs"]
@@ -51,6 +53,7 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
     }
     check_writes(case, out, &cmds, &mut f.violations);
     check_groups(case, &cmds, &mut f.violations);
+    alarms::check_alarm(case, out, &cmds, &mut f.violations, &mut f.limitations);
     f
 }
 

@@ -61,7 +61,9 @@ fn reads(case: &Case, i: usize, follow: bool) -> Vec<usize> {
 /// The exact outcome of `c`, if its plant decides it.
 pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
     let quiet = case.steps.iter().all(|s| matches!(s.op, Op::Submit { .. }));
-    if !quiet {
+    // A standing alarm blocking the device decides by what its own device reads, and first.
+    let blocked = case.alarm.is_some_and(|a| a.blocks == c.dev);
+    if !quiet || blocked {
         return None;
     }
     let follow = c.action == "follow";

@@ -42,7 +42,7 @@ pub fn brief(s: &SimState) -> String {
 /// A readable account of a case for a failure message.
 pub fn report(case: &Case, out: &Outcome) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "--- plant ---{}", plant_toml(&case.devices));
+    let _ = writeln!(s, "--- plant ---{}", case_toml(case));
     let _ = writeln!(s, "--- steps ---");
     let mut t = 0;
     for (i, st) in case.steps.iter().enumerate() {

@@ -15,7 +15,7 @@ use closedloop_engine::{CommandResult, Submission};
 use closedloop_journal::{CommandRow, EventRow};
 use record::Log;
 use serde_json::json;
-use setup::{journal_dir, read_journal, start, template};
+use setup::{journal_dir, read_alarms, read_journal, start, template};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -55,6 +55,8 @@ pub struct Outcome {
     pub unsettled: Vec<String>,
     /// What the journal held when each restart shut the engine down: status, code, verified.
     pub at_restart: Vec<BTreeMap<String, CommandState>>,
+    /// The standing alarm's raises and clears, oldest first (wall-clock times).
+    pub alarms: Vec<closedloop_journal::AlarmRow>,
 }
 
 /// A command's status, error code and `verified`, as journaled.
@@ -62,7 +64,7 @@ pub type CommandState = (String, Option<String>, bool);
 
 /// Runs a case to its end (every command terminal, or given up on) and collects the outcome.
 pub async fn run(case: &Case) -> Outcome {
-    let toml = plant_toml(&case.devices);
+    let toml = case_toml(case);
     let plant = match closedloop_plant::parse(&toml, "case.toml", std::path::Path::new(".")) {
         Ok(p) => Arc::new(p),
         Err(e) => panic!("generated plant does not parse:\n{e}\n{toml}"),
@@ -79,7 +81,10 @@ pub async fn run(case: &Case) -> Outcome {
     // Per command: how many of its events the journal held when each epoch ended.
     let mut counts: Vec<BTreeMap<String, usize>> = Vec::new();
     let mut at_restart = Vec::new();
-    let mut rt = start(&plant, &url, &log, 0, None, &mut epochs).await;
+    let refusals: Vec<setup::Refusal> = (case.devices.iter())
+        .map(|d| (Arc::default(), crate::alarm::feedback_block(&d.model)))
+        .collect();
+    let mut rt = start(&plant, &url, (&log, &refusals), 0, None, &mut epochs).await;
     let submitted: Arc<Mutex<Vec<Submitted>>> = Arc::default();
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let ids: Vec<String> = (0..case.devices.len())
@@ -148,6 +153,14 @@ pub async fn run(case: &Case) -> Outcome {
                 let what = ObsKind::Fault(format!("clear {kind}"));
                 log.push(epochs.len() - 1, *device, what, state);
             }
+            Op::Refuse { device, on } => {
+                refusals[*device]
+                    .0
+                    .store(*on, std::sync::atomic::Ordering::SeqCst);
+                let state = rt.sims[*device].peek();
+                let what = ObsKind::Fault(format!("refuse {on}"));
+                log.push(epochs.len() - 1, *device, what, state);
+            }
             Op::Restart { fresh } => {
                 for t in tasks.drain(..) {
                     let _ = t.await;
@@ -168,7 +181,8 @@ pub async fn run(case: &Case) -> Outcome {
                         .collect(),
                 );
                 let keep = (!fresh).then(|| rt.sims.clone());
-                rt = start(&plant, &url, &log, epochs.len(), keep, &mut epochs).await;
+                let devices = (&log, refusals.as_slice());
+                rt = start(&plant, &url, devices, epochs.len(), keep, &mut epochs).await;
             }
         }
     }
@@ -206,6 +220,7 @@ pub async fn run(case: &Case) -> Outcome {
     tokio::time::sleep(Duration::from_millis(300)).await;
     rt.engine.shutdown().await;
     let held = read_journal(&url);
+    let alarms = read_alarms(&url);
     let journal = held
         .into_iter()
         .map(|(id, (row, events))| {
@@ -232,5 +247,6 @@ pub async fn run(case: &Case) -> Outcome {
         journal,
         unsettled,
         at_restart,
+        alarms,
     }
 }

@@ -9,6 +9,8 @@ use std::fmt::Write as _;
 pub struct Case {
     pub devices: Vec<DeviceSpec>,
     pub steps: Vec<Step>,
+    /// A standing alarm on one device's feedback, blocking another (`alarm.rs`).
+    pub alarm: Option<super::alarm::AlarmSpec>,
 }
 
 /// A simulated model and its options.
@@ -94,6 +96,10 @@ pub enum Op {
     /// `Engine::shutdown`, then `Engine::start` on the same journal; `fresh`: the devices are
     /// new simulator instances (the plant was power-cycled too), else the same ones go on.
     Restart { fresh: bool },
+    /// Device `device % n`'s feedback block (`alarm::feedback_block`) answers every read with
+    /// exception 4 from now on (`on`), or reads again: one register failing while the rest of
+    /// the device answers.
+    Refuse { device: usize, on: bool },
 }
 
 /// The argument of an action: `on` (relays), `target_mm` (steppers), `to_c` (heaters).
@@ -142,7 +148,16 @@ pub fn device_id(devices: &[DeviceSpec], i: usize) -> String {
     format!("{}{i}", devices[i].model_name())
 }
 
-/// The plant file of a case.
+/// The plant file of a case: its devices, then its alarm.
+pub fn case_toml(case: &Case) -> String {
+    let mut toml = plant_toml(&case.devices);
+    if let Some(a) = &case.alarm {
+        toml.push_str(&a.toml(&case.devices));
+    }
+    toml
+}
+
+/// The devices' part of a plant file.
 pub fn plant_toml(devices: &[DeviceSpec]) -> String {
     let mut out = String::new();
     for (i, d) in devices.iter().enumerate() {

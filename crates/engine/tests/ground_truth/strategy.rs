@@ -129,7 +129,20 @@ fn op() -> impl Strategy<Value = Op> {
             kind: FaultKind::ALL[k],
         }),
         1 => any::<bool>().prop_map(|fresh| Op::Restart { fresh }),
+        2 => (0..3usize, prop::bool::weighted(0.6)).prop_map(|(device, on)| Op::Refuse { device, on }),
     ]
+}
+
+/// A standing alarm on one device's feedback blocking another (resolved by `Case::resolve`).
+fn alarm() -> impl Strategy<Value = Option<super::alarm::AlarmSpec>> {
+    let spec = (0..3usize, 0..3usize, 0.0..1.0f64).prop_map(|(device, blocks, level)| {
+        super::alarm::AlarmSpec {
+            device,
+            blocks,
+            level,
+        }
+    });
+    prop::option::weighted(0.35, spec)
 }
 
 fn delay() -> impl Strategy<Value = u64> {
@@ -153,8 +166,16 @@ pub fn case() -> impl Strategy<Value = Case> {
             1 => prop::collection::vec(quiet_step(), 1..=3),
             2 => prop::collection::vec(step(), 1..=7),
         ],
+        alarm(),
     )
-        .prop_map(|(devices, steps)| Case { devices, steps }.resolve())
+        .prop_map(|(devices, steps, alarm)| {
+            Case {
+                devices,
+                steps,
+                alarm,
+            }
+            .resolve()
+        })
 }
 
 /// A fault that applies to `model` (faults of another model become `nak`/`latency`).
@@ -211,6 +232,11 @@ impl Case {
                 .then_some(k)
             });
         }
+        if let Some(a) = &mut self.alarm {
+            a.device %= n;
+            // Another device when there is one; with one device it blocks itself.
+            a.blocks = (a.device + 1 + a.blocks % n.max(2)) % n;
+        }
         let mut restarts = 0;
         self.steps.retain_mut(|s| {
             match &mut s.op {
@@ -245,7 +271,7 @@ impl Case {
                     *device %= n;
                     *fault = resolve_fault(&self.devices[*device].model, *fault);
                 }
-                Op::Clear { device, .. } => *device %= n,
+                Op::Clear { device, .. } | Op::Refuse { device, .. } => *device %= n,
                 Op::Restart { .. } => {
                     restarts += 1;
                     return restarts <= 2;

@@ -2,8 +2,9 @@
 //! `Recorder` driver that wraps every simulated device and logs each request the engine makes
 //! with the device's physical state (`SimDevice::peek`) at that instant.
 
-use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, Write};
+use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, Exception, Write};
 use closedloop_sim::{SimDevice, SimState};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
@@ -29,6 +30,9 @@ pub enum ObsKind {
         lied: bool,
         /// Case time (ms) the answer (or error) came back; the issue time while none did.
         done_ms: i64,
+        /// The device answered it with an exception (no data): the read failed, it did not
+        /// merely go unanswered.
+        refused: bool,
     },
     /// A write the engine sent (`Write`'s display).
     Write { what: String },
@@ -72,7 +76,7 @@ impl Log {
 
     /// Records the answer to the read logged at `i`: data (`Some`), or an exception or a
     /// transport error (`None`).
-    fn answered(&self, i: usize, data: Option<&Data>) {
+    fn answered(&self, i: usize, data: Option<&Data>, refused: bool) {
         let done_ms = self.now_ms();
         let mut obs = self.obs.lock().unwrap_or_else(|p| p.into_inner());
         let contact = obs[i].state.contact;
@@ -93,6 +97,7 @@ impl Log {
             answered: data.is_some(),
             lied,
             done_ms,
+            refused,
         };
     }
 
@@ -119,6 +124,9 @@ pub(super) struct Recorder {
     pub(super) dev: usize,
     pub(super) epoch: usize,
     pub(super) log: Log,
+    /// While set, a read of `feedback` (its area and first address) answers exception 4.
+    pub(super) refuse: Arc<AtomicBool>,
+    pub(super) feedback: (Area, u16),
 }
 
 impl Recorder {
@@ -130,15 +138,23 @@ impl Recorder {
             answered: false,
             lied: false,
             done_ms: self.log.now_ms(),
+            refused: false,
         };
         self.log.push(self.epoch, self.dev, kind, self.sim.peek())
     }
 
     fn came_back(&self, i: usize, answer: &Answer<Data>) {
         match answer {
-            Ok(Ok(data)) => self.log.answered(i, Some(data)),
-            _ => self.log.answered(i, None),
+            Ok(Ok(data)) => self.log.answered(i, Some(data), false),
+            Ok(Err(_)) => self.log.answered(i, None, true),
+            Err(_) => self.log.answered(i, None, false),
         }
+    }
+
+    /// Exception 4 for a read of the feedback block while it is refused.
+    fn refused(&self, area: Area, start: u16) -> Option<Answer<Data>> {
+        let on = self.refuse.load(Ordering::SeqCst) && (area, start) == self.feedback;
+        on.then_some(Ok(Err(Exception(4))))
     }
 }
 
@@ -146,7 +162,10 @@ impl Driver for Recorder {
     fn read(&self, area: Area, start: u16, count: u16) -> BoxFuture<'_, Answer<Data>> {
         Box::pin(async move {
             let i = self.issued(area, start, count);
-            let answer = self.sim.read(area, start, count).await;
+            let answer = match self.refused(area, start) {
+                Some(no) => no,
+                None => self.sim.read(area, start, count).await,
+            };
             self.came_back(i, &answer);
             answer
         })
@@ -158,7 +177,10 @@ impl Driver for Recorder {
     /// those microseconds) leaves its earlier blocks logged as answered though unpublished.
     fn read_now(&self, area: Area, start: u16, count: u16) -> Option<Answer<Data>> {
         let i = self.issued(area, start, count);
-        let answer = self.sim.read_now(area, start, count)?;
+        let answer = match self.refused(area, start) {
+            Some(no) => no,
+            None => self.sim.read_now(area, start, count)?,
+        };
         self.came_back(i, &answer);
         Some(answer)
     }

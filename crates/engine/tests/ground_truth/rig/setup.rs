@@ -67,10 +67,17 @@ pub(super) struct Running {
     pub(super) sims: Vec<SimDevice>,
 }
 
+/// A device's refused feedback block: the switch `Op::Refuse` flips (kept across restarts, as
+/// the device's own failure is) and the block it refuses.
+pub(super) type Refusal = (
+    Arc<std::sync::atomic::AtomicBool>,
+    (closedloop_driver::Area, u16),
+);
+
 pub(super) async fn start(
     plant: &Arc<closedloop_plant::Plant>,
     url: &str,
-    log: &Log,
+    (log, refusals): (&Log, &[Refusal]),
     epoch: usize,
     keep: Option<Vec<SimDevice>>,
     epochs: &mut Vec<Epoch>,
@@ -86,11 +93,14 @@ pub(super) async fn start(
         .zip(&sims)
         .enumerate()
         .map(|(dev, (id, sim))| {
+            let (refuse, feedback) = refusals[dev].clone();
             let rec = Recorder {
                 sim: sim.clone(),
                 dev,
                 epoch,
                 log: log.clone(),
+                refuse,
+                feedback,
             };
             (id.clone(), Connection::Registers(Arc::new(rec)))
         })
@@ -119,6 +129,17 @@ pub(super) async fn start(
         engine: Arc::new(engine),
         sims,
     }
+}
+
+/// Every standing alarm's raise and clear in the journal, oldest first (the engine must be shut
+/// down).
+pub(super) fn read_alarms(url: &str) -> Vec<closedloop_journal::AlarmRow> {
+    on_real_clock(async {
+        let j = Journal::open(url).await.expect("journal reopens");
+        let rows = j.alarm_events(0, 100_000).await.expect("alarm rows");
+        j.close().await;
+        rows
+    })
 }
 
 /// Every command in the journal with its events (the engine must be shut down).

@@ -1,0 +1,168 @@
+//! The standing alarm against what its device physically did (cases with an alarm and one
+//! engine life: the board starts cleared at every start, and the journal's alarm rows say not
+//! which engine wrote them):
+//! - it never clears while its signal's block has answered exception 4 since its last good read
+//!   (two refused reads: the refusal was published before the clear);
+//! - a clear rests on a read, within the device's liveness window, that showed `when` physically
+//!   false (a relay whose contact reads inverted is a limitation);
+//! - a refusal that lasts (three refused reads over two alarm periods) finds it raised: it fails
+//!   safe;
+//! - a command of the device it blocks that was running when it was raised never completes (it
+//!   ends with the alarm's code, or with the silence that raised it).
+
+use super::Cmd;
+use crate::alarm::AlarmSpec;
+use crate::rig::{Obs, ObsKind, Outcome};
+use crate::spec::Case;
+
+/// A read of the alarm's block: case time issued, answered (with data), refused (exception).
+struct Read<'a> {
+    obs: &'a Obs,
+    done_ms: i64,
+    answered: bool,
+    refused: bool,
+    lied: bool,
+}
+
+/// The alarm's properties; violations and limitations pushed to `v` and `l`.
+pub fn check_alarm(
+    case: &Case,
+    out: &Outcome,
+    cmds: &[Cmd],
+    v: &mut Vec<String>,
+    l: &mut Vec<String>,
+) {
+    let (Some(alarm), [epoch]) = (&case.alarm, out.epochs.as_slice()) else {
+        return;
+    };
+    let rows: Vec<(i64, bool)> = (out.alarms.iter())
+        .map(|r| (epoch.start_ms + (r.at_ms - epoch.wall_ms), r.active))
+        .collect();
+    let reads = reads(case, alarm, &out.obs);
+    for &(t, active) in &rows {
+        if !active {
+            cleared(case, alarm, &reads, t, v, l);
+        }
+    }
+    fails_safe(case, alarm, &reads, &rows, v);
+    stops_running(alarm, cmds, &rows, v);
+}
+
+/// The reads of the alarm's block, in the order they were issued.
+fn reads<'a>(case: &Case, alarm: &AlarmSpec, obs: &'a [Obs]) -> Vec<Read<'a>> {
+    let (area, start) = alarm.block(&case.devices);
+    obs.iter()
+        .filter(|o| o.dev == alarm.device)
+        .filter_map(|o| match o.kind {
+            ObsKind::Read {
+                block: (a, s, _),
+                answered,
+                lied,
+                done_ms,
+                refused,
+            } if (a, s) == (area, start) => Some(Read {
+                obs: o,
+                done_ms,
+                answered,
+                refused,
+                lied,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A clear at case time `t`: not on a refused signal, and on a read that showed it clear.
+fn cleared(
+    case: &Case,
+    alarm: &AlarmSpec,
+    reads: &[Read],
+    t: i64,
+    v: &mut Vec<String>,
+    l: &mut Vec<String>,
+) {
+    let before: Vec<&Read> = reads.iter().filter(|r| r.done_ms <= t).collect();
+    let since_good = before.iter().rev().take_while(|r| !r.answered);
+    let refused: Vec<&&Read> = since_good.filter(|r| r.refused).collect();
+    if refused.len() >= 2 {
+        let from = refused.last().map_or(t, |r| r.obs.t_ms());
+        v.push(format!(
+            "HOT cleared at {t} ms while its signal's block answered exception 4 since {from} ms \
+             ({} refused reads, none good since)",
+            refused.len()
+        ));
+        return;
+    }
+    let window_ms = (case.devices[alarm.device].max_silence_s * 1000.0).ceil() as i64;
+    let shown_clear = before.iter().rev().find(|r| {
+        r.answered
+            && r.obs.t_ms() >= t - window_ms
+            && alarm.holds(&case.devices, &r.obs.state) == Some(false)
+    });
+    match shown_clear {
+        Some(_) => {}
+        None if before.iter().any(|r| r.lied) => l.push(format!(
+            "HOT cleared at {t} ms on a contact that reads inverted (swapped_contacts)"
+        )),
+        None => v.push(format!(
+            "HOT cleared at {t} ms, but no read of its signal within {window_ms} ms before showed \
+             it physically clear"
+        )),
+    }
+}
+
+/// Whether the alarm is raised at case time `t`, by its rows.
+fn active_at(rows: &[(i64, bool)], t: i64) -> bool {
+    rows.iter()
+        .take_while(|(at, _)| *at <= t)
+        .last()
+        .is_some_and(|(_, a)| *a)
+}
+
+/// A lasting refusal of the alarm's block finds the alarm raised.
+fn fails_safe(
+    case: &Case,
+    alarm: &AlarmSpec,
+    reads: &[Read],
+    rows: &[(i64, bool)],
+    v: &mut Vec<String>,
+) {
+    let period = case.devices[alarm.device].poll_ms.max(5) as i64;
+    // Runs of consecutive refused reads.
+    for run in reads.split(|r| !r.refused) {
+        let [first, second, .., last] = run else {
+            continue;
+        };
+        if last.done_ms - second.done_ms >= 2 * period + 50 && !active_at(rows, last.done_ms) {
+            v.push(format!(
+                "HOT not raised at {} ms although its signal's block answered exception 4 since \
+                 {} ms ({} refused reads): nothing showed it safe",
+                last.done_ms,
+                first.obs.t_ms(),
+                run.len()
+            ));
+        }
+    }
+}
+
+/// A command of the blocked device running when the alarm was raised is stopped: it never ends
+/// `completed` (with the alarm's code, or `DEVICE_OFFLINE` when the same silence raised it).
+fn stops_running(alarm: &AlarmSpec, cmds: &[Cmd], rows: &[(i64, bool)], v: &mut Vec<String>) {
+    for c in cmds.iter().filter(|c| c.dev == alarm.blocks) {
+        let (Some((dispatched, _)), Some((end, _))) = (c.dispatched, c.terminal) else {
+            continue;
+        };
+        let raised = rows
+            .iter()
+            .find(|(at, a)| *a && *at > dispatched && *at + 50 < end);
+        if let Some((at, _)) = raised
+            && matches!(c.status, "completed" | "sent")
+        {
+            v.push(format!(
+                "command {} of the blocked device ran when HOT was raised at {at} ms and ended \
+                 {} {:?} at {end} ms",
+                c.id, c.status, c.code
+            ));
+        }
+    }
+}
