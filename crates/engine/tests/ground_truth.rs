@@ -31,7 +31,10 @@
 //! - exact outcomes where the plant alone decides them (`expect.rs`);
 //! - the standing alarm (`check/alarms.rs`): never cleared on a signal whose register answers
 //!   exceptions, each clear resting on a read that showed it physically clear, raised when a
-//!   refusal lasts (it fails safe), and never a completion on the device it blocks once raised.
+//!   refusal lasts (it fails safe), and never a completion on the device it blocks once raised;
+//! - `requires` (`check/requires.rs`): a command dispatched under a precondition on another
+//!   device was dispatched on a read of it, answered shortly before, that showed it physically
+//!   true — never on a refused read or a cached value.
 //!
 //! Findings that do not fail the run, counted in its summary line:
 //! - limitations: a relay whose contact reads inverted (`swapped_contacts`) can fool any

@@ -8,6 +8,8 @@ mod alarms;
 mod cmd;
 #[path = "check/command.rs"]
 mod command;
+#[path = "check/requires.rs"]
+mod requires;
 
 pub use cmd::{Cmd, commands};
 
@@ -54,6 +56,7 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
     check_writes(case, out, &cmds, &mut f.violations);
     check_groups(case, &cmds, &mut f.violations);
     alarms::check_alarm(case, out, &cmds, &mut f.violations, &mut f.limitations);
+    requires::check_requires(case, out, &cmds, &mut f.violations, &mut f.limitations);
     f
 }
 
