@@ -8,6 +8,7 @@ trace and span, named after the device and action, with the command's status, co
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -122,6 +123,16 @@ async def test_a_command_s_span_is_a_child_of_the_caller_s_trace(http_server, ht
     assert (b["closedloop.status"], b["closedloop.error_code"]) == ("failed", "MOTOR_STALL"), b
     assert slide_span.status.code == 2  # STATUS_CODE_ERROR
     assert "MOTOR_STALL" in slide_span.status.message
+    # What decided it, each value with its own read time; and the reading that showed the fault
+    # stands before the stop it caused, in order and in time.
+    evidence = json.loads(b["closedloop.evidence"])
+    assert evidence["fault"]["value"] is True and evidence["fault"]["at"].endswith("Z"), evidence
+    events = list(slide_span.events)
+    data = [json.loads(attrs(e.attributes).get("closedloop.data", "{}")) for e in events]
+    fault = next(i for i, e in enumerate(events) if e.name == "signal" and data[i]["values"].get("fault") is True)
+    stop = next(i for i, e in enumerate(events) if e.name == "cancel_sent")
+    assert fault < stop, [e.name for e in events]
+    assert events[fault].time_unix_nano <= events[stop].time_unix_nano, (events[fault], events[stop])
 
 
 async def test_without_a_traceparent_each_command_is_its_own_trace(http_server, http_session, collector) -> None:

@@ -73,8 +73,10 @@ pub(crate) fn span(r: &CommandResult) -> Msg {
         s.message(9, &a);
     }
     for e in &r.timeline {
+        // A reading at the time it was read, not when the journal took it.
+        let read_at = e.data.get("read_at").and_then(|v| v.as_str());
         let mut ev = Msg::new();
-        ev.fixed64(1, unix_nanos(&e.at).unwrap_or(0))
+        ev.fixed64(1, unix_nanos(read_at.unwrap_or(&e.at)).unwrap_or(0))
             .string(2, &e.event);
         if !e.data.is_empty() {
             let data = serde_json::Value::Object(e.data.clone()).to_string();
@@ -97,6 +99,10 @@ fn attributes(r: &CommandResult) -> Vec<Msg> {
     ];
     if let Some(code) = &r.error_code {
         v.push(attr_str("closedloop.error_code", code.as_str()));
+    }
+    // What decided it: each value with its own read time and source.
+    if r.evidence.as_object().is_some_and(|m| !m.is_empty()) {
+        v.push(attr_str("closedloop.evidence", &r.evidence.to_string()));
     }
     v
 }
