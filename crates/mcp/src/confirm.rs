@@ -9,7 +9,8 @@
 //! With `[server] confirm_by = ["operator"]`, over HTTP, the token that asked can no longer
 //! confirm: only `confirm_command` called with one of the named tokens redeems a confirmation
 //! (a [`Redeemer::Confirmer`]), so an agent holding an actuate scope cannot talk itself past a
-//! person.
+//! person — and a `confirm_by` token that asked cannot confirm its own request either: another
+//! of them must ([`Refusal::OwnRequest`]).
 //!
 //! One gateway keeps its tokens in memory. Gateways sharing a PostgreSQL journal keep them in
 //! the database instead (`closedloop_journal::SharedConfirmations`): behind one endpoint the
@@ -47,6 +48,8 @@ pub enum Refusal {
     Mismatch(String),
     /// `[server] confirm_by` names who confirms, and this caller is not among them.
     NotConfirmer(Vec<String>),
+    /// A `confirm_by` token confirming the request it made itself: another must.
+    OwnRequest(String),
     /// The shared journal holding the tokens did not answer: nothing was judged, nothing run.
     Unavailable(String),
 }
@@ -78,6 +81,7 @@ impl std::fmt::Display for Refusal {
             Refusal::Mismatch(what) => write!(f, "this confirmation_token was issued for other {what}; nothing was run"),
             Refusal::Unavailable(why) => write!(f, "the confirmation could not be checked, the journal did not answer ({why}); nothing was run, call again"),
             Refusal::NotConfirmer(names) => write!(f, "this plant's [server] confirm_by lets only {} confirm an action, with confirm_command; the caller that asked cannot confirm its own action, and nothing was run", names.join(", ")),
+            Refusal::OwnRequest(name) => write!(f, "{name} asked for this action and cannot confirm its own request, though [server] confirm_by names it: another token of confirm_by must; nothing was run"),
         }
     }
 }
@@ -223,10 +227,15 @@ fn check(
     by: Redeemer<'_>,
     expect: Option<(&str, &str, &Map<String, Value>)>,
 ) -> Result<(), Refusal> {
-    if let Redeemer::Asker(caller) = by
-        && entry.caller != caller
-    {
-        return Err(Refusal::Mismatch("a different caller".into()));
+    match by {
+        Redeemer::Asker(caller) if entry.caller != caller => {
+            return Err(Refusal::Mismatch("a different caller".into()));
+        }
+        // Nobody confirms their own request, a confirmer's token included.
+        Redeemer::Confirmer(name) if entry.caller == name => {
+            return Err(Refusal::OwnRequest(name.to_string()));
+        }
+        _ => {}
     }
     if let Some((device, action, args)) = expect {
         if entry.device != device || entry.action != action {

@@ -133,3 +133,73 @@ async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confi
     let accepted = events.iter().find(|e| e.event == "accepted").unwrap();
     assert_eq!(accepted.data, json!({"confirmed_by": "operator"}));
 }
+
+const BOSS: &str = "boss-secret-41f7";
+
+/// The red team's plant: `confirm_by = ["operator", "boss"]`, and boss may also act on anything.
+fn two_confirmers(journal: &str) -> String {
+    let one = plant(journal).replace(
+        r#"confirm_by = ["operator"]"#,
+        r#"confirm_by = ["operator", "boss"]"#,
+    );
+    let boss = format!(
+        "[[server.token]]\nname = \"boss\"\nsha256 = \"{}\"\nscopes = [\"read\", \"actuate:*\"]\n[[server.token]]\nname = \"operator\"",
+        common::sha256_hex(BOSS)
+    );
+    one.replacen("[[server.token]]\nname = \"operator\"", &boss, 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_by_token_that_asked_cannot_confirm_its_own_request_another_must() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = format!("sqlite://{}", dir.path().join("journal.db").display());
+    let (engine, sims) = common::engine(&two_confirmers(&journal), dir.path()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{}", listener.local_addr().unwrap(), http::PATH);
+    let server = Server::new(Arc::clone(&engine), "http");
+    tokio::spawn(http::serve(
+        listener,
+        server,
+        HttpOptions::default(),
+        std::future::pending(),
+    ));
+    let boss = common::http_client(&url, BOSS).await;
+    let operator = common::http_client(&url, OPERATOR).await;
+
+    let asked = common::call(&boss, "slide_move_to", json!({"target_mm": 80.0})).await;
+    let v = common::sc(&asked).clone();
+    assert_eq!(v["status"], "needs_confirmation", "{v}");
+    let token = v["confirmation_token"].as_str().unwrap().to_string();
+    // Boss is a confirmer, but this is boss's own request: refused, nothing moves.
+    let own = common::call(
+        &boss,
+        "confirm_command",
+        json!({"confirmation_token": token}),
+    )
+    .await;
+    let v = common::sc(&own).clone();
+    assert_eq!(
+        (v["status"].as_str(), v["error_code"].as_str()),
+        (Some("rejected"), Some("INVALID_PARAMS")),
+        "{v}"
+    );
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("boss asked for this action and cannot confirm its own request"),
+        "{v}"
+    );
+    assert_eq!(
+        sims["slide"].peek().target_mm,
+        Some(0.0),
+        "nothing was written"
+    );
+    // The token is still good for the other confirmer.
+    let args = json!({"confirmation_token": token, "wait_s": 5});
+    let done = common::call(&operator, "confirm_command", args).await;
+    let v = common::sc(&done).clone();
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!((sims["slide"].peek().position_mm.unwrap() - 80.0).abs() < 0.5);
+    engine.shutdown().await;
+}

@@ -5,6 +5,7 @@
 //! Errors go to stderr and exit 1; warnings (`warning: ...`, such as an address that looks
 //! 1-based) go to stderr too but leave the exit code at 0.
 
+mod confirmers;
 mod deadlines;
 pub mod sim_map;
 
@@ -28,6 +29,7 @@ pub fn run(path: &Path) -> ExitCode {
     let label = path.display().to_string();
     let mut findings = sim_map::lint(&plant, &label);
     findings.extend(deadlines::lint(&plant, &label));
+    findings.extend(confirmers::lint(&plant, &label));
     for f in &findings {
         eprintln!("{f}");
     }
