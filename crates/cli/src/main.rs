@@ -113,9 +113,14 @@ enum Cmd {
         /// Repeatable.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allow_origin: Vec<String>,
-        /// HTTP connections open at once; one more is closed as soon as it is accepted.
+        /// HTTP connections open at once. When all are taken, a new one evicts the oldest
+        /// that never authenticated; one that can evict nothing is closed as it is accepted.
         #[arg(long, value_name = "N", requires = "http", default_value_t = 256)]
         max_connections: usize,
+        /// Close an HTTP connection whose first request head has not arrived this many seconds
+        /// after it opened (a silent connection gives its slot back).
+        #[arg(long, value_name = "SECONDS", requires = "http", default_value_t = 5.0)]
+        handshake_timeout: f64,
         /// Close an HTTP connection on which no byte moved either way for this many seconds.
         #[arg(
             long,
@@ -257,6 +262,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             allow_host,
             allow_origin,
             max_connections,
+            handshake_timeout,
             idle_timeout,
             tls_cert,
             tls_key,
@@ -275,6 +281,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         allow_origins: allow_origin,
                         max_connections,
                         idle_timeout_s: idle_timeout,
+                        handshake_timeout_s: handshake_timeout,
                         tls: tls_cert.zip(tls_key),
                         instance,
                     },

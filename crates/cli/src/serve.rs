@@ -200,10 +200,20 @@ pub struct HttpArgs {
     pub max_connections: usize,
     /// `--idle-timeout`, seconds.
     pub idle_timeout_s: f64,
+    /// `--handshake-timeout`, seconds.
+    pub handshake_timeout_s: f64,
     /// `--tls-cert` and `--tls-key`: serve HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
     /// `--instance`: this gateway's name among those sharing a PostgreSQL journal.
     pub instance: Option<String>,
+}
+
+/// A flag's seconds as a duration above zero, or an error naming the flag and an example.
+fn seconds(flag: &str, s: f64, example: u32) -> Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{flag} {s}: give a number of seconds above zero, e.g. {example}"))
 }
 
 /// Serves MCP over Streamable HTTP at `/mcp` until a signal arrives.
@@ -248,15 +258,8 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
         );
     }
     opts.max_connections = args.max_connections;
-    opts.idle_timeout = std::time::Duration::try_from_secs_f64(args.idle_timeout_s)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .with_context(|| {
-            format!(
-                "--idle-timeout {}: give a number of seconds above zero, e.g. 60",
-                args.idle_timeout_s
-            )
-        })?;
+    opts.idle_timeout = seconds("--idle-timeout", args.idle_timeout_s, 60)?;
+    opts.handshake_timeout = seconds("--handshake-timeout", args.handshake_timeout_s, 5)?;
     if let Some((cert, key)) = &args.tls {
         opts.tls = Some(closedloop_mcp::http::Tls::load(cert, key)?);
     } else if !args.addr.ip().is_loopback() {

@@ -26,14 +26,17 @@
 //! The settings ([`HttpOptions`]) and the start-up refusals ([`HttpError`]) are in
 //! `http/options.rs`; this file builds the router and serves it.
 
+mod admission;
 mod auth;
 mod conn;
 mod guard;
+mod guessing;
 mod limit;
 mod metrics_page;
 mod options;
 mod page;
 mod sessions;
+mod shares;
 mod throttle;
 mod tls;
 
@@ -75,10 +78,15 @@ pub fn router(server: Server, opts: HttpOptions) -> axum::Router {
 
 fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -> axum::Router {
     let tokens = server.engine().plant().server.tokens.clone();
+    // One for the page's sign-in and the bearer tokens alike: a guesser is one guesser.
+    let auth = Arc::new(auth::Auth::new(
+        tokens.clone(),
+        opts.max_in_flight_per_caller,
+    ));
     let metrics = metrics_page::routes(Arc::clone(server.engine()));
     let page = page::routes(
         Arc::clone(server.engine()),
-        Arc::new(auth::Auth::new(tokens.clone())),
+        Arc::clone(&auth),
         opts.tls.is_some(),
         shutdown.clone(),
     );
@@ -90,7 +98,7 @@ fn router_with(server: Server, opts: HttpOptions, shutdown: CancellationToken) -
     let routes = mcp_routes(factory, per_caller, &opts, shutdown)
         .merge(metrics)
         .merge(page);
-    with_layers(routes, tokens, &opts)
+    with_layers(routes, auth, &opts)
 }
 
 /// closedloop's HTTP stack — Host/Origin guard, in-flight limit, bearer-token auth, sessions
@@ -109,9 +117,10 @@ where
 {
     // Without tokens the only caller is the local user: the server's session cap is its cap.
     let per_caller = (!tokens.is_empty()).then_some(opts.max_sessions_per_caller);
+    let auth = Arc::new(auth::Auth::new(tokens, opts.max_in_flight_per_caller));
     with_layers(
         mcp_routes(factory, per_caller, &opts, shutdown),
-        tokens,
+        auth,
         &opts,
     )
 }
@@ -153,9 +162,8 @@ where
 
 /// `routes` behind the guard (Host/Origin), the in-flight limit and bearer-token auth,
 /// outermost first.
-fn with_layers(routes: axum::Router, tokens: Vec<Token>, opts: &HttpOptions) -> axum::Router {
+fn with_layers(routes: axum::Router, auth: Arc<auth::Auth>, opts: &HttpOptions) -> axum::Router {
     use axum::middleware::from_fn_with_state;
-    let auth = Arc::new(auth::Auth::new(tokens));
     let guard = Arc::new(guard::Guard::new(
         &opts.allowed_hosts,
         &opts.allowed_origins,
@@ -166,6 +174,7 @@ fn with_layers(routes: axum::Router, tokens: Vec<Token>, opts: &HttpOptions) -> 
         .layer(from_fn_with_state(limit, limit::layer))
         .layer(from_fn_with_state(guard, guard::layer))
         .layer(axum::middleware::from_fn(metrics_page::counted))
+        .layer(axum::middleware::from_fn(headed))
 }
 
 /// Serves MCP on `listener` until `shutdown` completes, then lets open requests finish (at most
@@ -195,8 +204,10 @@ async fn run(
     let limits = conn::Limits {
         idle: opts.idle_timeout,
         request: opts.request_timeout,
+        handshake: opts.handshake_timeout,
     };
-    let listener = conn::Guarded::new(listener, opts.max_connections, limits, opts.tls.clone());
+    let slots = (opts.max_connections, opts.max_unauthenticated_per_peer);
+    let listener = conn::Guarded::new(listener, slots, limits, opts.tls.clone());
     let signal = {
         let stop = stop.clone();
         async move {
@@ -220,12 +231,15 @@ async fn run(
 }
 
 /// Where a connection arrived and where it came from, attached to every request by [`serve`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Endpoint {
     /// The server's own address for this connection (`None` if the OS would not say).
     pub local: Option<SocketAddr>,
     /// The client's address.
     pub remote: SocketAddr,
+    /// What the connection has shown of itself (`admission.rs`): a request head, a token.
+    /// `None` when served without [`serve`]'s guarded listener.
+    conn: Option<Arc<admission::ConnState>>,
 }
 
 impl Endpoint {
@@ -240,6 +254,7 @@ impl Connected<IncomingStream<'_, TcpListener>> for Endpoint {
         Endpoint {
             local: stream.io().local_addr().ok(),
             remote: *stream.remote_addr(),
+            conn: None,
         }
     }
 }
@@ -250,8 +265,31 @@ impl Connected<IncomingStream<'_, conn::Guarded>> for Endpoint {
         Endpoint {
             local: stream.io().local_addr().ok(),
             remote: *stream.remote_addr(),
+            conn: Some(Arc::clone(stream.io().watched().state())),
         }
     }
+}
+
+impl Endpoint {
+    /// The connection's state, when served by [`serve`].
+    fn conn(&self) -> Option<&admission::ConnState> {
+        self.conn.as_deref()
+    }
+}
+
+/// The outermost layer: a request reached the router, so its connection sent a whole request
+/// head and the handshake window no longer applies to it.
+async fn headed(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let endpoint = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<Endpoint>>();
+    if let Some(conn) = endpoint.and_then(|e| e.0.conn()) {
+        conn.headed();
+    }
+    next.run(req).await
 }
 
 /// The `Mcp-Session-Id` of this request: `Some` only for a call in a 2025-era HTTP session.

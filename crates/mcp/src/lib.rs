@@ -90,6 +90,12 @@ impl Caller {
     pub fn may_actuate(&self, device: &str) -> bool {
         self.scopes.iter().any(|s| s.allows_actuate(device))
     }
+
+    /// Whether the caller may act on some device (or cancel): its HTTP connections keep a
+    /// reserved share of the slots.
+    pub fn may_act(&self) -> bool {
+        (self.scopes.iter()).any(|s| !matches!(s, TokenScope::Read))
+    }
 }
 
 /// The MCP server: a thin handle on the engine.

@@ -18,8 +18,9 @@
 //!   `closedloop_journal_queue_depth`, `closedloop_journal_batch_writes` (the journal's),
 //!   `closedloop_leases_held`, `closedloop_leases_taken_total`,
 //!   `closedloop_lease_rounds_total{outcome}` (the lease keeper's).
-//! - `closedloop_http_connections`, `closedloop_http_connections_refused_total`,
-//!   `closedloop_http_requests_in_flight`, `closedloop_http_responses_total{status}`.
+//! - `closedloop_http_connections`, `closedloop_http_connections_refused_total{reason}`,
+//!   `closedloop_http_requests_in_flight`, `closedloop_http_responses_total{status}`,
+//!   `closedloop_http_auth_failures_total{outcome}`, `closedloop_http_share_spent_total`.
 
 use closedloop_engine::Engine;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};

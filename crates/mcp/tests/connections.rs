@@ -1,6 +1,7 @@
 //! Connections as an attacker would open them: many that never send a byte, more than the
-//! server takes. Each is closed (idle ones after the idle timeout, those beyond the cap at
-//! once), and a real client is still served afterwards.
+//! server takes. Each is closed (idle ones after the idle timeout, one that sends no request head
+//! after the handshake window, the oldest silent one when a newcomer needs its slot, a newcomer
+//! at once when every slot is authenticated), and a real client is still served afterwards.
 
 mod common;
 
@@ -97,8 +98,46 @@ async fn connections_that_never_send_a_byte_are_closed_after_the_idle_timeout() 
     );
 }
 
+/// One `list_devices` on `s`, kept open (`Connection: keep-alive`); the answer's status line.
+async fn list_devices_on(s: &mut TcpStream) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_devices","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: list_devices\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Until the head and its Content-Length of body are in (bounded: 5 s).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = (text[..end].lines())
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")?
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return text.lines().next().unwrap_or_default().to_string();
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => return String::from_utf8_lossy(&got).to_string(),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_beyond_the_cap_is_closed_at_once_and_its_slot_comes_back() {
+async fn at_the_cap_a_new_connection_evicts_the_oldest_silent_one_never_an_authenticated_one() {
     let opts = HttpOptions {
         max_connections: 4,
         idle_timeout: Duration::from_secs(30),
@@ -108,27 +147,85 @@ async fn a_connection_beyond_the_cap_is_closed_at_once_and_its_slot_comes_back()
     let mut held = Vec::new();
     for _ in 0..4 {
         held.push(TcpStream::connect(addr).await.unwrap());
+        // Accepted in order, so the first is the oldest.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Give the server the time to accept the four (it accepts in order).
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A fifth, silent too: it takes the oldest silent one's slot, not the other way round.
     let mut fifth = TcpStream::connect(addr).await.unwrap();
     assert!(
-        closed_within(&mut fifth, Duration::from_secs(5)).await,
-        "a fifth connection was kept beyond a cap of four"
+        closed_within(&mut held[0], Duration::from_secs(5)).await,
+        "the oldest silent connection kept its slot"
     );
-    for s in &mut held {
+    for s in held.iter_mut().skip(1) {
         assert!(
             !closed_within(s, Duration::from_millis(50)).await,
-            "a held connection was closed"
+            "a newer one was closed"
         );
     }
-    drop(held);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let answer = list_devices(addr).await;
+    // The fifth and three others authenticate (the local user: it may act).
+    let mut authenticated = vec![fifth];
+    authenticated.extend(held.drain(1..));
+    for s in &mut authenticated {
+        assert_eq!(list_devices_on(s).await, "HTTP/1.1 200 OK");
+    }
+    // All four slots held by connections that authenticated: a newcomer can evict nothing.
+    let mut late = TcpStream::connect(addr).await.unwrap();
     assert!(
-        answer.starts_with("HTTP/1.1 200"),
-        "the slots never came back: {answer}"
+        closed_within(&mut late, Duration::from_secs(5)).await,
+        "a connection was kept beyond a cap of four held by authenticated ones"
     );
+    for s in &mut authenticated {
+        assert_eq!(
+            list_devices_on(s).await,
+            "HTTP/1.1 200 OK",
+            "an authenticated one was evicted"
+        );
+    }
+    drop(authenticated);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    fifth = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(
+        list_devices_on(&mut fifth).await,
+        "HTTP/1.1 200 OK",
+        "the slots never came back"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_sends_no_request_head_within_the_handshake_window_is_closed() {
+    let opts = HttpOptions {
+        handshake_timeout: Duration::from_millis(400),
+        idle_timeout: Duration::from_secs(30),
+        ..HttpOptions::default()
+    };
+    let addr = gateway(opts).await;
+    let start = Instant::now();
+    // Never quiet (a byte every 50 ms, under the idle timeout), never a whole head.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut closed = false;
+    for b in b"GET / HTTP/1.1\r\nX-Slow: "
+        .iter()
+        .chain(std::iter::repeat(&b'a'))
+        .take(100)
+    {
+        if s.write_all(&[*b]).await.is_err()
+            || closed_within(&mut s, Duration::from_millis(50)).await
+        {
+            closed = true;
+            break;
+        }
+    }
+    let took = start.elapsed();
+    assert!(
+        closed && took >= Duration::from_millis(400) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    // A connection whose head came is past the window: it stays for the idle timeout.
+    let mut served = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(list_devices_on(&mut served).await, "HTTP/1.1 200 OK");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(list_devices_on(&mut served).await, "HTTP/1.1 200 OK");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,5 @@
-//! MCP over Streamable HTTP under load: a body over the limit is 413, requests beyond the
+//! MCP over Streamable HTTP under load: a body over the limit is 413, a deeply nested one is
+//! refused, requests beyond the
 //! in-flight bound get 503 at once, and readers cannot take the capacity kept for acting and
 //! cancelling.
 
@@ -30,6 +31,36 @@ async fn a_body_over_the_limit_is_413() {
     .await
     .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
+    gw.stop_and_caller_none().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nested_body_is_refused_and_the_server_goes_on() {
+    let gw = Gateway::start(&tokens(), HttpOptions::default()).await;
+    let depth = 100_000;
+    let nested = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"x":{}{}}}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let resp = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .body(nested)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body = resp.text().await.unwrap_or_default();
+    // Refused as a bad request or a JSON-RPC parse error, never served, never a crash.
+    assert!(
+        status.is_client_error() || body.contains("\"error\""),
+        "{status}: {body}"
+    );
+    assert!(!body.contains("\"tools\""), "{body}");
+    let resp = raw(&gw.url, Some(OPS), "tools/list", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "the server goes on");
     gw.stop_and_caller_none().await;
 }
 

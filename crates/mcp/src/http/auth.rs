@@ -26,10 +26,14 @@ use closedloop_plant::Token;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-/// The tokens of the plant.
+/// The tokens of the plant, with what keeps their use fair: failed guesses per peer address
+/// (`guessing.rs`) and each token's share of the requests in flight (`shares.rs`).
 #[derive(Debug)]
 pub(super) struct Auth {
     tokens: Vec<Token>,
+    pub(super) guessing: super::guessing::Guessing,
+    /// `None` without tokens (the one caller is the local user).
+    shares: Option<Arc<super::shares::Shares>>,
 }
 
 /// Why a request is refused with 401.
@@ -42,8 +46,14 @@ pub(super) enum Denied {
 }
 
 impl Auth {
-    pub(super) fn new(tokens: Vec<Token>) -> Auth {
-        Auth { tokens }
+    /// The plant's `tokens`, each holding at most `share` requests in flight.
+    pub(super) fn new(tokens: Vec<Token>, share: usize) -> Auth {
+        let shares = (!tokens.is_empty()).then(|| super::shares::Shares::new(share));
+        Auth {
+            tokens,
+            guessing: Default::default(),
+            shares,
+        }
     }
 
     /// Whether the plant declares tokens (without, a loopback client is the local user).
@@ -123,8 +133,9 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
     let endpoint = req
         .extensions()
         .get::<ConnectInfo<Endpoint>>()
-        .map(|ConnectInfo(e)| *e);
-    let local = endpoint.is_some_and(|e| e.is_loopback()) && locally_addressed(req.headers());
+        .map(|ConnectInfo(e)| e.clone());
+    let local =
+        endpoint.as_ref().is_some_and(|e| e.is_loopback()) && locally_addressed(req.headers());
     // The operator page's sign-in cookie stands for the bearer token on the page's own paths
     // only: never on /mcp or /metrics, whose clients send the header.
     let page = super::page::access(req.uri().path());
@@ -135,14 +146,42 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
         }
         None => None,
     };
+    let peer = endpoint.as_ref().map(|e| e.remote.ip());
+    if let (Some(_), Some(ip)) = (&presented, peer)
+        && let Err(wait_s) = auth.guessing.check(ip, std::time::Instant::now())
+    {
+        return held_back(ip, wait_s);
+    }
     match auth.authenticate(presented.as_ref(), local) {
         Ok(caller) => {
+            if let (Some(_), Some(ip)) = (&presented, peer) {
+                auth.guessing.succeeded(ip);
+            }
+            // Its connection keeps its slot now; one that may act keeps a reserved one.
+            if let Some(conn) = endpoint.as_ref().and_then(|e| e.conn()) {
+                conn.authenticated(caller.may_act());
+            }
+            let share = match &auth.shares {
+                Some(shares) => match shares.take(&caller.name) {
+                    Some(share) => Some(share),
+                    None => return share_spent(&caller.name, shares.cap()),
+                },
+                None => None,
+            };
             req.extensions_mut().insert(caller);
-            next.run(req).await
+            let answer = next.run(req).await;
+            match share {
+                Some(_share) => answer
+                    .map(|inner| axum::body::Body::new(super::shares::Holding { inner, _share })),
+                None => answer,
+            }
         }
         // The sign-in form and its assets are served to whoever is not signed in yet.
         Err(_) if page == Some(super::page::Access::Public) => next.run(req).await,
         Err(denied) => {
+            if let (Denied::Invalid, Some(ip)) = (denied, peer) {
+                guessed(&auth.guessing, ip);
+            }
             let (challenge, why) = match denied {
                 Denied::Missing => (
                     r#"Bearer realm="closedloop""#,
@@ -164,6 +203,53 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
                 .into_response()
         }
     }
+}
+
+/// A failed guess from `ip`, counted; logged (at most once a second) when it holds the address
+/// back.
+pub(super) fn guessed(guessing: &super::guessing::Guessing, ip: std::net::IpAddr) {
+    metrics::counter!("closedloop_http_auth_failures_total", "outcome" => "invalid").increment(1);
+    if guessing.failed(ip, std::time::Instant::now())
+        && let Some(left_out) = super::throttle::held_back().allow()
+    {
+        tracing::warn!(%ip, left_out, "HTTP peer held back: {} failed authentications within {:?}", super::guessing::ALLOWED, super::guessing::WINDOW);
+    }
+}
+
+/// 429 for a request from a peer address held back after failed guesses; its token is not
+/// looked at.
+pub(super) fn held_back(ip: std::net::IpAddr, wait_s: u64) -> Response {
+    metrics::counter!("closedloop_http_auth_failures_total", "outcome" => "held_back").increment(1);
+    if let Some(left_out) = super::throttle::held_back().allow() {
+        tracing::warn!(%ip, left_out, wait_s, "HTTP request refused: its address is held back after failed authentications");
+    }
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, wait_s.to_string())],
+        format!("too many failed authentications from this address; retry in {wait_s} s\n"),
+    )
+        .into_response()
+}
+
+/// 503 for a request of a token that holds its whole share of the requests in flight.
+fn share_spent(caller: &str, cap: usize) -> Response {
+    metrics::counter!("closedloop_http_share_spent_total").increment(1);
+    if let Some(left_out) = super::throttle::busy().allow() {
+        tracing::warn!(
+            caller,
+            left_out,
+            "HTTP request refused: the token holds its share of the requests in flight"
+        );
+    }
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        format!(
+            "this token ({caller}) already has {cap} requests or streams in flight, its share; \
+             close some (an event stream, a session) or retry in a second\n"
+        ),
+    )
+        .into_response()
 }
 
 /// Lower-case hex, as the plant file writes hashes.
@@ -255,7 +341,7 @@ mod tests {
 
     #[test]
     fn without_tokens_loopback_is_the_local_user_and_elsewhere_is_refused() {
-        let a = Auth::new(vec![]);
+        let a = Auth::new(vec![], 16);
         assert_eq!(a.authenticate(None, true), Ok(Caller::local("http")));
         assert_eq!(a.authenticate(None, false), Err(Denied::Missing));
         assert_eq!(
@@ -266,7 +352,7 @@ mod tests {
 
     #[test]
     fn with_tokens_a_token_is_needed_on_loopback_too() {
-        let a = Auth::new(vec![token("ops", "s3cret"), token("viewer", "v")]);
+        let a = Auth::new(vec![token("ops", "s3cret"), token("viewer", "v")], 16);
         assert_eq!(a.authenticate(None, true), Err(Denied::Missing));
         let c = a
             .authenticate(Some(&bearer("Bearer s3cret")), true)

@@ -1,5 +1,6 @@
-//! Connections as a scarce resource: at most [`HttpOptions::max_connections`] open at once, and
-//! none held by a peer that has gone quiet.
+//! Connections as a scarce resource: at most [`HttpOptions::max_connections`] open at once, none
+//! held by a peer that has gone quiet, and none kept from a peer that authenticates by one that
+//! never does (`admission.rs` decides who keeps a slot when they are all taken).
 //!
 //! Found on main: 1,500 connections that never sent a byte all stayed open after 35 s, each a
 //! file descriptor, and the process's Modbus, MQTT and journal descriptors were next to run
@@ -9,12 +10,17 @@
 //! never sends its request, stops halfway through its headers or body, or keeps an idle
 //! keep-alive connection. An SSE stream stays open: the server writes to it every 15 s. A peer
 //! that trickles its request a byte at a time (never quiet, never done) is closed once the
-//! request has been arriving for [`HttpOptions::request_timeout`] without an answer begun.
+//! request has been arriving for [`HttpOptions::request_timeout`] without an answer begun. A
+//! connection whose first request head has not arrived within
+//! [`HttpOptions::handshake_timeout`] (5 s) is closed: an outsider's silent connections give
+//! their slots back in seconds, not in a minute.
 //!
 //! [`HttpOptions::max_connections`]: super::HttpOptions::max_connections
 //! [`HttpOptions::idle_timeout`]: super::HttpOptions::idle_timeout
 //! [`HttpOptions::request_timeout`]: super::HttpOptions::request_timeout
+//! [`HttpOptions::handshake_timeout`]: super::HttpOptions::handshake_timeout
 
+use super::admission::{Admission, ConnState, Refused, Slot};
 use super::throttle::Throttle;
 use super::tls::{Conn, Tls};
 use std::future::Future as _;
@@ -26,7 +32,6 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Sleep;
 
@@ -34,7 +39,7 @@ use tokio::time::Sleep;
 /// TLS handshake on its own task.
 pub struct Guarded {
     inner: TcpListener,
-    slots: Arc<Semaphore>,
+    slots: Arc<Admission>,
     limits: Limits,
     tls: Option<Tls>,
     handshakes: JoinSet<Result<(Conn, SocketAddr), (SocketAddr, String)>>,
@@ -50,15 +55,23 @@ pub struct Limits {
     /// A request still arriving this long after its first byte, with no answer begun: closed.
     /// A TLS handshake gets as long.
     pub request: Duration,
+    /// No complete request head this long after the connection opened: closed.
+    pub handshake: Duration,
 }
 
 impl Guarded {
-    /// Wraps `inner`: at most `max` connections open, each held to `limits`, each served over
-    /// TLS when `tls` is given.
-    pub fn new(inner: TcpListener, max: usize, limits: Limits, tls: Option<Tls>) -> Guarded {
+    /// Wraps `inner`: at most `max` connections open (at most `per_peer` of them never
+    /// authenticated, per peer address), each held to `limits`, each served over TLS when
+    /// `tls` is given.
+    pub fn new(
+        inner: TcpListener,
+        (max, per_peer): (usize, usize),
+        limits: Limits,
+        tls: Option<Tls>,
+    ) -> Guarded {
         Guarded {
             inner,
-            slots: Arc::new(Semaphore::new(max)),
+            slots: Admission::new(max, per_peer),
             limits,
             tls,
             handshakes: JoinSet::new(),
@@ -67,16 +80,27 @@ impl Guarded {
         }
     }
 
-    /// A slot for a new connection, or `None` (the connection dropped, so closed) when every
-    /// slot is taken.
+    /// A slot for a new connection (another evicted for it when they are all taken), or
+    /// `None` (the connection dropped, so closed) when none may be had.
     fn admit(&mut self, stream: TcpStream, addr: SocketAddr) -> Option<Watched> {
-        match Arc::clone(&self.slots).try_acquire_owned() {
-            Ok(slot) => Some(Watched::new(stream, slot, self.limits)),
-            Err(_) => {
+        match self.slots.admit(addr.ip()) {
+            Ok((state, slot)) => Some(Watched::new(stream, (state, slot), self.limits)),
+            Err(why) => {
                 drop(stream);
-                metrics::counter!("closedloop_http_connections_refused_total").increment(1);
+                let reason = match why {
+                    Refused::Full => "full",
+                    Refused::PerPeer => "per_peer",
+                };
+                metrics::counter!("closedloop_http_connections_refused_total", "reason" => reason)
+                    .increment(1);
                 if let Some(left_out) = self.refused.allow() {
-                    tracing::warn!(%addr, left_out, "HTTP connection refused: every connection slot is taken");
+                    let why = match why {
+                        Refused::Full => "every slot is held by a connection that authenticated",
+                        Refused::PerPeer => {
+                            "this address holds its share of connections that never authenticated"
+                        }
+                    };
+                    tracing::warn!(%addr, left_out, "HTTP connection refused: {why}");
                 }
                 None
             }
@@ -131,23 +155,31 @@ impl axum::serve::Listener for Guarded {
 }
 
 /// An accepted connection: its slot is given back when it closes, and it fails with
-/// `TimedOut` once no byte has moved for the idle timeout.
+/// `TimedOut` once no byte has moved for the idle timeout, once its first request head has not
+/// arrived within the handshake window, and with `ConnectionAborted` once another connection
+/// evicted it.
 pub struct Watched {
     stream: TcpStream,
-    _slot: OwnedSemaphorePermit,
+    state: Arc<ConnState>,
+    /// Given back to the table when the connection closes.
+    _slot: Slot,
     limits: Limits,
     quiet: Pin<Box<Sleep>>,
+    /// Ends the handshake window.
+    handshake: Pin<Box<Sleep>>,
     /// When the peer began sending what the server has not answered yet.
     sending_since: Option<Instant>,
 }
 
 impl Watched {
-    fn new(stream: TcpStream, slot: OwnedSemaphorePermit, limits: Limits) -> Watched {
+    fn new(stream: TcpStream, (state, slot): (Arc<ConnState>, Slot), limits: Limits) -> Watched {
         metrics::gauge!("closedloop_http_connections").increment(1.0);
         Watched {
             stream,
+            state,
             _slot: slot,
             quiet: Box::pin(tokio::time::sleep(limits.idle)),
+            handshake: Box::pin(tokio::time::sleep(limits.handshake)),
             limits,
             sending_since: None,
         }
@@ -171,14 +203,39 @@ impl Watched {
         self.stream.local_addr()
     }
 
+    /// What this connection has shown of itself, for the requests on it.
+    pub fn state(&self) -> &Arc<ConnState> {
+        &self.state
+    }
+
+    /// An error once another connection took this one's slot.
+    fn check_evicted(&self) -> io::Result<()> {
+        match self.state.is_evicted() {
+            true => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "evicted for a newer connection: this one never authenticated",
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// Bytes moved: the quiet period starts again.
     fn moved(&mut self) {
         let next = tokio::time::Instant::now() + self.limits.idle;
         self.quiet.as_mut().reset(next);
     }
 
-    /// Called when the stream has nothing now: an error once the quiet period is over.
+    /// Called when the stream has nothing now: an error once the quiet period or the handshake
+    /// window is over, or once evicted (the eviction wakes this task).
     fn check_quiet(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        self.state.park(cx.waker());
+        self.check_evicted()?;
+        if !self.state.is_headed() && self.handshake.as_mut().poll(cx).is_ready() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no request head within {:?}", self.limits.handshake),
+            ));
+        }
         match self.quiet.as_mut().poll(cx) {
             Poll::Ready(()) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -201,6 +258,7 @@ impl AsyncRead for Watched {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        self.check_evicted()?;
         let before = buf.filled().len();
         match Pin::new(&mut self.stream).poll_read(cx, buf) {
             Poll::Ready(Ok(())) if buf.filled().len() > before => Poll::Ready(self.received()),
@@ -219,6 +277,7 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
+        self.check_evicted()?;
         match Pin::new(&mut self.stream).poll_write(cx, data) {
             Poll::Ready(r) => {
                 if matches!(r, Ok(n) if n > 0) {

@@ -3,8 +3,10 @@
 //! A request holds a permit from the moment it is accepted until its response body has been
 //! sent or dropped — an SSE stream holds one for as long as it is open, since that is when the
 //! work behind it happens. A quarter of the permits is reserved: only a `tools/call` of a tool
-//! that acts or cancels, or the operator page's cancel, may take one, so readers holding event
-//! streams or slow bodies can never keep an agent (or an operator) from stopping an axis. When no permit it may use is free, the request is
+//! that acts or cancels, the operator page's cancel, and the page's sign-in form, sign-in and
+//! assets may take one, so readers holding event streams or slow bodies can never keep an agent
+//! (or an operator) from stopping an axis. Each token's own share of the permits is bounded
+//! too, inside the auth layer (`shares.rs`). When no permit it may use is free, the request is
 //! answered at once with 503 and `Retry-After: 1`: nothing queues, so an overload never turns
 //! into unbounded memory or into answers that arrive after the client stopped waiting.
 
@@ -94,13 +96,19 @@ async fn reserved_permit(
         )
             .into_response()
     };
-    if req.method() != Method::POST || limits.reserved.available_permits() == 0 {
+    if limits.reserved.available_permits() == 0 {
         return Err(busy());
     }
-    // The operator page's cancel button stops hardware too.
-    if super::page::is_cancel(req.uri().path()) {
+    // The operator page's cancel button stops hardware too, and the person who would press it
+    // must be able to sign in and load the page (its form, its assets) to reach it.
+    let path = req.uri().path();
+    let public = super::page::access(path) == Some(super::page::Access::Public);
+    if super::page::is_cancel(path) || public {
         let permit = Arc::clone(&limits.reserved).try_acquire_owned();
         return Ok((permit.map_err(|_| busy())?, req));
+    }
+    if req.method() != Method::POST {
+        return Err(busy());
     }
     let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, limits.max_body).await else {

@@ -83,7 +83,11 @@ pub async fn serve_metrics(
     super::check_listen(listener.local_addr()?, engine.plant())?;
     opts.validate()?;
     let tokens = engine.plant().server.tokens.clone();
-    let app = super::with_layers(routes(engine), tokens, &opts);
+    let auth = Arc::new(super::auth::Auth::new(
+        tokens,
+        opts.max_in_flight_per_caller,
+    ));
+    let app = super::with_layers(routes(engine), auth, &opts);
     let stop = tokio_util::sync::CancellationToken::new();
     super::run(listener, app, &opts, stop, shutdown).await
 }

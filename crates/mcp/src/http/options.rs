@@ -30,8 +30,21 @@ pub struct HttpOptions {
     /// Requests in flight at once, SSE streams included (a 2025 session keeps one open). One
     /// more is refused at once with 503 and `Retry-After: 1`, not queued. Default 64.
     pub max_in_flight: usize,
-    /// Connections open at once; one more is closed as soon as it is accepted. Default 256.
+    /// Requests in flight one token may hold at once, streams included (only when the plant
+    /// declares tokens); one more from it is refused with 503, nobody else's. Default 16, a
+    /// quarter of `max_in_flight`.
+    pub max_in_flight_per_caller: usize,
+    /// Connections open at once. When all are taken, a new one evicts the oldest that never
+    /// authenticated (then the oldest read-only one while readers hold more than three
+    /// quarters); connections that authenticated with an actuate scope are never evicted. A new
+    /// one that can evict nothing is closed as soon as it is accepted. Default 256.
     pub max_connections: usize,
+    /// Connections from one peer address that have not authenticated, at once; one more from
+    /// that address is closed as it is accepted. Default 32.
+    pub max_unauthenticated_per_peer: usize,
+    /// A connection whose first request head has not arrived this long after it opened is
+    /// closed. Default 5 s.
+    pub handshake_timeout: Duration,
     /// A connection on which no byte moved either way for this long is closed (a peer that
     /// never sends, stalls in its headers or body, or idles between requests). SSE streams
     /// carry a keep-alive every 15 s. Default 60 s.
@@ -60,7 +73,10 @@ impl Default for HttpOptions {
                 .collect(),
             max_body_bytes: 1024 * 1024,
             max_in_flight: 64,
+            max_in_flight_per_caller: 16,
             max_connections: 256,
+            max_unauthenticated_per_peer: 32,
+            handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
             max_sessions_per_caller: 16,

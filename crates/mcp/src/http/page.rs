@@ -188,10 +188,19 @@ async fn index(caller: Option<Extension<Caller>>) -> Response {
 
 /// `POST /signin` with the form's `token`: a cookie and back to `/`, or the form again.
 async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Response {
+    let endpoint = (req.extensions())
+        .get::<axum::extract::ConnectInfo<super::Endpoint>>()
+        .map(|c| c.0.clone());
     let body = match axum::body::to_bytes(req.into_body(), 8 * 1024).await {
         Ok(b) => b,
         Err(_) => return sign_in_form(StatusCode::PAYLOAD_TOO_LARGE, "The form was too large."),
     };
+    let peer = endpoint.map(|e| e.remote.ip());
+    if let Some(ip) = peer
+        && let Err(wait_s) = page.auth.guessing.check(ip, std::time::Instant::now())
+    {
+        return super::auth::held_back(ip, wait_s);
+    }
     let token = form_value(&String::from_utf8_lossy(&body), "token").unwrap_or_default();
     let token = token.trim();
     let bearer = HeaderValue::from_str(&format!("Bearer {token}")).ok();
@@ -210,7 +219,11 @@ async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Response {
             "This token has no scope: sign in with a token that has read.",
         ),
         None => {
-            // Counted with the other 401s: a guesser at the form is as visible as one at /mcp.
+            // Counted with the other 401s: a guesser at the form is as visible as one at /mcp,
+            // and held back as one.
+            if let Some(ip) = peer {
+                super::auth::guessed(&page.auth.guessing, ip);
+            }
             if let Some(left_out) = super::throttle::unauthorized().allow() {
                 tracing::warn!(left_out, "operator page sign-in refused: no such token");
             }

@@ -64,6 +64,12 @@ pub(super) fn busy() -> &'static Throttle {
     T.get_or_init(|| Throttle::new_at(Instant::now()))
 }
 
+/// See [`unauthorized`]: addresses held back after failed guesses (`guessing.rs`).
+pub(super) fn held_back() -> &'static Throttle {
+    static T: std::sync::OnceLock<Throttle> = std::sync::OnceLock::new();
+    T.get_or_init(|| Throttle::new_at(Instant::now()))
+}
+
 /// See [`unauthorized`].
 pub(super) fn sessions() -> &'static Throttle {
     static T: std::sync::OnceLock<Throttle> = std::sync::OnceLock::new();

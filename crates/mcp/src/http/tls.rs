@@ -105,9 +105,14 @@ pub enum Conn {
 impl Conn {
     /// The address this connection arrived on.
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.watched().local_addr()
+    }
+
+    /// The watched socket under it.
+    pub fn watched(&self) -> &Watched {
         match self {
-            Conn::Plain(w) => w.local_addr(),
-            Conn::Tls(t) => t.get_ref().0.local_addr(),
+            Conn::Plain(w) => w,
+            Conn::Tls(t) => t.get_ref().0,
         }
     }
 }

@@ -1,0 +1,264 @@
+//! Nobody on the network can keep an operator from stopping a machine: `closedloop serve --http`
+//! attacked over loopback sockets as a red team did, while a slide (`closedloop sim`, over Modbus
+//! TCP) moves. Under each attack the operator's `cancel_command` must answer `cancelled` and the
+//! slide must stand short of its target, read from the simulator's registers; the time the
+//! cancel took is a figure (printed, and appended to `$CARGO_TARGET_TMPDIR/floods.txt`, which
+//! `.ci/run` empties before the tests and shows after them), not an assertion.
+//!
+//! The attacks: 300 silent connections from one address; 1,000 from forty; a token with only
+//! `read` opening 70 event streams (then the operator signs in, loads the page and cancels); and
+//! guessing — 200 wrong sign-ins and 200 wrong bearer tokens from one address (429 with a growing
+//! `Retry-After`, a correct token from another address unaffected, counted in `/metrics`).
+
+mod common;
+
+#[path = "floods/client.rs"]
+mod client;
+
+use client::{Gateway, call_as, connect_from, request};
+use common::truth::{slide_at_rest, slide_mm};
+use std::time::{Duration, Instant};
+
+const OPERATOR: &str = "operator-secret-5d2e";
+const VIEWER: &str = "viewer-secret-8a1b";
+const OPERATOR_AT: [u8; 4] = [127, 0, 0, 200];
+
+/// Starts a move of the slide to `to` mm and waits until it has left where it stood.
+async fn moving(gw: &Gateway, to: f64) -> String {
+    let from = slide_mm(&gw.modbus).await;
+    let args = format!(r#"{{"target_mm":{to},"wait_s":0}}"#);
+    let r = call_as(gw, OPERATOR_AT, OPERATOR, "slide_move_to", &args).await;
+    assert_eq!(r["status"], "accepted", "{r}");
+    for _ in 0..200 {
+        if (slide_mm(&gw.modbus).await - from).abs() > 5.0 {
+            return r["command_id"].as_str().unwrap().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the slide never moved towards {to} mm");
+}
+
+/// The operator cancels `id` under `attack`: it must end `cancelled` with the slide standing
+/// short of `to`; the time the cancel took goes to the figures.
+async fn cancelled(gw: &Gateway, id: &str, to: f64, attack: &str) {
+    let start = Instant::now();
+    let args = format!(r#"{{"command_id":"{id}","wait_s":5}}"#);
+    let r = call_as(gw, OPERATOR_AT, OPERATOR, "cancel_command", &args).await;
+    let took = start.elapsed();
+    assert_eq!(r["status"], "cancelled", "{attack}: {r}");
+    let at = slide_at_rest(&gw.modbus).await;
+    assert!((at - to).abs() > 5.0, "{attack}: the slide reached {at} mm");
+    figure(&format!(
+        "{attack}: cancel answered in {} ms; the slide stopped at {at:.1} mm, {to} mm asked",
+        took.as_millis()
+    ));
+}
+
+fn figure(line: &str) {
+    eprintln!("floods: {line}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("floods.txt");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.push_str(&format!("{line}\n"));
+    std::fs::write(path, text).unwrap();
+}
+
+/// How many of `held` the server has closed (read 0 bytes or an error within a moment).
+async fn closed(held: &mut [tokio::net::TcpStream]) -> usize {
+    use tokio::io::AsyncReadExt;
+    let mut n = 0;
+    let mut buf = [0u8; 16];
+    for s in held.iter_mut() {
+        match tokio::time::timeout(Duration::from_millis(2), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
+/// `n` connections that never send a byte, from `addresses` in turn.
+async fn silent(gw: &Gateway, n: usize, addresses: &[[u8; 4]]) -> Vec<tokio::net::TcpStream> {
+    let mut held = Vec::with_capacity(n);
+    for i in 0..n {
+        if let Some(s) = connect_from(addresses[i % addresses.len()], gw.addr).await {
+            held.push(s);
+        }
+    }
+    held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_from_one_address_or_forty_never_keep_the_operator_from_cancelling() {
+    let gw = Gateway::start(OPERATOR, VIEWER);
+    let id = moving(&gw, 300.0).await;
+    let mut held = silent(&gw, 300, &[[127, 0, 0, 1]]).await;
+    cancelled(&gw, &id, 300.0, "300 silent connections from one address").await;
+    // One address keeps at most 32 connections that never authenticated.
+    let shut = closed(&mut held).await;
+    assert!(
+        shut >= 300 - 32,
+        "only {shut} of 300 silent connections closed"
+    );
+    drop(held);
+    let id = moving(&gw, 300.0).await;
+    let forty: Vec<[u8; 4]> = (10..50).map(|i| [127, 0, 0, i]).collect();
+    let mut held = silent(&gw, 1000, &forty).await;
+    let attack = "1,000 silent connections from forty addresses";
+    cancelled(&gw, &id, 300.0, attack).await;
+    // At most 256 open: newcomers evicted the oldest silent ones.
+    let shut = closed(&mut held).await;
+    assert!(
+        shut >= 1000 - 256,
+        "only {shut} of 1,000 silent connections closed"
+    );
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_holding_seventy_streams_keeps_nobody_else_from_signing_in_or_cancelling() {
+    let gw = Gateway::start(OPERATOR, VIEWER);
+    let id = moving(&gw, 300.0).await;
+    let mut streams = Vec::new();
+    let mut refused = 0;
+    for _ in 0..70 {
+        let mut s = connect_from([127, 0, 0, 3], gw.addr)
+            .await
+            .expect("connects");
+        let head = client::get_head(
+            &mut s,
+            &gw,
+            "/page/events",
+            &[("Authorization", &format!("Bearer {VIEWER}"))],
+        )
+        .await;
+        match head.split(' ').nth(1) {
+            Some("200") => streams.push(s),
+            Some("503") => refused += 1,
+            other => panic!("an event stream answered {other:?}: {head}"),
+        }
+    }
+    assert_eq!(
+        (streams.len(), refused),
+        (16, 54),
+        "the reader's share is a quarter of 64"
+    );
+    // The operator signs in through the form, loads the page, and cancels.
+    let form = format!("token={OPERATOR}");
+    let signed = request(
+        &gw,
+        OPERATOR_AT,
+        "POST",
+        "/signin",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &form,
+    )
+    .await;
+    assert_eq!(signed.status, 303, "{}", signed.head);
+    let cookie = signed.header("set-cookie").unwrap_or_default();
+    let cookie = cookie.split(';').next().unwrap_or_default().to_string();
+    let page = request(&gw, OPERATOR_AT, "GET", "/", &[("Cookie", &cookie)], "").await;
+    assert_eq!(page.status, 200, "{}", page.head);
+    assert!(page.body.contains("/page/app.js"));
+    let metrics = request(
+        &gw,
+        OPERATOR_AT,
+        "GET",
+        "/metrics",
+        &[("Authorization", &format!("Bearer {OPERATOR}"))],
+        "",
+    )
+    .await;
+    assert_eq!(metrics.status, 200, "{}", metrics.head);
+    let status = call_as(
+        &gw,
+        OPERATOR_AT,
+        OPERATOR,
+        "get_command_status",
+        &format!(r#"{{"command_id":"{id}","wait_s":0}}"#),
+    )
+    .await;
+    assert_eq!(status["status"], "running", "{status}");
+    cancelled(&gw, &id, 300.0, "a reader's 70 event streams").await;
+    drop(streams);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guessing_from_one_address_is_slowed_and_a_token_from_another_is_not() {
+    let gw = Gateway::start(OPERATOR, VIEWER);
+    let id = moving(&gw, 300.0).await;
+    let guesser = [127, 0, 0, 5];
+    let mut statuses: Vec<u16> = Vec::new();
+    let mut retry_after = Vec::new();
+    for i in 0..400 {
+        let r = match i % 2 {
+            0 => {
+                request(
+                    &gw,
+                    guesser,
+                    "POST",
+                    "/signin",
+                    &[("Content-Type", "application/x-www-form-urlencoded")],
+                    &format!("token=guess-{i}"),
+                )
+                .await
+            }
+            _ => client::mcp(&gw, guesser, &format!("guess-{i}"), "list_devices", "{}").await,
+        };
+        statuses.push(r.status);
+        if r.status == 429 {
+            retry_after.push(
+                r.header("retry-after")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0),
+            );
+        }
+    }
+    // Five wrong tokens, then held back; never more than five in a row get looked at, and
+    // each hold is at least as long as the one before.
+    assert_eq!(
+        &statuses[..6],
+        &[401, 401, 401, 401, 401, 429],
+        "{statuses:?}"
+    );
+    let looked_at: Vec<usize> = (statuses.split(|s| *s == 429)).map(<[u16]>::len).collect();
+    assert!(looked_at.iter().all(|n| *n <= 5), "{statuses:?}");
+    let held = statuses.iter().filter(|s| **s == 429).count();
+    assert!(held >= 380, "only {held} of 400 held back: {statuses:?}");
+    assert_eq!(retry_after.first(), Some(&1), "{retry_after:?}");
+    // A correct token from another address is served at once; from the guesser's, it waits.
+    let ok = call_as(&gw, OPERATOR_AT, OPERATOR, "list_devices", "{}").await;
+    assert!(ok["devices"].is_array(), "{ok}");
+    let waits = client::mcp(&gw, guesser, OPERATOR, "list_devices", "{}").await;
+    assert_eq!(waits.status, 429, "{}", waits.head);
+    let left: u64 = waits
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    // After the hold, five more wrong guesses: held back longer than the first time.
+    tokio::time::sleep(Duration::from_millis(left * 1000 + 100)).await;
+    for i in 0..5 {
+        client::mcp(&gw, guesser, &format!("again-{i}"), "list_devices", "{}").await;
+    }
+    let again = client::mcp(&gw, guesser, "again", "list_devices", "{}").await;
+    let longer: u64 = again
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(again.status == 429 && longer >= 2, "{}", again.head);
+    let metrics = request(
+        &gw,
+        OPERATOR_AT,
+        "GET",
+        "/metrics",
+        &[("Authorization", &format!("Bearer {OPERATOR}"))],
+        "",
+    )
+    .await;
+    let held_back = metrics.body.lines().find_map(|l| {
+        l.strip_prefix(r#"closedloop_http_auth_failures_total{outcome="held_back"} "#)?
+            .parse::<f64>()
+            .ok()
+    });
+    assert!(held_back.is_some_and(|n| n >= 395.0), "{}", metrics.body);
+    cancelled(&gw, &id, 300.0, "400 wrong tokens from one address").await;
+}

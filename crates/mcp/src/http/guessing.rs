@@ -1,0 +1,157 @@
+//! Guessing slowed per peer address (docs/security.md, "Tokens"): a red team sent 200 wrong
+//! sign-ins and 200 wrong bearer tokens and every one was answered 401 within 0.2 s. Now a peer
+//! address whose authentications fail [`ALLOWED`] times within [`WINDOW`] is held back: every
+//! request from it that presents a token (a bearer header, the page's cookie, the sign-in form)
+//! is answered 429 with a `Retry-After` that doubles with each hold (1 s, 2 s, 4 s … at most
+//! [`LONGEST`]), without the token being looked at. A correct token from another address is
+//! not affected; one from the held address waits out the hold like the guesses. A success
+//! forgets the address's failures.
+//!
+//! Bounded: at most [`PEERS`] addresses are remembered; past that, those whose hold and window
+//! are over are forgotten first, then the longest quiet ones.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Failed authentications from one address within [`WINDOW`] before it is held back.
+pub(super) const ALLOWED: u32 = 5;
+/// The window failures are counted in.
+pub(super) const WINDOW: Duration = Duration::from_secs(60);
+/// The longest hold.
+pub(super) const LONGEST: Duration = Duration::from_secs(300);
+/// Addresses remembered at most.
+const PEERS: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    failures: u32,
+    since: Instant,
+    held_until: Option<Instant>,
+    /// Holds so far: the next lasts 2^holds seconds.
+    holds: u32,
+    last: Instant,
+}
+
+/// The failed authentications of every peer address.
+#[derive(Debug, Default)]
+pub(super) struct Guessing {
+    peers: Mutex<HashMap<IpAddr, Peer>>,
+}
+
+impl Guessing {
+    /// `Err(seconds)` while `ip` is held back: answer 429 with that `Retry-After`.
+    pub(super) fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        match peers.get(&ip).and_then(|p| p.held_until) {
+            Some(until) if until > now => Err((until - now).as_secs_f64().ceil().max(1.0) as u64),
+            _ => Ok(()),
+        }
+    }
+
+    /// A failed authentication from `ip`; whether it now holds the address back.
+    pub(super) fn failed(&self, ip: IpAddr, now: Instant) -> bool {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if peers.len() >= PEERS && !peers.contains_key(&ip) {
+            forget_some(&mut peers, now);
+        }
+        let p = peers.entry(ip).or_insert(Peer {
+            failures: 0,
+            since: now,
+            held_until: None,
+            holds: 0,
+            last: now,
+        });
+        if now.duration_since(p.since) > WINDOW {
+            (p.failures, p.since) = (0, now);
+        }
+        p.failures += 1;
+        p.last = now;
+        if p.failures < ALLOWED {
+            return false;
+        }
+        let hold = Duration::from_secs(1u64 << p.holds.min(16)).min(LONGEST);
+        p.held_until = Some(now + hold);
+        p.holds += 1;
+        (p.failures, p.since) = (0, now);
+        true
+    }
+
+    /// A successful authentication from `ip`: its failures are forgotten.
+    pub(super) fn succeeded(&self, ip: IpAddr) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if peers
+            .get(&ip)
+            .is_some_and(|p| p.failures > 0 || p.holds > 0)
+        {
+            peers.remove(&ip);
+        }
+    }
+}
+
+/// Makes room: drops addresses whose hold and window are over, else the quietest tenth.
+fn forget_some(peers: &mut HashMap<IpAddr, Peer>, now: Instant) {
+    peers.retain(|_, p| {
+        p.held_until.is_some_and(|u| u > now) || now.duration_since(p.since) <= WINDOW
+    });
+    if peers.len() >= PEERS {
+        let mut quiet: Vec<(Instant, IpAddr)> = peers.iter().map(|(ip, p)| (p.last, *ip)).collect();
+        quiet.sort();
+        for (_, ip) in quiet.into_iter().take(PEERS / 10) {
+            peers.remove(&ip);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guesser_is_held_back_longer_each_time_and_another_address_is_not() {
+        let g = Guessing::default();
+        let (guesser, other) = (IpAddr::from([127, 0, 0, 2]), IpAddr::from([127, 0, 0, 3]));
+        let t0 = Instant::now();
+        for i in 1..ALLOWED {
+            assert!(!g.failed(guesser, t0), "failure {i} holds nothing back");
+            assert_eq!(g.check(guesser, t0), Ok(()));
+        }
+        assert!(g.failed(guesser, t0));
+        assert_eq!(g.check(guesser, t0), Err(1));
+        assert_eq!(g.check(other, t0), Ok(()), "another address");
+        let t1 = t0 + Duration::from_secs(2);
+        assert_eq!(g.check(guesser, t1), Ok(()), "the first hold is over");
+        for _ in 0..ALLOWED {
+            g.failed(guesser, t1);
+        }
+        assert_eq!(
+            g.check(guesser, t1),
+            Err(2),
+            "the second hold is twice as long"
+        );
+        g.succeeded(guesser);
+        assert_eq!(g.check(guesser, t1), Ok(()), "a correct token forgets");
+    }
+
+    #[test]
+    fn failures_spread_over_more_than_the_window_hold_nothing_back() {
+        let g = Guessing::default();
+        let ip = IpAddr::from([10, 0, 0, 1]);
+        let t0 = Instant::now();
+        for i in 0..(ALLOWED * 3) {
+            let t = t0 + (WINDOW / 2) * i;
+            assert!(!g.failed(ip, t), "failure {i}");
+        }
+    }
+
+    #[test]
+    fn the_table_stays_bounded() {
+        let g = Guessing::default();
+        let now = Instant::now();
+        for i in 0..(PEERS as u32 + 500) {
+            g.failed(IpAddr::from(i.to_be_bytes()), now);
+        }
+        assert!(g.peers.lock().unwrap().len() <= PEERS);
+    }
+}
