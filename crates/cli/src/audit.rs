@@ -6,7 +6,7 @@
 use crate::journal_cmds;
 use anyhow::Result;
 use closedloop_engine::clock::rfc3339;
-use closedloop_journal::{AuditFilter, AuditRow, VerifyReport};
+use closedloop_journal::{AuditFilter, AuditRow, Break, VerifyReport};
 use closedloop_plant::Plant;
 use std::process::ExitCode;
 
@@ -80,8 +80,9 @@ fn line(r: &AuditRow) -> String {
     )
 }
 
-/// `closedloop journal verify PLANT`: re-hashes the journal's events; exit 0 when the chain is
-/// intact, 1 with the first broken link named.
+/// `closedloop journal verify PLANT`: re-hashes the journal's events and checks its command rows
+/// against them; exit 0 when the chain is intact, 1 with the first broken link (or edited
+/// command row) named.
 pub async fn verify(plant: &Plant) -> Result<ExitCode> {
     let journal = journal_cmds::open(plant).await?;
     let report = journal.verify().await?;
@@ -96,6 +97,10 @@ pub async fn verify(plant: &Plant) -> Result<ExitCode> {
 
 /// The report as lines: what was checked, then `intact` or the broken link.
 fn render(r: &VerifyReport) -> String {
+    let events_held = r
+        .broken
+        .as_ref()
+        .is_none_or(|b| b.kind == Break::RowChanged);
     let mut out = format!("checked {} chained event(s)\n", r.checked);
     if r.legacy > 0 {
         out += &format!(
@@ -106,8 +111,15 @@ fn render(r: &VerifyReport) -> String {
     if let Some(a) = &r.anchor {
         out += &format!("pruned below seq {} (the chain resumes there)\n", a.seq);
     }
+    if events_held {
+        out += &format!(
+            "checked {} command row(s) against the chain\n",
+            r.rows_checked
+        );
+    }
+    out += &coverage(r, events_held);
     if let Some((seq, hash)) = &r.head {
-        let what = if r.intact() { "head" } else { "last good" };
+        let what = if events_held { "head" } else { "last good" };
         out += &format!("{what} seq {seq} hash {hash}\n");
     }
     match &r.broken {
@@ -123,6 +135,31 @@ fn render(r: &VerifyReport) -> String {
                 b.seq, b.kind, b.detail
             );
         }
+    }
+    out
+}
+
+/// Where the chain's cover of command rows starts, when not with the journal (events hashed
+/// with the v1 encoding, written before it covered rows), and the rows it does not cover.
+fn coverage(r: &VerifyReport, events_held: bool) -> String {
+    let mut out = String::new();
+    match r.covered_from {
+        Some(seq) if r.v1 > 0 => {
+            out += &format!(
+                "command rows covered from seq {seq}: the {} event(s) before it were hashed without them (v1)\n",
+                r.v1
+            );
+        }
+        None if r.v1 > 0 || r.legacy > 0 => {
+            out += "command rows not covered yet: no event records them; the next one written starts their cover\n";
+        }
+        _ => {}
+    }
+    if events_held && r.rows_uncovered > 0 {
+        out += &format!(
+            "{} command row(s) not covered: written before the cover started, or their timeline pruned\n",
+            r.rows_uncovered
+        );
     }
     out
 }
@@ -193,7 +230,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use closedloop_journal::{Break, BrokenLink, CommandRow};
+    use closedloop_journal::{BrokenLink, CommandRow};
     use serde_json::json;
 
     fn command(action: &str, params: serde_json::Value) -> CommandRow {
@@ -265,8 +302,40 @@ mod tests {
             render(&report),
             "checked 3 chained event(s)\n\
              2 legacy event(s) written before the chain began: not checkable\n\
+             command rows not covered yet: no event records them; the next one written starts their cover\n\
              last good seq 5 hash ab\n\
              BROKEN at seq 6 (command c2): content changed: the row hashes to x, not to its stored y\n"
+        );
+    }
+
+    #[test]
+    fn a_report_says_where_the_rows_cover_starts_and_names_an_edited_row() {
+        let mut report = VerifyReport {
+            checked: 9,
+            v1: 3,
+            covered_from: Some(4),
+            rows_checked: 2,
+            rows_uncovered: 1,
+            head: Some((9, "ab".into())),
+            ..VerifyReport::default()
+        };
+        let top = "checked 9 chained event(s)\n\
+                   checked 2 command row(s) against the chain\n\
+                   command rows covered from seq 4: the 3 event(s) before it were hashed without them (v1)\n\
+                   1 command row(s) not covered: written before the cover started, or their timeline pruned\n\
+                   head seq 9 hash ab\n";
+        assert_eq!(render(&report), format!("{top}intact\n"));
+        report.broken = Some(BrokenLink {
+            seq: 6,
+            command_id: Some("c2".into()),
+            kind: Break::RowChanged,
+            detail: "field caller differs from what the chain recorded at seq 6".into(),
+        });
+        assert_eq!(
+            render(&report),
+            format!(
+                "{top}BROKEN at seq 6 (command c2): command row changed: field caller differs from what the chain recorded at seq 6\n"
+            )
         );
     }
 

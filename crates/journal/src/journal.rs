@@ -270,9 +270,10 @@ impl Journal {
         on_store!(self.by_idempotency_key(key))
     }
 
-    /// Re-hashes every event in `seq` order from the prune anchor and reports the first broken
-    /// link. Only reads: safe on a read-only journal and while `serve` writes (the walk sees one
-    /// snapshot).
+    /// Re-hashes every event in `seq` order from the prune anchor, then checks every command
+    /// row against the digest the chain recorded of it, and reports the first broken link or
+    /// edited row. Only reads: safe on a read-only journal and while `serve` writes (the walk
+    /// sees one snapshot).
     pub async fn verify(&self) -> Result<VerifyReport, JournalError> {
         on_store!(self.verify())
     }

@@ -10,8 +10,10 @@
 //! row survives a process crash and a power loss alike; and PostgreSQL (`pg`), which several
 //! gateways can share.
 //!
-//! The timeline is an audit trail as well: its events are hash-chained ([`chain`]), so
-//! [`Journal::verify`] finds a row edited, deleted or reordered after it was written.
+//! The timeline is an audit trail as well: its events are hash-chained ([`chain`]) and carry a
+//! digest of their command's row (`chain::row`), so [`Journal::verify`] finds an event edited,
+//! deleted or reordered after it was written, and a command row whose caller, device, action,
+//! params, idempotency key, status, error code or verified flag was edited.
 
 mod alarms;
 pub mod chain;

@@ -27,6 +27,8 @@ mod test_db;
 #[cfg(test)]
 mod tests;
 mod upkeep;
+#[cfg(test)]
+mod verify_tests;
 
 use crate::JournalError;
 use crate::group::{self, Committer};

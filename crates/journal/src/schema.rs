@@ -78,6 +78,13 @@ CREATE TABLE alarm_events (
 CREATE INDEX alarm_events_by_time ON alarm_events (at_ms);
 "#,
     ),
+    (
+        5,
+        // The chain covers command rows (crate::chain::row): the last event of each write that
+        // sets a command's row carries the row's digest, which its v2 hash covers. Events
+        // written before this migration keep NULL here and their v1 hashes.
+        "ALTER TABLE events ADD COLUMN row_digest TEXT;",
+    ),
 ];
 
 /// The PostgreSQL schema, `(version, sql)` like [`MIGRATIONS`]. Version 3 is the SQLite
@@ -244,5 +251,10 @@ UPDATE commands SET inserted_at = to_timestamp(accepted_at_ms / 1000.0);
         r#"
 ALTER TABLE confirmations ADD COLUMN checked TEXT[] NOT NULL DEFAULT '{}';
 "#,
+    ),
+    (
+        11,
+        // The chain covers command rows, as in the SQLite schema's version 5.
+        "ALTER TABLE events ADD COLUMN row_digest TEXT;",
     ),
 ];

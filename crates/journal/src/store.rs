@@ -1,6 +1,7 @@
 //! The SQLite store behind [`crate::Journal`], the embedded default: opening and closing it
 //! here, one transaction of writes in `batch`, its reads in `reads`, the hash chain's head and
-//! anchor in `anchor`, its check in `verify`, retention in `prune`.
+//! anchor in `anchor`, its check in `verify` (the command rows' half in `verify_rows`),
+//! retention in `prune`.
 
 pub(crate) mod anchor;
 pub(crate) mod batch;
@@ -18,11 +19,15 @@ mod temp;
 #[cfg(test)]
 mod tests;
 mod verify;
+mod verify_rows;
+#[cfg(test)]
+mod verify_rows_tests;
 
 pub use anchor::Anchor;
 pub use reads::{AuditFilter, AuditRow};
 pub use verify::{Break, BrokenLink, VerifyReport};
-pub(crate) use verify::{Stored, Walk};
+pub(crate) use verify::{Walk, stored};
+pub(crate) use verify_rows::{PAGE as ROWS_PAGE, stored_row};
 
 use crate::JournalError;
 use crate::chain::Chain;

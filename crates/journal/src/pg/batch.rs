@@ -1,12 +1,13 @@
 //! A batch of writes in PostgreSQL: the chain's head locked first, then every new command in
 //! one `INSERT`, every changed command in one `UPDATE … FROM`, every timeline entry in one
-//! `INSERT`, and the head moved past them — the SQLite batch's outcome rules
-//! (`store::batch`), PostgreSQL's placeholders and types.
+//! `INSERT`, and the head moved past them — the SQLite batch's outcome rules and entries, the
+//! last of each write carrying its row's digest (`store::batch`), PostgreSQL's placeholders and
+//! types.
 
 use crate::chain::Chain;
-use crate::store::batch::{events_of, latest_updates, new_commands, outcomes};
+use crate::store::batch::{Entry, events_of, latest_updates, new_commands, outcomes};
 use crate::writes::Write;
-use crate::{CommandRow, EventRow, JournalError};
+use crate::{CommandRow, JournalError};
 // The SQL is built from constants and a count of placeholders only: every value is bound.
 use sqlx::{AssertSqlSafe, Postgres, Transaction};
 use std::collections::HashSet;
@@ -172,27 +173,31 @@ async fn update_commands(
 /// Appends timeline entries, in the order given, each linked to the one before by `chain`.
 async fn insert_events(
     tx: &mut Transaction<'_, Postgres>,
-    events: &[(&str, &EventRow)],
+    events: &[Entry<'_>],
     chain: &mut Chain,
 ) -> Result<(), JournalError> {
     for chunk in events.chunks(ROWS) {
         let sql = format!(
-            "INSERT INTO events (seq, command_id, at_ms, event, data, prev_hash, hash) VALUES {}",
-            placeholders(7, chunk.len())
+            "INSERT INTO events (seq, command_id, at_ms, event, data, prev_hash, hash, row_digest)
+             VALUES {}",
+            placeholders(8, chunk.len())
         );
         let mut q = sqlx::query(AssertSqlSafe(sql));
-        for (id, e) in chunk {
+        for entry in chunk {
+            let e = &entry.event;
             // The text stored is the text hashed: serialised once, here.
             let data = e.data.to_string();
-            let link = chain.link(id, e.at_ms, &e.event, &data);
+            let row = entry.row_digest.as_deref();
+            let link = chain.link(entry.command_id, e.at_ms, &e.event, &data, row);
             q = q
                 .bind(link.seq)
-                .bind(*id)
+                .bind(entry.command_id)
                 .bind(e.at_ms)
                 .bind(&e.event)
                 .bind(data)
                 .bind(link.prev_hash)
-                .bind(link.hash);
+                .bind(link.hash)
+                .bind(&entry.row_digest);
         }
         q.execute(&mut **tx).await?;
     }

@@ -8,13 +8,23 @@
 //! writes nothing, and timeline entries keep the batch's order.
 //!
 //! Timeline entries are linked into the hash chain (`crate::chain`) here, in the order they are
-//! inserted, each with its `seq` given explicitly so that its hash can cover it.
+//! inserted, each with its `seq` given explicitly so that its hash can cover it. The last entry
+//! of a write that sets a command's row carries that row's digest (`chain::row`), so the chain
+//! records every state a command was journaled in; a write that sets a row without an entry is
+//! given one, [`STATE`], rather than leave that state out of the chain.
 
 use super::raw::{Arg, Db};
 use crate::chain::Chain;
+use crate::chain::row::CoveredRow;
 use crate::writes::Write;
 use crate::{CommandRow, EventRow, JournalError};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+
+/// The timeline entry added to a write that sets a command's row without one: it carries the
+/// row's digest into the chain. The engine always journals a change with an entry, so only a
+/// caller of the journal's own API (a test, a tool) ever sees it.
+pub(crate) const STATE: &str = "state";
 
 /// Runs `writes` inside the transaction open on `db`: each write's own outcome, or the error that stopped the
 /// transaction (which the caller rolls back). `chain` advances past every event inserted; the
@@ -87,26 +97,66 @@ pub(crate) fn latest_updates<'a>(
     latest.into_values().collect()
 }
 
-/// The timeline entries of the writes that succeeded, in the batch's order, with their command.
+/// A timeline entry as the writer links it.
+pub(crate) struct Entry<'a> {
+    /// The command it belongs to.
+    pub(crate) command_id: &'a str,
+    /// The entry (owned only for a [`STATE`] entry the writer added).
+    pub(crate) event: Cow<'a, EventRow>,
+    /// On the last entry of a write that sets its command's row: that row's digest.
+    pub(crate) row_digest: Option<String>,
+}
+
+/// The timeline entries of the writes that succeeded, in the batch's order: one SHA-256 per
+/// write that sets a row, for its digest, and no query.
 pub(crate) fn events_of<'a>(
     writes: &[&'a Write],
     outcomes: &[Result<(), JournalError>],
-) -> Vec<(&'a str, &'a EventRow)> {
-    writes
-        .iter()
-        .zip(outcomes)
-        .filter(|(_, o)| o.is_ok())
-        .flat_map(|(w, _)| {
-            let (id, evs) = match w {
-                Write::Insert(cmd, evs)
-                | Write::Update(cmd, evs)
-                | Write::Fenced(_, cmd, evs)
-                | Write::FencedInsert(_, cmd, evs) => (&cmd.command_id, evs),
-                Write::Append(id, evs) => (id, evs),
-            };
-            evs.iter().map(move |e| (id.as_str(), e))
-        })
-        .collect()
+) -> Vec<Entry<'a>> {
+    let mut out = Vec::new();
+    for (w, _) in writes.iter().zip(outcomes).filter(|(_, o)| o.is_ok()) {
+        let (id, evs, row) = match w {
+            Write::Insert(cmd, evs)
+            | Write::Update(cmd, evs)
+            | Write::Fenced(_, cmd, evs)
+            | Write::FencedInsert(_, cmd, evs) => (&cmd.command_id, evs, Some(cmd)),
+            Write::Append(id, evs) => (id, evs, None),
+        };
+        out.extend(evs.iter().map(|e| Entry {
+            command_id: id,
+            event: Cow::Borrowed(e),
+            row_digest: None,
+        }));
+        if let Some(cmd) = row {
+            stamp(&mut out, evs.is_empty(), cmd);
+        }
+    }
+    out
+}
+
+/// Puts `cmd`'s row digest on the last entry of its write, which is the last of `entries`, or on
+/// a [`STATE`] entry added for it when the write has none (`no_entry`).
+///
+/// An update stores only the row's state (`UPDATE_COMMAND`), yet its digest covers the caller,
+/// device, action, params and idempotency key the update carries too: the engine updates the
+/// very row it inserted (or read back), so they are the stored ones, and were they not, verify
+/// would rightly say the row is not what the chain recorded.
+fn stamp<'a>(entries: &mut Vec<Entry<'a>>, no_entry: bool, cmd: &'a CommandRow) {
+    // The text the row's params are stored as (`insert_commands`); serde_json writes a value
+    // read back from that text as the same text, so a row read from the journal digests alike.
+    let digest = CoveredRow::of(cmd, &cmd.params.to_string()).digest();
+    match entries.last_mut() {
+        Some(last) if !no_entry => last.row_digest = Some(digest),
+        _ => entries.push(Entry {
+            command_id: &cmd.command_id,
+            event: Cow::Owned(EventRow {
+                at_ms: cmd.updated_at_ms,
+                event: STATE.into(),
+                data: serde_json::Value::Null,
+            }),
+            row_digest: Some(digest),
+        }),
+    }
 }
 
 const INSERT_COMMAND: &str = "INSERT INTO commands (command_id, request_id, device, action,
@@ -122,7 +172,7 @@ const UPDATE_COMMAND: &str = "UPDATE commands SET status = ?2, verified = ?3, er
     WHERE command_id = ?1";
 
 const INSERT_EVENT: &str = "INSERT INTO events (seq, command_id, at_ms, event, data, prev_hash,
-        hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+        hash, row_digest) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 
 /// Inserts the commands whose ids are free; the ids it inserted.
 fn insert_commands(db: &mut Db, rows: &[&CommandRow]) -> Result<HashSet<String>, JournalError> {
@@ -183,24 +233,23 @@ fn update_commands(db: &mut Db, rows: &[&CommandRow]) -> Result<(), JournalError
 }
 
 /// Appends timeline entries, in the order given, each linked to the one before by `chain`.
-fn insert_events(
-    db: &mut Db,
-    events: &[(&str, &EventRow)],
-    chain: &mut Chain,
-) -> Result<(), JournalError> {
-    for (id, e) in events {
+fn insert_events(db: &mut Db, events: &[Entry], chain: &mut Chain) -> Result<(), JournalError> {
+    for entry in events {
+        let e = &entry.event;
         // The text stored is the text hashed: serialised once, here.
         let data = e.data.to_string();
-        let link = chain.link(id, e.at_ms, &e.event, &data);
+        let row = entry.row_digest.as_deref();
+        let link = chain.link(entry.command_id, e.at_ms, &e.event, &data, row);
         let mut s = db.stmt(INSERT_EVENT)?;
         s.bind(&[
             link.seq.into(),
-            Arg::Text(id),
+            Arg::Text(entry.command_id),
             e.at_ms.into(),
             (&e.event).into(),
             (&data).into(),
             (&link.prev_hash).into(),
             (&link.hash).into(),
+            (&entry.row_digest).into(),
         ])?;
         s.run()?;
     }

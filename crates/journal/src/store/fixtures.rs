@@ -44,3 +44,66 @@ pub(crate) async fn file_journal(dir: &tempfile::TempDir) -> Journal {
         .await
         .unwrap()
 }
+
+/// Commands `c1`, `c2`, `c3` as the engine journals them — inserted with `received` and an
+/// `accepted` confirmed by `alice`, then `completed` and verified — caller `ops`, idempotency
+/// key `k1`…`k3`: `c{k}` holds seq 3k-2 to 3k, its row's digest recorded at seq 3k.
+pub(crate) async fn three_confirmed_commands(j: &Journal) {
+    for k in 1..=3 {
+        let mut c = row(&format!("c{k}"), "lamp", "accepted", k);
+        c.caller = Some("ops".into());
+        c.idempotency_key = Some(format!("k{k}"));
+        let mut accepted = ev(k, "accepted");
+        accepted.data = json!({"confirmed_by": "alice"});
+        j.insert(&c, &[ev(k, "received"), accepted]).await.unwrap();
+        c.status = "completed".into();
+        c.verified = true;
+        j.update(&c, &[ev(k, "completed")]).await.unwrap();
+    }
+}
+
+/// An edit of each covered field of `c2` (see [`three_confirmed_commands`]), in SQL that both
+/// stores take: `(the fields verify names, SET clause, SET clause that undoes it)`.
+pub(crate) const ROW_EDITS: [(&[&str], &str, &str); 10] = [
+    (&["caller"], "caller = 'viewer'", "caller = 'ops'"),
+    (&["caller"], "caller = NULL", "caller = 'ops'"),
+    (&["device"], "device = 'saw'", "device = 'lamp'"),
+    (&["action"], "action = 'home'", "action = 'switch'"),
+    (
+        &["params"],
+        r#"params = '{"on":false}'"#,
+        r#"params = '{"on":true}'"#,
+    ),
+    (
+        &["idempotency_key"],
+        "idempotency_key = 'k9'",
+        "idempotency_key = 'k2'",
+    ),
+    (&["status"], "status = 'failed'", "status = 'completed'"),
+    (
+        &["error_code"],
+        "error_code = 'TIMEOUT'",
+        "error_code = NULL",
+    ),
+    (
+        &["verified"],
+        "verified = NOT verified",
+        "verified = NOT verified",
+    ),
+    (
+        &["status", "error_code"],
+        "status = 'failed', error_code = 'TIMEOUT'",
+        "status = 'completed', error_code = NULL",
+    ),
+];
+
+/// What verify says of `c2` with the fields `fields` edited (its digest is at seq 6).
+pub(crate) fn row_changed(fields: &[&str]) -> String {
+    match fields {
+        [one] => format!("field {one} differs from what the chain recorded at seq 6"),
+        _ => format!(
+            "fields {} differ from what the chain recorded at seq 6",
+            fields.join(" and ")
+        ),
+    }
+}

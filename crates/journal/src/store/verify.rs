@@ -1,13 +1,15 @@
-//! `Journal::verify`: re-hashes the timeline in `seq` order and names the first broken link.
+//! `Journal::verify`: re-hashes the timeline in `seq` order and names the first broken link,
+//! then checks every command row against the digest the chain recorded of it.
 //!
 //! The walk itself ([`Walk`]) is pure — rows in, a verdict out — and the reading around it takes
 //! pages of rows inside one read transaction, so a journal being written or pruned meanwhile is
-//! checked as one consistent snapshot.
+//! checked as one consistent snapshot. The command rows' half is in `verify_rows`.
 
 use super::SqliteStore;
 use super::anchor::{self, Anchor};
+use super::verify_rows;
 use crate::JournalError;
-use crate::chain::{GENESIS, event_hash};
+use crate::chain::{GENESIS, event_hash, event_hash_v2};
 use sqlx::SqliteConnection;
 
 /// Rows read per query.
@@ -18,6 +20,18 @@ const PAGE: i64 = 1000;
 pub struct VerifyReport {
     /// Chained events whose hash and link were checked (up to the first broken one).
     pub checked: u64,
+    /// Of those, the events hashed with the v1 encoding: written before the chain covered
+    /// command rows (`crate::chain`).
+    pub v1: u64,
+    /// The first event hashed with the v2 encoding: from here on the chain records every state
+    /// a command was journaled in. `None` while every event is v1 (or there is none).
+    pub covered_from: Option<i64>,
+    /// Command rows whose caller, device, action, params, idempotency key, status, error code
+    /// and verified flag matched the digest the chain recorded (up to the first that did not).
+    pub rows_checked: u64,
+    /// Command rows of which the chain, from `covered_from` on, records no digest: written
+    /// before it, or their timeline pruned. Counted, not checkable.
+    pub rows_uncovered: u64,
     /// Events written before the journal hashed its events: counted, not checkable.
     pub legacy: u64,
     /// Where the chain resumes after a prune, if the journal was pruned.
@@ -25,7 +39,7 @@ pub struct VerifyReport {
     /// The newest event checked, `(seq, hash)`: kept outside the journal, it lets a later check
     /// see that rows were cut off the end, which no chain can show by itself.
     pub head: Option<(i64, String)>,
-    /// The first broken link; `None` when the chain is intact.
+    /// The first broken link (an event, or a command row); `None` when the chain is intact.
     pub broken: Option<BrokenLink>,
 }
 
@@ -39,7 +53,8 @@ impl VerifyReport {
 /// The first place the chain does not hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokenLink {
-    /// The event's `seq` (for [`Break::Truncated`], the highest `seq` the table once held).
+    /// The event's `seq` (for [`Break::Truncated`], the highest `seq` the table once held; for
+    /// [`Break::RowChanged`], the event whose digest the row no longer matches).
     pub seq: i64,
     /// The event's command, when there is a row to name it.
     pub command_id: Option<String>,
@@ -63,6 +78,9 @@ pub enum Break {
     /// Rows are missing at the end: SQLite's AUTOINCREMENT record shows a higher `seq` than any
     /// row left, and no prune took them.
     Truncated,
+    /// A command row's covered fields no longer match the digest its command's last event
+    /// recorded: the row was edited after it was journaled.
+    RowChanged,
 }
 
 impl std::fmt::Display for Break {
@@ -72,6 +90,7 @@ impl std::fmt::Display for Break {
             Break::LinkBroken => "link broken",
             Break::Unhashed => "row without a hash",
             Break::Truncated => "rows missing at the end",
+            Break::RowChanged => "command row changed",
         })
     }
 }
@@ -86,6 +105,8 @@ pub(crate) struct Stored {
     pub(crate) data: String,
     pub(crate) hash: Option<String>,
     pub(crate) prev_hash: Option<String>,
+    /// NULL on a v1 event and on an entry of a write that set no row (or not its last).
+    pub(crate) row_digest: Option<String>,
 }
 
 /// The walk along the chain, one row at a time.
@@ -151,20 +172,7 @@ impl Walk {
 
     /// The checks of a hashed row: its content against its hash, then its link.
     fn check(&mut self, row: &Stored, hash: &str, prev: &str) -> Result<(), (Break, String)> {
-        let again = event_hash(
-            prev,
-            row.seq,
-            &row.command_id,
-            row.at_ms,
-            &row.event,
-            &row.data,
-        );
-        if again != hash {
-            return Err((
-                Break::ContentChanged,
-                format!("the row hashes to {again}, not to its stored {hash}"),
-            ));
-        }
+        let v2 = self.encoding(row, hash, prev)?;
         if prev != self.expected_prev {
             let before = match &self.report.head {
                 Some((seq, _)) => format!("seq {seq}"),
@@ -183,9 +191,51 @@ impl Walk {
         }
         self.started = true;
         self.report.checked += 1;
+        if v2 {
+            self.report.covered_from.get_or_insert(row.seq);
+        } else {
+            self.report.v1 += 1;
+        }
         self.expected_prev = hash.to_string();
         self.report.head = Some((row.seq, hash.to_string()));
         Ok(())
+    }
+
+    /// Whether the row hashes to its stored hash under the v2 encoding (`true`) or the v1
+    /// (`false`). v1 is tried only before the first v2 event and for a row without a row
+    /// digest — first, as every row of a journal written before v2 is v1 — so neither an old
+    /// journal nor a new one costs verify more than a hash per row.
+    fn encoding(&self, row: &Stored, hash: &str, prev: &str) -> Result<bool, (Break, String)> {
+        let (id, at, event, data) = (&row.command_id, row.at_ms, &row.event, &row.data);
+        let v2 = || {
+            event_hash_v2(
+                prev,
+                row.seq,
+                id,
+                at,
+                event,
+                data,
+                row.row_digest.as_deref(),
+            )
+        };
+        let changed = |again: String| {
+            let detail = format!("the row hashes to {again}, not to its stored {hash}");
+            (Break::ContentChanged, detail)
+        };
+        if self.report.covered_from.is_some() || row.row_digest.is_some() {
+            let again = v2();
+            return if again == hash {
+                Ok(true)
+            } else {
+                Err(changed(again))
+            };
+        }
+        let again = event_hash(prev, row.seq, id, at, event, data);
+        match (again == hash, v2() == hash) {
+            (true, _) => Ok(false),
+            (false, true) => Ok(true),
+            (false, false) => Err(changed(again)),
+        }
     }
 
     /// After the last row: rows cut off the end show as a highest-ever `seq` (SQLite's
@@ -212,56 +262,83 @@ impl Walk {
 
 impl SqliteStore {
     /// Re-hashes every event in `seq` order from the prune anchor and reports the first broken
-    /// link. Only reads: safe on a read-only journal and while `serve` writes (the walk sees one
-    /// snapshot). A journal last written before the chain existed is all legacy rows.
+    /// link, then checks the command rows against the chain (`verify_rows`). Only reads: safe
+    /// on a read-only journal and while `serve` writes (the walk sees one snapshot). A journal
+    /// last written before the chain existed is all legacy rows.
     pub(crate) async fn verify(&self) -> Result<VerifyReport, JournalError> {
         let mut tx = self.reader.begin().await?;
+        let digests = has_column(&mut tx, "row_digest").await?;
         if !chained(&mut tx).await? {
             let legacy: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
                 .fetch_one(&mut *tx)
                 .await?;
-            return Ok(VerifyReport {
-                legacy: legacy as u64,
-                ..VerifyReport::default()
-            });
+            let mut walk = Walk::new(None);
+            walk.report.legacy = legacy as u64;
+            verify_rows::sqlite(&mut tx, &mut walk, false).await?;
+            return Ok(walk.report);
         }
         let mut walk = Walk::new(anchor::read(&mut *tx).await?);
-        let mut after = i64::MIN;
-        loop {
-            let rows = sqlx::query(
-                "SELECT seq, CAST(command_id AS TEXT) AS command_id, CAST(at_ms AS INTEGER) AS at_ms,
-                        CAST(event AS TEXT) AS event, CAST(data AS TEXT) AS data,
-                        CAST(hash AS TEXT) AS hash, CAST(prev_hash AS TEXT) AS prev_hash
-                 FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
-            )
-            .bind(after)
-            .bind(PAGE)
-            .fetch_all(&mut *tx)
-            .await?;
-            let full = rows.len() as i64 == PAGE;
-            for row in &rows {
-                let row = stored(row)?;
-                after = row.seq;
-                if !walk.on(row) {
-                    return Ok(walk.report);
-                }
-            }
-            if !full {
-                break;
-            }
+        if !walk_pages(&mut tx, &mut walk, digests).await? {
+            return Ok(walk.report);
         }
         let reserved: Option<i64> =
             sqlx::query_scalar("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
                 .fetch_optional(&mut *tx)
                 .await?;
         walk.finish(reserved);
+        verify_rows::sqlite(&mut tx, &mut walk, digests).await?;
         Ok(walk.report)
     }
 }
 
+/// Feeds every event to `walk` a page at a time: `false` once the walk stopped at a break.
+/// `digests`: whether the table has the `row_digest` column (a journal opened read-only is
+/// not migrated).
+async fn walk_pages(
+    db: &mut SqliteConnection,
+    walk: &mut Walk,
+    digests: bool,
+) -> Result<bool, JournalError> {
+    let row_digest = match digests {
+        true => "CAST(row_digest AS TEXT)",
+        false => "NULL",
+    };
+    // Built from constants only: every value is bound.
+    let sql = format!(
+        "SELECT seq, CAST(command_id AS TEXT) AS command_id, CAST(at_ms AS INTEGER) AS at_ms,
+                CAST(event AS TEXT) AS event, CAST(data AS TEXT) AS data,
+                CAST(hash AS TEXT) AS hash, CAST(prev_hash AS TEXT) AS prev_hash,
+                {row_digest} AS row_digest
+         FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+    );
+    let mut after = i64::MIN;
+    loop {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.as_str()))
+            .bind(after)
+            .bind(PAGE)
+            .fetch_all(&mut *db)
+            .await?;
+        for row in &rows {
+            let row = stored(row)?;
+            after = row.seq;
+            if !walk.on(row) {
+                return Ok(false);
+            }
+        }
+        if (rows.len() as i64) < PAGE {
+            return Ok(true);
+        }
+    }
+}
+
 /// A row of the walk's query as [`Stored`].
-fn stored(r: &sqlx::sqlite::SqliteRow) -> Result<Stored, JournalError> {
-    use sqlx::Row;
+pub(crate) fn stored<'r, R>(r: &'r R) -> Result<Stored, JournalError>
+where
+    R: sqlx::Row,
+    for<'i> &'i str: sqlx::ColumnIndex<R>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
     Ok(Stored {
         seq: r.try_get("seq")?,
         command_id: r.try_get("command_id")?,
@@ -270,19 +347,26 @@ fn stored(r: &sqlx::sqlite::SqliteRow) -> Result<Stored, JournalError> {
         data: r.try_get("data")?,
         hash: r.try_get("hash")?,
         prev_hash: r.try_get("prev_hash")?,
+        row_digest: r.try_get("row_digest")?,
     })
 }
 
 /// Whether the journal has the chain's columns (a journal opened read-only is not migrated).
 async fn chained(db: &mut SqliteConnection) -> Result<bool, JournalError> {
-    let n: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name IN ('hash', 'prev_hash')",
-    )
-    .fetch_one(&mut *db)
-    .await?;
+    let hashed = has_column(db, "hash").await? && has_column(db, "prev_hash").await?;
     let anchor: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'chain_anchor'")
             .fetch_one(&mut *db)
             .await?;
-    Ok(n == 2 && anchor == 1)
+    Ok(hashed && anchor == 1)
+}
+
+/// Whether `events` has the column `name`.
+async fn has_column(db: &mut SqliteConnection, name: &str) -> Result<bool, JournalError> {
+    let n: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = ?1")
+            .bind(name)
+            .fetch_one(&mut *db)
+            .await?;
+    Ok(n == 1)
 }

@@ -1,0 +1,282 @@
+//! `closedloop journal verify` against journals `serve` wrote, on SQLite and PostgreSQL: the
+//! hash chain covers who asked for what, so an edit of any covered field of a command row
+//! (caller, device, action, params, idempotency key, status, error code, verified) or of its
+//! confirmation is named with the command and the field, exit 1; the untouched journal is
+//! intact, exit 0; and a journal written with the v1 encoding says where the cover starts.
+
+mod common;
+
+use closedloop_journal::Journal;
+use closedloop_journal::chain::{GENESIS, event_hash, event_hash_v2};
+use common::pg::Database;
+use common::{act, connect};
+use serde_json::json;
+use sqlx::Connection;
+use std::path::Path;
+use std::process::Command;
+
+/// A lamp on the simulator, journaled to `url`.
+fn plant(url: &str) -> String {
+    format!(
+        r#"
+[server]
+name = "verify"
+journal = "{url}"
+
+[[device]]
+id = "lamp"
+description = "Desk lamp"
+driver = {{ kind = "sim", model = "relay" }}
+poll_ms = 20
+[device.signals]
+contact = {{ discrete_input = 0 }}
+[[device.action]]
+name = "switch"
+description = "Switch the lamp."
+params = {{ on = {{ type = "bool" }} }}
+write = [{{ coil = 0, value = "params.on" }}]
+done_when = "contact == params.on"
+expect_s = 0.02
+idempotent = true
+"#
+    )
+}
+
+/// `closedloop journal verify PLANT`: (exit code, stdout).
+fn verify(plant: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["journal", "verify"])
+        .arg(plant)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.is_empty() || out.status.code() == Some(1),
+        "{stderr}"
+    );
+    (out.status.code(), stdout)
+}
+
+/// The journal's database, as someone with access to it would edit it.
+enum Db {
+    Sqlite(String),
+    Pg(String),
+}
+
+impl Db {
+    async fn exec(&self, sql: &str) {
+        match self {
+            Db::Sqlite(url) => {
+                let db = sqlx::SqlitePool::connect(url).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+                    .execute(&db)
+                    .await
+                    .unwrap();
+                db.close().await;
+            }
+            Db::Pg(url) => common::pg::sql(url, sql).await,
+        }
+    }
+
+    /// One value of `query`, which casts it to text (`CAST(x AS TEXT)` both stores take).
+    async fn text(&self, query: &str) -> Option<String> {
+        let q = sqlx::AssertSqlSafe(query.to_string());
+        match self {
+            Db::Sqlite(url) => {
+                let db = sqlx::SqlitePool::connect(url).await.unwrap();
+                let v = sqlx::query_scalar(q).fetch_one(&db).await.unwrap();
+                db.close().await;
+                v
+            }
+            Db::Pg(url) => {
+                let mut c = sqlx::postgres::PgConnection::connect(url).await.unwrap();
+                let v = sqlx::query_scalar(q).fetch_one(&mut c).await.unwrap();
+                c.close().await.unwrap();
+                v
+            }
+        }
+    }
+
+    async fn int(&self, query: &str) -> i64 {
+        let text = self.text(query).await.expect("a value");
+        text.parse().unwrap()
+    }
+}
+
+/// Serves the plant over stdio and switches the lamp on once, with an idempotency key.
+async fn one_command(dir: &Path) {
+    let c = connect(dir).await;
+    let args = json!({"on": true, "idempotency_key": "key-1"});
+    let (status, _, _) = act(&c, "lamp_switch", args).await;
+    assert_eq!(status, "completed");
+    c.cancel().await.unwrap();
+}
+
+/// The edits of the one command's row, `(field, SET clause, SET clause that undoes it)`.
+fn edits(params: &str) -> Vec<(&'static str, String, String)> {
+    let set = |field, edit: &str, undo: &str| (field, edit.to_string(), undo.to_string());
+    vec![
+        set("caller", "caller = 'viewer'", "caller = 'stdio'"),
+        set("device", "device = 'press'", "device = 'lamp'"),
+        set("action", "action = 'stroke'", "action = 'switch'"),
+        set(
+            "params",
+            r#"params = '{"on":false}'"#,
+            &format!("params = '{params}'"),
+        ),
+        set(
+            "idempotency_key",
+            "idempotency_key = 'key-2'",
+            "idempotency_key = 'key-1'",
+        ),
+        set("status", "status = 'failed'", "status = 'completed'"),
+        set("error_code", "error_code = 'TIMEOUT'", "error_code = NULL"),
+        set(
+            "verified",
+            "verified = NOT verified",
+            "verified = NOT verified",
+        ),
+    ]
+}
+
+/// Edits each covered field of the journal's one command in turn (and then its `accepted`
+/// event), checking verify's exact report and exit code each time.
+async fn each_edit_is_named(plant: &Path, db: &Db) {
+    let id = db.text("SELECT command_id FROM commands").await.unwrap();
+    let n = db.int("SELECT CAST(MAX(seq) AS TEXT) FROM events").await;
+    let head = db
+        .text(&format!("SELECT hash FROM events WHERE seq = {n}"))
+        .await
+        .unwrap();
+    let at = db
+        .int(&format!(
+            "SELECT CAST(MAX(seq) AS TEXT) FROM events
+             WHERE command_id = '{id}' AND row_digest IS NOT NULL"
+        ))
+        .await;
+    let top = format!("checked {n} chained event(s)\n");
+    let tail = format!("head seq {n} hash {head}\n");
+    let intact = format!("{top}checked 1 command row(s) against the chain\n{tail}intact\n");
+    assert_eq!(verify(plant), (Some(0), intact.clone()));
+    let params = db.text("SELECT params FROM commands").await.unwrap();
+    for (field, edit, undo) in edits(&params) {
+        db.exec(&format!("UPDATE commands SET {edit}")).await;
+        let broken = format!(
+            "{top}checked 0 command row(s) against the chain\n{tail}BROKEN at seq {at} (command {id}): command row changed: field {field} differs from what the chain recorded at seq {at}\n"
+        );
+        assert_eq!(verify(plant), (Some(1), broken), "{edit}");
+        db.exec(&format!("UPDATE commands SET {undo}")).await;
+        assert_eq!(verify(plant), (Some(0), intact.clone()), "{undo}");
+    }
+    an_edited_confirmation_is_named(plant, db, &id).await;
+}
+
+/// Someone rewrites who confirmed the command in its `accepted` event: that event is named.
+async fn an_edited_confirmation_is_named(plant: &Path, db: &Db, id: &str) {
+    let field = |column: &str| {
+        format!(
+            "SELECT CAST({column} AS TEXT) FROM events WHERE command_id = '{id}' AND event = 'accepted'"
+        )
+    };
+    let seq = db.int(&field("seq")).await;
+    assert!(seq > 1, "the command's `received` comes first");
+    let at_ms = db.int(&field("at_ms")).await;
+    let prev = db.text(&field("prev_hash")).await.unwrap();
+    let stored = db.text(&field("hash")).await.unwrap();
+    let digest = db.text(&field("row_digest")).await;
+    let data = r#"{"confirmed_by":"mallory"}"#;
+    db.exec(&format!(
+        "UPDATE events SET data = '{data}' WHERE seq = {seq}"
+    ))
+    .await;
+    let again = event_hash_v2(&prev, seq, id, at_ms, "accepted", data, digest.as_deref());
+    let good = seq - 1;
+    let expected = format!(
+        "checked {good} chained event(s)\nlast good seq {good} hash {prev}\nBROKEN at seq {seq} (command {id}): content changed: the row hashes to {again}, not to its stored {stored}\n"
+    );
+    assert_eq!(verify(plant), (Some(1), expected));
+}
+
+#[tokio::test]
+async fn verify_names_each_edited_field_of_a_command_row_in_a_sqlite_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plant.toml");
+    std::fs::write(&file, plant("sqlite://journal.db")).unwrap();
+    one_command(dir.path()).await;
+    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
+    each_edit_is_named(&file, &Db::Sqlite(url)).await;
+}
+
+#[tokio::test]
+async fn verify_names_each_edited_field_of_a_command_row_on_postgres() {
+    let Some(pg) = Database::create("verify_rows").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plant.toml");
+    std::fs::write(&file, plant(&pg.url)).unwrap();
+    one_command(dir.path()).await;
+    each_edit_is_named(&file, &Db::Pg(pg.url.clone())).await;
+    pg.drop().await;
+}
+
+/// Makes the journal at `url` one an older closedloop wrote: the schema before row digests
+/// (the column dropped, its migration forgotten) and `c0` with three events hashed with the
+/// v1 encoding. The hash of the last.
+async fn v1_journal(url: &str) -> String {
+    Journal::open(url).await.unwrap().close().await;
+    let mut sql = String::from(
+        "ALTER TABLE events DROP COLUMN row_digest;
+         DELETE FROM schema_version WHERE version = 5;
+         INSERT INTO commands VALUES ('c0', 'r0', 'lamp', 'switch', '{}', 'completed', 0,
+            'feedback', NULL, NULL, NULL, '{}', NULL, 1, 1, NULL, 0, 'ops', NULL);",
+    );
+    let mut prev = GENESIS.to_string();
+    for (seq, event) in (1..).zip(["received", "accepted", "completed"]) {
+        let hash = event_hash(&prev, seq, "c0", 1, event, "null");
+        sql += &format!(
+            "INSERT INTO events (seq, command_id, at_ms, event, data, prev_hash, hash)
+             VALUES ({seq}, 'c0', 1, '{event}', 'null', '{prev}', '{hash}');"
+        );
+        prev = hash;
+    }
+    Db::Sqlite(url.to_string()).exec(&sql).await;
+    prev
+}
+
+#[tokio::test]
+async fn a_journal_written_with_the_v1_encoding_says_where_the_cover_of_rows_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plant.toml");
+    std::fs::write(&file, plant("sqlite://journal.db")).unwrap();
+    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
+    let h3 = v1_journal(&url).await;
+    let uncovered = "1 command row(s) not covered: written before the cover started, or their timeline pruned\n";
+    assert_eq!(
+        verify(&file),
+        (
+            Some(0),
+            format!(
+                "checked 3 chained event(s)\nchecked 0 command row(s) against the chain\ncommand rows not covered yet: no event records them; the next one written starts their cover\n{uncovered}head seq 3 hash {h3}\nintact\n"
+            )
+        )
+    );
+    // This version's serve migrates the journal and continues the chain with v2 events.
+    one_command(dir.path()).await;
+    let db = Db::Sqlite(url);
+    let n = db.int("SELECT CAST(MAX(seq) AS TEXT) FROM events").await;
+    let head = db
+        .text(&format!("SELECT hash FROM events WHERE seq = {n}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        verify(&file),
+        (
+            Some(0),
+            format!(
+                "checked {n} chained event(s)\nchecked 1 command row(s) against the chain\ncommand rows covered from seq 4: the 3 event(s) before it were hashed without them (v1)\n{uncovered}head seq {n} hash {head}\nintact\n"
+            )
+        )
+    );
+}
