@@ -149,6 +149,12 @@ async fn raises_still_waiting_for_the_journal_at_shutdown_are_written() {
         .await
         .unwrap();
     let kept = journal.alarm_events(0, 10_000).await.unwrap();
-    let raised = kept.iter().filter(|a| a.active).count();
+    // Each alarm's last row is its raise. (On a loaded machine a poll late past the liveness
+    // window may have raised and cleared one before: nothing showed it safe then.)
+    let mut last = std::collections::BTreeMap::new();
+    for a in &kept {
+        last.insert(a.name.clone(), a.active);
+    }
+    let raised = last.values().filter(|active| **active).count();
     assert_eq!(raised, ALARMS, "raises journaled");
 }
