@@ -1,26 +1,62 @@
-//! `closedloop diff OLD.toml NEW.toml`: what a new version of a plant file changes for the
-//! clients written against the old one.
+//! `closedloop diff OLD.toml NEW.toml`: what a new version of a plant file changes, for the
+//! clients written against the old one and for the people next to the machine.
 //!
 //! An agent's prompts, a script's calls and a client's cached tool list are written against a
-//! tool surface. A plant repository's CI runs this command on each change: every difference is
-//! listed as `breaking` (a call that worked may now be refused, or mean something else) or
-//! `compatible` (only added or loosened), and the exit code is 1 when anything breaks. The
-//! comparison itself ([`rules::compare`]) is a pure function over two loaded plants; this file
-//! loads, prints and decides the exit code.
+//! tool surface: every difference there is `breaking` (a call that worked may now be refused,
+//! or mean something else) or `compatible` ([`rules::compare`]). A plant change can keep that
+//! surface identical and still change what the hardware must show before closedloop says
+//! `completed`, what it writes, or what stops it: every such difference is a [`behaviour`]
+//! line, classed looser, stricter or changed. With `--journal`, the commands and readings a
+//! journal recorded are judged again under the new file ([`journal`]).
+//!
+//! A plant repository's CI runs this command on each change; `--fail-on` chooses what exits 1.
+//! This file loads, runs the comparisons and decides the exit code; [`render`] prints.
 
+pub(crate) mod behaviour;
+#[cfg(test)]
+mod behaviour_tests;
 #[cfg(test)]
 mod command_tests;
+pub(crate) mod exprs;
+mod journal;
 #[cfg(test)]
 mod person_tests;
+mod render;
 mod rules;
 #[cfg(test)]
 mod tests;
 
-use std::fmt::Write as _;
-use std::path::Path;
+use behaviour::{Class, Shift};
+use journal::{AlarmMove, Moved, Totals};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rules::compare;
+
+/// What makes `closedloop diff` exit 1 (besides a file that does not load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FailOn {
+    /// Only a surface change that can break a client.
+    Surface,
+    /// That, or any behaviour change, or a recorded verdict that would move (the default: a
+    /// change of what `completed` means is reviewed like a broken call).
+    #[default]
+    Behaviour,
+    /// That, or a change that lets more through: a looser line, a recorded command that would
+    /// now complete, an alarm that would no longer be raised.
+    Looser,
+}
+
+/// The options of `closedloop diff`.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// What exits 1.
+    pub fail_on: FailOn,
+    /// One JSON document instead of the tables.
+    pub json: bool,
+    /// A plant file or journal URL whose recorded commands and readings are judged again.
+    pub journal: Option<String>,
+}
 
 /// Whether a change can break a client written against the old plant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +100,17 @@ impl Change {
     }
 }
 
-/// `closedloop diff OLD NEW`: loads both plant files, prints the table and a summary line;
-/// exit 1 when a change is breaking or a file does not load, 0 otherwise.
-pub fn run(old: &Path, new: &Path) -> ExitCode {
+/// Everything the comparison found.
+pub(crate) struct Found {
+    pub surface: Vec<Change>,
+    pub behaviour: Vec<Shift>,
+    /// With `--journal`: the totals, and the moved commands and alarms (in journal order).
+    pub journal: Option<(Totals, Vec<Moved>, Vec<AlarmMove>)>,
+}
+
+/// `closedloop diff OLD NEW`: loads both plant files, compares them (and re-judges the journal
+/// when asked), prints the report; exit 1 when `--fail-on` says so or a file does not load.
+pub fn run(old: &Path, new: &Path, opts: &Options) -> ExitCode {
     let load = |which: &str, path: &Path| {
         closedloop_plant::load(path).map_err(|e| {
             eprintln!(
@@ -78,102 +122,93 @@ pub fn run(old: &Path, new: &Path) -> ExitCode {
     let (Ok(old_plant), Ok(new_plant)) = (load("old", old), load("new", new)) else {
         return ExitCode::from(1);
     };
-    let changes = compare(&old_plant, &new_plant);
-    print!("{}", render(&changes, old, new));
-    if changes.iter().any(|c| c.verdict == Verdict::Breaking) {
+    let journal = match &opts.journal {
+        None => None,
+        Some(arg) => match rejudge(arg, (&old_plant, &new_plant)) {
+            Ok(j) => Some(j),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let recorded = journal
+        .as_ref()
+        .map(|(t, ..)| t.recorded.clone())
+        .unwrap_or_default();
+    let found = Found {
+        surface: compare(&old_plant, &new_plant),
+        behaviour: behaviour::compare(&old_plant, &new_plant, &recorded),
+        journal,
+    };
+    let files = (old.to_path_buf(), new.to_path_buf());
+    let fails = fails(&found, opts.fail_on);
+    if opts.json {
+        println!("{}", render::json(&found, opts.fail_on, fails));
+    } else {
+        print!("{}", render::text(&found, &files, opts.fail_on, fails));
+    }
+    if fails {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }
 }
 
-/// The table (`tool`, `change`, `verdict`, columns aligned) and the summary line; without
-/// changes, the summary line alone.
-pub(crate) fn render(changes: &[Change], old: &Path, new: &Path) -> String {
-    let mut out = String::new();
-    let breaking = changes
-        .iter()
-        .filter(|c| c.verdict == Verdict::Breaking)
-        .count();
-    let compatible = changes.len() - breaking;
-    if changes.is_empty() {
-        let _ = writeln!(out, "no change to the tool surface");
-        return out;
-    }
-    let tool_w = changes.iter().map(|c| width(&c.tool)).max().unwrap_or(0);
-    let what_w = changes.iter().map(|c| width(&c.what)).max().unwrap_or(0);
-    let (tool_w, what_w) = (tool_w.max(4), what_w.max(6));
-    let mut row = |tool: &str, what: &str, verdict: &str| {
-        let _ = writeln!(
-            out,
-            "{tool}{}  {what}{}  {verdict}",
-            pad(tool, tool_w),
-            pad(what, what_w)
-        );
+/// Whether `found` fails the `--fail-on` rule.
+pub(crate) fn fails(found: &Found, rule: FailOn) -> bool {
+    let breaking = found.surface.iter().any(|c| c.verdict == Verdict::Breaking);
+    let (moved, alarms) = match &found.journal {
+        Some((_, m, a)) => (m.as_slice(), a.as_slice()),
+        None => (&[][..], &[][..]),
     };
-    row("tool", "change", "verdict");
-    for c in changes {
-        row(&c.tool, &c.what, c.verdict.as_str());
-    }
-    let _ = writeln!(
-        out,
-        "\n{breaking} breaking, {compatible} compatible: {}",
-        if breaking > 0 {
-            format!(
-                "a client written against {} may fail with {}",
-                old.display(),
-                new.display()
-            )
-        } else {
-            format!(
-                "a client written against {} works with {} as before",
-                old.display(),
-                new.display()
-            )
+    breaking
+        || match rule {
+            FailOn::Surface => false,
+            FailOn::Behaviour => {
+                !found.behaviour.is_empty() || !moved.is_empty() || !alarms.is_empty()
+            }
+            FailOn::Looser => {
+                found.behaviour.iter().any(|s| s.class == Class::Looser)
+                    || moved
+                        .iter()
+                        .any(|m| m.new == journal::verdict::Verdict::Completed)
+                    || alarms
+                        .iter()
+                        .any(|a| a.old == "raised" || a.new == "cleared")
+            }
         }
-    );
-    out
 }
 
-/// Width in characters (units such as `°C` and arrows are one column each, not their bytes).
-fn width(s: &str) -> usize {
-    s.chars().count()
+/// Opens the journal and judges it again; moved commands and alarms are kept up to
+/// [`journal::KEPT`] each (the totals count them all).
+fn rejudge(
+    arg: &str,
+    plants: (&closedloop_plant::Plant, &closedloop_plant::Plant),
+) -> anyhow::Result<(Totals, Vec<Moved>, Vec<AlarmMove>)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let j = journal::open(arg).await?;
+        let mut totals = Totals::default();
+        let (mut moved, mut alarms) = (Vec::new(), Vec::new());
+        journal::commands(&j, plants, &mut totals, |m| {
+            if moved.len() < journal::KEPT {
+                moved.push(m);
+            }
+        })
+        .await?;
+        journal::replay_alarms(&j, plants, &mut totals, |a| {
+            if alarms.len() < journal::KEPT {
+                alarms.push(a);
+            }
+        })
+        .await?;
+        j.close().await;
+        Ok((totals, moved, alarms))
+    })
 }
 
-fn pad(s: &str, w: usize) -> String {
-    " ".repeat(w.saturating_sub(width(s)))
-}
-
-#[cfg(test)]
-mod render_tests {
-    use super::*;
-
-    #[test]
-    fn the_table_aligns_its_columns_and_the_summary_counts_each_verdict() {
-        let changes = [
-            Change::new("lamp_switch", "removed", Verdict::Breaking),
-            Change::new(
-                "oven_heat",
-                "parameter setpoint_c: maximum 90 → 120 °C (widened)",
-                Verdict::Compatible,
-            ),
-        ];
-        let out = render(&changes, Path::new("a.toml"), Path::new("b.toml"));
-        assert_eq!(
-            out,
-            "tool         change                                               verdict\n\
-             lamp_switch  removed                                              breaking\n\
-             oven_heat    parameter setpoint_c: maximum 90 → 120 °C (widened)  compatible\n\
-             \n1 breaking, 1 compatible: a client written against a.toml may fail with b.toml\n"
-        );
-        let out = render(&changes[1..], Path::new("a.toml"), Path::new("b.toml"));
-        assert!(
-            out.ends_with("0 breaking, 1 compatible: a client written against a.toml works with b.toml as before\n"),
-            "{out}"
-        );
-        assert_eq!(
-            render(&[], Path::new("a"), Path::new("b")),
-            "no change to the tool surface\n"
-        );
-    }
-}
+/// The two plant files as the command line named them: the report's words say which is which.
+pub(crate) type Files = (PathBuf, PathBuf);

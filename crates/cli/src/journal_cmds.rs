@@ -10,11 +10,15 @@ use std::process::ExitCode;
 /// read-only (nothing created or migrated), a journal that does not exist yet is refused, and so
 /// is an in-memory one, which only its serving process can see.
 pub(crate) async fn open(plant: &Plant) -> Result<Journal> {
-    let url = &plant.server.journal;
+    open_url(&plant.server.journal, &plant.file.display().to_string()).await
+}
+
+/// Opens the journal at `url` to read it, as [`open`] does; `named_by` (the plant file, or the
+/// URL as given) is what an error names.
+pub(crate) async fn open_url(url: &str, named_by: &str) -> Result<Journal> {
     if url.contains(":memory:") {
         bail!(
-            "{}: the journal is {url}, which lives only inside the serving process: nothing to read here",
-            plant.file.display()
+            "{named_by}: the journal is {url}, which lives only inside the serving process: nothing to read here"
         );
     }
     if let Some(path) = sqlite_path(url)

@@ -66,13 +66,25 @@ enum Cmd {
         #[arg(long)]
         examples: bool,
     },
-    /// Compare the tool surfaces of two versions of a plant file: what would break a client
-    /// written against OLD (exit 1) and what only adds.
+    /// Compare two versions of a plant file: what would break a client written against OLD,
+    /// and what changes next to the machine (completion, preconditions, timing, what is written
+    /// and read, the envelope, alarms, tokens), each line looser, stricter or changed.
     Diff {
         /// The plant file as clients know it.
         old: PathBuf,
         /// The plant file about to replace it.
         new: PathBuf,
+        /// What exits 1: a breaking surface change only (`surface`), that or any behaviour
+        /// change (`behaviour`), or that or a change that lets more through (`looser`).
+        #[arg(long, value_enum, default_value = "behaviour")]
+        fail_on: diff::FailOn,
+        /// Print one JSON document instead of the tables.
+        #[arg(long)]
+        json: bool,
+        /// Judge the commands and readings of this journal (a plant file naming it, or a
+        /// `sqlite://` or `postgres://` URL) again under NEW, and name every verdict that moves.
+        #[arg(long, value_name = "PLANT_OR_URL")]
+        journal: Option<String>,
     },
     /// Per tool, from the journal: calls, outcomes, rejections by code and the median time
     /// until the hardware confirmed (or refuted) the action.
@@ -251,7 +263,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             strict,
             examples,
         } => Ok(lint::run(&plant, strict, examples)),
-        Cmd::Diff { old, new } => Ok(diff::run(&old, &new)),
+        Cmd::Diff {
+            old,
+            new,
+            fail_on,
+            json,
+            journal,
+        } => {
+            let opts = diff::Options {
+                fail_on,
+                json,
+                journal,
+            };
+            Ok(diff::run(&old, &new, &opts))
+        }
         Cmd::Report { plant, since } => {
             let plant = load(&plant)?;
             runtime()?.block_on(report::run(&plant, &since))

@@ -52,11 +52,18 @@ expect_s = 0.02
 
 /// `closedloop diff old.toml new.toml` in a folder holding both: (exit code, stdout, stderr).
 fn diff(old: &str, new: &str) -> (Option<i32>, String, String) {
+    diff_with(old, new, &[])
+}
+
+/// `closedloop diff old.toml new.toml ARGS…`.
+fn diff_with(old: &str, new: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let dir = tempfile::tempdir().unwrap();
     for (name, text) in [("old.toml", old), ("new.toml", new)] {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
-    run_in(dir.path(), &["old.toml", "new.toml"])
+    let mut all = vec!["old.toml", "new.toml"];
+    all.extend(args);
+    run_in(dir.path(), &all)
 }
 
 fn run_in(dir: &Path, files: &[&str]) -> (Option<i32>, String, String) {
@@ -96,6 +103,12 @@ lamp_pulse            removed                                              break
 oven_set_temperature  parameter setpoint_c: maximum 90 → 80 °C (narrowed)  breaking
 
 3 breaking, 0 compatible: a client written against old.toml may fail with new.toml
+
+behaviour: 0 looser, 1 stricter, 0 changed
+class     where       key     change
+stricter  lamp.pulse  action  declared → none: removed: it can no longer be run
+
+exit 1 (--fail-on behaviour)
 "
     );
 }
@@ -116,6 +129,10 @@ oven_set_temperature  parameter setpoint_c: maximum 90 → 120 °C (widened)  co
 lamp_pulse            added                                                compatible
 
 0 breaking, 3 compatible: a client written against old.toml works with new.toml as before
+
+no change to behaviour
+
+exit 0 (--fail-on behaviour)
 "
     );
 }
@@ -142,21 +159,48 @@ modbus_read           added                                                     
 modbus_write          added                                                     compatible
 
 2 breaking, 2 compatible: a client written against old.toml may fail with new.toml
+
+behaviour: 2 looser, 1 stricter, 0 changed
+class     where                 key           change
+looser    lamp                  raw_access    false → true: raw register writes allowed beside its actions
+stricter  lamp.switch           confirm       false → true: nothing moves until a person confirms
+looser    oven.set_temperature  verification  feedback → readback: completed when the written registers read back, without sensing the effect
+
+exit 1 (--fail-on behaviour)
 "
     );
 }
 
 #[test]
-fn the_same_surface_says_so_and_passes() {
+fn the_same_surface_says_so_and_passes_unless_behaviour_counts() {
     // Only what clients never see changed: the journal and the polling period.
     let new = OLD.replacen("journal.db", "other.db", 1).replacen(
         "id = \"oven\"\n",
         "id = \"oven\"\npoll_ms = 200\n",
         1,
     );
-    let (code, out, err) = diff(OLD, &new);
+    let behaviour = "\
+behaviour: 0 looser, 0 stricter, 1 changed
+class     where  key      change
+changed   oven   poll_ms  100 ms → 200 ms: read every 200 ms: a criterion is judged on values up to that old
+";
+    let (code, out, err) = diff_with(OLD, &new, &["--fail-on", "surface"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    assert_eq!(out, "no change to the tool surface\n");
+    let expected =
+        format!("no change to the tool surface\n\n{behaviour}\nexit 0 (--fail-on surface)\n");
+    assert_eq!(out, expected);
+    let (code, out, err) = diff(OLD, &new);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(
+        out,
+        expected.replace("exit 0 (--fail-on surface)", "exit 1 (--fail-on behaviour)")
+    );
+    let (code, out, err) = diff_with(OLD, &new, &["--fail-on", "looser"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "a changed poll period lets nothing more through: {out}{err}"
+    );
 }
 
 #[test]

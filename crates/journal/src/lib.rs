@@ -20,6 +20,7 @@ pub mod chain;
 mod group;
 mod journal;
 mod pg;
+mod readings;
 mod schema;
 mod store;
 mod writes;
@@ -32,6 +33,7 @@ pub use pg::feed::{Announcement, ChangeFeed, CommandChange};
 pub use pg::leases::{Lease, Leases};
 pub use pg::rate_lock::RateLock;
 pub use pg::redacted as shown_url;
+pub use readings::ReadingRow;
 pub use store::{Anchor, AuditFilter, AuditRow, Break, BrokenLink, ListFilter, VerifyReport};
 pub use writes::Fence;
 
