@@ -16,8 +16,6 @@ mod plans;
 mod server;
 mod wire;
 
-pub(crate) use alarm::clears as alarm_clears;
-
 use closedloop_plant::Plant;
 use std::collections::BTreeMap;
 

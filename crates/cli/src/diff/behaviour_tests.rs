@@ -175,3 +175,48 @@ fn an_alarm_raised_later_or_cleared_sooner_is_looser() {
     let removed = shifts_from(&base, &[(ALARM, "")]);
     assert_eq!(removed, one("alarm JAMMED", "alarm", Class::Looser));
 }
+
+#[test]
+fn another_journal_is_named_and_confirmers_compared_as_sets() {
+    let moved = [(JOURNAL, "[server]\njournal = \"sqlite://other.db\"\n")];
+    assert_eq!(shifts(&moved), one("(server)", "journal", Class::Changed));
+    let token = |name: &str, scope: &str| {
+        let hash = "1".repeat(64);
+        format!(
+            "\n[[server.token]]\nname = \"{name}\"\nsha256 = \"{hash}\"\nscopes = [\"{scope}\"]\n"
+        )
+    };
+    let tokens = [
+        ("agent", "actuate:*"),
+        ("operator", "read"),
+        ("lead", "read"),
+    ]
+    .map(|(n, s)| token(n, s))
+    .concat();
+    let by = |names: &str| format!("{JOURNAL}confirm_by = [{names}]\n{tokens}");
+    let (one_name, two_names) = (by("\"operator\""), by("\"operator\", \"lead\""));
+    let base = BASE.replacen(JOURNAL, &one_name, 1);
+    let got = shifts_from(&base, &[(one_name.as_str(), two_names.as_str())]);
+    assert_eq!(got, one("(server)", "confirm_by", Class::Looser));
+}
+
+#[test]
+fn a_rate_written_another_way_is_changed_and_a_faster_one_with_a_smaller_burst_too() {
+    let rated = BASE.replacen(MOVE, &format!("{MOVE}\nmax_rate = \"60/min\""), 1);
+    let same = shifts_from(&rated, &[("60/min", "60/minute")]);
+    assert_eq!(same, one("slide.move_to", "max_rate", Class::Changed));
+    let mixed = shifts_from(&rated, &[("60/min\"", "120/min\"\nmax_burst = 10")]);
+    assert_eq!(mixed, one("slide.move_to", "max_rate", Class::Changed));
+    let slower = shifts_from(&rated, &[("60/min", "30/min")]);
+    assert_eq!(slower, one("slide.move_to", "max_rate", Class::Stricter));
+}
+
+#[test]
+fn a_reader_made_an_actor_is_looser() {
+    let base = BASE.replacen(JOURNAL, &format!("{JOURNAL}{TOKEN}"), 1);
+    let actor = [("scopes = [\"read\"]", "scopes = [\"actuate:lamp\"]")];
+    assert_eq!(
+        shifts_from(&base, &actor),
+        one("(server)", "token agent", Class::Looser)
+    );
+}

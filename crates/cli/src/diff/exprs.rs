@@ -31,10 +31,27 @@ pub(crate) enum Found {
 enum Var {
     /// A bool: false and true.
     Bool,
-    /// A number, from these candidates, or offset from another number.
-    Number(Vec<f64>),
+    /// A number, from these candidates, or offset from another number; kept within bounds.
+    Number(Vec<f64>, Bounds),
     /// A string parameter, from these.
     Text(Vec<String>),
+}
+
+/// What a number may be: a parameter's declared range and whether it is whole (a state the
+/// parameter check would refuse is no counterexample); a signal's is unbounded.
+#[derive(Debug, Clone, Copy, Default)]
+struct Bounds {
+    min: Option<f64>,
+    max: Option<f64>,
+    integer: bool,
+}
+
+impl Bounds {
+    fn fit(self, n: f64) -> f64 {
+        let n = if self.integer { n.round() } else { n };
+        let n = self.min.map_or(n, |m| n.max(m));
+        self.max.map_or(n, |m| n.min(m))
+    }
 }
 
 /// Where an expression is evaluated: the device it belongs to (for its own signals) and the
@@ -137,13 +154,14 @@ fn words(state: &State) -> String {
 /// Every name the expressions read, with the values to try.
 fn variables(exprs: &[&Expr], cx: &Context) -> BTreeMap<String, Var> {
     let constants: Vec<f64> = exprs.iter().flat_map(|e| literals(e.source())).collect();
+    let texts: Vec<String> = exprs.iter().flat_map(|e| quoted(e.source())).collect();
     let mut out = BTreeMap::new();
     for e in exprs {
         for s in e.signals() {
             out.insert(s.clone(), signal_var(cx, cx.device, s, &constants));
         }
         for p in e.params() {
-            out.insert(format!("params.{p}"), param_var(cx, p, &constants));
+            out.insert(format!("params.{p}"), param_var(cx, p, &constants, &texts));
         }
         for (d, s) in e.devices() {
             out.insert(format!("devices.{d}.{s}"), signal_var(cx, d, s, &constants));
@@ -155,7 +173,7 @@ fn variables(exprs: &[&Expr], cx: &Context) -> BTreeMap<String, Var> {
             Some(("devices" | "params", _)) => name.clone(),
             _ => format!("devices.{}.{name}", cx.device),
         };
-        if let (Var::Number(c), Some(seen)) = (v, cx.recorded.get(&key)) {
+        if let (Var::Number(c, _), Some(seen)) = (v, cx.recorded.get(&key)) {
             c.extend(seen.iter().copied().take(64));
         }
     }
@@ -168,38 +186,76 @@ fn signal_var(cx: &Context, device: &str, signal: &str, constants: &[f64]) -> Va
         .find_map(|p| p.device(device)?.signal(signal));
     match spec {
         Some(s) if s.source.is_bool() => Var::Bool,
-        _ => Var::Number(numbers(constants, &[])),
+        _ => Var::Number(numbers(constants, &[]), Bounds::default()),
     }
 }
 
-fn param_var(cx: &Context, name: &str, constants: &[f64]) -> Var {
+fn param_var(cx: &Context, name: &str, constants: &[f64], texts: &[String]) -> Var {
     let Some(p) = cx.params.iter().find(|p| p.name == name) else {
-        return Var::Number(numbers(constants, &[]));
+        return Var::Number(numbers(constants, &[]), Bounds::default());
     };
     match &p.ty {
         ParamType::Bool => Var::Bool,
-        ParamType::String => Var::Text(p.choices.clone().unwrap_or_else(|| vec!["x".into()])),
-        _ => {
+        ParamType::String => Var::Text(p.choices.clone().unwrap_or_else(|| {
+            // Without `enum`: the strings the expressions compare with, and one they do not.
+            let mut t = texts.to_vec();
+            t.push("x".into());
+            t
+        })),
+        ty => {
             let ends: Vec<f64> = [p.min, p.max].into_iter().flatten().collect();
             let mid = match (p.min, p.max) {
                 (Some(a), Some(b)) => vec![(a + b) / 2.0],
                 _ => vec![],
             };
-            Var::Number(numbers(constants, &[ends, mid].concat()))
+            let bounds = Bounds {
+                min: p.min,
+                max: p.max,
+                integer: *ty == ParamType::Integer,
+            };
+            let c = numbers(constants, &[ends, mid].concat());
+            let mut c: Vec<f64> = c.into_iter().map(|n| bounds.fit(n)).collect();
+            c.dedup();
+            Var::Number(c, bounds)
         }
     }
 }
 
-/// Candidates for a number: 0, each constant and either side of it, and `extra`.
+/// Candidates for a number: 0, each constant (and its negation: `-18` is written as `18` after
+/// a minus) and either side of it, and `extra`.
 fn numbers(constants: &[f64], extra: &[f64]) -> Vec<f64> {
     let mut out = vec![0.0, 1.0, -1.0];
-    for c in constants.iter().chain(extra) {
+    let negated = constants.iter().map(|c| -c);
+    for c in constants
+        .iter()
+        .copied()
+        .chain(negated)
+        .chain(extra.iter().copied())
+    {
         for d in [0.0, 0.5, -0.5, 1.0, -1.0, 0.01, -0.01] {
             out.push(c + d * c.abs().max(1.0));
         }
     }
     out.sort_by(f64::total_cmp);
     out.dedup();
+    out
+}
+
+/// The string literals of an expression's text (`'fast'`, `"slow"`).
+fn quoted(source: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut open: Option<(char, String)> = None;
+    for ch in source.chars() {
+        match &mut open {
+            Some((q, text)) if ch == *q => {
+                out.push(std::mem::take(text));
+                open = None;
+            }
+            Some((_, text)) => text.push(ch),
+            None if ch == '\'' || ch == '"' => open = Some((ch, String::new())),
+            None => {}
+        }
+    }
     out
 }
 
@@ -235,11 +291,11 @@ fn sample(vars: &BTreeMap<String, Var>, rng: &mut Rng, i: usize) -> State {
         let v = match var {
             Var::Bool => Sampled::Value(Value::Bool(rng.next().is_multiple_of(2))),
             Var::Text(t) => Sampled::Text(t[rng.below(t.len())].clone()),
-            Var::Number(c) => {
+            Var::Number(c, bounds) => {
                 let pick = c[rng.below(c.len())];
                 let n = match base {
                     Some(b) if i % 2 == 1 => {
-                        b + c[rng.below(c.len())] * [1.0, -1.0, 0.5, -0.5][rng.below(4)]
+                        bounds.fit(b + c[rng.below(c.len())] * [1.0, -1.0, 0.5, -0.5][rng.below(4)])
                     }
                     _ => pick,
                 };
@@ -343,6 +399,34 @@ expect_s = 1.0
             matches!(same, Found::NoDifference(n) if n > 1000),
             "{same:?}"
         );
+    }
+
+    #[test]
+    fn a_negative_threshold_is_tried_below_it() {
+        // A freezer alarm raised above -15 instead of -18: raised in fewer states.
+        let found = compared("temperature_c > -18.0", "temperature_c > -15.0");
+        assert!(matches!(found, Found::OldHoldsMore(_)), "{found:?}");
+    }
+
+    #[test]
+    fn a_parameter_is_tried_only_within_its_declared_range() {
+        // `to_c` is declared 0..300: a bound at its maximum refuses nothing the check admits.
+        let found = compared("params.to_c <= 300.0", "true");
+        assert!(
+            matches!(found, Found::NoDifference(n) if n > 1000),
+            "{found:?}"
+        );
+        let found = compared("params.to_c <= 200.0", "true");
+        let Found::NewHoldsMore(state) = found else {
+            panic!("{found:?}");
+        };
+        let to_c: f64 = state
+            .split("params.to_c = ")
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(to_c > 200.0 && to_c <= 300.0, "{state}");
     }
 
     #[test]

@@ -2,13 +2,17 @@
 //! again under the new file. Every recorded command's readings go through the new action's
 //! criteria ([`verdict::judge`]); every command whose verdict would differ from the one the
 //! journal recorded is named, with the reading that decides it. Every recorded reading goes,
-//! in journal order, through the alarms of both files ([`alarms`]); every raise or clear that
-//! happens under one file and not the other is named.
+//! in journal order, through the alarms of both files ([`alarms`]); every reading from which an
+//! alarm would stand otherwise (active under one file, not under the other) is named.
 //!
 //! Streamed: commands are read in pages of [`PAGE`] with their timelines, readings in pages by
-//! `seq`, and a line is printed as soon as it is known; memory holds one page, the alarms'
-//! state and a bounded sample of the values seen (for the expression comparison), whatever the
-//! journal's length.
+//! `seq`; memory holds one page, the alarms' state, a bounded sample of the values seen (for the
+//! expression comparison) and at most [`KEPT`] moved commands and alarm moves for the report,
+//! whatever the journal's length (the totals count every one).
+//!
+//! Only actions confirmed by feedback in both files are judged again: a readback or `none`
+//! action journals no readings (its outcome is the registers read back, or nothing), so there
+//! is nothing to judge it on; such commands are counted as not judged.
 
 mod alarms;
 pub(crate) mod verdict;
@@ -17,7 +21,7 @@ use super::behaviour::Recorded;
 use anyhow::Result;
 use closedloop_engine::clock::rfc3339;
 use closedloop_journal::{AuditFilter, CommandRow, Journal};
-use closedloop_plant::{Action, Plant};
+use closedloop_plant::{Action, Plant, Verification};
 use verdict::{Reading, Verdict};
 
 /// Commands read per page.
@@ -54,8 +58,14 @@ pub(crate) struct Totals {
     pub gone: u64,
     /// Readings replayed through the alarms.
     pub readings: u64,
-    /// Alarm raises or clears that would move.
+    /// Readings from which an alarm would stand otherwise.
     pub alarm_moves: u64,
+    /// Decided commands not judged again: an action confirmed otherwise than by feedback in
+    /// one of the files.
+    pub unjudged: u64,
+    /// Moves that let more through: a command that would now complete, an alarm active under
+    /// the old file and not under the new.
+    pub looser: u64,
     /// Values seen, by name (a bounded sample).
     pub recorded: Recorded,
 }
@@ -103,10 +113,16 @@ pub(crate) async fn commands(
             let Some(was) = verdict::recorded(row, a) else {
                 continue;
             };
+            let feedback = |x: &Action| x.verification == Verification::Feedback;
+            if !feedback(a) || !feedback(b) {
+                totals.unjudged += 1;
+                continue;
+            }
             let readings = readings_of(journal, row).await?;
             totals.judged += 1;
             if let Some(m) = one(row, b, was, &readings) {
                 totals.moved += 1;
+                totals.looser += u64::from(m.new == Verdict::Completed);
                 moved(m);
             }
         }

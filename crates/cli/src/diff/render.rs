@@ -84,9 +84,16 @@ pub(crate) fn journal(t: &Totals, moved: &[Moved], alarms: &[AlarmMove]) -> Stri
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "journal: {} command(s), {} decided by their readings and judged again, {} would change; {} reading(s) replayed through the alarms, {} raise(s) or clear(s) would move",
+        "journal: {} command(s), {} decided by their readings and judged again, {} would change; {} reading(s) replayed through the alarms, from {} of them an alarm would stand otherwise",
         t.commands, t.judged, t.moved, t.readings, t.alarm_moves
     );
+    if t.unjudged > 0 {
+        let _ = writeln!(
+            out,
+            "{} command(s) confirmed otherwise than by feedback (readback, none) in one of the files: nothing journaled to judge them on",
+            t.unjudged
+        );
+    }
     if t.gone > 0 {
         let _ = writeln!(
             out,
@@ -104,7 +111,7 @@ pub(crate) fn journal(t: &Totals, moved: &[Moved], alarms: &[AlarmMove]) -> Stri
     for a in alarms {
         let _ = writeln!(
             out,
-            "alarm {} at {}: {} under the old file, {} under the new; reading {}",
+            "alarm {} from {}: {} under the old file, {} under the new; reading {}",
             a.alarm, a.at, a.old, a.new, a.reading
         );
     }
@@ -139,7 +146,7 @@ pub(crate) fn json(found: &Found, rule: FailOn, fails: bool) -> serde_json::Valu
         json!({
             "commands": commands,
             "alarms": alarms,
-            "totals": {"commands": t.commands, "judged": t.judged, "moved": t.moved, "gone": t.gone, "readings": t.readings, "alarm_moves": t.alarm_moves},
+            "totals": {"commands": t.commands, "judged": t.judged, "unjudged": t.unjudged, "moved": t.moved, "gone": t.gone, "readings": t.readings, "alarm_moves": t.alarm_moves, "looser": t.looser},
         })
     });
     json!({

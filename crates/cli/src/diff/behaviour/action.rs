@@ -349,14 +349,26 @@ pub(super) fn rate(
             Class::Stricter,
         ),
         (Some(_), None) => ("no limit on how often it runs".to_string(), Class::Looser),
-        (Some(x), Some(y)) if per_s(y) == per_s(x) => (
-            format!("at most {} at once, not {}", y.burst, x.burst),
-            Class::wider(y.burst > x.burst),
+        (Some(x), Some(y)) if per_s(y) == per_s(x) && y.burst == x.burst => (
+            "the same limit, written another way".to_string(),
+            Class::Changed,
         ),
-        (Some(x), Some(y)) => (
-            format!("refused RATE_LIMITED beyond {}, not {}", y.text, x.text),
-            Class::wider(per_s(y) > per_s(x)),
-        ),
+        (Some(x), Some(y)) => {
+            let meaning = format!(
+                "refused RATE_LIMITED beyond {} (burst {}), not {} (burst {})",
+                y.text, y.burst, x.text, x.burst
+            );
+            let (faster, more) = (per_s(y) >= per_s(x), y.burst >= x.burst);
+            let (slower, fewer) = (per_s(y) <= per_s(x), y.burst <= x.burst);
+            let class = if faster && more {
+                Class::Looser
+            } else if slower && fewer {
+                Class::Stricter
+            } else {
+                Class::Changed
+            };
+            (meaning, class)
+        }
         (None, None) => return None,
     };
     Some(Shift::new(place, key, (text(a), text(b)), meaning, class))

@@ -51,7 +51,7 @@ pub(super) fn compare(old: &Plant, new: &Plant, recorded: &Recorded) -> Vec<Shif
 }
 
 /// What clears an alarm: its `clear_when`, or `when` no longer holding.
-pub(crate) fn clears(a: &Alarm) -> Expr {
+fn clears(a: &Alarm) -> Expr {
     a.clear_when.clone().unwrap_or_else(|| {
         Expr::compile(&format!("!({})", a.when.source()))
             .expect("the negation of a compiled condition compiles")

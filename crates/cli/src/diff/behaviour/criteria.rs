@@ -63,6 +63,10 @@ pub(crate) fn words(found: &Found, role: &Role) -> (String, Class) {
             ),
             Class::Changed,
         ),
+        Found::NoDifference(0) => (
+            "could not compare: no sampled state let both be evaluated".to_string(),
+            Class::Changed,
+        ),
         Found::NoDifference(n) => (
             format!("written differently; no difference found in {n} states"),
             Class::Changed,

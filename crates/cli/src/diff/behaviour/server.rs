@@ -11,9 +11,14 @@ pub(super) fn compare(old: &Plant, new: &Plant) -> Vec<Shift> {
     let (a, b) = (&old.server, &new.server);
     let mut out = tokens(&a.tokens, &b.tokens);
     if a.confirm_by != b.confirm_by {
-        let class = match (a.confirm_by.is_empty(), b.confirm_by.is_empty()) {
+        let within = |x: &[String], y: &[String]| x.iter().all(|n| y.contains(n));
+        let (ca, cb) = (&a.confirm_by, &b.confirm_by);
+        let class = match (ca.is_empty(), cb.is_empty()) {
             (true, false) => Class::Stricter,
             (false, true) => Class::Looser,
+            // More names may confirm: looser; fewer: stricter.
+            _ if within(ca, cb) => Class::Looser,
+            _ if within(cb, ca) => Class::Stricter,
             _ => Class::Changed,
         };
         let meaning = if b.confirm_by.is_empty() {
@@ -40,6 +45,14 @@ pub(super) fn compare(old: &Plant, new: &Plant) -> Vec<Shift> {
             meaning,
             Class::wider(b.confirm_ttl_s > a.confirm_ttl_s),
         ));
+    }
+    if a.journal != b.journal {
+        let words = (
+            closedloop_journal::shown_url(&a.journal),
+            closedloop_journal::shown_url(&b.journal),
+        );
+        let meaning = "commands are journaled elsewhere: the old journal's idempotency keys, rate-limit history and unfinished commands are not seen";
+        out.push(Shift::new(PLACE, "journal", words, meaning, Class::Changed));
     }
     if a.lease_s != b.lease_s {
         let words = (
@@ -68,12 +81,13 @@ fn scope_words(scopes: &[TokenScope]) -> String {
     each.join(" ")
 }
 
-/// Whether every scope of `a` is granted by `b`.
+/// Whether every scope of `a` is granted by `b`. Any scope lets its holder read.
 fn covered(a: &[TokenScope], b: &[TokenScope]) -> bool {
     a.iter().all(|s| {
         b.contains(s)
             || b.contains(&TokenScope::Admin)
             || matches!(s, TokenScope::Actuate(_)) && b.contains(&TokenScope::ActuateAll)
+            || *s == TokenScope::Read && !b.is_empty()
     })
 }
 

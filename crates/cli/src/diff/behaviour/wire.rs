@@ -110,12 +110,11 @@ pub(super) fn device(a: &Device, b: &Device) -> Vec<Shift> {
             Some(r) => format!("counted offline when holding register {r} stops changing"),
             None => "a frozen device that still answers counts as online".to_string(),
         };
-        push(
-            "liveness.counter",
-            words,
-            meaning,
-            Class::wider(lb.counter.is_none()),
-        );
+        let class = match (la.counter, lb.counter) {
+            (Some(_), Some(_)) => Class::Changed,
+            _ => Class::wider(lb.counter.is_none()),
+        };
+        push("liveness.counter", words, meaning, class);
     }
     let status = |l: &closedloop_plant::Liveness| {
         format!(
