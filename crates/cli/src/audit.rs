@@ -7,7 +7,7 @@ use crate::journal_cmds;
 use anyhow::Result;
 use closedloop_engine::clock::rfc3339;
 use closedloop_journal::{AuditFilter, AuditRow, Break, VerifyReport};
-use closedloop_plant::Plant;
+use closedloop_plant::JournalView;
 use std::process::ExitCode;
 
 /// Rows read per page: a long trail is printed page by page, never held whole.
@@ -18,7 +18,7 @@ pub const DEFAULT_SINCE: &str = "24h";
 
 /// `closedloop audit PLANT [--since D|T] [--caller NAME]`: one line per command accepted since
 /// then, oldest first.
-pub async fn audit(plant: &Plant, since: &str, caller: Option<String>) -> Result<ExitCode> {
+pub async fn audit(plant: &JournalView, since: &str, caller: Option<String>) -> Result<ExitCode> {
     let since_ms = parse_since(since, now_ms()).map_err(|m| anyhow::anyhow!("--since: {m}"))?;
     let journal = journal_cmds::open(plant).await?;
     let mut filter = AuditFilter {
@@ -83,7 +83,7 @@ fn line(r: &AuditRow) -> String {
 /// `closedloop journal verify PLANT`: re-hashes the journal's events and checks its command rows
 /// against them; exit 0 when the chain is intact, 1 with the first broken link (or edited
 /// command row) named.
-pub async fn verify(plant: &Plant) -> Result<ExitCode> {
+pub async fn verify(plant: &JournalView) -> Result<ExitCode> {
     let journal = journal_cmds::open(plant).await?;
     let report = journal.verify().await?;
     journal.close().await;

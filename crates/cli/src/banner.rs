@@ -65,8 +65,12 @@ pub fn banner(engine: &Engine, plant_path: &str, endpoints: &[(String, String)])
         health.len(),
         online.len(),
         listed(", {} offline", &offline),
-        listed(", {} not answering yet", &unknown),
+        listed(", {} unknown", &unknown),
     );
+    if !unknown.is_empty() {
+        let means = closedloop_engine::UNKNOWN_MEANS;
+        out.push_str(&format!("closedloop: unknown: {means}\n"));
+    }
     let journal = closedloop_journal::shown_url(&plant.server.journal);
     out.push_str(&match engine.shared_instance() {
         Some((me, lease)) => format!(

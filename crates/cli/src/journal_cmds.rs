@@ -3,14 +3,14 @@
 
 use anyhow::{Result, bail};
 use closedloop_journal::{Journal, ListFilter};
-use closedloop_plant::Plant;
+use closedloop_plant::JournalView;
 use std::process::ExitCode;
 
 /// Opens the plant's journal to read it. These commands only read: the journal is opened
 /// read-only (nothing created or migrated), a journal that does not exist yet is refused, and so
 /// is an in-memory one, which only its serving process can see.
-pub(crate) async fn open(plant: &Plant) -> Result<Journal> {
-    open_url(&plant.server.journal, &plant.file.display().to_string()).await
+pub(crate) async fn open(plant: &JournalView) -> Result<Journal> {
+    open_url(&plant.journal, &plant.file.display().to_string()).await
 }
 
 /// Opens the journal at `url` to read it, as [`open`] does; `named_by` (the plant file, or the
@@ -40,7 +40,7 @@ fn sqlite_path(url: &str) -> Option<std::path::PathBuf> {
 
 /// Prints one line per command, newest first.
 pub async fn commands(
-    plant: &Plant,
+    plant: &JournalView,
     device: Option<String>,
     status: Option<String>,
     limit: u32,
@@ -80,7 +80,7 @@ pub async fn commands(
 }
 
 /// Prints a command's timeline with the milliseconds between steps.
-pub async fn trace(plant: &Plant, command_id: &str) -> Result<ExitCode> {
+pub async fn trace(plant: &JournalView, command_id: &str) -> Result<ExitCode> {
     let journal = open(plant).await?;
     let Some(row) = journal.get(command_id).await? else {
         eprintln!("no command has id {command_id:?}; `closedloop commands PLANT` lists them");

@@ -278,7 +278,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(diff::run(&old, &new, &opts))
         }
         Cmd::Report { plant, since } => {
-            let plant = load(&plant)?;
+            let plant = journal_view(&plant)?;
             runtime()?.block_on(report::run(&plant, &since))
         }
         Cmd::Serve {
@@ -323,7 +323,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             status,
             limit,
         } => {
-            let plant = load(&plant)?;
+            let plant = journal_view(&plant)?;
             runtime()?.block_on(journal_cmds::commands(&plant, device, status, limit))
         }
         Cmd::Sim(args) => runtime()?.block_on(sim::run(args)),
@@ -335,11 +335,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             result
         }
         Cmd::Journal(JournalCmd::Prune { plant, older_than }) => {
-            let plant = load(&plant)?;
+            let plant = journal_view(&plant)?;
             runtime()?.block_on(retention::prune(&plant, older_than))
         }
         Cmd::Journal(JournalCmd::Verify { plant }) => {
-            let plant = load(&plant)?;
+            let plant = journal_view(&plant)?;
             runtime()?.block_on(audit::verify(&plant))
         }
         Cmd::Audit {
@@ -347,11 +347,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             since,
             caller,
         } => {
-            let plant = load(&plant)?;
+            let plant = journal_view(&plant)?;
             runtime()?.block_on(audit::audit(&plant, &since, caller))
         }
         Cmd::Trace { plant, command_id } => {
-            let plant = load(&plant)?;
+            let plant = journal_view(&plant)?;
             runtime()?.block_on(journal_cmds::trace(&plant, &command_id))
         }
     }
@@ -396,6 +396,13 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
+}
+
+/// Reads what the journal commands need of a plant file (where the journal is, its retention,
+/// its rates and tools), never its drivers: `${env:…}` is resolved in those keys alone.
+fn journal_view(path: &std::path::Path) -> Result<closedloop_plant::JournalView> {
+    closedloop_plant::load_journal_view(path, &|k| std::env::var(k).ok())
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Loads a plant file, turning its errors into one message per line.

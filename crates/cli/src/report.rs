@@ -13,7 +13,7 @@ use crate::{audit, journal_cmds};
 use anyhow::Result;
 use closedloop_engine::clock::rfc3339;
 use closedloop_journal::AuditFilter;
-use closedloop_plant::Plant;
+use closedloop_plant::JournalView;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -40,7 +40,7 @@ const CONFUSED_MIN_CALLS: u32 = 4;
 
 /// `closedloop report PLANT --since D|T`: one row per action tool of the plant (never-called
 /// ones with zeros), then the calls of tools the plant no longer has and raw writes.
-pub async fn run(plant: &Plant, since: &str) -> Result<ExitCode> {
+pub async fn run(plant: &JournalView, since: &str) -> Result<ExitCode> {
     let since_ms =
         audit::parse_since(since, audit::now_ms()).map_err(|m| anyhow::anyhow!("--since: {m}"))?;
     let journal = journal_cmds::open(plant).await?;
@@ -85,18 +85,16 @@ struct Report {
 
 impl Report {
     /// A report with a zero row for every action tool of the plant.
-    fn of(plant: &Plant) -> Report {
+    fn of(plant: &JournalView) -> Report {
         let mut report = Report {
             rows: Vec::new(),
             plant_tools: 0,
             index: HashMap::new(),
         };
-        for (device, action) in plant.actions() {
-            let key = (device.id.clone(), action.name.clone());
+        for (device, action, tool) in &plant.tools {
+            let key = (device.clone(), action.clone());
             report.index.insert(key, report.rows.len());
-            report
-                .rows
-                .push((action.tool_name.clone(), Tally::default()));
+            report.rows.push((tool.clone(), Tally::default()));
         }
         report.plant_tools = report.rows.len();
         report

@@ -7,26 +7,16 @@
 
 use anyhow::{Result, bail};
 use closedloop_journal::Journal;
-use closedloop_plant::Plant;
+use closedloop_plant::JournalView;
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// How often `serve` prunes.
 const EVERY: Duration = Duration::from_secs(3600);
 
-/// The longest span any `max_rate` of the plant looks back over.
-fn rate_horizon(plant: &Plant) -> Duration {
-    let rates = plant.devices.iter().flat_map(|d| {
-        let actions = d.actions.iter().filter_map(|a| a.max_rate.as_ref());
-        d.max_rate.iter().chain(actions)
-    });
-    let longest = rates.map(|r| r.horizon_s()).fold(0.0, f64::max);
-    Duration::from_secs_f64(longest.max(0.0))
-}
-
 /// Wall-clock ms before which finished commands may go, keeping at least `keep`.
-fn cutoff_ms(plant: &Plant, keep: Duration, now_ms: i64) -> i64 {
-    let keep = keep.max(rate_horizon(plant));
+fn cutoff_ms(plant: &JournalView, keep: Duration, now_ms: i64) -> i64 {
+    let keep = keep.max(plant.rate_horizon);
     now_ms - keep.as_millis().min(i64::MAX as u128) as i64
 }
 
@@ -37,11 +27,11 @@ fn now_ms() -> i64 {
 }
 
 /// With `[server] retain`, prunes now and every hour for as long as the process runs.
-pub fn keep_pruned(plant: &Plant, journal: Journal) {
-    let Some(keep) = plant.server.retain else {
+pub fn keep_pruned(plant: &JournalView, journal: Journal) {
+    let Some(keep) = plant.retain else {
         return;
     };
-    let horizon = rate_horizon(plant);
+    let horizon = plant.rate_horizon;
     tokio::spawn(async move {
         let mut every = tokio::time::interval(EVERY);
         loop {
@@ -64,8 +54,8 @@ pub fn keep_pruned(plant: &Plant, journal: Journal) {
 
 /// `closedloop journal prune PLANT [--older-than D]`: deletes the finished commands older than
 /// D (default: the plant's `retain`) and says how many went.
-pub async fn prune(plant: &Plant, older_than: Option<String>) -> Result<ExitCode> {
-    let keep = match (older_than, plant.server.retain) {
+pub async fn prune(plant: &JournalView, older_than: Option<String>) -> Result<ExitCode> {
+    let keep = match (older_than, plant.retain) {
         (Some(text), _) => closedloop_plant::parse_retention(&text)
             .map_err(|m| anyhow::anyhow!("--older-than: {m}"))?,
         (None, Some(keep)) => keep,
@@ -74,7 +64,7 @@ pub async fn prune(plant: &Plant, older_than: Option<String>) -> Result<ExitCode
             plant.file.display()
         ),
     };
-    let url = &plant.server.journal;
+    let url = &plant.journal;
     if url.contains(":memory:") {
         bail!(
             "{}: the journal is {url}: nothing outlives its process to prune",
@@ -85,7 +75,7 @@ pub async fn prune(plant: &Plant, older_than: Option<String>) -> Result<ExitCode
     let cutoff = cutoff_ms(plant, keep, now_ms());
     let n = journal.prune(cutoff).await?;
     journal.close().await;
-    let horizon = rate_horizon(plant);
+    let horizon = plant.rate_horizon;
     let kept = if horizon > keep {
         format!(" (kept {} h for max_rate)", horizon.as_secs() / 3600)
     } else {
@@ -102,11 +92,13 @@ pub async fn prune(plant: &Plant, older_than: Option<String>) -> Result<ExitCode
 mod tests {
     use super::*;
 
-    fn plant(rate: &str) -> Plant {
+    fn plant(rate: &str) -> JournalView {
         let src = format!(
             "[[device]]\nid = \"lamp\"\ndescription = \"Lamp\"\ndriver = {{ kind = \"sim\", model = \"relay\" }}\n{rate}\n[device.signals]\non = {{ discrete_input = 0 }}\n"
         );
-        closedloop_plant::parse(&src, "p.toml", std::path::Path::new("/srv")).unwrap()
+        JournalView::of(
+            &closedloop_plant::parse(&src, "p.toml", std::path::Path::new("/srv")).unwrap(),
+        )
     }
 
     #[test]
@@ -118,11 +110,7 @@ mod tests {
         );
         // 48 a burst at one an hour looks back 48 hours: an hour's retention keeps them.
         let slow = plant("max_rate = \"1/h\"\nmax_burst = 48");
-        assert!(
-            rate_horizon(&slow) >= 47 * hour,
-            "{:?}",
-            rate_horizon(&slow)
-        );
+        assert!(slow.rate_horizon >= 47 * hour, "{:?}", slow.rate_horizon);
         assert!(cutoff_ms(&slow, hour, 1_000_000_000) <= 1_000_000_000 - 47 * 3_600_000);
     }
 }

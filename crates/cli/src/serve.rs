@@ -58,7 +58,7 @@ async fn start_engine_with(
     let drivers = closedloop_connect::build_drivers(&plant)
         .with_context(|| format!("{}", plant_path.display()))?;
     let links = drivers.open(&plant.devices)?;
-    crate::retention::keep_pruned(&plant, journal.clone());
+    crate::retention::keep_pruned(&closedloop_plant::JournalView::of(&plant), journal.clone());
     let instance = instance.unwrap_or_else(closedloop_engine::ownership::host_name);
     let engine = Arc::new(Engine::start_as(Arc::new(plant), journal, links, instance).await?);
     engine.keep_leases().await;
@@ -102,7 +102,10 @@ pub async fn serve(
     let traces = start_traces(&engine, &mut endpoints);
     crate::banner::print_when_settled(&engine, plant_path, endpoints);
     if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        eprint!("{}", terminal_hint(plant_path, &engine.plant().server.name));
+        let src = std::fs::read_to_string(plant_path).unwrap_or_default();
+        let vars = closedloop_plant::env_variables(&src);
+        let name = &engine.plant().server.name;
+        eprint!("{}", terminal_hint(plant_path, name, &vars));
     }
     let server = closedloop_mcp::Server::new(Arc::clone(&engine), "stdio");
     let running = server
@@ -151,7 +154,10 @@ async fn bind_metrics(
 
 /// What `serve` says when a person runs it at a terminal: stdin/stdout carry MCP's JSON-RPC,
 /// so typing at it does nothing useful. The server keeps serving all the same.
-pub fn terminal_hint(plant_path: &Path, name: &str) -> String {
+/// The configuration shown carries an `env` block naming every variable the plant reads
+/// (`vars`), since a client passes the server only those: values are left for the user to
+/// fill in, never copied from this shell, where they may be secrets.
+pub fn terminal_hint(plant_path: &Path, name: &str, vars: &[String]) -> String {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "closedloop".into());
@@ -160,17 +166,25 @@ pub fn terminal_hint(plant_path: &Path, name: &str) -> String {
         .display()
         .to_string();
     let json = |s: &str| serde_json::Value::from(s).to_string();
+    let env = match vars {
+        [] => String::new(),
+        _ => {
+            let each: Vec<String> = vars.iter().map(|v| format!("{}: \"…\"", json(v))).collect();
+            format!(", \"env\": {{ {} }}", each.join(", "))
+        }
+    };
     format!(
         "closedloop serve speaks MCP (JSON-RPC) on stdin and stdout: an MCP client starts it and \
          talks to it; typing here does nothing useful.\n\
          \x20 Claude Desktop (claude_desktop_config.json) or Cursor (.cursor/mcp.json):\n\
-         \x20   {{ \"mcpServers\": {{ {}: {{ \"command\": {}, \"args\": [\"serve\", {}] }} }} }}\n\
+         \x20   {{ \"mcpServers\": {{ {}: {{ \"command\": {}, \"args\": [\"serve\", {}]{} }} }} }}\n\
          \x20 Over HTTP instead: closedloop serve {} --http 127.0.0.1:8080  (then the URL http://127.0.0.1:8080/mcp)\n\
          \x20 To watch it work without a client: closedloop demo\n\
          Serving on stdio until the client closes it or Ctrl-C.\n",
         json(name),
         json(&exe),
         json(&plant),
+        env,
         shell_word(&plant),
     )
 }

@@ -142,3 +142,34 @@ fn audit_refuses_a_bad_since_and_neither_reads_a_journal_that_does_not_exist() {
         "a read created the journal"
     );
 }
+
+/// The journal readers need only the journal's location: a desk where the drivers' variables
+/// are unset, and a driver address that names nothing reachable, reads the journal all the same.
+#[tokio::test]
+async fn journal_readers_read_only_the_journal_location_not_drivers_or_their_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let plant = dir.path().join("plant.toml");
+    std::fs::write(&plant, PLANT).unwrap();
+    journal_three_calls(dir.path()).await;
+    let elsewhere = PLANT.replace(
+        r#"driver = { kind = "sim", model = "relay" }"#,
+        r#"driver = { kind = "modbus-tcp", address = "${env:CLOSEDLOOP_TEST_NEVER_SET}" }"#,
+    ) + "\n[[device]]\nid = \"far\"\ndriver = { kind = \"modbus-tcp\", address = \"x\" }\n";
+    std::fs::write(&plant, elsewhere).unwrap();
+    let (code, _, err) = run(&["check"], &plant, &[]);
+    assert_eq!(code, Some(1), "the full loader still refuses it: {err}");
+
+    let (code, out, err) = run(&["commands"], &plant, &[]);
+    assert_eq!((code, out.lines().count()), (Some(0), 3), "{out}{err}");
+    let id = out.lines().last().unwrap().split("  ").next().unwrap();
+    let (code, out, err) = run(&["trace"], &plant, &[id]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("completed"), "{out}");
+    for args in [&["audit"][..], &["report"], &["journal", "verify"]] {
+        let (code, out, err) = run(args, &plant, &[]);
+        assert_eq!(code, Some(0), "{args:?}: {out}{err}");
+    }
+    let (code, out, err) = run(&["journal", "prune"], &plant, &["--older-than", "1h"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.starts_with("pruned 0 finished command(s)"), "{out}");
+}

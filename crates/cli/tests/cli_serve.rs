@@ -73,12 +73,17 @@ fn lines_until(rx: &std::sync::mpsc::Receiver<String>, last: &str) -> Vec<String
     }
 }
 
-/// Task: `serve` at a terminal says what it is for, and goes on serving.
+/// Task: `serve` at a terminal says what it is for, and goes on serving; the client
+/// configuration it shows has the `env` block the plant's `${env:…}` needs.
 #[test]
 fn serve_at_a_terminal_explains_that_it_speaks_mcp_and_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let plant = dir.path().join("workshop.toml");
-    std::fs::write(&plant, include_str!("../../../examples/workshop.toml")).unwrap();
+    let text = include_str!("../../../examples/workshop.toml").replace(
+        "journal = \"sqlite://workshop.db\"",
+        "journal = \"sqlite://${env:WORKSHOP_DB}\"",
+    );
+    std::fs::write(&plant, text).unwrap();
     let plant = std::fs::canonicalize(&plant).unwrap();
     let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_closedloop")).unwrap();
     // util-linux `script` runs the command with a pty as its stdin, as a terminal would.
@@ -86,6 +91,7 @@ fn serve_at_a_terminal_explains_that_it_speaks_mcp_and_keeps_serving() {
         .args(["-q", "-f", "-e", "-c"])
         .arg(format!("{} serve {}", exe.display(), plant.display()))
         .arg("/dev/null")
+        .env("WORKSHOP_DB", "workshop.db")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -98,7 +104,7 @@ fn serve_at_a_terminal_explains_that_it_speaks_mcp_and_keeps_serving() {
         "closedloop serve speaks MCP (JSON-RPC) on stdin and stdout: an MCP client starts it and talks to it; typing here does nothing useful.".to_string(),
         "  Claude Desktop (claude_desktop_config.json) or Cursor (.cursor/mcp.json):".into(),
         format!(
-            "    {{ \"mcpServers\": {{ \"workshop\": {{ \"command\": \"{}\", \"args\": [\"serve\", \"{}\"] }} }} }}",
+            "    {{ \"mcpServers\": {{ \"workshop\": {{ \"command\": \"{}\", \"args\": [\"serve\", \"{}\"], \"env\": {{ \"WORKSHOP_DB\": \"…\" }} }} }} }}",
             exe.display(),
             plant.display()
         ),
@@ -120,6 +126,7 @@ fn serve_at_a_terminal_explains_that_it_speaks_mcp_and_keeps_serving() {
     let out = closedloop()
         .arg("serve")
         .arg(&plant)
+        .env("WORKSHOP_DB", "workshop.db")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();

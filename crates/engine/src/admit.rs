@@ -60,7 +60,7 @@ pub(crate) fn liveness_word(l: Liveness) -> &'static str {
     match l {
         Liveness::Online => "online",
         Liveness::Offline => "offline",
-        Liveness::Unknown => "not heard from yet",
+        Liveness::Unknown => "unknown (no answer since start)",
     }
 }
 

@@ -15,6 +15,7 @@ pub(crate) fn detail(
     owner: Option<&str>,
 ) -> Option<String> {
     let parts: Vec<String> = [
+        never_heard(snap.liveness, device),
         unreadable(snap),
         elsewhere(snap.liveness, device, here, owner),
     ]
@@ -22,6 +23,18 @@ pub(crate) fn detail(
     .flatten()
     .collect();
     (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// What `unknown` means, said where it is read: the one word the banner, the state and the
+/// refusals use for a device nothing has been heard from since the start.
+pub const UNKNOWN_MEANS: &str = "no answer since closedloop started (no reading, \
+    heartbeat or status message); a retained MQTT message is not a sign of life";
+
+/// "lamp is unknown: no answer since closedloop started …".
+fn never_heard(liveness: Liveness, device: &str) -> Option<String> {
+    (liveness == Liveness::Unknown).then(|| {
+        format!("{device} is unknown: {UNKNOWN_MEANS}. Its values, if any, are not current.")
+    })
 }
 
 /// "contact cannot be read (discrete_input:9 answered exception 2 (Illegal Data Address))."
@@ -92,5 +105,21 @@ mod tests {
         assert_eq!(detail(&offline(), "lamp", "a", None), None);
         let online = Snapshot::with_liveness(Liveness::Online);
         assert_eq!(detail(&online, "lamp", "b", Some("a")), None);
+    }
+
+    /// One word for "never heard": the state says what `unknown` means, with the same words
+    /// as the banner, so a retained message is not taken for a device that answers.
+    #[test]
+    fn an_unknown_device_s_state_says_no_answer_since_start_and_that_retained_is_not_life() {
+        let unknown = Snapshot::with_liveness(Liveness::Unknown);
+        let text = detail(&unknown, "relay1", "a", None).unwrap();
+        assert!(
+            text.starts_with("relay1 is unknown: no answer since closedloop started"),
+            "{text}"
+        );
+        assert!(
+            text.contains("a retained MQTT message is not a sign of life"),
+            "{text}"
+        );
     }
 }

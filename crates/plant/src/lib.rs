@@ -36,6 +36,7 @@ mod error;
 mod expr;
 mod expr_words;
 mod interned;
+mod journal_view;
 pub mod limits;
 pub mod lint;
 mod literal;
@@ -57,6 +58,7 @@ pub use cells::{Cell, Cells};
 pub use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{PlantError, PlantErrors};
 pub use expr::{EvalError, Expr, Scope};
+pub use journal_view::{JournalView, load_journal_view};
 pub use limits::Limit;
 pub use params::{ParamError, ParamProblem, ParamSpec, ParamType, ParamValue, Params};
 pub use plant::{
@@ -124,6 +126,22 @@ pub fn parse_with_env(
 #[doc(hidden)]
 pub fn parse_toml_in_pieces(src: &str) -> Result<toml::Table, toml::de::Error> {
     validate::document::parse(src)
+}
+
+/// The variables the plant file's `${env:NAME}` references name, each once, in file order.
+/// An MCP client passes a server only the variables of its config's `env` block, so a
+/// configuration shown for this plant must list these. Empty when the file does not parse.
+pub fn env_variables(src: &str) -> Vec<String> {
+    let Ok(mut doc) = validate::document::parse(src) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    for m in env::substitute(&mut doc, &|_| None) {
+        if !names.contains(&m.var) {
+            names.push(m.var);
+        }
+    }
+    names
 }
 
 /// Parses a retention as `[server] retain` takes it (`"30d"`, `"12h"`, at least one hour), for

@@ -79,8 +79,8 @@ pub(crate) async fn open(arg: &str) -> Result<Journal> {
     if is_url {
         return crate::journal_cmds::open_url(arg, arg).await;
     }
-    let plant = closedloop_plant::load(std::path::Path::new(arg)).map_err(|e| {
-        anyhow::anyhow!("--journal {arg}: neither a journal URL (sqlite://…, postgres://…) nor a plant file that loads:\n{e}")
+    let plant = crate::journal_view(std::path::Path::new(arg)).map_err(|e| {
+        anyhow::anyhow!("--journal {arg}: neither a journal URL (sqlite://…, postgres://…) nor a plant file that names one:\n{e}")
     })?;
     crate::journal_cmds::open(&plant).await
 }

@@ -56,7 +56,7 @@ pub(super) fn row(action: &str, status: &str, code: Option<&str>, took_ms: i64) 
 #[test]
 fn every_tool_gets_a_row_and_a_misread_one_is_named() {
     let plant = closedloop_plant::parse(PLANT, "plant.toml", std::path::Path::new("/tmp")).unwrap();
-    let mut report = Report::of(&plant);
+    let mut report = Report::of(&closedloop_plant::JournalView::of(&plant));
     for r in [
         row("switch", "completed", None, 20),
         row("switch", "completed", None, 40),

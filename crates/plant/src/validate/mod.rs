@@ -20,6 +20,7 @@ mod signal;
 mod sim;
 mod types;
 mod unset;
+pub(crate) use unset::message as unset_message;
 mod write;
 
 use crate::action::Action;

@@ -200,7 +200,8 @@ fn an_unset_variable_in_an_alarm_is_reported_before_a_missing_device_would_be() 
         problems(src),
         [
             "- alarm[0].when: the environment variable UNSET is not set; set it before starting \
-             closedloop, or write the value in the file",
+             closedloop (an MCP client passes only the variables in its config's \"env\" \
+             block: add \"UNSET\": \"…\" there), or write the value in the file",
             "- alarm[0].blocks: an alarm blocks devices: write blocks = [\"<device id>\", …]",
         ]
     );
@@ -216,7 +217,8 @@ fn a_key_muted_by_a_later_device_of_the_same_id_is_silent_in_an_earlier_one() {
         problems(&src),
         [
             "a poll_ms: the environment variable P is not set; set it before starting \
-             closedloop, or write the value in the file",
+             closedloop (an MCP client passes only the variables in its config's \"env\" \
+             block: add \"P\": \"…\" there), or write the value in the file",
             "a id: the device id \"a\" is used twice; give each device its own id",
         ]
     );

@@ -9,11 +9,14 @@
 use crate::env::{self, Missing, Seg};
 use crate::error::{Section, Sink};
 
-/// What a variable's message says.
-fn message(var: &str) -> String {
+/// What a variable's message says. An MCP client starts `closedloop serve` with a reduced
+/// environment (only what its config's `env` block names), so a variable set in the user's shell
+/// is often unset there: the message names that block as the fix.
+pub(crate) fn message(var: &str) -> String {
     format!(
-        "the environment variable {var} is not set; set it before starting closedloop, or write \
-         the value in the file"
+        "the environment variable {var} is not set; set it before starting closedloop (an MCP \
+         client passes only the variables in its config's \"env\" block: add \"{var}\": \"…\" \
+         there), or write the value in the file"
     )
 }
 
