@@ -44,10 +44,14 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Validate a plant file exactly as `serve` would and print the tools it generates.
+    /// Validate a plant file exactly as `serve` would and print a summary (devices, tools,
+    /// warnings) and the verdict; `--tools` prints every tool's description and schema.
     Check {
         /// The plant file (TOML).
         plant: PathBuf,
+        /// Print every tool an agent will see, with its description and input schema.
+        #[arg(long)]
+        tools: bool,
         /// Also run `closedloop lint` on it (warnings only: the exit code stays the check's).
         #[arg(long)]
         lint: bool,
@@ -251,8 +255,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Cmd::Check { plant, lint } => {
-            let code = check::run(&plant);
+        Cmd::Check { plant, lint, tools } => {
+            let code = check::run(&plant, tools);
             if lint && code == ExitCode::SUCCESS {
                 lint::run(&plant, false, false);
             }

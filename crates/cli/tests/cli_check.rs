@@ -25,8 +25,18 @@ fn check_passes_on_every_example_plant_and_prints_the_tool_surface() {
         );
         assert!(stdout.contains("OK"), "{stdout}");
     }
+    // By default a summary, the verdict its last line; the schemas with --tools.
     let out = closedloop()
         .arg("check")
+        .arg(repo("examples/workshop.toml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().count() < 12, "{stdout}");
+    assert!(stdout.contains("slide_move_to") && !stdout.contains("\"maximum\""));
+    assert!(stdout.trim_end().ends_with("workshop.toml: OK"), "{stdout}");
+    let out = closedloop()
+        .args(["check", "--tools"])
         .arg(repo("examples/workshop.toml"))
         .output()
         .unwrap();

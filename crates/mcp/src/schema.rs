@@ -199,12 +199,12 @@ pub fn empty_input() -> Value {
 }
 
 /// Input schema of `confirm_command`.
-pub fn confirm_input() -> Value {
+pub fn confirm_input(default_wait_s: f64) -> Value {
     json!({
         "type": "object",
         "properties": {
             "confirmation_token": {"type": "string", "description": "The token a needs_confirmation result returned."},
-            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 2, "description": "Wait up to this many seconds for a final status (the plant's default_wait_s when absent)."}
+            "wait_s": closedloop_plant::wait_s_property(default_wait_s)
         },
         "required": ["confirmation_token"],
         "additionalProperties": false
@@ -212,14 +212,14 @@ pub fn confirm_input() -> Value {
 }
 
 /// Input schema of `run_action` (generic tool mode).
-pub fn run_action_input(devices: &[String]) -> Value {
+pub fn run_action_input(devices: &[String], default_wait_s: f64) -> Value {
     json!({
         "type": "object",
         "properties": {
             "device": {"type": "string", "enum": devices, "description": "A device id (describe_device lists its actions)."},
             "action": {"type": "string", "description": "An action name of that device."},
             "params": {"type": "object", "description": "The action's parameters, as describe_device's input_schema says."},
-            "wait_s": {"type": "number", "minimum": 0, "maximum": 10, "default": 2, "description": "Wait up to this many seconds for a final status (the plant's default_wait_s when absent)."},
+            "wait_s": closedloop_plant::wait_s_property(default_wait_s),
             "idempotency_key": {"type": "string"},
             "confirmation_token": {"type": "string"}
         },

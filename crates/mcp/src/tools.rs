@@ -53,7 +53,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
                         .entry(serde_json::to_string(&input).unwrap_or_default())
                         .or_insert_with(|| Arc::new(input)),
                 );
-                action_tool(device, action, input, &result)
+                action_tool(device, action, input, &result, plant.server.default_wait_s)
             })
             .collect(),
         ToolMode::Generic => generic_tools(plant, &result),
@@ -66,7 +66,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
     if has_dead_man(plant) {
         tools.push(keep_alive_tool());
     }
-    tools.extend(fixed_tools());
+    tools.extend(fixed_tools(plant.server.default_wait_s));
     tools
 }
 
@@ -74,8 +74,7 @@ pub fn build(plant: &Plant) -> Vec<Tool> {
 /// with the plant's default `wait_s` and, for a `confirm = true` action, the
 /// `confirmation_token`.
 fn action_input(plant: &Plant, action: &Action) -> JsonObject {
-    let mut schema = action.input_schema();
-    schema["properties"]["wait_s"]["default"] = json!(plant.server.default_wait_s);
+    let mut schema = action.input_schema(plant.server.default_wait_s);
     if action.confirm
         && let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
     {
@@ -96,10 +95,11 @@ fn action_tool(
     action: &Action,
     input: Arc<JsonObject>,
     result: &Arc<JsonObject>,
+    default_wait_s: f64,
 ) -> Tool {
     let mut t = Tool::new(
         action.tool_name.clone(),
-        action.tool_description(device),
+        action.tool_description(device, default_wait_s),
         input,
     )
     .with_title(format!("{} {}", device.id, action.name))
@@ -114,8 +114,11 @@ fn generic_tools(plant: &Plant, result: &Arc<JsonObject>) -> Vec<Tool> {
     let ids: Vec<String> = plant.devices.iter().map(|d| d.id.clone()).collect();
     let mut run = Tool::new(
         "run_action",
-        "Run one action of one device (describe_device lists them with their parameters). It returns status \"accepted\" and a command_id at once; that is not completion. Call get_command_status with the command_id (or pass wait_s) to learn whether the device confirmed it.",
-        object(schema::run_action_input(&ids)),
+        format!(
+            "Run one action of one device (describe_device lists them with their parameters). {}",
+            closedloop_plant::outcome_text(plant.server.default_wait_s)
+        ),
+        object(schema::run_action_input(&ids, plant.server.default_wait_s)),
     )
     .with_raw_output_schema(Arc::clone(result));
     run.annotations = annotations(false, true, false);
@@ -165,7 +168,7 @@ fn keep_alive_tool() -> Tool {
 
 /// The [`FIXED_TOOLS`], in that order: every one but `cancel_command` and `confirm_command`
 /// only reads.
-fn fixed_tools() -> Vec<Tool> {
+fn fixed_tools(default_wait_s: f64) -> Vec<Tool> {
     let fixed: [(&str, &str, Value, Value); 6] = [
         (
             "get_command_status",
@@ -204,7 +207,7 @@ fn fixed_tools() -> Vec<Tool> {
         (
             "confirm_command",
             "Run an action that needed a person's confirmation, after the user agreed: pass the confirmation_token of its needs_confirmation result. Each token runs the action once, with exactly the arguments it was issued for, before it expires.",
-            schema::confirm_input(),
+            schema::confirm_input(default_wait_s),
             schema::result_object(),
         ),
     ];

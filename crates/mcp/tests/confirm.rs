@@ -244,14 +244,28 @@ async fn a_fast_action_completes_in_one_call_without_wait_s() {
     let (c, _sims, _engine) = start("").await;
     let r = call(&c, "lamp_switch", json!({"on": true})).await;
     assert_eq!(sc(&r)["status"], "completed", "{:?}", r.structured_content);
-    // default_wait_s = 0: the call returns at once, accepted.
+    // The description says what the call just did: it waited for the device.
+    let tools = c.list_all_tools().await.unwrap();
+    let lamp = tools.iter().find(|t| t.name == "lamp_switch").unwrap();
+    let said = lamp.description.as_deref().unwrap_or_default();
+    assert!(
+        said.contains("It waits up to 2 s (wait_s, 0 to 10)"),
+        "{said}"
+    );
+    assert!(!said.contains("at once"), "{said}");
+    // default_wait_s = 0: the call returns at once, accepted, and the description says so.
     let (c, _sims, _engine) = start("default_wait_s = 0").await;
     let r = call(&c, "lamp_switch", json!({"on": true})).await;
     assert_eq!(sc(&r)["status"], "accepted", "{:?}", r.structured_content);
     let tools = c.list_all_tools().await.unwrap();
     let lamp = tools.iter().find(|t| t.name == "lamp_switch").unwrap();
     assert_eq!(
-        lamp.input_schema["properties"]["wait_s"]["default"],
-        json!(0.0)
+        lamp.input_schema["properties"]["wait_s"]["default"].as_f64(),
+        Some(0.0)
+    );
+    let said = lamp.description.as_deref().unwrap_or_default();
+    assert!(
+        said.contains("\"accepted\" and a command_id at once"),
+        "{said}"
     );
 }

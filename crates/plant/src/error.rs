@@ -196,6 +196,8 @@ pub(crate) fn join(prefix: &str, rest: &str) -> String {
     match (prefix.is_empty(), rest.is_empty()) {
         (true, _) => rest.to_string(),
         (_, true) => prefix.to_string(),
+        // An index follows its list directly: `gateways[0]`, never `gateways.[0]`.
+        _ if rest.starts_with('[') => format!("{prefix}{rest}"),
         _ => format!("{prefix}.{rest}"),
     }
 }

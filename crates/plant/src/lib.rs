@@ -66,7 +66,7 @@ pub use plant::{
     Secret, Server, Signal, SimCan, Source, Token, TokenScope, ToolMode, WhenOffline,
 };
 pub use rate::RateLimit;
-pub use schema::{MAX_TOOL_NAME, render_surface};
+pub use schema::{MAX_TOOL_NAME, outcome_text, render_surface, wait_s_property};
 pub use template::Template;
 
 use std::path::Path;

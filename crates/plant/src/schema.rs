@@ -13,23 +13,55 @@ use std::fmt::Write as _;
 /// Longest tool name many MCP clients accept (`^[a-zA-Z0-9_-]{1,64}$`).
 pub const MAX_TOOL_NAME: usize = 64;
 
+/// What an action call answers, said from the plant's `[server] default_wait_s` (the wait when
+/// a call passes no `wait_s`): a text written once for the default of 2 s told plants set to 0
+/// that a call waits, and plants left at 2 that it answers at once.
+pub fn outcome_text(default_wait_s: f64) -> String {
+    let max = crate::limits::DEFAULT_WAIT_S.max;
+    if default_wait_s <= 0.0 {
+        return format!(
+            "It returns status \"accepted\" and a command_id at once (pass wait_s, up to {max} s, \
+             to wait for the outcome); accepted is not completion. Call get_command_status with \
+             the command_id to learn whether the device confirmed it."
+        );
+    }
+    format!(
+        "It waits up to {default_wait_s} s (wait_s, 0 to {max}) for the device to confirm and \
+         returns the status it reached: \"accepted\" or \"running\" with a command_id is not \
+         completion; then call get_command_status with the command_id to learn whether the \
+         device confirmed it."
+    )
+}
+
+/// The `wait_s` property of a tool's input that acts (an action, `run_action`,
+/// `confirm_command`), its default the plant's.
+pub fn wait_s_property(default_wait_s: f64) -> Value {
+    // Whole seconds as integers, as a client's form shows them: 2, not 2.0.
+    let number = |x: f64| match x.fract() == 0.0 {
+        true => json!(x as i64),
+        false => json!(x),
+    };
+    let max = crate::limits::DEFAULT_WAIT_S.max;
+    json!({
+        "type": "number", "minimum": 0, "maximum": number(max), "default": number(default_wait_s),
+        "description": format!(
+            "Wait up to this many seconds (default {default_wait_s}) for a final status before \
+             returning: a fast action completes in one call, a slow one returns accepted or \
+             running (0: return at once)."
+        )
+    })
+}
+
 impl Action {
     /// The JSON Schema of the tool's input: every param (required) but those asked of a
-    /// person (`ask`), plus optional `wait_s` and `idempotency_key`; nothing else is accepted.
-    pub fn input_schema(&self) -> Value {
+    /// person (`ask`), plus optional `wait_s` (defaulting to the plant's `default_wait_s`) and
+    /// `idempotency_key`; nothing else is accepted.
+    pub fn input_schema(&self, default_wait_s: f64) -> Value {
         let mut props = Map::new();
         for p in self.params.iter().filter(|p| p.ask.is_none()) {
             props.insert(p.name.clone(), Value::Object(p.json_schema()));
         }
-        props.insert(
-            "wait_s".into(),
-            json!({
-                "type": "number", "minimum": 0, "maximum": 10, "default": 2,
-                "description": "Wait up to this many seconds for a final status before returning: \
-                                a fast action completes in one call, a slow one returns accepted \
-                                (0: return at once)."
-            }),
-        );
+        props.insert("wait_s".into(), wait_s_property(default_wait_s));
         props.insert(
             "idempotency_key".into(),
             json!({
@@ -54,8 +86,9 @@ impl Action {
     }
 
     /// The tool description: the plant file's business text, the device, and how to learn the
-    /// outcome (accepted is not done), plus what cannot be confirmed for this action.
-    pub fn tool_description(&self, device: &Device) -> String {
+    /// outcome (accepted is not done) as the plant's `default_wait_s` makes it, plus what cannot
+    /// be confirmed for this action.
+    pub fn tool_description(&self, device: &Device, default_wait_s: f64) -> String {
         let mut d = self.description.trim().to_string();
         if !d.is_empty() && !d.ends_with(['.', '!', '?']) {
             d.push('.');
@@ -66,11 +99,8 @@ impl Action {
                 d.push('.');
             }
         }
-        d.push_str(
-            " It returns status \"accepted\" and a command_id at once; that is not completion. \
-             Call get_command_status with the command_id (or pass wait_s) to learn whether the \
-             device confirmed it.",
-        );
+        d.push(' ');
+        d.push_str(&outcome_text(default_wait_s));
         match self.verification {
             Verification::Feedback => {}
             Verification::Readback => d.push_str(
@@ -175,7 +205,10 @@ pub fn render_surface(plant: &Plant) -> String {
             }
         }
     }
-    let mut schema = LastSchema::default();
+    let mut schema = LastSchema {
+        wait_s: plant.server.default_wait_s,
+        ..LastSchema::default()
+    };
     for device in &plant.devices {
         let blocked_by = blocked_by
             .get(device.id.as_str())
@@ -242,7 +275,8 @@ fn render_action(
     if !envelope.is_empty() {
         let _ = writeln!(out, "    envelope: {}", envelope.join(", "));
     }
-    let _ = writeln!(out, "    {}", action.tool_description(device));
+    let description = action.tool_description(device, schema.wait_s);
+    let _ = writeln!(out, "    {description}");
     out.push_str(schema.of(action));
 }
 
@@ -259,6 +293,8 @@ fn same_params(a: &[crate::ParamSpec], b: &[crate::ParamSpec]) -> bool {
 /// (building and pretty-printing a JSON value per action was a tenth of `check` of 8,000 relays).
 #[derive(Default)]
 struct LastSchema {
+    /// The plant's `default_wait_s`, the same for every action.
+    wait_s: f64,
     params: Option<Vec<crate::ParamSpec>>,
     text: String,
 }
@@ -270,7 +306,8 @@ impl LastSchema {
             .as_deref()
             .is_some_and(|p| same_params(p, &action.params))
         {
-            let pretty = serde_json::to_string_pretty(&action.input_schema()).unwrap_or_default();
+            let pretty =
+                serde_json::to_string_pretty(&action.input_schema(self.wait_s)).unwrap_or_default();
             self.text.clear();
             for line in pretty.lines() {
                 let _ = writeln!(self.text, "    {line}");

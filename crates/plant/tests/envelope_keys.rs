@@ -61,10 +61,10 @@ fn task_required_is_said_in_the_tool_description_and_a_bad_value_names_the_choic
     assert_eq!(switch.task, closedloop_plant::TaskSupport::Required);
     assert!(
         switch
-            .tool_description(lamp)
+            .tool_description(lamp, 2.0)
             .ends_with("It runs as an MCP task: only a client that follows tasks (the io.modelcontextprotocol/tasks extension) can call it."),
         "{}",
-        switch.tool_description(lamp)
+        switch.tool_description(lamp, 2.0)
     );
     let default = load(BASE);
     let switch = default.device("lamp").unwrap().action("switch").unwrap();

@@ -289,7 +289,7 @@ fn the_surface_shows_each_tools_own_schema_when_neighbours_share_or_differ() {
     assert_eq!(listed.len(), 7, "{text}");
     for device in &plant.devices {
         for action in &device.actions {
-            let own = serde_json::to_string_pretty(&action.input_schema()).unwrap();
+            let own = serde_json::to_string_pretty(&action.input_schema(2.0)).unwrap();
             let (_, shown) = listed.iter().find(|(n, _)| *n == action.tool_name).unwrap();
             let indented: String = own.lines().map(|l| format!("    {l}\n")).collect();
             assert!(shown.contains(&indented), "{}: {shown}", action.tool_name);

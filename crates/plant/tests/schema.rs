@@ -17,10 +17,10 @@ fn move_to_input_schema_matches_the_golden_file() {
     let golden: serde_json::Value =
         serde_json::from_str(include_str!("golden/slide_move_to.schema.json")).unwrap();
     assert_eq!(
-        action.input_schema(),
+        action.input_schema(2.0),
         golden,
         "{}",
-        serde_json::to_string_pretty(&action.input_schema()).unwrap()
+        serde_json::to_string_pretty(&action.input_schema(2.0)).unwrap()
     );
 }
 
@@ -32,7 +32,7 @@ fn switch_schema_carries_param_descriptions() {
         .unwrap()
         .action("switch")
         .unwrap()
-        .input_schema();
+        .input_schema(2.0);
     assert_eq!(
         schema["properties"]["on"],
         json!({"type": "boolean", "description": "true to switch on"})
@@ -43,7 +43,7 @@ fn switch_schema_carries_param_descriptions() {
         .unwrap()
         .action("close")
         .unwrap()
-        .input_schema();
+        .input_schema(2.0);
     assert_eq!(close["required"], json!([]));
     assert_eq!(close["additionalProperties"], json!(false));
 }
@@ -52,16 +52,46 @@ fn switch_schema_carries_param_descriptions() {
 fn descriptions_say_accepted_is_not_done() {
     let plant = plant();
     let (device, action) = plant.tool("slide_move_to").unwrap();
-    let d = action.tool_description(device);
+    let d = action.tool_description(device, 2.0);
     assert!(
         d.starts_with("Move the slide to an absolute position. Device slide: Linear slide"),
         "{d}"
     );
-    assert!(
-        d.contains("\"accepted\" and a command_id at once; that is not completion"),
-        "{d}"
-    );
+    assert!(d.contains("\"accepted\" or \"running\" with a command_id is not completion"));
     assert!(d.contains("get_command_status"), "{d}");
+}
+
+/// The description and the schema say what the plant's `default_wait_s` makes a call do: a
+/// text written for one default lied under another.
+#[test]
+fn descriptions_and_schemas_follow_the_plants_default_wait() {
+    for (wait, says) in [
+        (
+            0.0,
+            "It returns status \"accepted\" and a command_id at once",
+        ),
+        (
+            0.5,
+            "It waits up to 0.5 s (wait_s, 0 to 10) for the device to confirm",
+        ),
+        (
+            2.0,
+            "It waits up to 2 s (wait_s, 0 to 10) for the device to confirm",
+        ),
+    ] {
+        let src = WORKSHOP.replacen("[server]", &format!("[server]\ndefault_wait_s = {wait}"), 1);
+        let plant = parse(&src, "workshop.toml", Path::new("/srv")).unwrap();
+        let (device, action) = plant.tool("slide_move_to").unwrap();
+        let d = action.tool_description(device, plant.server.default_wait_s);
+        assert!(d.contains(says), "{wait}: {d}");
+        assert_eq!(d.contains("at once"), wait == 0.0, "{d}");
+        let schema = action.input_schema(plant.server.default_wait_s);
+        assert_eq!(
+            schema["properties"]["wait_s"]["default"].as_f64(),
+            Some(wait),
+            "{schema}"
+        );
+    }
 }
 
 #[test]
@@ -112,10 +142,10 @@ fn an_asked_param_is_left_out_of_the_input_schema_and_named_in_the_description()
     );
     let plant = parse(&src, "workshop.toml", Path::new("/srv")).unwrap();
     let (device, action) = plant.tool("lamp_switch").unwrap();
-    let schema = action.input_schema();
+    let schema = action.input_schema(2.0);
     assert!(schema["properties"].get("on").is_none(), "{schema}");
     assert_eq!(schema["required"], json!([]));
-    let description = action.tool_description(device);
+    let description = action.tool_description(device, 2.0);
     assert!(
         description.contains("It asks the person for on itself; do not pass or invent it."),
         "{description}"
@@ -149,7 +179,7 @@ fn a_checklist_is_named_in_the_description_and_needs_confirm() {
         action.checklist,
         ["the lamp is wired", "nobody is on the ladder"]
     );
-    let description = action.tool_description(device);
+    let description = action.tool_description(device, 2.0);
     assert!(
         description.contains(
             "Before confirming, the person checks: the lamp is wired; nobody is on the ladder."

@@ -1,6 +1,6 @@
 //! `closedloop check PLANT`: the loader's validation, the drivers built as `serve` builds them,
 //! the simulator's register maps and the deadlines a push device may not report within
-//! (`deadlines`); then the tool surface.
+//! (`deadlines`); then a summary (`summary`), or with `--tools` the whole tool surface.
 //!
 //! Errors go to stderr and exit 1; warnings (`warning: ...`, such as an address that looks
 //! 1-based) go to stderr too but leave the exit code at 0.
@@ -8,13 +8,15 @@
 mod confirmers;
 mod deadlines;
 pub mod sim_map;
+mod summary;
 
 use sim_map::{Finding, Severity};
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Runs the check and prints its verdict.
-pub fn run(path: &Path) -> ExitCode {
+/// Runs the check and prints its verdict after a summary of the plant, or, with `tools`,
+/// after every tool's description and input schema.
+pub fn run(path: &Path, tools: bool) -> ExitCode {
     let plant = match closedloop_plant::load(path) {
         Ok(plant) => plant,
         Err(errors) => {
@@ -36,7 +38,10 @@ pub fn run(path: &Path) -> ExitCode {
     if findings.iter().any(|f| f.severity == Severity::Error) {
         return ExitCode::from(1);
     }
-    print!("{}", closedloop_plant::render_surface(&plant));
+    match tools {
+        true => print!("{}", closedloop_plant::render_surface(&plant)),
+        false => print!("{}", summary::summary(&plant, &label, findings.len())),
+    }
     println!("{}: OK", path.display());
     // The process ends after this: handing a hall's plant back to the allocator piece by piece
     // would only spend time (a twentieth of `check` of 8,000 relays); the exit returns it whole.

@@ -56,6 +56,7 @@ impl Server {
             return Ok(unknown_device(&self.engine, &id));
         };
         let liveness = self.engine.device_state(&id).map(|s| s.liveness);
+        let wait_s = self.engine.plant().server.default_wait_s;
         let v = json!({
             "device": device.id,
             "description": device.description,
@@ -63,8 +64,8 @@ impl Server {
             "signals": device.signals.iter().map(|s| json!({"name": s.name, "source": s.source.describe(), "unit": s.unit})).collect::<Vec<_>>(),
             "actions": device.actions.iter().map(|a| json!({
                 "name": a.name,
-                "description": a.tool_description(device),
-                "input_schema": a.input_schema(),
+                "description": a.tool_description(device, wait_s),
+                "input_schema": a.input_schema(wait_s),
                 "verification": a.verification.as_str(),
                 "idempotent": a.idempotent,
                 "destructive": a.destructive,

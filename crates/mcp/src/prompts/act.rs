@@ -38,13 +38,14 @@ impl Server {
                 };
             }
         }
+        let wait_s = self.engine.plant().server.default_wait_s;
         let _ = writeln!(
             t,
-            "Optional: wait_s (0–10 s, default 0: answer at once) and idempotency_key (the same \
-             key with the same arguments returns the same command instead of acting twice — use \
-             one, so that repeating a call whose answer was lost is harmless).\n\
+            "Optional: wait_s (0–10 s, default {wait_s}; 0 answers at once) and idempotency_key \
+             (the same key with the same arguments returns the same command instead of acting \
+             twice — use one, so that repeating a call whose answer was lost is harmless).\n\
              JSON Schema of the arguments: {}\n",
-            action.input_schema()
+            action.input_schema(wait_s)
         );
         confirm_text(&mut t, device, action);
         if let Some(s) = &state {

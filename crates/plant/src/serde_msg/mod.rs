@@ -80,8 +80,10 @@ pub(crate) fn from_serde(
                 _ => None,
             };
             let found = Found::parse(written.as_deref().unwrap_or(found));
-            let msg = words::must_be(&subject(prefix, &path), &inner, found, expected);
-            (join(prefix, &path), msg)
+            let mut msg = words::must_be(&subject(prefix, &path), &inner, found, expected);
+            let key = join(prefix, &path);
+            msg.push_str(&misplaced(&key));
+            (key, msg)
         }
         Problem::Length { found, expected } => {
             let path = locate(piece, &inner, &|v| {
@@ -95,6 +97,21 @@ pub(crate) fn from_serde(
             let path = locate(piece, &inner, &|_| true);
             (join(prefix, &path), message.to_string())
         }
+    }
+}
+
+/// A device's own key written below its `[device.signals]` header, where TOML makes it a
+/// signal: says where it belongs ("; poll_ms is a key of the device: …").
+fn misplaced(path: &str) -> String {
+    let key = path
+        .strip_prefix("signals.")
+        .map(|k| k.split(['.', '[']).next().unwrap_or(k));
+    match key {
+        Some(key) if crate::validate::device_key(key) => format!(
+            "; but {key} is a key of the device, not a signal: write it above the \
+             [device.signals] header (every key below that header is a signal)"
+        ),
+        _ => String::new(),
     }
 }
 

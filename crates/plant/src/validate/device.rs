@@ -52,7 +52,7 @@ impl Pending {
 const DEFAULT_POLL_MS: u64 = 100;
 
 /// Every key of a `[[device]]`, in the order an unknown key's message lists them.
-const DEVICE_KEYS: &[&str] = &[
+pub(crate) const DEVICE_KEYS: &[&str] = &[
     "id",
     "description",
     "driver",

@@ -21,6 +21,11 @@ mod sim;
 mod types;
 mod unset;
 pub(crate) use unset::message as unset_message;
+
+/// Whether `key` is one of a `[[device]]` table's own keys (not a signal or an action's).
+pub(crate) fn device_key(key: &str) -> bool {
+    device::DEVICE_KEYS.contains(&key) && !matches!(key, "signals" | "action")
+}
 mod write;
 
 use crate::action::Action;
