@@ -86,7 +86,8 @@ struct Gauges {
     latency: metrics::Histogram,
     /// `closedloop_journal_queue_depth`: writes handed over and not answered yet.
     depth: metrics::Gauge,
-    /// `closedloop_journal_batch_writes`: writes per transaction.
+    /// `closedloop_journal_batch_writes`: writes per transaction, a count (its buckets, 1 to
+    /// [`MAX_BATCH`], are set with the recorder: `closedloop_mcp::metrics`).
     batch: metrics::Histogram,
 }
 

@@ -21,17 +21,18 @@
 //! - `closedloop_http_connections`, `closedloop_http_connections_refused_total{reason}`,
 //!   `closedloop_http_requests_in_flight`, `closedloop_http_responses_total{status}`,
 //!   `closedloop_http_auth_failures_total{outcome}`, `closedloop_http_share_spent_total`.
+//!
+//! Every family has its `# HELP` line and unit, and every histogram buckets that fit what it
+//! measures: seconds for durations, counts for `closedloop_journal_batch_writes`
+//! ([`families`]).
+
+mod families;
 
 use closedloop_engine::Engine;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use families::{FAMILIES, Kind};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
 use std::time::Duration;
-
-/// Buckets of every duration histogram, in seconds: from a fast read to a slow move.
-const BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-    60.0,
-];
 
 static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -42,22 +43,34 @@ const UPKEEP: Duration = Duration::from_secs(1);
 /// installed first (a program embedding closedloop with metrics of its own).
 pub fn install() -> Option<&'static PrometheusHandle> {
     RECORDER
-        .get_or_init(|| {
-            let builder = PrometheusBuilder::new()
-                .set_buckets(BUCKETS)
-                .expect("the buckets are not empty");
-            match builder.install_recorder() {
-                Ok(handle) => {
-                    fold_every(handle.clone(), UPKEEP);
-                    Some(handle)
-                }
-                Err(e) => {
-                    tracing::warn!("metrics: not recording, another recorder is installed: {e}");
-                    None
-                }
+        .get_or_init(|| match builder().install_recorder() {
+            Ok(handle) => {
+                families::describe();
+                fold_every(handle.clone(), UPKEEP);
+                Some(handle)
+            }
+            Err(e) => {
+                tracing::warn!("metrics: not recording, another recorder is installed: {e}");
+                None
             }
         })
         .as_ref()
+}
+
+/// The recorder's builder: each histogram with its own buckets (seconds unless said otherwise).
+fn builder() -> PrometheusBuilder {
+    let mut builder = PrometheusBuilder::new()
+        .set_buckets(families::SECONDS)
+        .expect("the buckets are not empty");
+    for f in FAMILIES {
+        if let Kind::Histogram(buckets) = f.kind {
+            let name = Matcher::Full(f.name.to_string());
+            builder = builder
+                .set_buckets_for_metric(name, buckets)
+                .expect("the buckets are not empty");
+        }
+    }
+    builder
 }
 
 /// Folds recorded histogram samples into their buckets every `period`, on a thread of its own.

@@ -9,6 +9,7 @@
 mod browser;
 mod common;
 
+use browser::{commands, reading};
 use closedloop_engine::{Engine, Status};
 use closedloop_mcp::Server;
 use closedloop_mcp::http::{self, HttpOptions};
@@ -19,7 +20,19 @@ use std::sync::Arc;
 const OPERATOR: &str = "operator-secret-9f1c";
 const VIEWER: &str = "viewer-secret-27ab";
 
-/// The lamp and a slide slow enough (20 mm/s) to be cancelled mid-travel; with tokens or not.
+/// A light on an MQTT broker that is not there: a device that pushes its values, never polled.
+const HALL_LIGHT: &str = r#"
+[[device]]
+id = "hall_light"
+description = "Hall light on an MQTT relay"
+driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:1", client_id = "closedloop-page-test" }
+liveness = { status_topic = "hall/light/status", max_silence_s = 1.5 }
+[device.signals]
+on = { topic = "hall/light/state", json = "/on", type = "bool" }
+"#;
+
+/// The lamp, a slide slow enough (20 mm/s) to be cancelled mid-travel and an MQTT light; with
+/// tokens or not.
 fn plant(with_tokens: bool) -> String {
     let tokens = format!(
         "[[server.token]]\nname = \"operator\"\nsha256 = \"{}\"\nscopes = [\"read\", \"actuate:lamp\", \"actuate:slide\"]\n\
@@ -28,7 +41,7 @@ fn plant(with_tokens: bool) -> String {
         common::sha256_hex(VIEWER)
     );
     format!(
-        "[server]\nname = \"floor\"\njournal = \"sqlite::memory:\"\n{}\n{}\n{}",
+        "[server]\nname = \"floor\"\njournal = \"sqlite::memory:\"\n{}\n{}\n{}\n{HALL_LIGHT}",
         if with_tokens { tokens.as_str() } else { "" },
         common::plants::LAMP,
         common::plants::slide_at(20.0)
@@ -131,7 +144,7 @@ async fn signing_in_gives_an_http_only_cookie_that_stands_for_the_token_on_the_p
             .text()
             .await
             .unwrap()
-            .contains("matches no [[server.token]]")
+            .contains("That access code is not known here")
     );
 
     // The viewer signs in: an HttpOnly, SameSite=Strict cookie for the whole site.
@@ -145,18 +158,14 @@ async fn signing_in_gives_an_http_only_cookie_that_stands_for_the_token_on_the_p
     assert!(!set.contains("Secure"), "plain HTTP: no Secure: {set}");
     let app = get("/", Some(&viewer)).await.unwrap().text().await.unwrap();
     assert!(app.contains("/page/app.js"), "{app}");
-    let state: Value = serde_json::from_str(
+    state_as_the_viewer(
         &get("/page/state", Some(&viewer))
             .await
             .unwrap()
             .text()
             .await
             .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(state["caller"], "viewer");
-    assert_eq!(state["devices"][0]["info"]["device"], "lamp");
-    assert_eq!(state["devices"][1]["may_cancel"], false);
+    );
 
     // The cookie is not a token for the MCP endpoint or the metrics.
     for path in ["/mcp", "/metrics"] {
@@ -164,27 +173,7 @@ async fn signing_in_gives_an_http_only_cookie_that_stands_for_the_token_on_the_p
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
     }
 
-    // Cancel: needs the page's header, and actuate on the device.
-    let id = submit(&base, "slide", "move_to", json!({"target_mm": 300.0})).await;
-    let cancel = |cookie: String, header: bool| {
-        let mut req = http
-            .post(format!("{base}/page/commands/{id}/cancel"))
-            .header("cookie", cookie);
-        if header {
-            req = req.header(http::ACTION_HEADER, "cancel");
-        }
-        req.send()
-    };
-    let r = cancel(viewer.clone(), true).await.unwrap();
-    assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    assert!(r.text().await.unwrap().contains("actuate:slide"));
-    let (operator, _) = cookie_of(&sign_in(&base, OPERATOR).await);
-    let r = cancel(operator.clone(), false).await.unwrap();
-    assert_eq!(r.status(), StatusCode::FORBIDDEN, "no header, no cancel");
-    let r = cancel(operator.clone(), true).await.unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let done: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
-    assert_eq!(done["status"], "cancelled", "{done}");
+    let operator = cancel_needs_the_header_and_actuate(&base, &viewer).await;
 
     // Signing out expires the cookie.
     let out = http
@@ -195,6 +184,47 @@ async fn signing_in_gives_an_http_only_cookie_that_stands_for_the_token_on_the_p
         .unwrap();
     assert_eq!(out.status(), StatusCode::SEE_OTHER);
     assert!(cookie_of(&out).1.contains("Max-Age=0"));
+}
+
+/// A cancel from the page needs its header and `actuate` on the device: the `viewer` cookie is
+/// refused, the operator's without the header too, with it the move ends cancelled. The
+/// operator's cookie.
+async fn cancel_needs_the_header_and_actuate(base: &str, viewer: &str) -> String {
+    let id = submit(base, "slide", "move_to", json!({"target_mm": 300.0})).await;
+    let cancel = |cookie: String, header: bool| {
+        let mut req = client()
+            .post(format!("{base}/page/commands/{id}/cancel"))
+            .header("cookie", cookie);
+        if header {
+            req = req.header(http::ACTION_HEADER, "cancel");
+        }
+        req.send()
+    };
+    let r = cancel(viewer.to_string(), true).await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(r.text().await.unwrap().contains("actuate:slide"));
+    let (operator, _) = cookie_of(&sign_in(base, OPERATOR).await);
+    let r = cancel(operator.clone(), false).await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "no header, no cancel");
+    let r = cancel(operator.clone(), true).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let done: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(done["status"], "cancelled", "{done}");
+    operator
+}
+
+/// `/page/state` as the viewer sees it: signed in by name, may cancel nothing; the slide polled
+/// every 20 ms, the MQTT light pushing its values.
+fn state_as_the_viewer(body: &str) {
+    let state: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(state["caller"], "viewer");
+    assert_eq!(state["local_user"], false);
+    assert_eq!(state["devices"][0]["info"]["device"], "lamp");
+    assert_eq!(state["devices"][1]["may_cancel"], false);
+    assert_eq!(state["devices"][1]["reporting"]["poll_ms"], 20);
+    let light = &state["devices"][2];
+    assert_eq!(light["reporting"]["kind"], "pushed", "{light}");
+    assert!(light["reporting"].get("poll_ms").is_none(), "{light}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,6 +243,7 @@ async fn without_tokens_a_loopback_browser_needs_no_sign_in() {
     assert_eq!(state.status(), StatusCode::OK);
     let state: Value = serde_json::from_str(&state.text().await.unwrap()).unwrap();
     assert_eq!(state["needs_sign_in"], false);
+    assert_eq!(state["local_user"], true);
     let events = http
         .get(format!("{base}/page/events"))
         .send()
@@ -228,18 +259,17 @@ async fn in_chromium_the_page_shows_devices_and_commands_live_and_cancels_a_move
     };
     let (base, engine, sims) = serve(true).await;
     let tmp = tempfile::tempdir().unwrap();
-    let driver = browser::Driver::start(
-        &bins.chromedriver,
-        &browser::artifacts().join("chromedriver.log"),
-    )
-    .await;
-    let failure = browser::artifacts().join("failure.png");
-    let s = driver
-        .session(&bins.chromium, &tmp.path().join("profile"), &failure)
-        .await;
-
+    let (driver, s) = browser::open(&bins, &tmp.path().join("profile")).await;
     s.viewport(1280, 800).await;
+    // The page's clock shows hour 15 or so: a 12-hour clock could not pass for a 24-hour one.
+    let (zone, hour) = reading::afternoon_zone();
+    s.time_zone(&zone).await;
     sign_in_through_the_form(&s, &base).await;
+    // A polled device shows its poll period; one that pushes its values, its allowed silence.
+    reading::reports(&s, "slide", "polled", "read every 20 ms").await;
+    let light = "offline after 1.5 s without a report, or when hall/light/status says";
+    reading::reports(&s, "hall_light", "pushed", light).await;
+    let when = (zone.as_str(), hour);
 
     // A switch that completes: its chart draws the reading that decided it before the verdict.
     let id = submit(&base, "lamp", "switch", json!({"on": true})).await;
@@ -248,7 +278,15 @@ async fn in_chromium_the_page_shows_devices_and_commands_live_and_cancels_a_move
         .await
         .unwrap();
     assert_eq!(done.status, Status::Completed, "{done:?}");
-    deciding_reading_charted_before_the_verdict(&s, &id, &done.evidence).await;
+    commands::deciding_reading_charted_before_the_verdict(&s, &id, &done.evidence).await;
+    let switched = [
+        "accepted",
+        "written to the device",
+        "device acknowledged",
+        "reading: contact yes",
+        "completed: read contact yes",
+    ];
+    reading::command_reads_for_people(&s, &id, when, &switched).await;
 
     // The lamp loses power: the page shows it offline without a reload.
     sims["lamp"].inject(closedloop_sim::FaultSpec::now(
@@ -260,13 +298,27 @@ async fn in_chromium_the_page_shows_devices_and_commands_live_and_cancels_a_move
 
     // A move started by an agent over MCP appears, and its timeline is charted.
     let id = submit(&base, "slide", "move_to", json!({"target_mm": 300.0})).await;
-    charted_while_running(&s, &id).await;
+    commands::charted_while_running(&s, &id).await;
     browser::screenshot(&s, "running.png", 1000).await;
 
-    cancelled_from_the_page(&s, &id).await;
-    let chart = "document.getElementById('chart').scrollIntoView({block: 'end'})";
-    s.run(chart, json!([])).await;
-    browser::screenshot(&s, "cancelled-chart.png", 1000).await;
+    commands::cancelled_from_the_page(&s, &id).await;
+    let moved = [
+        "written to the device",
+        "device acknowledged",
+        "more readings",
+        "moving yes, position ",
+        "cancel written to the device",
+        "cancelled: Cancelled on request",
+    ];
+    reading::command_reads_for_people(&s, &id, when, &moved).await;
+    for (part, png) in [
+        ("timeline", "cancelled-timeline.png"),
+        ("chart", "cancelled-chart.png"),
+    ] {
+        let show = "document.getElementById(arguments[0]).scrollIntoView({block: 'end'})";
+        s.run(show, json!([part])).await;
+        browser::screenshot(&s, png, 1000).await;
+    }
 
     // Ground truth: the engine says cancelled, and the simulated slide really stopped short.
     let result = engine.peek(&id).await.unwrap();
@@ -275,24 +327,47 @@ async fn in_chromium_the_page_shows_devices_and_commands_live_and_cancels_a_move
     assert_eq!(truth.moving, Some(false), "{truth:?}");
     assert!(truth.position_mm.is_some_and(|p| p < 300.0), "{truth:?}");
 
-    filtered(&s, &id).await;
+    commands::filtered(&s, &id).await;
 
-    let wide = browser::screenshot(&s, "cancelled-1280.png", 1000).await;
+    at_phone_width_then_as_the_local_user(&s).await;
+    s.end().await;
+    drop(driver);
+}
+
+/// The page at phone width fits without sideways scrolling; then, from a server without tokens,
+/// the header names the local user rather than a user called "http".
+async fn at_phone_width_then_as_the_local_user(s: &browser::Session) {
+    let wide = browser::screenshot(s, "cancelled-1280.png", 1000).await;
     s.viewport(390, 844).await;
     let fits = "const d = document.documentElement; \
                 return window.innerWidth < 500 && d.scrollWidth <= d.clientWidth";
     s.wait_until("no sideways scrolling at phone width", fits, json!([]))
         .await;
-    let narrow = browser::screenshot(&s, "phone.png", 300).await;
+    let narrow = browser::screenshot(s, "phone.png", 300).await;
     eprintln!("screenshots: {} {}", wide.display(), narrow.display());
-    s.end().await;
-    drop(driver);
+
+    let (local, _engine, _sims) = serve(false).await;
+    s.goto(&format!("{local}/")).await;
+    reading::who(s, "local user (no sign-in on this address)").await;
+    browser::screenshot(s, "local-user.png", 300).await;
 }
 
 /// Signs in at `/` through the form, as a person would, and waits for the live page.
 async fn sign_in_through_the_form(s: &browser::Session, base: &str) {
     s.goto(&format!("{base}/")).await;
     let token = s.wait_for("#token").await;
+    // Said to someone on the floor, who has an access code, not the plant file.
+    let help = "return document.getElementById('signin-help').textContent";
+    let help = s.run(help, json!([])).await;
+    let help = help.as_str().unwrap();
+    assert!(
+        help.contains("access code your administrator gave you"),
+        "{help}"
+    );
+    assert!(
+        !help.contains("server.token") && !help.contains("scope"),
+        "{help}"
+    );
     s.type_into(&token, OPERATOR).await;
     s.click_css("form[action='/signin'] button[type=submit]")
         .await;
@@ -301,140 +376,8 @@ async fn sign_in_through_the_form(s: &browser::Session, base: &str) {
     let cookie = s.run("return document.cookie", json!([])).await;
     let why = "the sign-in cookie is HttpOnly: scripts cannot read it";
     assert_eq!(cookie, json!(""), "{why}");
+    reading::who(s, "signed in as operator").await;
     let live = "return document.getElementById('link').dataset.state === 'live'";
     s.wait_until("the live feed connected", live, json!([]))
-        .await;
-}
-
-/// The script that answers the status the list shows for the command `arguments[0]`.
-const ROW_STATUS: &str =
-    "return document.querySelector(`tr[data-command-id='${arguments[0]}']`)?.dataset.status";
-
-/// Waits for the move `id` running in the list, opens it, and waits for its chart: position
-/// readings (several) and the device's acknowledgement.
-async fn charted_while_running(s: &browser::Session, id: &str) {
-    let running = format!("{ROW_STATUS} === 'running'");
-    s.wait_until("the move running in the list", &running, json!([id]))
-        .await;
-    s.click_css(&format!("tr[data-command-id='{id}'] button.show"))
-        .await;
-    let charted = "const d = document.getElementById('detail'); \
-                   return !d.hidden && d.dataset.commandId === arguments[0] \
-                     && !!d.querySelector(\"#chart svg polyline[data-series='position_mm']\") \
-                     && !!d.querySelector(\"#chart svg line[data-mark='device_ack']\")";
-    let what = "the move's chart with its readings and ack";
-    s.wait_until(what, charted, json!([id])).await;
-    let moved = "const p = document.querySelector(\"#chart polyline[data-series='position_mm']\"); \
-                 return p.getAttribute('points').split(' ').length >= 3";
-    s.wait_until("several position readings on the chart", moved, json!([]))
-        .await;
-}
-
-/// Opens the completed command `id` and checks its chart against the `evidence` that decided it:
-/// each criterion signal's last plotted value is the evidence's, and that reading's dot stands
-/// before the verdict's marker.
-async fn deciding_reading_charted_before_the_verdict(
-    s: &browser::Session,
-    id: &str,
-    evidence: &Value,
-) {
-    let completed = format!("{ROW_STATUS} === 'completed'");
-    s.wait_until("the switch completed in the list", &completed, json!([id]))
-        .await;
-    s.click_css(&format!("tr[data-command-id='{id}'] button.show"))
-        .await;
-    let verdict = "const d = document.getElementById('detail'); \
-                   return d.dataset.commandId === arguments[0] \
-                     && !!d.querySelector(\"#chart line[data-mark='completed']\")";
-    s.wait_until("the completed verdict on the chart", verdict, json!([id]))
-        .await;
-    let signals = evidence.as_object().expect("evidence");
-    assert!(!signals.is_empty(), "{evidence}");
-    for (name, reading) in signals {
-        let chart = "const [name] = arguments; \
-            const line = document.querySelector(`#chart polyline[data-series='${name}']`); \
-            const dots = [...document.querySelectorAll(`#chart circle[data-series='${name}']`)]; \
-            const mark = document.querySelector(\"#chart line[data-mark='completed']\"); \
-            return {last: line.dataset.last, at: dots[dots.length - 1].dataset.at, \
-                    dot: Number(dots[dots.length - 1].getAttribute('cx')), \
-                    verdict: Number(mark.getAttribute('x1'))};";
-        let drawn = s.run(chart, json!([name])).await;
-        assert_eq!(
-            drawn["last"],
-            reading["value"].to_string(),
-            "{name}: {drawn} vs {reading}"
-        );
-        let read_at = reading["at"].as_str().unwrap();
-        let drawn_at = drawn["at"].as_str().unwrap();
-        assert_eq!(
-            &drawn_at[..23],
-            &read_at[..23],
-            "{name}: drawn at its read time"
-        );
-        let (dot, verdict) = (
-            drawn["dot"].as_f64().unwrap(),
-            drawn["verdict"].as_f64().unwrap(),
-        );
-        assert!(
-            dot < verdict,
-            "{name}: the deciding reading ({dot}) is not before the verdict ({verdict})"
-        );
-    }
-    browser::screenshot(s, "completed-chart.png", 1000).await;
-}
-
-/// Cancels `id` from the keyboard — Tab from the status filter to its row's Cancel button,
-/// which shows its focus, then Enter — accepts the confirmation, and waits for `cancelled` in
-/// the list and as the chart's verdict.
-async fn cancelled_from_the_page(s: &browser::Session, id: &str) {
-    s.run("document.getElementById('f-status').focus()", json!([]))
-        .await;
-    let on_cancel = "const a = document.activeElement; \
-                     return a.matches('button.cancel') && a.dataset.commandId === arguments[0]";
-    for _ in 0..10 {
-        if s.run(on_cancel, json!([id])).await == json!(true) {
-            break;
-        }
-        s.press('\u{E004}').await;
-    }
-    let focus = "const a = document.activeElement; \
-                 return a.matches(':focus-visible') && getComputedStyle(a).outlineStyle !== 'none' \
-                   && a.dataset.commandId === arguments[0]";
-    let what = "the Cancel button reached with Tab, its focus visible";
-    s.wait_until(what, focus, json!([id])).await;
-    s.press('\u{E007}').await;
-    let asked = s.dialog_text().await;
-    assert!(asked.starts_with("Cancel slide move_to"), "{asked}");
-    s.accept_dialog().await;
-    let cancelled = format!("{ROW_STATUS} === 'cancelled'");
-    s.wait_until("the move cancelled in the list", &cancelled, json!([id]))
-        .await;
-    let verdict = "const d = document.getElementById('detail'); \
-                   return d.dataset.status === 'cancelled' \
-                     && !!d.querySelector(\"#chart line[data-mark='cancelled']\")";
-    s.wait_until("the cancelled verdict on the chart", verdict, json!([]))
-        .await;
-}
-
-/// The list's filters: each one that excludes the cancelled move `id` empties the list, the
-/// one that matches it brings it back.
-async fn filtered(s: &browser::Session, id: &str) {
-    let set = "const [id, value] = arguments; const f = document.getElementById(id); \
-               f.value = value; f.dispatchEvent(new Event('change'));";
-    let empty = "return !document.getElementById('commands-empty').hidden";
-    let shown = "return document.getElementById('commands-empty').hidden && \
-         document.querySelector(`tr[data-command-id='${arguments[0]}']`)?.dataset.status === 'cancelled'";
-    s.run(set, json!(["f-status", "running"])).await;
-    s.wait_until("no running command listed", empty, json!([]))
-        .await;
-    s.run(set, json!(["f-status", "cancelled"])).await;
-    s.wait_until("the cancelled move listed", shown, json!([id]))
-        .await;
-    s.run(set, json!(["f-device", "lamp"])).await;
-    s.wait_until("no cancelled lamp command listed", empty, json!([]))
-        .await;
-    s.run(set, json!(["f-device", ""])).await;
-    s.run(set, json!(["f-status", ""])).await;
-    s.wait_until("the move listed unfiltered", shown, json!([id]))
         .await;
 }

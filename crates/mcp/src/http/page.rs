@@ -3,7 +3,7 @@
 //! as they happen, one command's timeline as a chart — and a cancel button for a running one.
 //!
 //! It is served behind the same guard, limit and auth layers as `/mcp`, and reads the engine
-//! exactly as the MCP tools do, with the same scopes: `read` to see anything, `actuate` on a
+//! exactly as the MCP tools do, with the same scopes: any scope to see anything, `actuate` on a
 //! device to cancel its commands.
 //!
 //! # Signing in
@@ -12,7 +12,15 @@
 //! scripts never see it — `SameSite=Strict`, `Path=/`, `Secure` under TLS). The auth layer
 //! takes that cookie for the bearer token on the page's own paths only ([`access`]), never on
 //! `/mcp` or `/metrics`. A token never travels in a URL. With no token declared, a loopback
-//! client is the local user, as everywhere else, and needs no sign-in.
+//! client is the local user, as everywhere else, and needs no sign-in; the page says so rather
+//! than naming a user. The form speaks to people on the floor of an "access code" (the token's
+//! secret) from their administrator ([`signin`]).
+//!
+//! # Words for people
+//! The page shows one time format everywhere (24-hour with the date, in the browser's zone; the
+//! zone and the UTC time on hover), a command's timeline in words (`words.js`), and how each
+//! device's values arrive: a poll period for a polled device, the silence allowed for one that
+//! pushes its values ([`reporting`]).
 //!
 //! # Cross-site requests
 //! The one request that acts, `POST /page/commands/{id}/cancel`, needs the header
@@ -24,6 +32,8 @@
 
 mod events;
 mod forms;
+mod reporting;
+mod signin;
 
 pub(super) use forms::cookie_bearer;
 
@@ -35,8 +45,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use closedloop_engine::{Engine, EngineError};
-use forms::{encode, escape, form_value};
+use forms::form_value;
 use serde_json::json;
+use signin::{sign_in, sign_in_form, sign_out};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +65,7 @@ const LIST_LIMIT: u32 = 200;
 const INDEX_HTML: &str = include_str!("page/index.html");
 const SIGNIN_HTML: &str = include_str!("page/signin.html");
 const APP_JS: &str = include_str!("page/app.js");
+const WORDS_JS: &str = include_str!("page/words.js");
 const CHART_JS: &str = include_str!("page/chart.js");
 const APP_CSS: &str = include_str!("page/app.css");
 
@@ -69,9 +81,8 @@ pub(super) enum Access {
 /// The page's paths, for the auth layer: the cookie counts there only.
 pub(super) fn access(path: &str) -> Option<Access> {
     match path {
-        "/" | "/signin" | "/signout" | "/page/app.js" | "/page/chart.js" | "/page/app.css" => {
-            Some(Access::Public)
-        }
+        "/" | "/signin" | "/signout" | "/page/app.js" | "/page/words.js" | "/page/chart.js"
+        | "/page/app.css" => Some(Access::Public),
         p if p.starts_with("/page/") => Some(Access::Private),
         _ => None,
     }
@@ -112,6 +123,7 @@ pub(super) fn routes(
         .route("/signin", post(sign_in))
         .route("/signout", post(sign_out))
         .route("/page/app.js", get(|| asset(APP_JS, "text/javascript")))
+        .route("/page/words.js", get(|| asset(WORDS_JS, "text/javascript")))
         .route("/page/chart.js", get(|| asset(CHART_JS, "text/javascript")))
         .route("/page/app.css", get(|| asset(APP_CSS, "text/css")))
         .route("/page/state", get(state))
@@ -165,91 +177,11 @@ fn refused(status: StatusCode, why: &str) -> Response {
     json_answer(status, &json!({"error": why}))
 }
 
-/// The sign-in form, saying why it is shown again when there is a reason.
-fn sign_in_form(status: StatusCode, message: &str) -> Response {
-    let shown = if message.is_empty() {
-        String::new()
-    } else {
-        format!(r#"<p class="error" role="alert">{}</p>"#, escape(message))
-    };
-    html(status, SIGNIN_HTML.replace("{{message}}", &shown))
-}
-
 async fn index(caller: Option<Extension<Caller>>) -> Response {
     match caller {
         Some(Extension(c)) if c.may_read() => html(StatusCode::OK, INDEX_HTML.to_string()),
-        Some(_) => sign_in_form(
-            StatusCode::FORBIDDEN,
-            "This token has no scope: sign in with a token that has read.",
-        ),
+        Some(_) => sign_in_form(StatusCode::FORBIDDEN, signin::NO_SCOPE),
         None => sign_in_form(StatusCode::OK, ""),
-    }
-}
-
-/// `POST /signin` with the form's `token`: a cookie and back to `/`, or the form again.
-async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Response {
-    let endpoint = (req.extensions())
-        .get::<axum::extract::ConnectInfo<super::Endpoint>>()
-        .map(|c| c.0.clone());
-    let body = match axum::body::to_bytes(req.into_body(), 8 * 1024).await {
-        Ok(b) => b,
-        Err(_) => return sign_in_form(StatusCode::PAYLOAD_TOO_LARGE, "The form was too large."),
-    };
-    let peer = endpoint.map(|e| e.remote.ip());
-    if let Some(ip) = peer
-        && let Err(wait_s) = page.auth.guessing.check(ip, std::time::Instant::now())
-    {
-        return super::auth::held_back(ip, wait_s);
-    }
-    let token = form_value(&String::from_utf8_lossy(&body), "token").unwrap_or_default();
-    let token = token.trim();
-    let bearer = HeaderValue::from_str(&format!("Bearer {token}")).ok();
-    let caller = bearer.and_then(|b| page.auth.authenticate(Some(&b), false).ok());
-    match caller {
-        Some(c) if c.may_read() => {
-            let cookie = format!("{COOKIE}={}; {}", encode(token), attributes(page.secure));
-            let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
-            if let Ok(v) = HeaderValue::from_str(&cookie) {
-                r.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            hardened(r)
-        }
-        Some(_) => sign_in_form(
-            StatusCode::FORBIDDEN,
-            "This token has no scope: sign in with a token that has read.",
-        ),
-        None => {
-            // Counted with the other 401s: a guesser at the form is as visible as one at /mcp,
-            // and held back as one.
-            if let Some(ip) = peer {
-                super::auth::guessed(&page.auth.guessing, ip);
-            }
-            if let Some(left_out) = super::throttle::unauthorized().allow() {
-                tracing::warn!(left_out, "operator page sign-in refused: no such token");
-            }
-            sign_in_form(
-                StatusCode::UNAUTHORIZED,
-                "That token matches no [[server.token]] of the plant. Paste the secret itself, not its sha256.",
-            )
-        }
-    }
-}
-
-/// `POST /signout`: the cookie expired, back to the form.
-async fn sign_out(State(page): State<Arc<Page>>) -> Response {
-    let cookie = format!("{COOKIE}=; Max-Age=0; {}", attributes(page.secure));
-    let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    hardened(r)
-}
-
-fn attributes(secure: bool) -> &'static str {
-    if secure {
-        "HttpOnly; SameSite=Strict; Path=/; Secure"
-    } else {
-        "HttpOnly; SameSite=Strict; Path=/"
     }
 }
 
@@ -266,7 +198,8 @@ fn cannot_read() -> Response {
     )
 }
 
-/// `GET /page/state`: who is signed in, and every device with its state.
+/// `GET /page/state`: who is signed in (or that the caller is the local user), and every device
+/// with its state and how its values arrive ([`reporting`]).
 async fn state(State(page): State<Arc<Page>>, caller: Option<Extension<Caller>>) -> Response {
     let Some(caller) = reader(caller) else {
         return cannot_read();
@@ -278,14 +211,22 @@ async fn state(State(page): State<Arc<Page>>, caller: Option<Extension<Caller>>)
         .map(|d| {
             let state = page.engine.device_state(&d.device);
             let may_cancel = caller.may_actuate(&d.device);
-            json!({"info": d, "state": state, "may_cancel": may_cancel})
+            let reporting = page
+                .engine
+                .plant()
+                .device(&d.device)
+                .map(reporting::reporting);
+            json!({"info": d, "state": state, "may_cancel": may_cancel, "reporting": reporting})
         })
         .collect();
     let plant = &page.engine.plant().server.name;
+    // Without tokens every reader is the local user (a loopback client): nobody signed in.
+    let local = !page.auth.has_tokens();
     let body = json!({
         "plant": plant,
         "caller": caller.name,
-        "needs_sign_in": page.auth.has_tokens(),
+        "local_user": local,
+        "needs_sign_in": !local,
         "devices": devices,
     });
     json_answer(StatusCode::OK, &body)

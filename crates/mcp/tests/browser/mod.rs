@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod commands;
+pub mod reading;
 mod session;
 
 use serde_json::{Value, json};
@@ -206,6 +208,16 @@ pub fn binaries_or_skip() -> Option<Binaries> {
             None
         }
     }
+}
+
+/// chromedriver started (its log in [`artifacts`]) and a headless Chromium session on it with its
+/// profile in `profile`, whose failure screenshot goes to [`artifacts`] too.
+pub async fn open(bins: &Binaries, profile: &Path) -> (Driver, Session) {
+    let log = artifacts().join("chromedriver.log");
+    let driver = Driver::start(&bins.chromedriver, &log).await;
+    let failure = artifacts().join("failure.png");
+    let session = driver.session(&bins.chromium, profile, &failure).await;
+    (driver, session)
 }
 
 /// Standard base64 (with padding, no line breaks), as WebDriver sends screenshots.

@@ -184,6 +184,13 @@ impl Session {
         }
     }
 
+    /// Shows the page in the time zone `zone` (an IANA name, `Etc/GMT-3`), whatever the
+    /// machine's: a Chrome DevTools command through chromedriver.
+    pub async fn time_zone(&self, zone: &str) {
+        let cmd = json!({"cmd": "Emulation.setTimezoneOverride", "params": {"timezoneId": zone}});
+        self.post("/goog/cdp/execute", cmd).await;
+    }
+
     pub async fn resize(&self, width: u32, height: u32) {
         self.post("/window/rect", json!({"width": width, "height": height}))
             .await;

@@ -3,6 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+const words = window.words;
 const SVG = "http://www.w3.org/2000/svg";
 const ACTIVE = ["accepted", "running"];
 const page = { devices: new Map(), mayCancel: new Map(), selected: null, refresh: null };
@@ -45,10 +46,7 @@ function notice(text, error) {
   n.classList.toggle("error", !!error);
 }
 
-function fmtValue(v, unit) {
-  if (typeof v === "number") v = Math.round(v * 1000) / 1000;
-  return unit ? v + " " + unit : String(v);
-}
+const fmtValue = (v, unit) => window.words.value(v, unit);
 
 function fmtAge(ms) {
   if (ms < 1000) return (ms / 1000).toFixed(1) + " s";
@@ -68,13 +66,15 @@ function renderDevice(name) {
     const why = refused[sig];
     return el("tr", { "data-signal": sig, "data-age": s.age_ms, class: why ? "unreadable" : "" },
       el("th", { scope: "row" }, sig),
-      el("td", { class: "value", title: why ? "cannot be read since " + why.since + ": " + why.detail : "" },
+      el("td", { class: "value", title: why ? "cannot be read since " + words.time(why.since) + ": " + why.detail : "" },
         fmtValue(s.value, s.unit), why ? el("span", { class: "refused" }, " unreadable") : null),
-      el("td", { class: "age", title: "read at " + s.at }, fmtAge(s.age_ms)));
+      el("td", { class: "age", title: "read at " + words.time(s.at) + ", " + words.zone(s.at) }, fmtAge(s.age_ms)));
   });
+  const how = d.reporting || {};
   const li = el("li", { class: "device", "data-device": name, "data-liveness": live },
     el("h3", {}, name, el("span", { class: "live " + live }, live)),
     el("p", {}, d.info.description),
+    how.text ? el("p", { class: "reporting", "data-reporting": how.kind }, how.text) : null,
     st.owner ? el("p", { class: "owner" }, "owner: " + st.owner + " (epoch " + st.epoch + ")") : null,
     (st.alarms || []).length ? el("p", { class: "alarm" }, "alarm: " + st.alarms.join(", ")) : null,
     st.detail ? el("p", {}, st.detail) : null,
@@ -106,14 +106,28 @@ function tickAges() {
   }
 }
 
+// Who is looking: the local user (no sign-in on this address) or the name of the access code.
+function showWho(s) {
+  const who = $("who");
+  who.dataset.local = s.local_user;
+  if (s.local_user) {
+    who.textContent = "local user (no sign-in on this address)";
+    who.title = "The plant declares no access codes: anyone on this computer may watch and cancel.";
+  } else {
+    who.textContent = "signed in as " + s.caller;
+    who.title = s.devices.some((d) => d.may_cancel) ? "may watch, and cancel commands of " +
+      s.devices.filter((d) => d.may_cancel).map((d) => d.info.device).join(", ") : "may watch";
+  }
+  $("signout").hidden = !s.needs_sign_in;
+}
+
 async function loadState() {
   const s = await getJSON("/page/state");
   $("plant").textContent = s.plant;
-  $("who").textContent = "signed in as " + s.caller;
-  $("signout").hidden = !s.needs_sign_in;
+  showWho(s);
   const filter = $("f-device");
   for (const d of s.devices) {
-    page.devices.set(d.info.device, { info: d.info, state: d.state, received: performance.now() });
+    page.devices.set(d.info.device, { info: d.info, state: d.state, reporting: d.reporting, received: performance.now() });
     page.mayCancel.set(d.info.device, d.may_cancel);
     renderDevice(d.info.device);
     if (![...filter.options].some((o) => o.value === d.info.device)) {
@@ -141,7 +155,7 @@ function commandRow(c) {
       class: c.command_id === page.selected ? "selected" : null },
     el("td", {}, show), el("td", {}, c.device), el("td", {}, c.action),
     el("td", {}, el("span", { class: "status " + c.status }, c.status)),
-    el("td", { title: c.updated_at }, new Date(c.updated_at).toLocaleTimeString()),
+    el("td", {}, words.timeEl(c.updated_at)),
     el("td", {}, cancelButton(c)));
 }
 
@@ -202,33 +216,21 @@ const loadDetail = coalesced(async () => {
   d.dataset.commandId = c.command_id;
   d.dataset.status = c.status;
   $("detail-h").textContent = c.device + " " + c.action + " — " + c.status;
-  const facts = [["command", c.command_id], ["params", JSON.stringify(c.params)],
-    ["status", c.status + (c.verified ? " (verified)" : "")], ["error", c.error_code],
-    ["detail", c.detail], ["hint", c.hint]];
+  const params = Object.entries(c.params || {}).map(([k, v]) => k + " = " + fmtValue(v)).join(", ");
+  const facts = [["command", c.command_id], ["asked for", params || "no parameters"],
+    ["status", c.status + (c.verified ? " (verified)" : "")],
+    ["accepted", c.accepted_at && words.timeEl(c.accepted_at)], ["updated", words.timeEl(c.updated_at)],
+    ["error", c.error_code], ["detail", c.detail], ["hint", c.hint]];
   $("facts").replaceChildren(...facts.filter(([, v]) => v).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
   $("chart").replaceChildren(window.chart(c));
-  renderTimeline(c);
+  const units = page.devices.get(c.device)?.state?.signals || {};
+  $("timeline").replaceChildren(...words.timeline(c, (sig) => units[sig]?.unit));
+  $("raw").textContent = JSON.stringify(c.timeline, null, 1);
   // Readings are not state changes (no event comes for them): while the command runs its
   // chart is read again every second.
   clearTimeout(page.refresh);
   if (ACTIVE.includes(c.status)) page.refresh = setTimeout(loadDetail, 1000);
 });
-
-function renderTimeline(c) {
-  const t0 = c.timeline.length ? Date.parse(c.timeline[0].at) : 0;
-  const items = [];
-  let readings = 0;
-  const flush = () => { if (readings) items.push(el("li", { class: "readings" }, readings + " reading(s)")); readings = 0; };
-  for (const e of c.timeline) {
-    if (e.event === "signal") { readings++; continue; }
-    flush();
-    const { at, event, ...data } = e;
-    const extra = Object.keys(data).length ? " " + JSON.stringify(data) : "";
-    items.push(el("li", { "data-event": event }, el("span", { class: "t" }, "+" + (Date.parse(at) - t0) + " ms"), event + extra));
-  }
-  flush();
-  $("timeline").replaceChildren(...items);
-}
 
 // ---- live feed ----
 

@@ -44,8 +44,9 @@
     if (isBool) { lo = 0; hi = 1; }
     if (hi === lo) { hi = lo + 1; }
     const py = (v) => y + h - ((v - lo) / (hi - lo)) * h;
-    // Each lane's top and bottom lines are its highest and lowest reading (true and false).
-    for (const [v, label] of [[hi, isBool ? "true" : +hi.toFixed(3)], [lo, isBool ? "false" : +lo.toFixed(3)]]) {
+    // Each lane's top and bottom lines are its highest and lowest reading (yes and no, as the
+    // device cards say a boolean).
+    for (const [v, label] of [[hi, isBool ? "yes" : +hi.toFixed(3)], [lo, isBool ? "no" : +lo.toFixed(3)]]) {
       svg.append(node("line", { class: "grid", x1: LEFT, x2: W - RIGHT, y1: py(v), y2: py(v) }));
       svg.append(node("text", { x: LEFT - 6, y: py(v), "text-anchor": "end" }, String(label)));
     }
@@ -67,7 +68,9 @@
     for (const [t, v] of points) {
       const dot = node("circle", { class: "reading", cx: x(t).toFixed(1), cy: py(v).toFixed(1), r: 2.5,
         fill: color, "data-series": name, "data-at": new Date(t).toISOString() });
-      dot.append(node("title", {}, name + " = " + (isBool ? String(Boolean(v)) : v) + " read at " + new Date(t).toISOString()));
+      const at = new Date(t).toISOString();
+      dot.append(node("title", {}, name + " = " + window.words.value(isBool ? Boolean(v) : v) + " read at " +
+        window.words.time(at) + " (" + window.words.zone(at) + ")"));
       svg.append(dot);
     }
   }
@@ -87,13 +90,30 @@
     }
   }
 
+  // Ticks at round steps — 1, 2 or 5 × 10^k ms, about five over `span` ms — each labelled as its
+  // step fits: "0 ms, 20 ms, 40 ms" under a second, "0.0 s, 0.5 s, 1.0 s" or "0 s, 2 s, 4 s" above.
+  function ticks(span) {
+    const rough = span / 5;
+    const mag = Math.pow(10, Math.floor(Math.log10(rough)));
+    const step = [1, 2, 5, 10].map((m) => m * mag).find((st) => st >= rough * 0.999);
+    const seconds = span >= 1000;
+    const digits = (unit) => Math.max(0, -Math.floor(Math.log10(step / unit) + 1e-9));
+    const out = [];
+    for (let i = 0; i * step <= span * (1 + 1e-9); i++) {
+      const t = i * step;
+      const label = seconds ? (t / 1000).toFixed(digits(1000)) + " s" : t.toFixed(digits(1)) + " ms";
+      out.push([t, label]);
+    }
+    return out;
+  }
+
   function axis(svg, t0, t1, x, y) {
     svg.append(node("line", { class: "axis", x1: LEFT, x2: W - RIGHT, y1: y, y2: y }));
-    for (let i = 0; i <= 4; i++) {
-      const t = t0 + ((t1 - t0) * i) / 4;
-      svg.append(node("line", { class: "axis", x1: x(t), x2: x(t), y1: y, y2: y + 4 }));
-      const label = ((t - t0) / 1000).toFixed(2) + " s";
-      svg.append(node("text", { x: x(t), y: y + 15, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle" }, label));
+    for (const [t, label] of ticks(t1 - t0)) {
+      const at = x(t0 + t);
+      svg.append(node("line", { class: "axis", x1: at, x2: at, y1: y, y2: y + 4 }));
+      const anchor = at > W - RIGHT - 24 ? "end" : "middle";
+      svg.append(node("text", { class: "tick", x: at, y: y + 15, "text-anchor": anchor, "data-ms": t }, label));
     }
   }
 
@@ -103,6 +123,7 @@
     const end = tl.find((e) => TERMINAL.includes(e.event));
     let t1 = end ? Date.parse(end.at) : Date.now();
     if (!(t1 > t0)) t1 = t0 + 1;
+    const took = t1 - t0;
     // A little room after the verdict, so its marker does not sit on the chart's edge.
     t1 += (t1 - t0) * 0.04;
     const x = (t) => LEFT + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * (W - LEFT - RIGHT);
@@ -111,7 +132,7 @@
     const plot = heights.reduce((a, h) => a + h + 22, 0) || 40;
     const H = TOP + plot + AXIS;
     const svg = node("svg", { viewBox: "0 0 " + W + " " + H, role: "img",
-      "aria-label": "Timeline of " + c.device + " " + c.action + ": " + c.status + " after " + ((t1 - t0) / 1000).toFixed(2) + " s" });
+      "aria-label": "Timeline of " + c.device + " " + c.action + ": " + c.status + " after " + window.words.elapsed(took) });
     let y = TOP + 12, i = 0;
     for (const [name, points] of all) {
       lane(svg, name, points, y, heights[i], x, COLORS[i % COLORS.length]);
@@ -123,4 +144,6 @@
     axis(svg, t0, t1, x, TOP + plot);
     return svg;
   };
+  // The axis's ticks over a span, [[ms, label]], for the page's tests.
+  window.chart.ticks = ticks;
 })();

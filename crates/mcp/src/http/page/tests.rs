@@ -1,4 +1,5 @@
-use super::forms::decode;
+use super::forms::{decode, encode, escape};
+use super::signin::attributes;
 use super::*;
 
 #[test]
@@ -6,6 +7,7 @@ fn only_the_page_paths_take_the_cookie_and_only_the_form_is_public() {
     assert_eq!(access("/"), Some(Access::Public));
     assert_eq!(access("/signin"), Some(Access::Public));
     assert_eq!(access("/page/app.js"), Some(Access::Public));
+    assert_eq!(access("/page/words.js"), Some(Access::Public));
     assert_eq!(access("/page/state"), Some(Access::Private));
     assert_eq!(access("/page/commands/x/cancel"), Some(Access::Private));
     assert_eq!(access("/mcp"), None);

@@ -1,0 +1,87 @@
+//! Signing in and out of the operator page: the form, the cookie that keeps the access code (a
+//! `[[server.token]]` secret of the plant), and the words the form says to someone on the floor,
+//! who knows an access code from an administrator, not the plant file.
+
+use super::forms::{encode, escape, form_value};
+use super::{COOKIE, Page, SIGNIN_HTML, hardened, html};
+use crate::http::{Endpoint, auth, throttle};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+/// The form's answer to a code that lets its holder do nothing (a token without scopes).
+pub(super) const NO_SCOPE: &str = "This access code allows nothing on this page. Ask your administrator for one that lets you watch.";
+/// The form's answer to a code no token has.
+const UNKNOWN: &str = "That access code is not known here. Check it with your administrator.";
+
+/// The sign-in form, saying why it is shown again when there is a reason.
+pub(super) fn sign_in_form(status: StatusCode, message: &str) -> Response {
+    let shown = if message.is_empty() {
+        String::new()
+    } else {
+        format!(r#"<p class="error" role="alert">{}</p>"#, escape(message))
+    };
+    html(status, SIGNIN_HTML.replace("{{message}}", &shown))
+}
+
+/// `POST /signin` with the form's `token`: a cookie and back to `/`, or the form again.
+pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Response {
+    let endpoint = (req.extensions())
+        .get::<ConnectInfo<Endpoint>>()
+        .map(|c| c.0.clone());
+    let body = match axum::body::to_bytes(req.into_body(), 8 * 1024).await {
+        Ok(b) => b,
+        Err(_) => return sign_in_form(StatusCode::PAYLOAD_TOO_LARGE, "The form was too large."),
+    };
+    let peer = endpoint.map(|e| e.remote.ip());
+    if let Some(ip) = peer
+        && let Err(wait_s) = page.auth.guessing.check(ip, std::time::Instant::now())
+    {
+        return auth::held_back(ip, wait_s);
+    }
+    let token = form_value(&String::from_utf8_lossy(&body), "token").unwrap_or_default();
+    let token = token.trim();
+    let bearer = HeaderValue::from_str(&format!("Bearer {token}")).ok();
+    let caller = bearer.and_then(|b| page.auth.authenticate(Some(&b), false).ok());
+    match caller {
+        Some(c) if c.may_read() => {
+            let cookie = format!("{COOKIE}={}; {}", encode(token), attributes(page.secure));
+            let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            hardened(r)
+        }
+        Some(_) => sign_in_form(StatusCode::FORBIDDEN, NO_SCOPE),
+        None => {
+            // Counted with the other 401s: a guesser at the form is as visible as one at /mcp,
+            // and held back as one.
+            if let Some(ip) = peer {
+                auth::guessed(&page.auth.guessing, ip);
+            }
+            if let Some(left_out) = throttle::unauthorized().allow() {
+                tracing::warn!(left_out, "operator page sign-in refused: no such token");
+            }
+            sign_in_form(StatusCode::UNAUTHORIZED, UNKNOWN)
+        }
+    }
+}
+
+/// `POST /signout`: the cookie expired, back to the form.
+pub(super) async fn sign_out(State(page): State<Arc<Page>>) -> Response {
+    let cookie = format!("{COOKIE}=; Max-Age=0; {}", attributes(page.secure));
+    let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    hardened(r)
+}
+
+pub(super) fn attributes(secure: bool) -> &'static str {
+    if secure {
+        "HttpOnly; SameSite=Strict; Path=/; Secure"
+    } else {
+        "HttpOnly; SameSite=Strict; Path=/"
+    }
+}
