@@ -78,7 +78,7 @@ async fn without_tokens_a_loopback_request_is_the_local_user() {
     assert_eq!(gw.stop_and_caller(&id).await.as_deref(), Some("http"));
 }
 
-/// The README's reverse-proxy set-up without tokens: the proxy connects from 127.0.0.1, but the
+/// The reverse-proxy set-up of docs/http.md without tokens: the proxy connects from 127.0.0.1, but the
 /// people behind it are not the local user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_through_a_reverse_proxy_is_not_the_local_user() {

@@ -1,4 +1,4 @@
-//! The operator page at `/` (README "Operator page"): what a person on the shop floor sees of
+//! The operator page at `/` (docs/http.md, "Operator page"): what a person on the shop floor sees of
 //! the plant and of the commands agents run — devices with their liveness and readings, commands
 //! as they happen, one command's timeline as a chart — and a cancel button for a running one.
 //!

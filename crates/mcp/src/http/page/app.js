@@ -1,4 +1,4 @@
-// The operator page (README "Operator page"): devices and commands live over SSE, one
+// The operator page (docs/http.md, "Operator page"): devices and commands live over SSE, one
 // command's timeline as a chart, and cancel. Plain DOM; data only ever set as text.
 "use strict";
 

@@ -1,4 +1,4 @@
-// One command's timeline as an inline SVG chart (README "Operator page"): time from `received`
+// One command's timeline as an inline SVG chart (docs/http.md, "Operator page"): time from `received`
 // to the verdict, one lane per signal its timeline read (the signals of `done_when` and the
 // evidence), the device's acknowledgement and the verdict marked. window.chart(result) -> <svg>.
 "use strict";
