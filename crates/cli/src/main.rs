@@ -25,6 +25,7 @@ mod bench;
 mod check;
 mod demo;
 mod diff;
+mod generate;
 mod journal_cmds;
 mod lint;
 mod logfile;
@@ -33,10 +34,18 @@ mod retention;
 mod serve;
 mod sim;
 
+/// `closedloop --version`: the version and the commit it was built from (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CLOSEDLOOP_COMMIT"),
+    ")"
+);
+
 /// closedloop: act on physical hardware and never report an action as done before the hardware
 /// confirmed it.
 #[derive(Parser, Debug)]
-#[command(name = "closedloop", version, about, long_about = None)]
+#[command(name = "closedloop", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -202,6 +211,16 @@ enum Cmd {
         #[arg(long, value_name = "NAME")]
         caller: Option<String>,
     },
+    /// Write the man pages or the shell completions into a folder (for packagers).
+    #[command(hide = true)]
+    Generate {
+        /// What to write.
+        #[arg(value_enum)]
+        what: generate::What,
+        /// The folder to write into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
     /// Print one command's timeline with the milliseconds between steps.
     Trace {
         /// The plant file whose journal to read.
@@ -353,6 +372,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let plant = journal_view(&plant)?;
             runtime()?.block_on(audit::audit(&plant, &since, caller))
+        }
+        Cmd::Generate { what, out } => {
+            generate::run(what, &out, <Cli as clap::CommandFactory>::command())
         }
         Cmd::Trace { plant, command_id } => {
             let plant = journal_view(&plant)?;

@@ -1,8 +1,9 @@
-//! `docs/first-plant.md`, run: its plant file (the ```toml blocks marked `<!-- bench.toml -->`,
-//! joined) passes `closedloop check` with the output the page shows; its deliberate mistake
-//! fails with exactly the message the page shows; the calls of its table give the statuses and
-//! codes the table says, through `closedloop serve` and an MCP client; and the `closedloop`
-//! command lines of its shell blocks succeed (`serve` lines are what the client above started).
+//! `docs/first-plant.md`'s first part (the stepper), run: its plant file (the ```toml blocks
+//! marked `<!-- bench.toml -->`, joined) passes `closedloop check` with the output the page
+//! shows; its deliberate mistake fails with exactly the message the page shows; the calls of its
+//! table give the statuses and codes the table says, through `closedloop serve` and an MCP
+//! client; and the `closedloop` command lines of its shell blocks succeed (`serve` lines are what
+//! the client above started). The second part, an MQTT board, is `first_board.rs`'s.
 
 mod common;
 
@@ -11,7 +12,18 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-const PAGE: &str = include_str!("../../../docs/first-plant.md");
+const WHOLE_PAGE: &str = include_str!("../../../docs/first-plant.md");
+
+/// The heading the page's second part (an MQTT board, run by `first_board.rs`) starts with.
+const PART_TWO: &str = "## 7. A relay board on MQTT";
+
+/// The page's first part, the stepper: what this test runs.
+fn page() -> &'static str {
+    let at = WHOLE_PAGE
+        .find(PART_TWO)
+        .expect("the page has its MQTT part");
+    &WHOLE_PAGE[..at]
+}
 
 /// The fenced blocks of the page: (the HTML comment just before it, if any; the info string;
 /// the body).
@@ -91,22 +103,22 @@ fn calls(page: &str) -> Vec<(String, Value, String, String)> {
 
 #[test]
 fn the_page_has_what_the_test_runs() {
-    let b = blocks(PAGE);
+    let b = blocks(page());
     assert_eq!(marked(&b, "bench.toml").len(), 4);
     assert_eq!(marked(&b, "mistake").len(), 1);
     assert_eq!(marked(&b, "mistake output").len(), 1);
     assert_eq!(marked(&b, "check output").len(), 1);
-    assert_eq!(calls(PAGE).len(), 5);
+    assert_eq!(calls(page()).len(), 5);
     // The client configuration is JSON of the shape clients read.
     let cfg: Value = serde_json::from_str(marked(&b, "client config")[0]).unwrap();
     assert_eq!(cfg["mcpServers"]["bench"]["args"][0], "serve");
     // The page never points outside the repository.
-    assert!(!PAGE.contains("../shared"));
+    assert!(!WHOLE_PAGE.contains("../shared"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_plant_walk_through_runs_as_written() {
-    let b = blocks(PAGE);
+    let b = blocks(page());
     let dir = tempfile::tempdir().unwrap();
     let plant = marked(&b, "bench.toml").join("\n");
     std::fs::write(dir.path().join("bench.toml"), &plant).unwrap();
@@ -175,7 +187,7 @@ async fn the_first_plant_walk_through_runs_as_written() {
     std::fs::copy(dir.path().join("bench.toml"), dir.path().join("plant.toml")).unwrap();
     let c = connect(dir.path()).await;
     let mut ids = Vec::new();
-    for (tool, args, status, code) in calls(PAGE) {
+    for (tool, args, status, code) in calls(page()) {
         let (got_status, got_code, r) = act(&c, &tool, args.clone()).await;
         assert_eq!(
             (got_status.as_str(), got_code.as_str()),

@@ -91,6 +91,7 @@ impl MqttLink {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut presence = Presence::default();
         let mut link_up = *link.borrow_and_update() == closedloop_mqtt::Link::Connected;
+        let mut ever_up = link_up;
         loop {
             let mut snap = self.base.snapshot();
             tokio::select! {
@@ -103,11 +104,14 @@ impl MqttLink {
                         return;
                     }
                     link_up = *link.borrow_and_update() == closedloop_mqtt::Link::Connected;
+                    ever_up |= link_up;
                 }
                 _ = tick.tick() => {}
                 _ = stop.notified() => return,
             }
-            self.judge_down(&mut snap, link_up, presence.announced_offline);
+            let failed = self.broker.last_error().is_some();
+            let down = broker_down(link_up, ever_up, failed);
+            self.judge_down(&mut snap, !down, presence.announced_offline);
             self.base.publish(snap);
         }
     }
@@ -223,6 +227,13 @@ impl MqttLink {
             });
         }
     }
+}
+
+/// Whether the broker connection counts as down: lost after it was up, or its first attempt
+/// failed. Before the first attempt has ended nothing is known yet — the device stays
+/// `unknown`, not `offline`, as every device does before its first answer.
+fn broker_down(link_up: bool, ever_up: bool, failed: bool) -> bool {
+    !link_up && (ever_up || failed)
 }
 
 /// What the device's status topic last said.

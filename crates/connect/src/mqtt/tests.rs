@@ -81,3 +81,19 @@ async fn retained_messages_fill_the_cache_but_are_neither_evidence_nor_life() {
         "{snap:?}"
     );
 }
+
+/// Until closedloop's own first connection to the broker has been answered or has failed, the
+/// device is not offline: it is `unknown`, like any device before its first answer (a banner
+/// printed in those milliseconds said `1 offline`, and a command got DEVICE_OFFLINE).
+#[test]
+fn a_device_is_not_offline_before_the_first_broker_connection_ends() {
+    // (link up, ever up, an attempt failed) → down
+    assert!(
+        !broker_down(false, false, false),
+        "connecting: not known yet"
+    );
+    assert!(broker_down(false, false, true), "the first attempt failed");
+    assert!(broker_down(false, true, false), "lost after it was up");
+    assert!(!broker_down(true, true, false));
+    assert!(!broker_down(true, true, true), "up again after a failure");
+}
