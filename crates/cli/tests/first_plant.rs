@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::page::{blocks, marked};
 use common::*;
 use serde_json::Value;
 use std::path::Path;
@@ -23,45 +24,6 @@ fn page() -> &'static str {
         .find(PART_TWO)
         .expect("the page has its MQTT part");
     &WHOLE_PAGE[..at]
-}
-
-/// The fenced blocks of the page: (the HTML comment just before it, if any; the info string;
-/// the body).
-fn blocks(page: &str) -> Vec<(Option<String>, String, String)> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    let mut open: Option<(Option<String>, String, String)> = None;
-    for line in page.lines() {
-        if let Some((m, info, body)) = open.as_mut() {
-            if line.starts_with("```") {
-                out.push((m.take(), std::mem::take(info), std::mem::take(body)));
-                open = None;
-            } else {
-                body.push_str(line);
-                body.push('\n');
-            }
-            continue;
-        }
-        if let Some(info) = line.strip_prefix("```") {
-            open = Some((marker.take(), info.trim().to_string(), String::new()));
-        } else if let Some(m) = line
-            .strip_prefix("<!-- ")
-            .and_then(|l| l.strip_suffix(" -->"))
-        {
-            marker = Some(m.to_string());
-        } else if !line.trim().is_empty() {
-            marker = None;
-        }
-    }
-    out
-}
-
-fn marked<'a>(blocks: &'a [(Option<String>, String, String)], m: &str) -> Vec<&'a str> {
-    blocks
-        .iter()
-        .filter(|(marker, _, _)| marker.as_deref() == Some(m))
-        .map(|(_, _, body)| body.as_str())
-        .collect()
 }
 
 fn closedloop(dir: &Path) -> Command {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod gateways;
+pub mod page;
 pub mod pg;
 pub mod proxy;
 pub mod tasks;
