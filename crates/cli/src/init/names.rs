@@ -1,0 +1,139 @@
+//! Names and wording for generated plant files: DBC names (CamelCase, UPPER_CASE) turned into
+//! plant names (snake_case), and TOML strings quoted.
+
+/// Words expressions reserve: a signal or parameter cannot be named so (docs/plant-file.md,
+/// "Names an expression may read").
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+    "params",
+    "devices",
+    "command_id",
+    "wait_s",
+    "idempotency_key",
+];
+
+/// `PositionMm` → `position_mm`, `HTTPStatus` → `http_status`, `Engine_RPM` → `engine_rpm`;
+/// a name that would start with a digit or be reserved gets a prefix, so it always loads.
+pub fn snake(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_ascii_alphanumeric() {
+            if !out.is_empty() && !out.ends_with('_') {
+                out.push('_');
+            }
+            continue;
+        }
+        let prev = i.checked_sub(1).map(|p| chars[p]);
+        let next = chars.get(i + 1);
+        let boundary = c.is_ascii_uppercase()
+            && prev.is_some_and(|p| {
+                p.is_ascii_lowercase()
+                    || p.is_ascii_digit()
+                    || (p.is_ascii_uppercase() && next.is_some_and(|n| n.is_ascii_lowercase()))
+            });
+        if boundary && !out.ends_with('_') {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    let out = out.trim_end_matches('_').to_string();
+    match out.chars().next() {
+        None => "unnamed".into(),
+        Some(c) if c.is_ascii_digit() => format!("s_{out}"),
+        _ if RESERVED.contains(&out.as_str()) => format!("{out}_value"),
+        _ => out,
+    }
+}
+
+/// A TOML basic string, quoted and escaped.
+pub fn quote(s: &str) -> String {
+    let mut out = String::from('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A number as TOML writes it, always with a decimal point or exponent so it reads as a float.
+pub fn float(v: f64) -> String {
+    let s = format!("{v}");
+    if s.contains(['.', 'e', 'E']) || !v.is_finite() {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// The name with a command or status word at its end removed (`TargetPosCmd` → `TargetPos`,
+/// `PositionStatus` → `Position`), for matching a written signal with the one that mirrors it.
+pub fn stem(name: &str) -> String {
+    const ENDS: &[&str] = &[
+        "Command", "Cmd", "Request", "Req", "Setpoint", "Set", "Status", "State", "Actual", "Act",
+        "Feedback", "Fb", "Sts", "Stat",
+    ];
+    let snake = snake(name);
+    let mut parts: Vec<&str> = snake.split('_').collect();
+    if parts.len() > 1
+        && let Some(last) = parts.last()
+        && ENDS.iter().any(|e| e.eq_ignore_ascii_case(last))
+    {
+        parts.pop();
+    }
+    parts.join("_")
+}
+
+/// A sentence ends with a full stop (or other sentence punctuation).
+pub fn sentence(s: &str) -> String {
+    let s = s.trim();
+    if s.ends_with(['.', '!', '?']) {
+        s.to_string()
+    } else {
+        format!("{s}.")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_cases_dbc_names() {
+        assert_eq!(snake("PositionMm"), "position_mm");
+        assert_eq!(snake("HTTPStatus"), "http_status");
+        assert_eq!(snake("Engine_RPM"), "engine_rpm");
+        assert_eq!(snake("2ndGear"), "s_2nd_gear");
+        assert_eq!(snake("If"), "if_value");
+        assert_eq!(stem("TargetCmd"), "target");
+        assert_eq!(stem("Target_Status"), "target");
+        assert_eq!(stem("Status"), "status");
+    }
+}
