@@ -26,10 +26,16 @@ fn git_commit() -> Option<String> {
     };
     let dir = git(&["rev-parse", "--absolute-git-dir"])?;
     let dir = Path::new(&dir);
+    // In a worktree the branches and packed-refs live in the common directory.
+    let common = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+        .map_or_else(|| dir.to_path_buf(), std::path::PathBuf::from);
     // Only files that exist: cargo runs the script again on every build for a missing one.
     let branch = git(&["symbolic-ref", "-q", "HEAD"]);
-    let watched = ["HEAD", "packed-refs"].into_iter().map(|f| dir.join(f));
-    for file in watched.chain(branch.map(|b| dir.join(b))) {
+    let watched = [dir.join("HEAD"), common.join("packed-refs")].into_iter();
+    let refs = branch
+        .into_iter()
+        .flat_map(|b| [dir.join(&b), common.join(&b)]);
+    for file in watched.chain(refs) {
         if file.exists() {
             println!("cargo:rerun-if-changed={}", file.display());
         }

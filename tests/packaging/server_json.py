@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import zipfile
 
@@ -74,6 +75,13 @@ def check_schema(entry: dict) -> None:
             check_argument(arg, f"{where}.packageArguments[{j}]")
 
 
+def whl_description(wheel: str) -> str:
+    """The long description (the README) the wheel's METADATA carries."""
+    with zipfile.ZipFile(wheel) as whl:
+        meta = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+        return whl.read(meta).decode()
+
+
 def check_packages(entry: dict, version: str, wheel: str, deb: str) -> None:
     """Every package named is one scripts/package built, at this version."""
     if entry["version"] != version:
@@ -91,11 +99,17 @@ def check_packages(entry: dict, version: str, wheel: str, deb: str) -> None:
         fail(f"the wheel is {fields.get('Name')} {fields.get('Version')}, not {pypi[0]['identifier']} {pypi[0]['version']}")
     if not scripts:
         fail("the wheel carries no closedloop binary")
+    # The registry proves a PyPI package is this server's by this line in its description.
+    if f"mcp-name: {entry['name']}" not in whl_description(wheel):
+        fail(f"the wheel's description lacks the line mcp-name: {entry['name']}")
     args = [a.get("value", a.get("valueHint")) for a in pypi[0]["packageArguments"]]
     if args[0] != "serve":
         fail(f"the package is started with {args}, not serve PLANT")
     debian = entry["_meta"]["io.modelcontextprotocol.registry/publisher-provided"]["debian"]
-    if os.path.basename(deb) != f"{debian['package']}_{debian['version']}_amd64.deb":
+    arch = subprocess.run(
+        ["dpkg", "--print-architecture"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    if os.path.basename(deb) != f"{debian['package']}_{debian['version']}_{arch}.deb":
         fail(f"the .deb built is {os.path.basename(deb)}, server.json names {debian}")
 
 

@@ -5,10 +5,14 @@
 //! reported here, not at run time) and scanned for what that parser does not keep (senders,
 //! receivers, comments, value tables, cycle times: `meta`). Every node that sends messages
 //! becomes a device reading them as signals; messages no node sends go to one device named
-//! after the file. With `--node NAME` the messages NAME receives become actions on NAME's
-//! device, and a node that sends only those messages is left out: closedloop takes its place.
+//! after the file (`<stem>_unassigned` when a node's id is the stem). Names are snake_case,
+//! numbered when they would repeat and cut to fit a 64-character tool name. With `--node NAME`
+//! the messages NAME receives become actions on NAME's device, and a node that sends only
+//! those messages is left out: closedloop takes its place.
 //! The text is validated by the plant loader and the driver builder in-process before it is
-//! printed or written: `init` never writes a file `check` would refuse.
+//! printed or written: `init` never writes a file `check` would refuse. `check`'s warning
+//! passes (deadlines, confirmers) run on it too; their findings follow the summary on stderr
+//! and leave the exit code at 0.
 
 mod actions;
 mod meta;
@@ -16,6 +20,7 @@ mod model;
 mod names;
 mod render;
 
+use crate::check::sim_map::Finding;
 use closedloop_sim_server::can::Dbc;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
@@ -88,12 +93,16 @@ fn generate(o: &Options) -> Result<(), String> {
         nodes: o.nodes,
     };
     let text = render::render(&g, &header);
-    validate(&text, base)?;
+    let label = target.map_or("generated plant".into(), |p| p.display().to_string());
+    let warnings = validate(&text, base, &label)?;
     match target {
         Some(out) => std::fs::write(out, &text).map_err(|e| format!("{}: {e}", out.display()))?,
         None => print!("{text}"),
     }
     summary(&g, target);
+    for w in &warnings {
+        eprintln!("{w}");
+    }
     Ok(())
 }
 
@@ -122,8 +131,9 @@ fn parse_error(e: &str) -> String {
 }
 
 /// Loads the text as `check` would (the loader, then the drivers), with `CAN_INTERFACE` from
-/// the environment or, when unset, a placeholder: the bus is not opened.
-fn validate(text: &str, base: &Path) -> Result<(), String> {
+/// the environment or, when unset, a placeholder: the bus is not opened. Returns the warnings
+/// of `check`'s deadlines and confirmers passes (`label` names the file in them).
+fn validate(text: &str, base: &Path, label: &str) -> Result<Vec<Finding>, String> {
     let env = |k: &str| {
         std::env::var(k)
             .ok()
@@ -137,7 +147,14 @@ fn validate(text: &str, base: &Path) -> Result<(), String> {
     let plant = closedloop_plant::parse_with_env(text, "generated plant", base, &env)
         .map_err(|e| refuse(e.to_string()))?;
     closedloop_connect::build_drivers(&plant).map_err(|e| refuse(e.to_string()))?;
-    Ok(())
+    Ok(warnings(&plant, label))
+}
+
+/// The findings of `check`'s deadlines and confirmers passes (warnings, never refusals).
+fn warnings(plant: &closedloop_plant::Plant, label: &str) -> Vec<Finding> {
+    let mut out = crate::check::deadlines_lint(plant, label);
+    out.extend(crate::check::confirmers_lint(plant, label));
+    out
 }
 
 /// The counts and the review list, on stderr.
@@ -190,4 +207,48 @@ fn clean(p: &Path) -> Vec<Component<'_>> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `init` runs `check`'s confirmers pass too: a sole confirmer that may act is warned about.
+    #[test]
+    fn warnings_include_the_confirmers_pass() {
+        let text = format!(
+            r#"
+[server]
+confirm_by = ["boss"]
+[[server.token]]
+name = "boss"
+sha256 = "{h}"
+scopes = ["read", "actuate:*"]
+[[device]]
+id = "press"
+description = "A press"
+driver = {{ kind = "sim", model = "relay" }}
+[device.signals]
+contact = {{ discrete_input = 0 }}
+[[device.action]]
+name = "stroke"
+description = "One stroke of the press."
+params = {{}}
+write = [{{ coil = 0, value = "true" }}]
+done_when = "contact"
+expect_s = 0.05
+confirm = true
+"#,
+            h = "0".repeat(64)
+        );
+        let found = validate(&text, Path::new("."), "plant.toml").expect("loads");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .to_string()
+                .starts_with("warning: plant.toml: device \"press\", key action.stroke.confirm:"),
+            "{}",
+            found[0]
+        );
+    }
 }

@@ -58,13 +58,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Cmd::Check { plant, lint, tools } => {
-            let code = check::run(&plant, tools);
-            if lint && code == ExitCode::SUCCESS {
-                lint::run(&plant, false, false);
-            }
-            Ok(code)
-        }
+        Cmd::Check { plant, lint, tools } => Ok(check::run(&plant, tools, lint)),
         Cmd::Lint {
             plant,
             strict,
@@ -97,55 +91,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             Ok(diff::run(&old, &new, &opts))
         }
-        Cmd::Report { plant, since } => {
-            let plant = journal_view(&plant)?;
-            runtime()?.block_on(report::run(&plant, &since))
-        }
-        Cmd::Serve {
-            plant,
-            http,
-            allow_host,
-            allow_origin,
-            max_connections,
-            handshake_timeout,
-            idle_timeout,
-            tls_cert,
-            tls_key,
-            metrics,
-            instance,
-            ..
-        } => {
-            let rt = runtime()?;
-            let result = match http {
-                None => rt.block_on(serve::serve(&plant, metrics, instance)),
-                Some(addr) => rt.block_on(serve::serve_http(
-                    &plant,
-                    serve::HttpArgs {
-                        addr,
-                        allow_hosts: allow_host,
-                        allow_origins: allow_origin,
-                        max_connections,
-                        idle_timeout_s: idle_timeout,
-                        handshake_timeout_s: handshake_timeout,
-                        tls: tls_cert.zip(tls_key),
-                        instance,
-                    },
-                )),
-            };
-            // stdin is read by a blocking thread that cannot be interrupted: do not wait for it.
-            rt.shutdown_timeout(std::time::Duration::from_millis(200));
-            result.map(|()| ExitCode::SUCCESS)
-        }
+        cmd @ Cmd::Serve { .. } => run_serve(cmd),
         Cmd::Demo => runtime()?.block_on(demo::run()).map(|()| ExitCode::SUCCESS),
-        Cmd::Commands {
-            plant,
-            device,
-            status,
-            limit,
-        } => {
-            let plant = journal_view(&plant)?;
-            runtime()?.block_on(journal_cmds::commands(&plant, device, status, limit))
-        }
         Cmd::Sim(args) => runtime()?.block_on(sim::run(args)),
         Cmd::Bench(args) => {
             let rt = runtime()?;
@@ -154,29 +101,85 @@ fn run(cli: Cli) -> Result<ExitCode> {
             rt.shutdown_timeout(std::time::Duration::from_millis(200));
             result
         }
-        Cmd::Journal(JournalCmd::Prune { plant, older_than }) => {
+        Cmd::Generate { what, out } => {
+            generate::run(what, &out, <Cli as clap::CommandFactory>::command())
+        }
+        cmd => run_journal(cmd),
+    }
+}
+
+/// `serve`, over stdio or `--http`.
+fn run_serve(cmd: Cmd) -> Result<ExitCode> {
+    let Cmd::Serve {
+        plant,
+        http,
+        allow_host,
+        allow_origin,
+        max_connections,
+        handshake_timeout,
+        idle_timeout,
+        tls_cert,
+        tls_key,
+        metrics,
+        instance,
+        ..
+    } = cmd
+    else {
+        unreachable!("run_serve is given serve only");
+    };
+    let rt = runtime()?;
+    let result = match http {
+        None => rt.block_on(serve::serve(&plant, metrics, instance)),
+        Some(addr) => rt.block_on(serve::serve_http(
+            &plant,
+            serve::HttpArgs {
+                addr,
+                allow_hosts: allow_host,
+                allow_origins: allow_origin,
+                max_connections,
+                idle_timeout_s: idle_timeout,
+                handshake_timeout_s: handshake_timeout,
+                tls: tls_cert.zip(tls_key),
+                instance,
+            },
+        )),
+    };
+    // stdin is read by a blocking thread that cannot be interrupted: do not wait for it.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// The commands that read or tend the journal, each given only the plant's [`JournalView`].
+///
+/// [`JournalView`]: closedloop_plant::JournalView
+fn run_journal(cmd: Cmd) -> Result<ExitCode> {
+    let rt = runtime()?;
+    match cmd {
+        Cmd::Report { plant, since } => rt.block_on(report::run(&journal_view(&plant)?, &since)),
+        Cmd::Commands {
+            plant,
+            device,
+            status,
+            limit,
+        } => {
             let plant = journal_view(&plant)?;
-            runtime()?.block_on(retention::prune(&plant, older_than))
+            rt.block_on(journal_cmds::commands(&plant, device, status, limit))
+        }
+        Cmd::Journal(JournalCmd::Prune { plant, older_than }) => {
+            rt.block_on(retention::prune(&journal_view(&plant)?, older_than))
         }
         Cmd::Journal(JournalCmd::Verify { plant }) => {
-            let plant = journal_view(&plant)?;
-            runtime()?.block_on(audit::verify(&plant))
+            rt.block_on(audit::verify(&journal_view(&plant)?))
         }
         Cmd::Audit {
             plant,
             since,
             caller,
-        } => {
-            let plant = journal_view(&plant)?;
-            runtime()?.block_on(audit::audit(&plant, &since, caller))
-        }
-        Cmd::Generate { what, out } => {
-            generate::run(what, &out, <Cli as clap::CommandFactory>::command())
-        }
+        } => rt.block_on(audit::audit(&journal_view(&plant)?, &since, caller)),
         Cmd::Trace { plant, command_id } => {
-            let plant = journal_view(&plant)?;
-            runtime()?.block_on(journal_cmds::trace(&plant, &command_id))
+            rt.block_on(journal_cmds::trace(&journal_view(&plant)?, &command_id))
         }
+        _ => unreachable!("run_journal is given the journal commands only"),
     }
 }
 

@@ -1,11 +1,19 @@
 //! The README a newcomer reads first: its plant examples pass `closedloop check`, it sets up in
 //! two commands, names what the server offers (the details in docs/), every relative link of it
 //! and of docs/ points at a file and a heading that exist, and every `closedloop` command it
-//! shows is one the binary knows.
+//! shows is one the binary knows. The link helpers are `cli_readme/links.rs`, the reading of
+//! command lines and of `closedloop --help` `cli_readme/commands.rs`.
 
 mod common;
 
+#[path = "cli_readme/commands.rs"]
+mod commands;
+#[path = "cli_readme/links.rs"]
+mod links;
+
+use commands::{closedloop_args, shell_lines, unknown_usage};
 use common::{closedloop, repo};
+use links::{anchors, broken_links, links, pages, slug};
 
 /// Every ```toml block of the README is a plant file (or the start of one) that `check` accepts.
 #[test]
@@ -62,9 +70,15 @@ fn readme_sets_up_in_two_commands_and_names_what_the_server_offers() {
     let readme = std::fs::read_to_string(repo("README.md")).unwrap();
     // The repository stands on its own.
     assert!(!readme.contains("../shared"), "the README links outside");
+    sets_up_in_two_commands(&readme);
+    tells_how_to_install_and_configure_a_client(&readme);
+    the_docs_describe_the_mcp_surface();
+    links_the_docs(&readme);
+}
 
-    // Set up: exactly two commands, the demo and the tests; CI is told later.
-    let setup = section(&readme, "Set up (two commands)");
+/// Set up: exactly two commands, the demo and the tests; CI is told later (docs/develop.md).
+fn sets_up_in_two_commands(readme: &str) {
+    let setup = section(readme, "Set up (two commands)");
     let block = setup
         .split("```sh\n")
         .nth(1)
@@ -85,11 +99,12 @@ fn readme_sets_up_in_two_commands_and_names_what_the_server_offers() {
     assert!(flat(setup).contains("just `closedloop demo`"), "{setup}");
     let develop = std::fs::read_to_string(repo("docs/develop.md")).unwrap();
     assert!(section(&develop, "Tests and CI").contains("CI (`.ci/run`) runs the same command"));
-    assert!(section(&readme, "Develop").contains("bash .ci/run"));
+    assert!(section(readme, "Develop").contains("bash .ci/run"));
+}
 
-    // Install, a client configuration with its environment, and the MCP surface beyond the
-    // tools (docs/tools.md).
-    let install = section(&readme, "Install");
+/// Install, and a client configuration with its environment.
+fn tells_how_to_install_and_configure_a_client(readme: &str) {
+    let install = section(readme, "Install");
     for needle in [
         "cargo install --locked --path crates/cli",
         "bash scripts/package wheel",
@@ -100,9 +115,13 @@ fn readme_sets_up_in_two_commands_and_names_what_the_server_offers() {
     ] {
         assert!(install.contains(needle), "Install lacks {needle}");
     }
-    let client = section(&readme, "Use it from an MCP client");
+    let client = section(readme, "Use it from an MCP client");
     assert!(client.contains("\"env\": {"), "{client}");
     assert!(flat(client).contains("only the variables in the config's `env` block"));
+}
+
+/// The MCP surface beyond the tools (docs/tools.md), and the statuses and codes (docs/errors.md).
+fn the_docs_describe_the_mcp_surface() {
     let tools = std::fs::read_to_string(repo("docs/tools.md")).unwrap();
     for needle in [
         "`device://{id}/state`",
@@ -130,8 +149,10 @@ fn readme_sets_up_in_two_commands_and_names_what_the_server_offers() {
             "no row {row} in\n{table}"
         );
     }
+}
 
-    // Every relative link points at a file of the repository, and the docs are linked.
+/// Every relative link points at a file of the repository, and the docs are linked.
+fn links_the_docs(readme: &str) {
     let mut linked = Vec::new();
     for part in readme.split("](").skip(1) {
         let target = part.split(')').next().unwrap();
@@ -155,125 +176,6 @@ fn readme_sets_up_in_two_commands_and_names_what_the_server_offers() {
             "README does not link {doc}"
         );
     }
-}
-
-/// The lines of `text` outside fenced code blocks, with their 1-based numbers.
-fn prose(text: &str) -> Vec<(usize, &str)> {
-    let mut fenced = false;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-        } else if !fenced {
-            out.push((i + 1, line));
-        }
-    }
-    out
-}
-
-/// GitHub's anchor for a heading's text: lower case, spaces to `-`, every other character but
-/// letters, digits, `-` and `_` dropped.
-fn slug(heading: &str) -> String {
-    heading
-        .trim()
-        .chars()
-        .filter_map(|c| match c {
-            ' ' => Some('-'),
-            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-            _ => None,
-        })
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-/// The anchors of a Markdown file's headings, as GitHub makes them: a repeated heading gets
-/// `-1`, `-2`, … after its slug.
-fn anchors(text: &str) -> Vec<String> {
-    let mut seen = std::collections::HashMap::<String, usize>::new();
-    let mut out = Vec::new();
-    for (_, line) in prose(text) {
-        let hashes = line.chars().take_while(|&c| c == '#').count();
-        if !(1..=6).contains(&hashes) || !line[hashes..].starts_with(' ') {
-            continue;
-        }
-        let base = slug(&line[hashes..]);
-        let n = seen.entry(base.clone()).or_insert(0);
-        out.push(if *n == 0 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        });
-        *n += 1;
-    }
-    out
-}
-
-/// The targets of a Markdown file's inline links and images (`[text](target)`), with their
-/// line numbers, outside fenced code.
-fn links(text: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    for (n, line) in prose(text) {
-        for part in line.split("](").skip(1) {
-            let target = part.split(')').next().unwrap();
-            let target = target.split_whitespace().next().unwrap_or("");
-            out.push((n, target.to_string()));
-        }
-    }
-    out
-}
-
-/// Every broken relative link of `file` (a path from the repository's root): a file that does
-/// not exist, or an `#anchor` that no heading of the linked Markdown file makes.
-fn broken_links(file: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(repo(file)).unwrap();
-    let dir = std::path::Path::new(file).parent().unwrap();
-    let mut broken = Vec::new();
-    for (n, target) in links(&text) {
-        if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
-            continue;
-        }
-        let (path, anchor) = match target.split_once('#') {
-            Some((p, a)) => (p, Some(a)),
-            None => (target.as_str(), None),
-        };
-        let linked = if path.is_empty() {
-            std::path::PathBuf::from(file)
-        } else {
-            dir.join(path)
-        };
-        let on_disk = repo(linked.to_str().unwrap());
-        if !on_disk.exists() {
-            broken.push(format!(
-                "{file}:{n}: {target}: no file {}",
-                linked.display()
-            ));
-            continue;
-        }
-        if let Some(anchor) = anchor {
-            let page = std::fs::read_to_string(&on_disk).unwrap_or_default();
-            if !anchors(&page).iter().any(|a| a == anchor) {
-                broken.push(format!(
-                    "{file}:{n}: {target}: no heading of {} makes #{anchor}",
-                    linked.display()
-                ));
-            }
-        }
-    }
-    broken
-}
-
-/// The Markdown pages whose links are checked: the README and every page of docs/.
-fn pages() -> Vec<String> {
-    let mut pages = vec!["README.md".to_string()];
-    let mut docs: Vec<String> = std::fs::read_dir(repo("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".md"))
-        .map(|n| format!("docs/{n}"))
-        .collect();
-    docs.sort();
-    pages.extend(docs);
-    pages
 }
 
 #[test]
@@ -319,136 +221,6 @@ fn every_link_of_the_readme_and_the_docs_resolves() {
         let text = std::fs::read_to_string(repo(&page)).unwrap();
         assert!(!text.contains("../shared"), "{page} refers to ../shared");
     }
-}
-
-/// The command lines of the README's ```sh and ```console blocks (a console line is one that
-/// starts with `$ `), comments removed and continued lines joined.
-fn shell_lines(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut lang: Option<String> = None;
-    let mut pending = String::new();
-    for line in text.lines() {
-        let trimmed = line.trim_start();
-        if let Some(info) = trimmed.strip_prefix("```") {
-            lang = match lang {
-                None => Some(info.trim().to_string()),
-                Some(_) => None,
-            };
-            continue;
-        }
-        let line = match lang.as_deref() {
-            Some("sh") => trimmed,
-            Some("console") => match trimmed.strip_prefix("$ ") {
-                Some(l) => l,
-                None => continue,
-            },
-            _ => continue,
-        };
-        let line = match line.find(" #") {
-            Some(i) => &line[..i],
-            None if line.starts_with('#') => "",
-            None => line,
-        };
-        match line.trim_end().strip_suffix('\\') {
-            Some(head) => pending.push_str(head),
-            None => {
-                pending.push_str(line);
-                if !pending.trim().is_empty() {
-                    out.push(std::mem::take(&mut pending));
-                }
-                pending.clear();
-            }
-        }
-    }
-    out
-}
-
-/// The arguments a command line gives `closedloop`, if it runs it: `closedloop ARGS`, with
-/// `VAR=value` or `sudo` before it, `cargo run -p closedloop -- ARGS`, or `uvx --from WHEEL
-/// closedloop ARGS`.
-fn closedloop_args(line: &str) -> Option<Vec<String>> {
-    let mut tokens: Vec<&str> = line.split_whitespace().collect();
-    while tokens
-        .first()
-        .is_some_and(|t| *t == "sudo" || (t.contains('=') && !t.starts_with('-')))
-    {
-        tokens.remove(0);
-    }
-    let rest = match tokens.as_slice() {
-        ["closedloop", rest @ ..] => rest,
-        ["cargo", "run", rest @ ..] if rest.contains(&"closedloop") => {
-            let dashes = rest.iter().position(|t| *t == "--")?;
-            &rest[dashes + 1..]
-        }
-        ["uvx", rest @ ..] => {
-            let at = rest.iter().position(|t| *t == "closedloop")?;
-            &rest[at + 1..]
-        }
-        _ => return None,
-    };
-    Some(rest.iter().map(|t| t.to_string()).collect())
-}
-
-/// `closedloop PATH… --help`.
-fn help(path: &[String]) -> String {
-    let out = closedloop().args(path).arg("--help").output().unwrap();
-    assert!(out.status.success(), "closedloop {path:?} --help failed");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The subcommands a help text lists under `Commands:`.
-fn subcommands(help: &str) -> Vec<String> {
-    let Some((_, list)) = help.split_once("\nCommands:\n") else {
-        return Vec::new();
-    };
-    list.lines()
-        .take_while(|l| !l.trim().is_empty())
-        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-        .collect()
-}
-
-/// Whether a help text lists `flag` (`--http`, `-V`) as an option.
-fn knows_flag(help: &str, flag: &str) -> bool {
-    help.match_indices(flag).any(|(i, _)| {
-        let before = help[..i].chars().next_back();
-        let after = help[i + flag.len()..].chars().next();
-        matches!(before, Some(' ' | ','))
-            && !after.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
-    })
-}
-
-/// Why `closedloop ARGS` would be refused for its subcommands or flags, if it would.
-fn unknown_usage(args: &[String]) -> Option<String> {
-    let mut path: Vec<String> = Vec::new();
-    let mut text = help(&path);
-    let mut positional = false;
-    for arg in args {
-        if arg.starts_with('-') && arg.len() > 1 {
-            let flag = arg.split('=').next().unwrap();
-            if !knows_flag(&text, flag) {
-                return Some(format!("closedloop {} has no {flag}", path.join(" ")));
-            }
-            continue;
-        }
-        if positional {
-            continue;
-        }
-        let subs = subcommands(&text);
-        if subs.contains(arg) {
-            path.push(arg.clone());
-            text = help(&path);
-        } else if !subs.is_empty() && !text.contains("\nArguments:\n") {
-            return Some(format!(
-                "closedloop {} has no subcommand {arg} (it has {})",
-                path.join(" "),
-                subs.join(", ")
-            ));
-        } else {
-            positional = true;
-        }
-    }
-    None
 }
 
 #[test]

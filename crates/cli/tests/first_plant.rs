@@ -7,11 +7,10 @@
 
 mod common;
 
-use common::page::{blocks, marked};
+use common::page::{Block, blocks, calls, marked, shown_in_order};
 use common::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
 const WHOLE_PAGE: &str = include_str!("../../../docs/first-plant.md");
 
@@ -26,42 +25,8 @@ fn page() -> &'static str {
     &WHOLE_PAGE[..at]
 }
 
-fn closedloop(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_closedloop"));
-    c.current_dir(dir);
-    c
-}
-
-/// The table after `<!-- calls -->`: (tool, arguments, status, error code).
-fn calls(page: &str) -> Vec<(String, Value, String, String)> {
-    let table = page
-        .split("<!-- calls -->")
-        .nth(1)
-        .expect("a calls table")
-        .lines()
-        .skip_while(|l| l.trim().is_empty())
-        .take_while(|l| l.starts_with('|'));
-    let mut out = Vec::new();
-    for row in table.skip(2) {
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        let call = cells[2].trim_matches('`');
-        let (tool, args) = call.split_once(' ').expect("`tool {args}`");
-        let ticks: Vec<&str> = cells[3].split('`').skip(1).step_by(2).collect();
-        let status = ticks[0].to_string();
-        let code = ticks
-            .get(1)
-            .filter(|t| t.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
-            .map(|t| t.to_string())
-            .unwrap_or_default();
-        out.push((
-            tool.to_string(),
-            serde_json::from_str(args).unwrap(),
-            status,
-            code,
-        ));
-    }
-    out
-}
+/// The marker of the page's calls table.
+const CALLS: &str = "calls";
 
 #[test]
 fn the_page_has_what_the_test_runs() {
@@ -70,7 +35,7 @@ fn the_page_has_what_the_test_runs() {
     assert_eq!(marked(&b, "mistake").len(), 1);
     assert_eq!(marked(&b, "mistake output").len(), 1);
     assert_eq!(marked(&b, "check output").len(), 1);
-    assert_eq!(calls(page()).len(), 5);
+    assert_eq!(calls(page(), CALLS).len(), 5);
     // The client configuration is JSON of the shape clients read.
     let cfg: Value = serde_json::from_str(marked(&b, "client config")[0]).unwrap();
     assert_eq!(cfg["mcpServers"]["bench"]["args"][0], "serve");
@@ -84,9 +49,16 @@ async fn the_first_plant_walk_through_runs_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let plant = marked(&b, "bench.toml").join("\n");
     std::fs::write(dir.path().join("bench.toml"), &plant).unwrap();
+    check_passes(&b, dir.path());
+    the_mistake_fails(&b, &plant);
+    let ids = the_calls_answer_as_the_table_says(dir.path()).await;
+    the_shell_lines_run(&b, dir.path(), &ids);
+}
 
-    // 4. check passes and prints what the page shows (lines with … are abridged).
-    let out = closedloop(dir.path())
+/// Step 4: check passes and prints what the page shows (lines with … are abridged).
+fn check_passes(b: &[Block], dir: &Path) {
+    let out = closedloop()
+        .current_dir(dir)
         .args(["check", "bench.toml"])
         .output()
         .unwrap();
@@ -101,26 +73,12 @@ async fn the_first_plant_walk_through_runs_as_written() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut printed = stdout.lines();
-    for want in marked(&b, "check output")[0].lines() {
-        if want.contains('…') {
-            let (head, _) = want.split_once('…').unwrap();
-            if !head.trim().is_empty() {
-                assert!(
-                    printed.any(|l| l.starts_with(head)),
-                    "no line starting {head:?} in order in:\n{stdout}"
-                );
-            }
-            continue;
-        }
-        assert!(
-            printed.any(|l| l == want),
-            "no line {want:?} in order in:\n{stdout}"
-        );
-    }
+    shown_in_order(&stdout, marked(b, "check output")[0]);
+}
 
-    // The mistake: the position_mm line replaced by the page's wrong one.
-    let wrong_line = marked(&b, "mistake")[0].trim_end();
+/// The mistake: the position_mm line replaced by the page's wrong one fails as the page shows.
+fn the_mistake_fails(b: &[Block], plant: &str) {
+    let wrong_line = marked(b, "mistake")[0].trim_end();
     let wrong: String = plant
         .lines()
         .map(|l| {
@@ -135,21 +93,25 @@ async fn the_first_plant_walk_through_runs_as_written() {
     assert_ne!(wrong, plant);
     let mistake_dir = tempfile::tempdir().unwrap();
     std::fs::write(mistake_dir.path().join("bench.toml"), wrong).unwrap();
-    let out = closedloop(mistake_dir.path())
+    let out = closedloop()
+        .current_dir(mistake_dir.path())
         .args(["check", "bench.toml"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        marked(&b, "mistake output")[0]
+        marked(b, "mistake output")[0]
     );
+}
 
-    // 5. The calls of the table, through `closedloop serve` (stdio) and an MCP client.
-    std::fs::copy(dir.path().join("bench.toml"), dir.path().join("plant.toml")).unwrap();
-    let c = connect(dir.path()).await;
+/// Step 5: the calls of the table, through `closedloop serve` (stdio) and an MCP client: each
+/// answers the table's status and code. Returns the commands' ids, in the table's order.
+async fn the_calls_answer_as_the_table_says(dir: &Path) -> Vec<String> {
+    std::fs::copy(dir.join("bench.toml"), dir.join("plant.toml")).unwrap();
+    let c = connect(dir).await;
     let mut ids = Vec::new();
-    for (tool, args, status, code) in calls(page()) {
+    for (tool, args, status, code) in calls(page(), CALLS) {
         let (got_status, got_code, r) = act(&c, &tool, args.clone()).await;
         assert_eq!(
             (got_status.as_str(), got_code.as_str()),
@@ -165,12 +127,15 @@ async fn the_first_plant_walk_through_runs_as_written() {
         ids.push(r["command_id"].as_str().unwrap().to_string());
     }
     c.cancel().await.unwrap();
+    ids
+}
 
-    // 6. Every `closedloop` line of the page's shell blocks but `serve` (and the install line).
-    // The served plant above is plant.toml; the page's lines name bench.toml, whose journal is
-    // the same bench.db.
+/// Step 6: every `closedloop` line of the page's shell blocks but `serve` (and the install line).
+/// The served plant above is plant.toml; the page's lines name bench.toml, whose journal is the
+/// same bench.db. `COMMAND_ID` is the second call's.
+fn the_shell_lines_run(b: &[Block], dir: &Path, ids: &[String]) {
     let mut ran = 0;
-    for (_, info, body) in &b {
+    for (_, info, body) in b {
         if info != "sh" {
             continue;
         }
@@ -192,7 +157,7 @@ async fn the_first_plant_walk_through_runs_as_written() {
                     }
                 })
                 .collect();
-            let out = closedloop(dir.path()).args(&args).output().unwrap();
+            let out = closedloop().current_dir(dir).args(&args).output().unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(
                 out.status.success(),

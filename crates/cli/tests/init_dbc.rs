@@ -287,3 +287,133 @@ async fn generated_action_moves_the_simulated_slide() {
     }
     panic!("the slide never reached 40 mm");
 }
+
+/// `closedloop init --dbc NAME ARGS` on `dbc` written to a fresh folder: the folder and the
+/// output (which must have succeeded).
+fn init_text(name: &str, dbc: &str, args: &[&str]) -> (tempfile::TempDir, Output) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(name), dbc).unwrap();
+    let out = init(dir.path(), &[&["--dbc", name][..], args].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("a bug in init"), "{}", stderr(&out));
+    (dir, out)
+}
+
+/// The values of `key = "..."` lines, in order.
+fn values(text: &str, key: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{key} = \"")))
+        .map(|l| l.trim_end_matches('"').to_string())
+        .collect()
+}
+
+#[test]
+fn long_node_and_message_names_are_shortened_to_unique_tool_names() {
+    let node = "ActuatorControllerWithAnExtremelyLongNodeNameThatGoesOnAndOnForever";
+    let msg = "PositionCommandForTheActuatorControllerWithAVeryLongMessageName";
+    assert!(node.len() > 64 && msg.len() > 60);
+    let dbc = format!(
+        "VERSION \"\"\nNS_ :\nBS_:\nBU_: Ctl {node}\n\
+         BO_ 100 {msg}Alpha: 1 Ctl\n SG_ A : 0|8@1+ (1,0) [0|100] \"\" {node}\n\
+         BO_ 101 {msg}Beta: 1 Ctl\n SG_ B : 0|8@1+ (1,0) [0|100] \"\" {node}\n\
+         BO_ 102 {msg}Gamma: 1 Ctl\n SG_ C : 0|8@1+ (1,0) [0|100] \"\" {node}\n\
+         BO_ 103 Status: 1 {node}\n SG_ Level : 0|8@1+ (1,0) [0|100] \"\" Ctl\n"
+    );
+    let (_dir, out) = init_text("long.dbc", &dbc, &["--node", node]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ids = values(&text, "id");
+    let [id] = ids.as_slice() else {
+        panic!("{text}")
+    };
+    let actions: Vec<String> = values(&text, "name").into_iter().skip(1).collect();
+    assert_eq!(actions.len(), 3, "{text}");
+    for a in &actions {
+        assert!(id.len() + 1 + a.len() <= 64, "{id}_{a}");
+    }
+    assert!(actions[1] != actions[0] && actions[2] != actions[1] && actions[2] != actions[0]);
+    assert!(actions[2].ends_with("_2"), "{actions:?}");
+}
+
+#[test]
+fn a_third_message_with_the_same_stem_gets_a_numbered_action_name() {
+    let dbc = "VERSION \"\"\nNS_ :\nBS_:\nBU_: Ctl Act\n\
+        BO_ 100 PosCmd: 1 Ctl\n SG_ A : 0|8@1+ (1,0) [0|100] \"\" Act\n\
+        BO_ 101 Pos_Cmd: 1 Ctl\n SG_ B : 0|8@1+ (1,0) [0|100] \"\" Act\n\
+        BO_ 102 POS_CMD: 1 Ctl\n SG_ C : 0|8@1+ (1,0) [0|100] \"\" Act\n\
+        BO_ 103 Status: 1 Act\n SG_ Level : 0|8@1+ (1,0) [0|100] \"\" Ctl\n";
+    let (_dir, out) = init_text("stems.dbc", dbc, &["--node", "Act"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        values(&text, "name")[1..],
+        ["set_pos", "send_pos_cmd", "send_pos_cmd_2"],
+        "{text}"
+    );
+}
+
+#[test]
+fn colliding_signal_names_in_one_message_get_numbered_names() {
+    let dbc = "VERSION \"\"\nNS_ :\nBS_:\nBU_: Ctl Act\n\
+        BO_ 100 Move: 2 Ctl\n SG_ TargetPos : 0|8@1+ (1,0) [0|100] \"\" Act\n SG_ Target_Pos : 8|8@1+ (1,0) [0|100] \"\" Act\n\
+        BO_ 101 Status: 3 Act\n SG_ aB : 0|8@1+ (1,0) [0|100] \"\" Ctl\n SG_ A_B : 8|8@1+ (1,0) [0|100] \"\" Ctl\n SG_ a__b : 16|8@1+ (1,0) [0|100] \"\" Ctl\n";
+    let (_dir, out) = init_text("twins.dbc", dbc, &["--node", "Act"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("write = [{ message = \"Move\", signals = { TargetPos = \"params.target_pos\", Target_Pos = \"params.target_pos_2\" } }]"),
+        "{text}"
+    );
+    let signals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("{ message = \"Status\""))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(signals, ["a_b", "status_a_b", "status_a_b_2"], "{text}");
+}
+
+#[test]
+fn a_declared_range_outside_the_field_falls_back_to_the_field_range_and_integers_get_whole_bounds()
+{
+    let dbc = "VERSION \"\"\nNS_ :\nBS_:\nBU_: Ctl Act\n\
+        BO_ 100 Drive: 2 Ctl\n SG_ Speed : 0|8@1+ (1,0) [300|400] \"rpm\" Act\n SG_ Gain : 8|8@1+ (2,0) [0.5|9.5] \"\" Act\n\
+        BO_ 101 Status: 1 Act\n SG_ Level : 0|8@1+ (1,0) [0|100] \"\" Ctl\n";
+    let (_dir, out) = init_text("range.dbc", dbc, &["--node", "Act"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("# Parameter speed: the DBC's range [300.0|400.0] is outside what the field holds, so the field's range is used."),
+        "{text}"
+    );
+    assert!(
+        text.contains("speed = { type = \"integer\", min = 0.0, max = 255.0, unit = \"rpm\" }"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gain = { type = \"integer\", min = 1.0, max = 9.0 }"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_node_named_like_the_file_keeps_its_device_apart_from_unassigned_messages() {
+    let dbc = "VERSION \"\"\nNS_ :\nBS_:\nBU_: OvenBus\n\
+        BO_ 100 Temp: 1 OvenBus\n SG_ T : 0|8@1+ (1,0) [0|100] \"\" Vector__XXX\n\
+        BO_ 200 Loose: 1 Vector__XXX\n SG_ L : 0|8@1+ (1,0) [0|100] \"\" Vector__XXX\n";
+    let (_dir, out) = init_text("oven-bus.dbc", dbc, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        values(&text, "id"),
+        ["oven_bus", "oven_bus_unassigned"],
+        "{text}"
+    );
+    let unassigned = text.split("# Messages no node sends").nth(1).unwrap();
+    assert!(unassigned.contains("l = { message = \"Loose\""), "{text}");
+    assert!(!unassigned.contains("t = { message = \"Temp\""), "{text}");
+}
+
+#[test]
+fn check_warning_passes_run_after_the_summary_and_leave_exit_code_zero() {
+    // A generated CAN plant has no MQTT device and no confirm_by, so the deadlines and
+    // confirmers passes find nothing: the summary is the whole of stderr and init succeeds.
+    let (_dir, out) = init_text("heater.dbc", HEATER, &["--node", "Heater"]);
+    let err = stderr(&out);
+    assert!(err.starts_with("printed the plant: "), "{err}");
+    assert!(!err.contains("warning:"), "{err}");
+}

@@ -75,6 +75,11 @@ pub fn load_journal_view(
         reader.push(None, None, format!("not valid TOML: {}", e.message()));
         PlantErrors(std::mem::take(&mut reader.errors))
     })?;
+    if !doc.contains_key("server") && !doc.contains_key("device") {
+        let message = "not a plant file: it has neither a [server] table nor a [[device]]".into();
+        reader.push(None, None, message);
+        return Err(PlantErrors(reader.errors));
+    }
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -153,10 +158,20 @@ impl Reader<'_> {
     fn rate(&mut self, table: &toml::Table, device: &str, at: &str) -> Option<RateLimit> {
         let path = format!("{at}max_rate");
         let text = self.text(Some(table), Some(device), &path)?;
-        let burst = table
-            .get("max_burst")
-            .and_then(toml::Value::as_integer)
-            .and_then(|b| u32::try_from(b).ok());
+        let burst = match table.get("max_burst") {
+            None => None,
+            Some(v) => match v.as_integer().and_then(|b| u32::try_from(b).ok()) {
+                Some(b) => Some(b),
+                None => {
+                    let message = format!(
+                        "max_burst must be a whole number, like 2, not a {}",
+                        v.type_str()
+                    );
+                    self.push(Some(device), Some(&format!("{at}max_burst")), message);
+                    return None;
+                }
+            },
+        };
         RateLimit::parse(&text, burst)
             .map_err(|m| self.push(Some(device), Some(&path), m))
             .ok()

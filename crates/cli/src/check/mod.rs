@@ -9,14 +9,16 @@ mod confirmers;
 mod deadlines;
 pub mod sim_map;
 mod summary;
+pub(crate) use {confirmers::lint as confirmers_lint, deadlines::lint as deadlines_lint};
 
 use sim_map::{Finding, Severity};
 use std::path::Path;
 use std::process::ExitCode;
 
 /// Runs the check and prints its verdict after a summary of the plant, or, with `tools`,
-/// after every tool's description and input schema.
-pub fn run(path: &Path, tools: bool) -> ExitCode {
+/// after every tool's description and input schema; with `lint`, `closedloop lint`'s warnings
+/// come before both, so that the verdict stays the last line.
+pub fn run(path: &Path, tools: bool, lint: bool) -> ExitCode {
     let plant = match closedloop_plant::load(path) {
         Ok(plant) => plant,
         Err(errors) => {
@@ -37,6 +39,9 @@ pub fn run(path: &Path, tools: bool) -> ExitCode {
     }
     if findings.iter().any(|f| f.severity == Severity::Error) {
         return ExitCode::from(1);
+    }
+    if lint {
+        crate::lint::run(path, false, false);
     }
     match tools {
         true => print!("{}", closedloop_plant::render_surface(&plant)),

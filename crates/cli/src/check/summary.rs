@@ -19,7 +19,8 @@ pub fn summary(plant: &Plant, shown: &str, warnings: usize) -> String {
         plant.server.name,
         plant.devices.len(),
         tools.len(),
-        plant.server.journal
+        // Never a password on stdout, which ends up in CI logs: as the banner shows it.
+        closedloop_journal::shown_url(&plant.server.journal)
     );
     let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for d in &plant.devices {
@@ -67,8 +68,15 @@ mod tests {
             closedloop_plant::parse(src, "workshop.toml", std::path::Path::new("/srv")).unwrap();
         let text = summary(&plant, "workshop.toml", 2);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[1].starts_with("  devices on sim: "), "{text}");
-        assert!(text.contains("  action tools: "), "{text}");
+        let ids: Vec<&str> = plant.devices.iter().map(|d| d.id.as_str()).collect();
+        let shown = listed(&ids);
+        assert_eq!(lines[1], format!("  devices on sim: {shown}"), "{text}");
+        let tools: Vec<&str> = plant.actions().map(|(_, a)| a.tool_name.as_str()).collect();
+        assert_eq!(
+            lines[2],
+            format!("  action tools: {}", listed(&tools)),
+            "{text}"
+        );
         assert!(text.contains("  warnings: 2 (above)\n"), "{text}");
         assert!(
             text.ends_with("closedloop check workshop.toml --tools\n"),
@@ -77,6 +85,40 @@ mod tests {
         assert!(
             !text.contains("\"type\""),
             "no schema in the summary: {text}"
+        );
+    }
+
+    /// A journal's password never reaches stdout; alarms are named; devices group by driver.
+    #[test]
+    fn a_summary_hides_the_journal_password_and_names_alarms_and_drivers() {
+        let src = r#"
+[server]
+journal = "postgres://gw:s3cret@db.example:5432/plant"
+[[device]]
+id = "lamp"
+driver = { kind = "sim", model = "relay" }
+[device.signals]
+contact = { discrete_input = 0 }
+[[device]]
+id = "board"
+driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:1883", client_id = "gw" }
+[device.signals]
+on = { topic = "b/state", type = "bool" }
+[[alarm]]
+name = "BOARD_SILENT"
+when = "devices.board.on"
+blocks = ["lamp"]
+"#;
+        let plant = closedloop_plant::parse(src, "p.toml", std::path::Path::new("/srv")).unwrap();
+        let text = summary(&plant, "p.toml", 0);
+        assert!(!text.contains("s3cret"), "{text}");
+        assert!(
+            text.contains("  devices on mqtt: board\n  devices on sim: lamp\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  alarms: BOARD_SILENT\n  warnings: none\n"),
+            "{text}"
         );
     }
 

@@ -308,8 +308,10 @@ fn builtin_changes(old: &Plant, new: &Plant) -> Vec<Change> {
     out
 }
 
-/// A built-in tool's input schema: each property's `enum` compared as allowed strings; any
-/// other difference is breaking, as nothing says what it would do to a call.
+/// A built-in tool's input schema: each property's `enum` compared as allowed strings; a
+/// property's `default` and `description` left out (the only default that moves is `wait_s`'s,
+/// the plant's `default_wait_s`, listed on its own); any other difference is breaking, as
+/// nothing says what it would do to a call.
 fn schema_changes(tool: &str, old: &Value, new: &Value) -> Vec<Change> {
     if old == new {
         return vec![];
@@ -322,7 +324,9 @@ fn schema_changes(tool: &str, old: &Value, new: &Value) -> Vec<Change> {
             p.values_mut()
                 .filter_map(Value::as_object_mut)
                 .for_each(|s| {
-                    s.remove("enum");
+                    for key in ["enum", "default", "description"] {
+                        s.remove(key);
+                    }
                 });
         }
         v

@@ -3,7 +3,7 @@
 
 use super::meta::MessageMeta;
 use super::model::{Generated, SignalOut, describe};
-use super::names::{float, sentence, snake, stem};
+use super::names::{fit, float, sentence, snake, stem, unique};
 use closedloop_sim_server::can::{Message, Signal};
 
 /// One generated `[[device.action]]`.
@@ -36,6 +36,8 @@ pub struct ParamOut {
     pub unit: Option<String>,
     /// The DBC comment and value table, if any.
     pub description: Option<String>,
+    /// Why the range is not the DBC's declared one, for a comment line above the parameters.
+    pub note: Option<String>,
 }
 
 /// Adds the action writing `m` to device `i`, or says why it is skipped.
@@ -48,11 +50,19 @@ pub fn add(g: &mut Generated, i: usize, m: &Message, mm: Option<&MessageMeta>) {
         return;
     }
     let d = &g.devices[i];
-    let mut name = format!("set_{}", stem(m.name()));
-    if d.actions.iter().any(|a| a.name == name) {
-        name = format!("send_{}", snake(m.name()));
+    // The tool name is `<device>_<action>`: the action's name gets what the device id leaves.
+    let room = closedloop_plant::MAX_TOOL_NAME.saturating_sub(d.id.len() + 1);
+    let taken = |n: &str| d.actions.iter().any(|a| a.name == n);
+    let mut name = fit(&format!("set_{}", stem(m.name())), room);
+    if taken(&name) {
+        name = unique(&format!("send_{}", snake(m.name())), room, taken);
     }
-    let params: Vec<ParamOut> = m.signals().iter().map(|s| param(s, mm)).collect();
+    let mut params: Vec<ParamOut> = Vec::new();
+    for s in m.signals() {
+        let mut p = param(s, mm);
+        p.name = unique(&p.name, usize::MAX, |n| params.iter().any(|q| q.name == n));
+        params.push(p);
+    }
     let writes = m
         .signals()
         .iter()
@@ -99,7 +109,8 @@ pub fn add(g: &mut Generated, i: usize, m: &Message, mm: Option<&MessageMeta>) {
 }
 
 /// The parameter for one written signal: bool for 1 bit, integer for whole scale and offset,
-/// else number; the range is the declared one, within what the field holds.
+/// else number; the range is the declared one, within what the field holds, or the field's
+/// when the declared one lies outside it; an integer's bounds are whole (min up, max down).
 fn param(s: &Signal, mm: Option<&MessageMeta>) -> ParamOut {
     let sm = mm.and_then(|mm| mm.signals.get(&s.name));
     let whole = s.factor.fract() == 0.0 && s.offset.fract() == 0.0;
@@ -108,11 +119,29 @@ fn param(s: &Signal, mm: Option<&MessageMeta>) -> ParamOut {
         (_, true) => "integer",
         _ => "number",
     };
-    let (lo, hi) = s.physical_range();
+    let whole = |(a, b): (f64, f64)| match ty {
+        "integer" => (a.ceil(), b.floor()),
+        _ => (a, b),
+    };
+    let field = whole(s.physical_range());
     let declared = s.min < s.max && !(s.min == 0.0 && s.max == 0.0);
-    let range = match declared {
-        true => (s.min.max(lo), s.max.min(hi)),
-        false => (lo, hi),
+    let overlap = (s.min.max(field.0), s.max.min(field.1));
+    let within = whole(overlap);
+    let (range, note) = match declared {
+        true if within.0 <= within.1 => (within, None),
+        true => (
+            field,
+            Some(format!(
+                "the DBC's range [{}|{}] is outside what the field holds{}, so the field's range is used",
+                float(s.min),
+                float(s.max),
+                match overlap.0 <= overlap.1 {
+                    true => " as whole numbers",
+                    false => "",
+                }
+            )),
+        ),
+        false => (field, None),
     };
     ParamOut {
         name: snake(&s.name),
@@ -120,6 +149,7 @@ fn param(s: &Signal, mm: Option<&MessageMeta>) -> ParamOut {
         range: (ty != "bool" && range.0 <= range.1).then_some(range),
         unit: (!s.unit.is_empty()).then(|| s.unit.clone()),
         description: sm.and_then(|sm| describe(sm.comment.as_deref(), &sm.values)),
+        note: (ty != "bool").then_some(note).flatten(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! thing left out with the reason.
 
 use super::meta::{MessageMeta, Meta};
-use super::names::{sentence, snake};
+use super::names::{sentence, snake, unique};
 use closedloop_sim_server::can::{Dbc, DbcError, Message, Mux};
 
 /// One generated device: a node of the DBC.
@@ -11,7 +11,7 @@ use closedloop_sim_server::can::{Dbc, DbcError, Message, Mux};
 pub struct Device {
     /// The plant id (the node's name in snake_case).
     pub id: String,
-    /// The DBC node, or the file's stem for messages no node sends.
+    /// The DBC node, or [`UNASSIGNED`] for messages no node sends.
     pub node: String,
     /// For the plant's `description`.
     pub description: String,
@@ -57,6 +57,14 @@ pub struct Generated {
     pub needs_person: Vec<String>,
 }
 
+/// The `node` of the device of messages no node sends: empty, which no DBC node name is, so
+/// that device never merges with a node's.
+const UNASSIGNED: &str = "";
+
+/// The longest device id: the rest of a tool name (`<device>_<action>`, at most
+/// [`closedloop_plant::MAX_TOOL_NAME`] characters) is left for the action's name.
+const MAX_DEVICE_ID: usize = closedloop_plant::MAX_TOOL_NAME - 16;
+
 /// The receivers of a message: the union of its signals' receivers, in order of appearance.
 pub fn receivers(m: &Message, meta: Option<&MessageMeta>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -95,13 +103,11 @@ pub fn build(dbc: &Dbc, meta: &Meta, nodes: &[String], group: &str) -> Generated
                 written.push((m, node));
             }
             _ => {
-                add_signals(&mut g, m, mm, sender.as_deref().unwrap_or(group), meta);
-                if sender.is_none() && !meta.nodes.iter().any(|n| n == group) {
-                    let i = device(&mut g, group, meta);
-                    g.devices[i].description =
-                        "Messages of the CAN bus that the DBC assigns to no node".into();
-                    g.devices[i].unassigned = true;
+                if sender.is_none() && !g.devices.iter().any(|d| d.unassigned) {
+                    unassigned(&mut g, meta, group);
                 }
+                let node = sender.as_deref().unwrap_or(UNASSIGNED);
+                add_signals(&mut g, m, mm, node, meta);
             }
         }
     }
@@ -124,7 +130,31 @@ pub fn build(dbc: &Dbc, meta: &Meta, nodes: &[String], group: &str) -> Generated
     g
 }
 
-/// The index of the node's device, created if new.
+/// Creates the device of messages no node sends, named `group` (the file's stem) unless a
+/// node's name gives that id, then `<group>_unassigned` (with a number if that is a node's too).
+fn unassigned(g: &mut Generated, meta: &Meta, group: &str) {
+    let nodes: Vec<String> = meta.nodes.iter().map(|n| fit_id(n)).collect();
+    let taken = |id: &str| nodes.iter().any(|n| n == id) || g.devices.iter().any(|d| d.id == id);
+    let id = match taken(&fit_id(group)) {
+        false => fit_id(group),
+        true => unique(&format!("{group}_unassigned"), MAX_DEVICE_ID, taken),
+    };
+    g.devices.push(Device {
+        id,
+        node: UNASSIGNED.into(),
+        description: "Messages of the CAN bus that the DBC assigns to no node".into(),
+        unassigned: true,
+        ..Device::default()
+    });
+}
+
+/// A node's name as a device id: snake_case, at most [`MAX_DEVICE_ID`] characters.
+fn fit_id(node: &str) -> String {
+    super::names::fit(&snake(node), MAX_DEVICE_ID)
+}
+
+/// The index of the node's device, created if new (with a numeric suffix when another
+/// device already has its id).
 pub fn device(g: &mut Generated, node: &str, meta: &Meta) -> usize {
     if let Some(i) = g.devices.iter().position(|d| d.node == node) {
         return i;
@@ -133,8 +163,11 @@ pub fn device(g: &mut Generated, node: &str, meta: &Meta) -> usize {
         Some(c) => c.trim().trim_end_matches('.').to_string(),
         None => format!("The {node} node on the CAN bus"),
     };
+    let id = unique(&snake(node), MAX_DEVICE_ID, |id| {
+        g.devices.iter().any(|d| d.id == id)
+    });
     g.devices.push(Device {
-        id: snake(node),
+        id,
         node: node.to_string(),
         description,
         ..Device::default()
@@ -162,9 +195,10 @@ fn add_signals(g: &mut Generated, m: &Message, mm: Option<&MessageMeta>, node: &
         }
         let sm = mm.and_then(|mm| mm.signals.get(&s.name));
         let d = &mut g.devices[i];
+        let taken = |n: &str| d.signals.iter().any(|o| o.name == n);
         let mut name = snake(&s.name);
-        if d.signals.iter().any(|o| o.name == name) {
-            name = format!("{}_{name}", snake(m.name()));
+        if taken(&name) {
+            name = unique(&format!("{}_{name}", snake(m.name())), usize::MAX, taken);
         }
         d.signals.push(SignalOut {
             name,

@@ -66,6 +66,32 @@ pub fn snake(name: &str) -> String {
     }
 }
 
+/// `name` cut to at most `max` characters (names are ASCII: `snake` makes them so), without a
+/// trailing `_`.
+pub fn fit(name: &str, max: usize) -> String {
+    let cut = &name[..name.len().min(max)];
+    match cut.trim_end_matches('_') {
+        "" => cut.to_string(),
+        t => t.to_string(),
+    }
+}
+
+/// `base` cut to `max` characters, or, when `taken` already holds that, cut shorter and given
+/// the first numeric suffix (`_2`, `_3`, …) that is free: a new name never repeats one.
+pub fn unique(base: &str, max: usize, taken: impl Fn(&str) -> bool) -> String {
+    let first = fit(base, max);
+    if !taken(&first) {
+        return first;
+    }
+    (2..)
+        .map(|n| {
+            let suffix = format!("_{n}");
+            format!("{}{suffix}", fit(base, max.saturating_sub(suffix.len())))
+        })
+        .find(|c| !taken(c))
+        .expect("an unbounded suffix range always finds a free name")
+}
+
 /// A TOML basic string, quoted and escaped.
 pub fn quote(s: &str) -> String {
     let mut out = String::from('"');
@@ -135,5 +161,17 @@ mod tests {
         assert_eq!(stem("TargetCmd"), "target");
         assert_eq!(stem("Target_Status"), "target");
         assert_eq!(stem("Status"), "status");
+    }
+
+    #[test]
+    fn unique_names_fit_and_never_repeat() {
+        let taken = ["set_lamp", "set_lamp_2"];
+        assert_eq!(unique("set_lamp", 20, |n| taken.contains(&n)), "set_lamp_3");
+        assert_eq!(unique("set_a_very_long_name", 10, |_| false), "set_a_very");
+        assert_eq!(
+            unique("set_a_very_long_name", 10, |n| n == "set_a_very"),
+            "set_a_ve_2"
+        );
+        assert_eq!(fit("set_a_", 6), "set_a");
     }
 }

@@ -131,6 +131,11 @@ fn signal(out: &mut String, s: &SignalOut) {
 fn action(out: &mut String, a: &ActionOut) {
     let _ = writeln!(out, "[[device.action]]\nname = {}", quote(&a.name));
     let _ = writeln!(out, "description = {}", quote(&a.description));
+    for p in &a.params {
+        if let Some(note) = &p.note {
+            let _ = writeln!(out, "# Parameter {}: {note}.", p.name);
+        }
+    }
     let params: Vec<String> = a.params.iter().map(param).collect();
     let _ = writeln!(out, "params = {{ {} }}", params.join(", "));
     let signals: Vec<String> = a

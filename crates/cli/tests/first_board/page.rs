@@ -1,9 +1,8 @@
-//! The page's second part read as data: its topic table (what the board speaks), its calls
-//! table (what the test asks and expects), its `closedloop check` line, and how printed output is
-//! held to the page's abridged (`…`) lines.
+//! The page's second part read as data: its topic table (what the board speaks) and its
+//! `closedloop check` line. Its calls table and its abridged (`…`) output lines are read by
+//! `common/page.rs`, as `first_plant.rs` reads the first part's.
 
-use crate::common::page::blocks;
-use serde_json::Value;
+use crate::common::page::{blocks, table, ticks};
 use std::time::Duration;
 
 /// The whole page, compiled in so the test runs what the reader reads.
@@ -12,35 +11,13 @@ pub const PAGE: &str = include_str!("../../../../docs/first-plant.md");
 /// The heading the page's second part starts with.
 const PART_TWO: &str = "## 7. A relay board on MQTT";
 
+/// The marker of the page's calls table, the rows `first_board/rows.rs` plays.
+pub const CALLS: &str = "board calls";
+
 /// The page's second part: everything this test runs (the first is `first_plant.rs`'s).
 pub fn part_two() -> &'static str {
     let at = PAGE.find(PART_TWO).expect("the page has its MQTT part");
     &PAGE[at..]
-}
-
-/// The cells of the table right after `<!-- marker -->`, header and rule left out.
-fn table(page: &str, marker: &str) -> Vec<Vec<String>> {
-    page.split(&format!("<!-- {marker} -->"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("a table marked {marker}"))
-        .lines()
-        .skip_while(|l| l.trim().is_empty())
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|row| {
-            let cells: Vec<String> = row.split('|').map(|c| c.trim().to_string()).collect();
-            cells[1..cells.len() - 1].to_vec()
-        })
-        .collect()
-}
-
-/// The `code` spans of a cell, in order.
-fn ticks(cell: &str) -> Vec<String> {
-    cell.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
 }
 
 /// One row of the page's topic table, so the board plays exactly what the reader is told.
@@ -145,64 +122,6 @@ impl Topics {
 /// `text` (the page's, under `greenhouse/`) under `prefix/` instead, so a shared broker is safe.
 pub fn unique(text: &str, prefix: &str) -> String {
     text.replace("greenhouse/board1/", &format!("{prefix}/board1/"))
-}
-
-/// One row of `<!-- board calls -->`: (tool, arguments, status, error code).
-pub type Call = (String, Value, String, String);
-
-/// The rows of `<!-- board calls -->`, the calls the test makes and what each must answer.
-pub fn calls(part: &str) -> Vec<Call> {
-    table(part, "board calls")
-        .iter()
-        .map(|c| {
-            let call = c[1].trim_matches('`');
-            let (tool, args) = call.split_once(' ').expect("`tool {args}`");
-            let t = ticks(&c[2]);
-            let code = t
-                .get(1)
-                .filter(|t| t.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
-                .cloned()
-                .unwrap_or_default();
-            (
-                tool.to_string(),
-                serde_json::from_str(args).unwrap(),
-                t[0].clone(),
-                code,
-            )
-        })
-        .collect()
-}
-
-/// Whether `line` is what `want` shows, `…` standing for any text.
-fn shows(line: &str, want: &str) -> bool {
-    let pieces: Vec<&str> = want.split('…').collect();
-    let (first, last) = (pieces[0], pieces[pieces.len() - 1]);
-    if pieces.len() == 1 {
-        return line == want;
-    }
-    if !line.starts_with(first) || !line[first.len()..].ends_with(last) {
-        return false;
-    }
-    let mut rest = &line[first.len()..line.len() - last.len()];
-    for middle in &pieces[1..pieces.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
-/// Each line of `want` is shown by a line of `got`, in order: printed output is what the page
-/// shows, abridged lines included.
-pub fn shown_in_order(got: &str, want: &str) {
-    let mut lines = got.lines();
-    for w in want.lines() {
-        assert!(
-            lines.any(|l| shows(l, w)),
-            "no line like {w:?} in order in:\n{got}"
-        );
-    }
 }
 
 /// The page's `closedloop check` line: its environment assignments and its arguments, so the

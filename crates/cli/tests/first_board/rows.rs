@@ -3,9 +3,8 @@
 //! page says closedloop shows then.
 
 use crate::board::{Board, retained};
-use crate::common::page::marked;
+use crate::common::page::{marked, shown_in_order};
 use crate::common::{Client, act, call, outcome, sc, settle};
-use crate::page::shown_in_order;
 use crate::steps::Run;
 use closedloop_mqtt::testing::next;
 use rmcp::ServiceExt;
@@ -198,11 +197,17 @@ pub async fn last_will(run: &Run, c: &Client, board: &mut Board) {
     assert_eq!(held.as_deref(), Some(topics.offline()));
 }
 
-/// `closedloop serve DIR/board.toml` with `env` and its stderr into `stderr`, an rmcp client on
-/// its stdio, as the page's client configuration starts it.
+/// `closedloop serve DIR/board.toml` with its stderr into `stderr`, an rmcp client on its stdio,
+/// as the page's client configuration starts it: in an environment of `env` (the config's `env`
+/// block) and nothing of the test's but PATH, HOME and CLOSEDLOOP_LOG, so the block must suffice.
 async fn serve(dir: &Path, env: &[(String, String)], stderr: std::fs::File) -> Client {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_closedloop"));
-    cmd.arg("serve").arg(dir.join("board.toml"));
+    cmd.arg("serve").arg(dir.join("board.toml")).env_clear();
+    for kept in ["PATH", "HOME", "CLOSEDLOOP_LOG"] {
+        if let Some(v) = std::env::var_os(kept) {
+            cmd.env(kept, v);
+        }
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

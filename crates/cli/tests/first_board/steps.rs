@@ -4,12 +4,13 @@
 
 use crate::board::{Board, Broker, retained};
 use crate::common::closedloop;
-use crate::common::page::{Block, blocks, marked};
-use crate::page::{Call, Topics, calls, check_line, shown_in_order, unique};
+use crate::common::page::{Block, Call, blocks, calls, marked, shown_in_order};
+use crate::page::{CALLS, Topics, check_line, unique};
 use closedloop_mqtt::BrokerConfig;
 use closedloop_mqtt::testing::connected;
 use closedloop_plant::{DriverConfig, Source, WriteEntry};
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +28,10 @@ pub struct Run {
     pub topics: Arc<Topics>,
     /// The calls table's rows, one per row step.
     pub calls: Vec<Call>,
-    /// The variables the plant reads (sorted).
+    /// The variables the plant reads, in the order the plant file first names them.
     pub vars: Vec<String>,
-    /// The environment of the client configuration's `env` block, for `closedloop serve`.
+    /// The client configuration's `env` block, each variable set to the broker's URL: the whole
+    /// environment `closedloop serve` gets beyond PATH, HOME and CLOSEDLOOP_LOG.
     pub env: Vec<(String, String)>,
     /// The plant's `max_silence_s`.
     pub window: Duration,
@@ -51,7 +53,7 @@ impl Run {
         let tag = tag();
         let prefix = format!("closedloop-test/first-board-{tag}");
         let topics = Arc::new(Topics::from_page(part).under(&prefix));
-        let calls = calls(part);
+        let calls = calls(part, CALLS);
         let (plant, vars) = run_plant(&blocks, &url, &prefix, &tag);
         let window = agrees(&plant, &url, &topics);
         let env = client_env(&blocks, &vars, &url);
@@ -214,7 +216,8 @@ fn agrees(plant: &str, url: &str, topics: &Topics) -> Duration {
     window
 }
 
-/// The client configuration passes every variable the plant reads: the environment it gives
+/// The client configuration's `env` block names exactly the variables the plant reads (as a
+/// set: the block's order is the page's, `vars` the plant file's): the environment it gives
 /// `closedloop serve`, each variable set to the broker's URL.
 fn client_env(b: &[Block], vars: &[String], url: &str) -> Vec<(String, String)> {
     let cfg: Value = serde_json::from_str(marked(b, "board client config")[0]).unwrap();
@@ -225,10 +228,12 @@ fn client_env(b: &[Block], vars: &[String], url: &str) -> Vec<(String, String)> 
         .next()
         .unwrap();
     assert_eq!(server["args"][0], "serve");
-    let mut env_keys: Vec<String> = server["env"].as_object().unwrap().keys().cloned().collect();
-    env_keys.sort();
-    assert_eq!(env_keys, vars);
-    vars.iter()
-        .map(|v| (v.to_string(), url.to_string()))
-        .collect()
+    let env_keys: Vec<String> = server["env"].as_object().unwrap().keys().cloned().collect();
+    let plant_reads: BTreeSet<&String> = vars.iter().collect();
+    assert_eq!(
+        env_keys.iter().collect::<BTreeSet<_>>(),
+        plant_reads,
+        "the client config's env block and the plant's variables"
+    );
+    env_keys.into_iter().map(|k| (k, url.to_string())).collect()
 }

@@ -39,9 +39,10 @@ impl Server {
             }
         }
         let wait_s = self.engine.plant().server.default_wait_s;
+        let max = closedloop_plant::limits::DEFAULT_WAIT_S.max;
         let _ = writeln!(
             t,
-            "Optional: wait_s (0–10 s, default {wait_s}; 0 answers at once) and idempotency_key \
+            "Optional: wait_s (0–{max} s, default {wait_s}; 0 answers at once) and idempotency_key \
              (the same key with the same arguments returns the same command instead of acting \
              twice — use one, so that repeating a call whose answer was lost is harmless).\n\
              JSON Schema of the arguments: {}\n",

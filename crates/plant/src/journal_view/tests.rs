@@ -64,6 +64,41 @@ fn the_view_of_a_loaded_plant_reads_the_same() {
     assert_eq!(load_journal_view(&path, &vars).unwrap(), of);
 }
 
+/// The horizon is the longest of every rate, an action's and its burst's included, as the
+/// loaded plant computes it.
+#[test]
+fn the_rate_horizon_is_the_longest_of_every_rate_and_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let vars = env(&[("JOURNAL_DIR", "/srv"), ("STEPDRIVE_ADDR", "10.0.0.5:502")]);
+    // The action's 1/h with a burst of 48 looks back 96 h, past the device's 60/h.
+    let text = PLANT.replace(
+        "max_rate = \"6/min\"\nmax_burst = 2",
+        "max_rate = \"1/h\"\nmax_burst = 48",
+    );
+    let path = write(dir.path(), &text);
+    let view = load_journal_view(&path, &vars).unwrap();
+    assert_eq!(view.rate_horizon, Duration::from_secs(96 * 3600));
+    let plant = crate::validate::run(&text, "plant.toml", dir.path(), &vars).unwrap();
+    assert_eq!(JournalView::of(&plant).rate_horizon, view.rate_horizon);
+    // A burst that is not a count is named, as the full loader names it.
+    let path = write(
+        dir.path(),
+        &text.replace("max_burst = 48", "max_burst = \"48\""),
+    );
+    let errors = load_journal_view(&path, &vars).unwrap_err();
+    assert_eq!(errors.0[0].key.as_deref(), Some("action.move_to.max_burst"));
+}
+
+/// A TOML file that declares neither a server nor a device is not taken for a plant that
+/// names the default journal.
+#[test]
+fn a_file_without_server_or_device_is_not_a_plant() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "title = \"notes\"\n");
+    let text = load_journal_view(&path, &env(&[])).unwrap_err().to_string();
+    assert!(text.contains("not a plant file"), "{text}");
+}
+
 /// A variable the journal's location needs is named with its key and the fix.
 #[test]
 fn an_unset_journal_variable_names_the_key_and_the_clients_env_block() {

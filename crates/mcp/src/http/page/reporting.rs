@@ -33,7 +33,8 @@ pub(super) fn reporting(d: &Device) -> Value {
         DriverConfig::Opcua { .. } => format!(
             "sends changes over OPC UA (sampled every {}), read again every {} · offline after {silence} without a good value",
             millis(d.poll_ms),
-            seconds(d.liveness.max_silence_s / 3.0)
+            // As the OPC UA link checks: a third of the silence window, never below poll_ms.
+            seconds((d.liveness.max_silence_s / 3.0).max(d.poll_ms as f64 / 1000.0))
         ),
         DriverConfig::Can { .. } => {
             format!("sends CAN frames of its own accord · offline after {silence} without a frame")
