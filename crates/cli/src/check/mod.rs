@@ -40,12 +40,17 @@ pub fn run(path: &Path, tools: bool, lint: bool) -> ExitCode {
     if findings.iter().any(|f| f.severity == Severity::Error) {
         return ExitCode::from(1);
     }
+    let mut warnings = findings.len();
     if lint {
-        crate::lint::run(path, false, false);
+        let lint = closedloop_plant::lint::lint(&plant, &label);
+        for w in &lint {
+            println!("warning: {w}");
+        }
+        warnings += lint.len();
     }
     match tools {
         true => print!("{}", closedloop_plant::render_surface(&plant)),
-        false => print!("{}", summary::summary(&plant, &label, findings.len())),
+        false => print!("{}", summary::summary(&plant, &label, warnings)),
     }
     println!("{}: OK", path.display());
     // The process ends after this: handing a hall's plant back to the allocator piece by piece
