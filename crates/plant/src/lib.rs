@@ -68,6 +68,8 @@ pub use plant::{
 pub use rate::RateLimit;
 pub use schema::{MAX_TOOL_NAME, outcome_text, render_surface, wait_s_property};
 pub use template::Template;
+/// Names an expression reserves: no signal or parameter may be named so.
+pub use validate::exprs::RESERVED as RESERVED_NAMES;
 
 use std::path::Path;
 

@@ -1,36 +1,13 @@
 //! Names and wording for generated plant files: DBC names (CamelCase, UPPER_CASE) turned into
 //! plant names (snake_case), and TOML strings quoted.
 
-/// Words expressions reserve: a signal or parameter cannot be named so (docs/plant-file.md,
-/// "Names an expression may read").
-const RESERVED: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-    "params",
-    "devices",
-    "command_id",
-    "wait_s",
-    "idempotency_key",
-];
+/// Whether `name` cannot name a signal or parameter: a word expressions reserve, or one of the
+/// arguments every action tool has beside its parameters.
+fn reserved(name: &str) -> bool {
+    closedloop_plant::RESERVED_NAMES.contains(&name)
+        || name == "wait_s"
+        || name == "idempotency_key"
+}
 
 /// `PositionMm` → `position_mm`, `HTTPStatus` → `http_status`, `Engine_RPM` → `engine_rpm`;
 /// a name that would start with a digit or be reserved gets a prefix, so it always loads.
@@ -61,7 +38,7 @@ pub fn snake(name: &str) -> String {
     match out.chars().next() {
         None => "unnamed".into(),
         Some(c) if c.is_ascii_digit() => format!("s_{out}"),
-        _ if RESERVED.contains(&out.as_str()) => format!("{out}_value"),
+        _ if reserved(&out) => format!("{out}_value"),
         _ => out,
     }
 }

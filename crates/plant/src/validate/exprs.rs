@@ -66,8 +66,9 @@ impl Want {
     }
 }
 
-/// CEL keywords and the names expressions reserve; none can name a signal or param.
-const RESERVED: &[&str] = &[
+/// CEL keywords and the names expressions reserve; none can name a signal or param. Public
+/// (`closedloop_plant::RESERVED_NAMES`) so that a generated plant avoids the same list.
+pub const RESERVED: &[&str] = &[
     "true",
     "false",
     "null",

@@ -12,7 +12,7 @@ mod action;
 mod device;
 pub(crate) mod document;
 mod driver;
-mod exprs;
+pub(crate) mod exprs;
 mod register;
 mod rules;
 pub(crate) mod server;
