@@ -15,31 +15,9 @@ use sqlx::Connection;
 use std::path::Path;
 use std::process::Command;
 
-/// A lamp on the simulator, journaled to `url`.
-fn plant(url: &str) -> String {
-    format!(
-        r#"
-[server]
-name = "verify"
-journal = "{url}"
-
-[[device]]
-id = "lamp"
-description = "Desk lamp"
-driver = {{ kind = "sim", model = "relay" }}
-poll_ms = 20
-[device.signals]
-contact = {{ discrete_input = 0 }}
-[[device.action]]
-name = "switch"
-description = "Switch the lamp."
-params = {{ on = {{ type = "bool" }} }}
-write = [{{ coil = 0, value = "params.on" }}]
-done_when = "contact == params.on"
-expect_s = 0.02
-idempotent = true
-"#
-    )
+/// The journal tests' lamp plant (`common::lamp_plant`), journaled to `journal`.
+fn plant(journal: &str) -> String {
+    common::lamp_plant("verify", journal)
 }
 
 /// `closedloop journal verify PLANT`: (exit code, stdout).

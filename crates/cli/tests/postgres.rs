@@ -14,31 +14,9 @@ use sqlx::postgres::PgConnection;
 use std::path::Path;
 use std::process::Command;
 
-/// A lamp on the simulator, journaled to `url`.
-fn plant(url: &str) -> String {
-    format!(
-        r#"
-[server]
-name = "pg"
-journal = "{url}"
-
-[[device]]
-id = "lamp"
-description = "Desk lamp"
-driver = {{ kind = "sim", model = "relay" }}
-poll_ms = 20
-[device.signals]
-contact = {{ discrete_input = 0 }}
-[[device.action]]
-name = "switch"
-description = "Switch the lamp."
-params = {{ on = {{ type = "bool" }} }}
-write = [{{ coil = 0, value = "params.on" }}]
-done_when = "contact == params.on"
-expect_s = 0.02
-idempotent = true
-"#
-    )
+/// The journal tests' lamp plant (`common::lamp_plant`), journaled to `journal`.
+fn plant(journal: &str) -> String {
+    common::lamp_plant("pg", journal)
 }
 
 /// `closedloop ARGS... PLANT`: (exit code, stdout, stderr).

@@ -290,3 +290,31 @@ pub mod stdio {
             .unwrap_or_default()
     }
 }
+
+/// A lamp on the simulator (a relay whose contact confirms the switch), its server named `name`
+/// and journaled to `journal`: the plant of the journal tests (verify, PostgreSQL, re-judging).
+pub fn lamp_plant(name: &str, journal: &str) -> String {
+    format!(
+        r#"
+[server]
+name = "{name}"
+journal = "{journal}"
+
+[[device]]
+id = "lamp"
+description = "Desk lamp"
+driver = {{ kind = "sim", model = "relay" }}
+poll_ms = 20
+[device.signals]
+contact = {{ discrete_input = 0 }}
+[[device.action]]
+name = "switch"
+description = "Switch the lamp."
+params = {{ on = {{ type = "bool" }} }}
+write = [{{ coil = 0, value = "params.on" }}]
+done_when = "contact == params.on"
+expect_s = 0.02
+idempotent = true
+"#
+    )
+}
