@@ -122,6 +122,15 @@ pub fn render(
             "The device ({}) is online but reported nothing on the signals the criteria read after the write was acknowledged{within}: it may have ignored the command, or acted without reporting it. Nothing shows whether it acted. {ev}{asked}",
             device.id
         ),
+        Reason::AlreadyUnconfirmed { answering } => format!(
+            "`{done}` already held when the write was sent ({} was already in that state), but {}{within}, so nothing confirms it still holds or shows that it acted. {ev}{asked}",
+            device.id,
+            if *answering {
+                "the device is online and reported nothing after the action's expected duration"
+            } else {
+                "no read taken after the action's expected duration came back"
+            }
+        ),
         Reason::Unreadable(t) => format!("{t} {ev}"),
         Reason::Alarm(t) => format!("{t}. {ev}"),
         Reason::Deadman { stop_written } => format!(
@@ -260,10 +269,18 @@ pub fn hint(o: &Outcome) -> Option<String> {
             "Other commands held the device the whole time; nothing was sent. Check them (list_commands) before trying again."
                 .into(),
         ),
-        (_, Some(_)) if o.reason == (Reason::NoFreshRead { answering: false }) => Some(
+        (_, Some(_))
+            if matches!(
+                o.reason,
+                Reason::NoFreshRead { answering: false }
+                    | Reason::AlreadyUnconfirmed { answering: false }
+            ) =>
+        {
+            Some(
             "The device did not answer in time after the write; it may have taken effect. Query the device state (get_device_state) before retrying."
                 .into(),
-        ),
+        )
+        }
         (_, Some(_)) if o.reason == Reason::NoBaseline => Some(
             "The write was acknowledged but the device never confirmed; it may have taken effect. Query the device state (get_device_state) before acting on it."
                 .into(),

@@ -46,6 +46,9 @@ pub struct Machine {
     settled_seen: bool,
     /// A judged read said `done_when`'s signals had no value at dispatch.
     baseline_unknown: bool,
+    /// `done_when` held on a read sooner than the expected duration ("already so", not yet
+    /// confirmable), and on no read after it.
+    held_early: bool,
     cancel_requested: bool,
     cancel_for_shutdown: bool,
     /// The cancel was the dead-man's: the command ends `DEADMAN`, not `CANCELLED`.
@@ -69,6 +72,7 @@ impl Machine {
             moved: false,
             settled_seen: false,
             baseline_unknown: false,
+            held_early: false,
             cancel_requested: false,
             cancel_for_shutdown: false,
             cancel_for_deadman: false,
@@ -158,6 +162,9 @@ impl Machine {
             }
             self.started_seen = true;
         }
+        if r.done {
+            self.held_early = r.early;
+        }
         if !r.done || r.early {
             self.hold_since = None;
             return vec![];
@@ -181,6 +188,15 @@ impl Machine {
             self.finish(Outcome::readback_mismatch())
         } else if self.moved {
             self.finish(Outcome::timeout(Reason::NotReached))
+        } else if self.held_early {
+            let code = match answering {
+                true => ErrorCode::NoFeedback,
+                false => ErrorCode::DeviceOffline,
+            };
+            self.finish(Outcome::failed(
+                code,
+                Reason::AlreadyUnconfirmed { answering },
+            ))
         } else if !self.settled_seen {
             let code = match answering {
                 true => ErrorCode::NoFeedback,

@@ -7,8 +7,9 @@
 //! `done_when` on other devices, a standing alarm on one device's feedback blocking another) and
 //! a script of up to 7 steps at random (virtual) times: submits (concurrent, some waiting),
 //! cancels, run-time fault injections and clears, one device's feedback register answering
-//! exception 4 while the rest of it answers (`Op::Refuse`), and engine restarts on the same
-//! journal, with the devices kept running or power-cycled too
+//! exception 4 while the rest of it answers (`Op::Refuse`), a relay board going silent, deaf or
+//! back (`Op::Board`), and engine restarts on the same journal, with the devices kept running or
+//! power-cycled too
 //! (`ground_truth/spec.rs`, `strategy.rs`). `rig.rs` runs it on a paused clock — `fence.rs`
 //! keeps the clock still while SQLite works, so a case replays the same way — and wraps every
 //! simulated device in a driver that logs each request with the device's physical state.
@@ -34,7 +35,11 @@
 //!   refusal lasts (it fails safe), and never a completion on the device it blocks once raised;
 //! - `requires` (`check/requires.rs`): a command dispatched under a precondition on another
 //!   device was dispatched on a read of it, answered shortly before, that showed it physically
-//!   true — never on a refused read or a cached value.
+//!   true — never on a refused read or a cached value;
+//! - relays behind a board that reports when it likes (`rig/board.rs`: heartbeats, reports on
+//!   change, late reports, silent from the start; `check/board.rs`): each outcome, a `requires`
+//!   on the board and the alarm on it against the relay's state when each report was taken — a
+//!   report arrives with no time of its own, so a late one that hides a change is a limitation.
 //!
 //! Findings that do not fail the run, counted in its summary line:
 //! - limitations: a relay whose contact reads inverted (`swapped_contacts`) can fool any
@@ -258,6 +263,7 @@ fn one_device(model: spec::Model, faults: Vec<closedloop_sim::FaultSpec>) -> spe
         requires: None,
         idempotent: true,
         follow: None,
+        push: None,
     }
 }
 
@@ -386,4 +392,129 @@ fn only_the_feedback_read_needs_to_be_late_enough_to_confirm_a_criterion_that_al
     };
     let found = findings(&case);
     assert!(found.is_empty(), "{found:#?}");
+}
+
+/// A relay board in front of a relay that is already off (liveness window 0.504 s).
+fn board_already_off(push: spec::Push, silent_at_ms: Option<u64>) -> spec::Case {
+    let mut relay = one_device(spec::Model::Relay { pull_in_ms: 41 }, vec![]);
+    relay.max_silence_s = 0.504;
+    relay.expect = spec::Expect::Fixed { ms: 1399 };
+    relay.push = Some(push);
+    let off = spec::Op::Submit {
+        device: 0,
+        follow: false,
+        arg: spec::Arg::On(false),
+        wait_ms: 0,
+    };
+    let mut steps = vec![spec::Step {
+        delay_ms: 12,
+        op: off,
+    }];
+    steps.extend(silent_at_ms.map(|ms| spec::Step {
+        delay_ms: ms - 12,
+        op: spec::Op::Board {
+            device: 0,
+            mode: spec::BoardMode::Silent,
+        },
+    }));
+    spec::Case {
+        devices: vec![relay],
+        alarm: None,
+        steps,
+    }
+}
+
+/// The one command of a case: status, code and detail as journaled, after the checks.
+fn only_outcome(case: &spec::Case) -> (String, Option<String>, String) {
+    let out = fence::runtime().block_on(rig::run(case));
+    let found = check::check(case, &out);
+    assert!(
+        found.violations.is_empty(),
+        "{:#?}\n{}",
+        found.violations,
+        report::report(case, &out)
+    );
+    if std::env::var_os("GROUND_TRUTH_VERBOSE").is_some() {
+        eprintln!("{}", report::report(case, &out));
+    }
+    let j = out.journal.values().next().expect("one command");
+    let detail = j.row.detail.clone().unwrap_or_default();
+    (j.row.status.clone(), j.row.error_code.clone(), detail)
+}
+
+/// A board reports its relay already off (every 60 ms), is asked to switch it off (expect_s
+/// 1.399 s), and goes silent at 300 ms: no report after the expected duration ever comes. The
+/// engine ended it `failed FEEDBACK_MISMATCH`, "the feedback never moved: `contact ==
+/// params.on` did not hold", while every report showed it holding. Honest: DEVICE_OFFLINE,
+/// saying it already held and nothing confirms it still does. Regression test: failed before.
+#[test]
+fn a_silent_board_that_was_already_in_the_state_is_unconfirmed_not_never_moved() {
+    let push = spec::Push {
+        heartbeat_ms: 60,
+        late_ms: 0,
+        start: spec::BoardMode::Reports,
+    };
+    let (status, code, detail) = only_outcome(&board_already_off(push, Some(300)));
+    assert_eq!(
+        (status.as_str(), code.as_deref()),
+        ("failed", Some("DEVICE_OFFLINE"))
+    );
+    assert!(
+        detail.starts_with("`contact == params.on` already held when the write was sent (relay0 was already in that state), but no read taken after the action's expected duration came back"),
+        "{detail}"
+    );
+}
+
+/// A heater requires a relay board's contact open; the board reports it open (every 50 ms,
+/// liveness window 0.3 s) and goes silent at 100 ms. A heat command at 1 s must not be
+/// dispatched on the last report, 0.9 s old from a board that is offline: the checks find a
+/// dispatch on a report older than the board's window a violation, and the command is refused
+/// `INTERLOCK` ("cannot be judged").
+#[test]
+fn requires_on_a_board_that_went_silent_is_not_judged_on_its_last_report() {
+    let mut board = one_device(spec::Model::Relay { pull_in_ms: 10 }, vec![]);
+    board.max_silence_s = 0.3;
+    board.push = Some(spec::Push {
+        heartbeat_ms: 50,
+        late_ms: 0,
+        start: spec::BoardMode::Reports,
+    });
+    let heater = spec::Model::Heater {
+        rate_c_per_s: 50.0,
+        ambient_c: 20.0,
+    };
+    let mut heater = one_device(heater, vec![]);
+    heater.requires = Some(spec::Requires {
+        device: 0,
+        off: true,
+    });
+    let step = |delay_ms, op| spec::Step { delay_ms, op };
+    let case = spec::Case {
+        devices: vec![board, heater],
+        alarm: None,
+        steps: vec![
+            step(
+                100,
+                spec::Op::Board {
+                    device: 0,
+                    mode: spec::BoardMode::Silent,
+                },
+            ),
+            step(
+                900,
+                spec::Op::Submit {
+                    device: 1,
+                    follow: false,
+                    arg: spec::Arg::Number(30.0),
+                    wait_ms: 0,
+                },
+            ),
+        ],
+    };
+    let (status, code, detail) = only_outcome(&case);
+    assert_eq!(
+        (status.as_str(), code.as_deref()),
+        ("rejected", Some("INTERLOCK")),
+        "{detail}"
+    );
 }

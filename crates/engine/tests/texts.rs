@@ -33,6 +33,8 @@ fn outcomes() -> Vec<(&'static str, Outcome)> {
         ("no_baseline", o(S::Timeout, Some(C::Timeout), Reason::NoBaseline, false, None)),
         ("no_fresh_read", o(S::Failed, Some(C::DeviceOffline), Reason::NoFreshRead { answering: false }, false, None)),
         ("no_feedback", o(S::Failed, Some(C::NoFeedback), Reason::NoFreshRead { answering: true }, false, None)),
+        ("already_unconfirmed", o(S::Failed, Some(C::DeviceOffline), Reason::AlreadyUnconfirmed { answering: false }, false, None)),
+        ("already_no_feedback", o(S::Failed, Some(C::NoFeedback), Reason::AlreadyUnconfirmed { answering: true }, false, None)),
         ("unreadable", o(S::Failed, Some(C::BusNak), Reason::Unreadable("position_mm cannot be read since 2026-11-29T16:00:00.100Z (holding:2 answered exception 4 (Server Device Failure)), so nothing can confirm the outcome; the write may have taken effect.".into()), false, None)),
         ("readback_mismatch", o(S::Failed, Some(C::FeedbackMismatch), Reason::ReadbackMismatch, false, Some(false))),
         ("queue_expired", o(S::Timeout, Some(C::Timeout), Reason::QueueExpired, false, None)),

@@ -29,6 +29,11 @@ pub enum Reason {
     /// feedback moved. `answering`: the device was online all the same (it reported nothing on
     /// the criterion's signals: `NO_FEEDBACK`), else it gave no valid answer (`DEVICE_OFFLINE`).
     NoFreshRead { answering: bool },
+    /// `done_when` already held at dispatch and on the reads that came sooner than the
+    /// expected duration, but none taken after it arrived before the deadline: nothing
+    /// confirms the device is still in that state (`answering` as for `NoFreshRead`). Not "the
+    /// feedback never moved": it held.
+    AlreadyUnconfirmed { answering: bool },
     /// A criterion signal could not be read after the acknowledgement; the text says which
     /// and why.
     Unreadable(String),

@@ -95,3 +95,36 @@ fn writing_and_queued_ignore_an_unreadable_signal() {
     let mut m = queued(profile());
     assert_eq!(m.on(unreadable), vec![]);
 }
+
+/// A board already in the state asked for reported it only sooner than the expected duration,
+/// then nothing: at the deadline `done_when` had held, so "the feedback never moved, did not
+/// hold" (`FEEDBACK_MISMATCH`) would be false. Found by the ground-truth harness (a relay board
+/// that lost its relay's answers after reporting it already off). Regression test.
+#[test]
+fn supervising_deadline_after_already_so_reads_came_only_early_is_unconfirmed_not_never_moved() {
+    for (answering, code) in [
+        (false, ErrorCode::DeviceOffline),
+        (true, ErrorCode::NoFeedback),
+    ] {
+        let mut m = supervising(profile());
+        let early = match read(true, false, true) {
+            Event::Reading(r) => Event::Reading(Reading {
+                early: true,
+                settled: true,
+                ..r
+            }),
+            _ => unreachable!(),
+        };
+        assert!(m.on(early).is_empty(), "an early read confirms nothing");
+        let o = finish(&m.on(Event::Deadline { answering })).clone();
+        assert_eq!(
+            (o.status, o.code, o.reason, o.verified),
+            (
+                Status::Failed,
+                Some(code),
+                Reason::AlreadyUnconfirmed { answering },
+                false
+            )
+        );
+    }
+}

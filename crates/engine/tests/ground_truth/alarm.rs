@@ -65,8 +65,10 @@ impl AlarmSpec {
         let t = self.threshold(devices);
         match devices[self.device].model {
             Model::Relay { .. } => state.contact,
-            Model::Stepper { .. } => state.position_mm.map(|p| p > t),
-            Model::Heater { .. } => state.temperature_c.map(|c| c > t),
+            // As the registers hold them: 0.01 mm, 0.1 °C, rounded (27.04 °C reads 27.0,
+            // which `> 27.0` rightly finds clear).
+            Model::Stepper { .. } => state.position_mm.map(|p| (p * 100.0).round() / 100.0 > t),
+            Model::Heater { .. } => state.temperature_c.map(|c| (c * 10.0).round() / 10.0 > t),
         }
     }
 }

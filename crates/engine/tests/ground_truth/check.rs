@@ -4,6 +4,8 @@
 mod across;
 #[path = "check/alarms.rs"]
 mod alarms;
+#[path = "check/board.rs"]
+mod board;
 #[path = "check/cmd.rs"]
 mod cmd;
 #[path = "check/command.rs"]

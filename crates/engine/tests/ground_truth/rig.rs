@@ -3,6 +3,8 @@
 //! says. What the devices physically did is recorded by the driver: every request the engine
 //! makes is logged with the device's physical state (`SimDevice::peek`) at that instant.
 
+#[path = "rig/board.rs"]
+mod board;
 #[path = "rig/record.rs"]
 mod record;
 #[path = "rig/setup.rs"]
@@ -84,7 +86,18 @@ pub async fn run(case: &Case) -> Outcome {
     let refusals: Vec<setup::Refusal> = (case.devices.iter())
         .map(|d| (Arc::default(), crate::alarm::feedback_block(&d.model)))
         .collect();
-    let mut rt = start(&plant, &url, (&log, &refusals), 0, None, &mut epochs).await;
+    let boards: Vec<setup::BoardOf> = (case.devices.iter())
+        .map(|d| d.push.map(|p| (p, Arc::new(Mutex::new(p.start)))))
+        .collect();
+    let mut rt = start(
+        &plant,
+        &url,
+        (&log, &refusals, &boards),
+        0,
+        None,
+        &mut epochs,
+    )
+    .await;
     let submitted: Arc<Mutex<Vec<Submitted>>> = Arc::default();
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     let ids: Vec<String> = (0..case.devices.len())
@@ -161,6 +174,14 @@ pub async fn run(case: &Case) -> Outcome {
                 let what = ObsKind::Fault(format!("refuse {on}"));
                 log.push(epochs.len() - 1, *device, what, state);
             }
+            Op::Board { device, mode } => {
+                if let Some((_, cell)) = &boards[*device] {
+                    *cell.lock().unwrap_or_else(|p| p.into_inner()) = *mode;
+                }
+                let state = rt.sims[*device].peek();
+                let what = ObsKind::Fault(format!("board {mode:?}"));
+                log.push(epochs.len() - 1, *device, what, state);
+            }
             Op::Restart { fresh } => {
                 for t in tasks.drain(..) {
                     let _ = t.await;
@@ -181,7 +202,7 @@ pub async fn run(case: &Case) -> Outcome {
                         .collect(),
                 );
                 let keep = (!fresh).then(|| rt.sims.clone());
-                let devices = (&log, refusals.as_slice());
+                let devices = (&log, refusals.as_slice(), boards.as_slice());
                 rt = start(&plant, &url, devices, epochs.len(), keep, &mut epochs).await;
             }
         }

@@ -69,6 +69,30 @@ pub struct DeviceSpec {
     /// Relays: a second action `follow` that writes this relay's coil and is confirmed by another
     /// relay's contact (`devices.<id>.contact`).
     pub follow: Option<usize>,
+    /// Relays: behind a board that reports when it likes (`rig/board.rs`) instead of being polled.
+    pub push: Option<Push>,
+}
+
+/// A relay board that reports when it likes (an MQTT board).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Push {
+    /// It reports at least this often while it reports (and on every change it reads).
+    pub heartbeat_ms: u64,
+    /// Each report arrives this long after it was taken.
+    pub late_ms: u64,
+    /// How it starts: reporting, or silent (never heard from until the script wakes it).
+    pub start: BoardMode,
+}
+
+/// What a board does (`Op::Board` changes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoardMode {
+    /// Reports and carries out writes.
+    Reports,
+    /// Reports nothing; still carries out writes.
+    Silent,
+    /// Reports, and ignores every write (acknowledged by its broker all the same).
+    Deaf,
 }
 
 /// One step of a script, after `delay_ms` of (virtual) time.
@@ -100,6 +124,8 @@ pub enum Op {
     /// exception 4 from now on (`on`), or reads again: one register failing while the rest of
     /// the device answers.
     Refuse { device: usize, on: bool },
+    /// Board `device % n` (a relay with `push`) reports, goes silent or goes deaf from now on.
+    Board { device: usize, mode: BoardMode },
 }
 
 /// The argument of an action: `on` (relays), `target_mm` (steppers), `to_c` (heaters).

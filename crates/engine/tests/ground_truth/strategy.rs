@@ -49,7 +49,32 @@ pub fn fault() -> impl Strategy<Value = FaultSpec> {
     (fault, after).prop_map(|(fault, after_ms)| FaultSpec { fault, after_ms })
 }
 
+/// A board in front of a relay (kept only for relays, by `Case::resolve`): heartbeats from
+/// well inside its liveness window to beyond it, reports on time or late, some boards silent
+/// from the start.
+fn push() -> impl Strategy<Value = Option<Push>> {
+    let push = (
+        prop_oneof![2 => 20..300u64, 2 => 300..1500u64, 1 => 1500..4000u64],
+        prop_oneof![3 => Just(0u64), 1 => 1..150u64, 1 => 150..1500u64],
+        prop::bool::weighted(0.15),
+    )
+        .prop_map(|(heartbeat_ms, late_ms, silent)| Push {
+            heartbeat_ms,
+            late_ms,
+            start: if silent {
+                BoardMode::Silent
+            } else {
+                BoardMode::Reports
+            },
+        });
+    prop::option::weighted(0.3, push)
+}
+
 fn device() -> impl Strategy<Value = DeviceSpec> {
+    (device_base(), push()).prop_map(|(d, push)| DeviceSpec { push, ..d })
+}
+
+fn device_base() -> impl Strategy<Value = DeviceSpec> {
     (
         (
             model(),
@@ -94,6 +119,7 @@ fn device() -> impl Strategy<Value = DeviceSpec> {
                 requires: requires.map(|(device, off)| Requires { device, off }),
                 idempotent,
                 follow,
+                push: None,
             },
         )
 }
@@ -130,6 +156,8 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         1 => any::<bool>().prop_map(|fresh| Op::Restart { fresh }),
         2 => (0..3usize, prop::bool::weighted(0.6)).prop_map(|(device, on)| Op::Refuse { device, on }),
+        3 => (0..3usize, prop_oneof![1 => Just(BoardMode::Reports), 2 => Just(BoardMode::Silent), 1 => Just(BoardMode::Deaf)])
+            .prop_map(|(device, mode)| Op::Board { device, mode }),
     ]
 }
 
@@ -206,6 +234,7 @@ impl Case {
         let n = self.devices.len();
         let models: Vec<Model> = self.devices.iter().map(|d| d.model.clone()).collect();
         for (i, d) in self.devices.iter_mut().enumerate() {
+            d.push = d.push.filter(|_| matches!(d.model, Model::Relay { .. }));
             // Plant faults: one per kind.
             let mut seen = Vec::new();
             d.faults = std::mem::take(&mut d.faults)
@@ -272,6 +301,10 @@ impl Case {
                     *fault = resolve_fault(&self.devices[*device].model, *fault);
                 }
                 Op::Clear { device, .. } | Op::Refuse { device, .. } => *device %= n,
+                Op::Board { device, .. } => {
+                    *device %= n;
+                    return self.devices[*device].push.is_some();
+                }
                 Op::Restart { .. } => {
                     restarts += 1;
                     return restarts <= 2;

@@ -16,8 +16,11 @@ use crate::rig::{Obs, ObsKind, Outcome};
 use crate::spec::Case;
 
 /// A read of the alarm's block: case time issued, answered (with data), refused (exception).
+/// A board's report (`rig/board.rs`) counts as a read answered when it arrived.
 struct Read<'a> {
     obs: &'a Obs,
+    /// When its value was as old as the engine can know: issued (a poll), arrived (a report).
+    at_ms: i64,
     done_ms: i64,
     answered: bool,
     refused: bool,
@@ -38,20 +41,43 @@ pub fn check_alarm(
     let rows: Vec<(i64, bool)> = (out.alarms.iter())
         .map(|r| (epoch.start_ms + (r.at_ms - epoch.wall_ms), r.active))
         .collect();
-    let reads = reads(case, alarm, &out.obs);
+    let reads = reads(case, alarm, out);
     for &(t, active) in &rows {
         if !active {
             cleared(case, alarm, &reads, t, v, l);
         }
     }
     fails_safe(case, alarm, &reads, &rows, v);
+    if case.devices[alarm.device].push.is_some() {
+        fails_safe_when_silent(case, alarm, out, &reads, &rows, v);
+    }
     stops_running(alarm, cmds, &rows, v);
 }
 
-/// The reads of the alarm's block, in the order they were issued.
-fn reads<'a>(case: &Case, alarm: &AlarmSpec, obs: &'a [Obs]) -> Vec<Read<'a>> {
+/// The reads of the alarm's block, in the order they were issued; a board's reports in the
+/// order they arrived.
+fn reads<'a>(case: &Case, alarm: &AlarmSpec, out: &'a Outcome) -> Vec<Read<'a>> {
+    if case.devices[alarm.device].push.is_some() {
+        let mut reps: Vec<Read> = (out.obs.iter())
+            .filter(|o| o.dev == alarm.device)
+            .filter_map(|o| match o.kind {
+                ObsKind::Report { delivered_ms, lied } => Some(Read {
+                    obs: o,
+                    at_ms: delivered_ms,
+                    done_ms: delivered_ms,
+                    answered: true,
+                    refused: false,
+                    lied,
+                }),
+                _ => None,
+            })
+            .collect();
+        reps.sort_by_key(|r| r.done_ms);
+        return reps;
+    }
     let (area, start) = alarm.block(&case.devices);
-    obs.iter()
+    out.obs
+        .iter()
         .filter(|o| o.dev == alarm.device)
         .filter_map(|o| match o.kind {
             ObsKind::Read {
@@ -62,6 +88,7 @@ fn reads<'a>(case: &Case, alarm: &AlarmSpec, obs: &'a [Obs]) -> Vec<Read<'a>> {
                 refused,
             } if (a, s) == (area, start) => Some(Read {
                 obs: o,
+                at_ms: o.t_ms(),
                 done_ms,
                 answered,
                 refused,
@@ -96,7 +123,7 @@ fn cleared(
     let window_ms = (case.devices[alarm.device].max_silence_s * 1000.0).ceil() as i64;
     let shown_clear = before.iter().rev().find(|r| {
         r.answered
-            && r.obs.t_ms() >= t - window_ms
+            && r.at_ms >= t - window_ms
             && alarm.holds(&case.devices, &r.obs.state) == Some(false)
     });
     match shown_clear {
@@ -140,6 +167,33 @@ fn fails_safe(
                 last.done_ms,
                 first.obs.t_ms(),
                 run.len()
+            ));
+        }
+    }
+}
+
+/// A board silent for longer than its liveness window (and two alarm periods) finds the alarm
+/// raised: a value nobody has heard for that long says nothing about now.
+fn fails_safe_when_silent(
+    case: &Case,
+    alarm: &AlarmSpec,
+    out: &Outcome,
+    reads: &[Read],
+    rows: &[(i64, bool)],
+    v: &mut Vec<String>,
+) {
+    let d = &case.devices[alarm.device];
+    let by = (d.max_silence_s * 1000.0).ceil() as i64 + 2 * d.poll_ms.max(5) as i64 + 50;
+    let end = out.obs.iter().map(|o| o.t_ms()).max().unwrap_or(0);
+    let heard: Vec<i64> = reads.iter().map(|r| r.done_ms).collect();
+    let starts = std::iter::once(0).chain(heard.iter().copied());
+    let ends = heard.iter().copied().chain(std::iter::once(end));
+    for (from, to) in starts.zip(ends) {
+        let t = from + by;
+        if t < to && !active_at(rows, t) {
+            v.push(format!(
+                "HOT not raised at {t} ms although its board was silent from {from} ms to {to} ms: \
+                 nothing showed it safe"
             ));
         }
     }

@@ -52,6 +52,12 @@ impl Judge<'_> {
         );
         self.deadline(c, d, &label, f);
         self.queue(c, d, &label, f);
+        if super::board::on_a_board(self.case, c) {
+            super::board::command(self.case, self.out, c, &label, f);
+            let outcome = format!("{} {}", c.status, c.code.unwrap_or(""));
+            f.outcomes.push(format!("board {}", outcome.trim_end()));
+            return;
+        }
         // device_ack: the device acknowledged the plan at that instant.
         let ack = ack_index(self.out, self.cmds, c);
         if c.ack.is_some() && ack.is_none() {

@@ -45,6 +45,12 @@ pub fn check_requires(
             continue;
         }
         let other = &case.devices[r.device];
+        if other.push.is_some() {
+            let window = (other.max_silence_s * 1000.0).ceil() as i64;
+            let holds = |s: &closedloop_sim::SimState| holds(r, &other.model, s);
+            super::board::requires(out, c, (r, window), holds, (&mut *v, &mut *l));
+            continue;
+        }
         // A fresh read is asked for at dispatch and waited for up to the request timeout.
         let since = dispatched - other.timeout_ms as i64 - other.poll_ms as i64 - 50;
         let reads: Vec<&Obs> = (out.obs.iter())

@@ -40,6 +40,9 @@ pub enum ObsKind {
     WriteDone { sent: usize, ok: bool },
     /// The script injected or cleared a fault.
     Fault(String),
+    /// A board's report (`board.rs`), logged at the time it was taken with the state then;
+    /// `lied`: it reported the contact the other way round from the physical one.
+    Report { delivered_ms: i64, lied: bool },
 }
 
 impl Obs {
@@ -63,6 +66,18 @@ pub struct Log {
 impl Log {
     pub(super) fn push(&self, epoch: usize, dev: usize, kind: ObsKind, state: SimState) -> usize {
         let t_us = Instant::now().duration_since(self.t0).as_micros() as u64;
+        self.push_at(t_us, epoch, dev, kind, state)
+    }
+
+    /// Logs something that happened at `t_us` (a report delivered after it was taken).
+    pub(super) fn push_at(
+        &self,
+        t_us: u64,
+        epoch: usize,
+        dev: usize,
+        kind: ObsKind,
+        state: SimState,
+    ) -> usize {
         let mut obs = self.obs.lock().unwrap_or_else(|p| p.into_inner());
         obs.push(Obs {
             t_us,

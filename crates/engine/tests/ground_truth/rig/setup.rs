@@ -74,10 +74,16 @@ pub(super) type Refusal = (
     (closedloop_driver::Area, u16),
 );
 
+/// A relay behind a board (`board.rs`): how it reports, and its mode (kept across restarts).
+pub(super) type BoardOf = Option<(crate::spec::Push, super::board::ModeCell)>;
+
+/// What wraps the simulated devices: the log, each one's refusal, each relay's board if any.
+pub(super) type Wrapping<'a> = (&'a Log, &'a [Refusal], &'a [BoardOf]);
+
 pub(super) async fn start(
     plant: &Arc<closedloop_plant::Plant>,
     url: &str,
-    (log, refusals): (&Log, &[Refusal]),
+    (log, refusals, boards): Wrapping<'_>,
     epoch: usize,
     keep: Option<Vec<SimDevice>>,
     epochs: &mut Vec<Epoch>,
@@ -111,12 +117,33 @@ pub(super) async fn start(
     // one case in 5,000). The pools work on from the case's runtime.
     let journal = on_real_clock(Journal::open(url)).expect("journal opens");
     let start_ms = log.now_ms();
-    let links = closedloop_connect::Drivers {
+    let mut links = closedloop_connect::Drivers {
         map,
         sims: BTreeMap::new(),
     }
     .open(&plant.devices)
     .expect("links");
+    for (dev, board) in boards.iter().enumerate() {
+        let Some((push, mode)) = board else {
+            continue;
+        };
+        let spec = &plant.devices[dev];
+        let board = super::board::Board {
+            sim: sims[dev].clone(),
+            dev,
+            epoch,
+            log: log.clone(),
+            push: *push,
+            mode: Arc::clone(mode),
+            window: std::time::Duration::from_secs_f64(spec.liveness.max_silence_s),
+            timeout: std::time::Duration::from_millis(spec.request_timeout_ms()),
+            clock: links.clock,
+            started: tokio::time::Instant::now(),
+            tx: closedloop_link::SnapshotTx::new(closedloop_link::Snapshot::before_first_read()),
+            seq: std::sync::atomic::AtomicU64::new(0),
+        };
+        links.map.insert(spec.id.clone(), Arc::new(board));
+    }
     let engine = Engine::start(Arc::clone(plant), journal, links)
         .await
         .expect("engine starts");

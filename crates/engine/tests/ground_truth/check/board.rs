@@ -1,0 +1,207 @@
+//! Commands and `requires` on a relay board that reports when it likes (`rig/board.rs`),
+//! against the relay's physical state when each report was taken. A report carries no time of
+//! its own: the engine can only go by when it arrived, so a board reporting late is a
+//! limitation where it hides a change (counted, not failed).
+//! - `completed`: a report delivered after the acknowledgement showed `done_when` physically
+//!   true when it was taken;
+//! - `FEEDBACK_MISMATCH`: reports came after the acknowledgement, and the last one before the
+//!   end did not show it done;
+//! - `NO_FEEDBACK`: the board was heard from within its liveness window before the end (it was
+//!   online), and no report delivered `expect_s` after the acknowledgement showed it done;
+//! - `TIMEOUT`: no report delivered `expect_s` after the acknowledgement showed it done;
+//! - `DEVICE_OFFLINE` (on its own board): nothing arrived for its liveness window before the end
+//!   (or before the refusal);
+//! - `requires` on a board: dispatched on a report, delivered within the board's window before
+//!   the dispatch, that showed the precondition physically true.
+
+use super::Findings;
+use super::cmd::Cmd;
+use crate::physical::{done_device, physically_done};
+use crate::rig::{ObsKind, Outcome};
+use crate::spec::{Case, Requires};
+use closedloop_sim::SimState;
+
+/// Slack for "within the window": the engine's and the board's 10 ms ticks, rounding.
+const SLACK_MS: i64 = 30;
+
+/// One report as the checks see it.
+pub struct Rep<'a> {
+    pub taken_ms: i64,
+    pub delivered_ms: i64,
+    pub epoch: usize,
+    pub state: &'a SimState,
+    pub lied: bool,
+}
+
+/// The reports of board `dev`, in the order they arrived.
+pub fn reports(out: &Outcome, dev: usize) -> Vec<Rep<'_>> {
+    let mut reps: Vec<Rep> = (out.obs.iter())
+        .filter(|o| o.dev == dev)
+        .filter_map(|o| match o.kind {
+            ObsKind::Report { delivered_ms, lied } => Some(Rep {
+                taken_ms: o.t_ms(),
+                delivered_ms,
+                epoch: o.epoch,
+                state: &o.state,
+                lied,
+            }),
+            _ => None,
+        })
+        .collect();
+    reps.sort_by_key(|r| r.delivered_ms);
+    reps
+}
+
+/// The board's liveness window in ms.
+fn window_ms(case: &Case, dev: usize) -> i64 {
+    (case.devices[dev].max_silence_s * 1000.0).ceil() as i64
+}
+
+/// Whether a report reached the engine of `epoch` in `(from, to]` (a restarted engine's board
+/// starts again: what the next one heard at the same millisecond is not this one's).
+fn heard(reps: &[Rep], epoch: usize, from: i64, to: i64) -> bool {
+    reps.iter()
+        .any(|r| r.epoch == epoch && r.delivered_ms > from && r.delivered_ms <= to)
+}
+
+/// Whether `c` is judged here: its own device or the one its criterion reads is a board.
+pub fn on_a_board(case: &Case, c: &Cmd) -> bool {
+    case.devices[c.dev].push.is_some() || case.devices[done_device(case, c)].push.is_some()
+}
+
+/// The outcome of a command on a board against the reports it had.
+pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Findings) {
+    let dd = done_device(case, c);
+    let Some(push) = case.devices[dd].push else {
+        return;
+    };
+    let reps = reports(out, dd);
+    let window = window_ms(case, dd);
+    if let (Some(code), Some((at, epoch))) = (c.code, c.terminal)
+        && c.status == "rejected"
+        && code == "DEVICE_OFFLINE"
+        && dd == c.dev
+        && heard(&reps, epoch, at - window + SLACK_MS, at)
+    {
+        f.violations.push(format!(
+            "{label}: rejected DEVICE_OFFLINE at {at} ms, but the board reported within its {window} ms window"
+        ));
+    }
+    let (Some((ack, ep)), Some((end, ep_end))) = (c.ack, c.terminal) else {
+        return;
+    };
+    if ep != ep_end {
+        return;
+    }
+    let after: Vec<&Rep> = (reps.iter())
+        .filter(|r| r.epoch == ep && r.delivered_ms > ack && r.delivered_ms <= end)
+        .collect();
+    let done = |r: &&Rep| physically_done(case, c, r.state) && !r.lied;
+    let lied = after.iter().any(|r| r.lied);
+    match (c.status, c.code) {
+        ("completed", _) if c.verified && !after.iter().any(done) => {
+            let msg = format!(
+                "{label}: completed at {end} ms, but no report delivered after the ack ({ack} ms) showed it physically done"
+            );
+            if lied { &mut f.limitations } else { &mut f.violations }.push(msg);
+        }
+        ("failed", Some("FEEDBACK_MISMATCH")) => match after.last() {
+            None => f.violations.push(format!(
+                "{label}: FEEDBACK_MISMATCH at {end} ms, but no report arrived after the ack ({ack} ms)"
+            )),
+            Some(last) if done(last) => f.violations.push(format!(
+                "{label}: FEEDBACK_MISMATCH at {end} ms, but the last report (taken at {} ms, arrived {} ms) showed it physically done",
+                last.taken_ms, last.delivered_ms
+            )),
+            Some(_) => hidden_by_lateness(case, c, &reps, (end, push.late_ms), label, f),
+        },
+        ("timeout", Some("TIMEOUT")) => {
+            let settle = ack + (c.expect_s.unwrap_or(0.0) * 1000.0) as i64 + SLACK_MS;
+            if let Some(r) = after.iter().find(|r| r.delivered_ms >= settle && done(r)) {
+                f.violations.push(format!(
+                    "{label}: TIMEOUT at {end} ms, but a report arriving at {} ms showed it physically done",
+                    r.delivered_ms
+                ));
+            }
+        }
+        ("failed", Some("NO_FEEDBACK")) => {
+            if !heard(&reps, ep, end - window - SLACK_MS, end) {
+                f.violations.push(format!(
+                    "{label}: NO_FEEDBACK at {end} ms, but nothing arrived from the board within its {window} ms window: it was offline"
+                ));
+            }
+            let settle = ack + (c.expect_s.unwrap_or(0.0) * 1000.0) as i64 + SLACK_MS;
+            if let Some(r) = after.iter().find(|r| r.delivered_ms >= settle && done(r)) {
+                f.violations.push(format!(
+                    "{label}: NO_FEEDBACK at {end} ms, but a report arriving at {} ms showed it physically done",
+                    r.delivered_ms
+                ));
+            }
+        }
+        ("failed", Some("DEVICE_OFFLINE"))
+            if dd == c.dev && heard(&reps, ep, end - window + SLACK_MS, end) =>
+        {
+            f.violations.push(format!(
+                "{label}: DEVICE_OFFLINE at {end} ms, but the board reported within its {window} ms window"
+            ));
+        }
+        _ => {}
+    }
+}
+
+/// A `FEEDBACK_MISMATCH` whose change a late board hid: a report taken by the end that arrived
+/// after it showed the command physically done (the engine cannot know when a report was
+/// taken): a limitation.
+fn hidden_by_lateness(
+    case: &Case,
+    c: &Cmd,
+    reps: &[Rep],
+    (end, late_ms): (i64, u64),
+    label: &str,
+    f: &mut Findings,
+) {
+    let hidden = reps
+        .iter()
+        .find(|r| r.taken_ms <= end && r.delivered_ms > end && physically_done(case, c, r.state));
+    if let Some(r) = hidden {
+        f.limitations.push(format!(
+            "{label}: FEEDBACK_MISMATCH at {end} ms; the board, {late_ms} ms late, reported the change taken at {} ms only at {} ms",
+            r.taken_ms, r.delivered_ms
+        ));
+    }
+}
+
+/// A command dispatched under `requires` on a board: on a report delivered within the board's
+/// window before the dispatch that showed the precondition physically true (`holds`).
+pub fn requires(
+    out: &Outcome,
+    c: &Cmd,
+    (r, window): (Requires, i64),
+    holds: impl Fn(&SimState) -> Option<bool>,
+    (v, l): (&mut Vec<String>, &mut Vec<String>),
+) {
+    let Some((dispatched, epoch)) = c.dispatched else {
+        return;
+    };
+    let reps = reports(out, r.device);
+    let recent: Vec<&Rep> = (reps.iter())
+        .filter(|x| x.epoch == epoch && x.delivered_ms <= dispatched)
+        .filter(|x| x.delivered_ms >= dispatched - window - SLACK_MS)
+        .collect();
+    if recent
+        .iter()
+        .any(|x| holds(x.state) == Some(true) && !x.lied)
+    {
+        return;
+    }
+    let msg = format!(
+        "command {} was dispatched at {dispatched} ms, but no report of the board its requires \
+         names, arrived within its {window} ms window, showed it physically holding",
+        c.id
+    );
+    if recent.iter().any(|x| x.lied) {
+        l.push(msg);
+    } else {
+        v.push(msg);
+    }
+}
