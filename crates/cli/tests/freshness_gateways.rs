@@ -62,9 +62,7 @@ idempotent = true
 /// Writes a's plant and b's (b reaches the probe at an address nothing listens on, as a serial
 /// line on another machine), returning their paths.
 fn plants(dir: &Path, journal: &str, unit: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = nobody.local_addr().unwrap().to_string();
-    drop(nobody);
+    let closed = common::gateways::closed_address();
     let (a, b) = (dir.join("plant_a.toml"), dir.join("plant_b.toml"));
     std::fs::write(&a, plant(journal, unit, unit)).unwrap();
     std::fs::write(&b, plant(journal, &closed, unit)).unwrap();

@@ -95,9 +95,7 @@ description = "The oven is too hot to open."
 /// a's plant and b's: b reaches the probe and the relay at an address nothing listens on (a
 /// serial line on another machine).
 fn plants(dir: &Path, journal: &str, unit: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = nobody.local_addr().unwrap().to_string();
-    drop(nobody);
+    let closed = common::gateways::closed_address();
     let (a, b) = (dir.join("plant_a.toml"), dir.join("plant_b.toml"));
     std::fs::write(&a, plant(journal, unit)).unwrap();
     std::fs::write(&b, plant(journal, &closed)).unwrap();

@@ -304,9 +304,7 @@ async fn a_device_one_gateway_reaches_shows_the_owners_values_elsewhere_and_is_r
     let plant = std::fs::read_to_string(&path).unwrap();
     let only_a = plant.replacen("id = \"lamp\"", "id = \"lamp\"\ngateways = [\"a\"]", 1);
     std::fs::write(&path, &only_a).unwrap();
-    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = nobody.local_addr().unwrap().to_string();
-    drop(nobody);
+    let closed = common::gateways::closed_address();
     let lamp_at = format!("address = \"{modbus}\"");
     let unreachable = only_a.replacen(&lamp_at, &format!("address = \"{closed}\""), 1);
     std::fs::write(dir.path().join("plant_b.toml"), unreachable).unwrap();

@@ -74,6 +74,13 @@ pub fn writes(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A loopback address nothing listens on (a port just freed): a device b reaches only there is
+/// as good as on a serial line of another machine.
+pub fn closed_address() -> String {
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    nobody.local_addr().unwrap().to_string()
+}
+
 /// The wall clock in Unix milliseconds, as the write log's `at_ms` counts it.
 pub fn now_ms() -> i64 {
     let since = std::time::SystemTime::now()
