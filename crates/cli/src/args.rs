@@ -51,16 +51,34 @@ pub(crate) enum Cmd {
         #[arg(long)]
         examples: bool,
     },
-    /// Write a first plant file from a DBC: one device per node that sends messages, its signals,
-    /// and with `--node` the messages that node receives as actions; checked as `check` would
-    /// before it is printed or written.
+    /// Write a first plant file from what the devices already describe: a DBC (one device per
+    /// node that sends messages, its signals, and with `--node` the messages that node receives
+    /// as actions) or an MQTT broker's Home Assistant discovery messages (one device per
+    /// discovered device, its entities' states as signals and commands as actions); checked as
+    /// `check` would before it is printed or written.
+    #[command(group(clap::ArgGroup::new("source").required(true).args(["dbc", "mqtt"])))]
     Init {
         /// The DBC file describing the bus.
         #[arg(long, value_name = "FILE")]
-        dbc: PathBuf,
-        /// A node whose received messages become actions on its device (repeatable).
-        #[arg(long = "node", value_name = "NAME")]
+        dbc: Option<PathBuf>,
+        /// A broker to read discovery messages from (`mqtt://host:1883`, `mqtts://host:8883`).
+        #[arg(long, value_name = "URL")]
+        mqtt: Option<String>,
+        /// A node whose received messages become actions on its device (repeatable; --dbc).
+        #[arg(long = "node", value_name = "NAME", conflicts_with = "mqtt")]
         nodes: Vec<String>,
+        /// The discovery prefix (--mqtt).
+        #[arg(long, value_name = "PREFIX", default_value = "homeassistant")]
+        prefix: String,
+        /// How long to listen for discovery messages once connected: 5s, 500ms, 1m (--mqtt).
+        #[arg(long, value_name = "TIME", default_value = "5s", value_parser = crate::init::listen_time)]
+        listen: std::time::Duration,
+        /// The broker's user name; its password is read from MQTT_PASSWORD (--mqtt).
+        #[arg(long, value_name = "USER", requires = "mqtt")]
+        username: Option<String>,
+        /// The CA certificate(s) to trust for an mqtts:// broker (--mqtt).
+        #[arg(long, value_name = "FILE", requires = "mqtt")]
+        ca_file: Option<PathBuf>,
         /// Write the plant here instead of printing it.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,

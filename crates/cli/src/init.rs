@@ -1,5 +1,6 @@
-//! `closedloop init --dbc FILE`: a first plant file from a DBC, so that a CAN bus's devices are
-//! not typed in by hand.
+//! `closedloop init`: a first plant file from what the devices already describe, so that they
+//! are not typed in by hand: a DBC (`--dbc`) or an MQTT broker's Home Assistant discovery
+//! messages (`--mqtt`, `mqtt.rs`, `discovery.rs`, `ha.rs`).
 //!
 //! The DBC is parsed by closedloop's own parser (the one `serve` uses, so what it refuses is
 //! reported here, not at run time) and scanned for what that parser does not keep (senders,
@@ -9,14 +10,18 @@
 //! numbered when they would repeat and cut to fit a 64-character tool name. With `--node NAME`
 //! the messages NAME receives become actions on NAME's device, and a node that sends only
 //! those messages is left out: closedloop takes its place.
-//! The text is validated by the plant loader and the driver builder in-process before it is
-//! printed or written: `init` never writes a file `check` would refuse. `check`'s warning
-//! passes (deadlines, confirmers) run on it too; their findings follow the summary on stderr
-//! and leave the exit code at 0.
+//! Whatever the source, the text is validated by the plant loader and the driver builder
+//! in-process before it is printed or written: `init` never writes a file `check` would
+//! refuse. `check`'s warning passes (deadlines, confirmers) run on it too; their findings
+//! follow the summary on stderr and leave the exit code at 0.
 
 mod actions;
+mod discovery;
+mod ha;
+mod ha_render;
 mod meta;
 mod model;
+pub mod mqtt;
 mod names;
 mod render;
 
@@ -25,18 +30,37 @@ use closedloop_sim_server::can::Dbc;
 use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 
+/// Where the devices' description comes from.
+pub enum Source<'a> {
+    /// A DBC file, and the nodes whose received messages become actions.
+    Dbc { dbc: &'a Path, nodes: &'a [String] },
+    /// A broker's discovery messages.
+    Mqtt(mqtt::Source<'a>),
+}
+
 /// The command line of `init`.
 pub struct Options<'a> {
-    /// The DBC file.
-    pub dbc: &'a Path,
-    /// The nodes whose received messages become actions.
-    pub nodes: &'a [String],
+    pub source: Source<'a>,
     /// Where to write; stdout when `None`.
     pub out: Option<&'a Path>,
     /// Overwrite `out`.
     pub force: bool,
     /// Print instead of writing.
     pub dry_run: bool,
+}
+
+/// What was generated, for the summary on stderr.
+struct Summary {
+    devices: usize,
+    signals: usize,
+    actions: usize,
+    skipped: Vec<String>,
+    needs_person: Vec<String>,
+}
+
+/// `--listen`'s parser.
+pub fn listen_time(s: &str) -> Result<std::time::Duration, String> {
+    mqtt::duration(s)
 }
 
 /// Runs `init`: 0 when the plant was printed or written, 1 on any problem (said on stderr).
@@ -51,16 +75,6 @@ pub fn run(o: &Options) -> ExitCode {
 }
 
 fn generate(o: &Options) -> Result<(), String> {
-    let dbc = Dbc::load(o.dbc).map_err(|e| parse_error(&e.to_string()))?;
-    let bytes = std::fs::read(o.dbc).map_err(|e| format!("{}: {e}", o.dbc.display()))?;
-    let meta = meta::scan(&String::from_utf8_lossy(&bytes));
-    if let Some(n) = o.nodes.iter().find(|n| !meta.nodes.contains(n)) {
-        return Err(format!(
-            "{}: no node named {n}; its nodes (BU_) are: {}",
-            o.dbc.display(),
-            meta.nodes.join(", ")
-        ));
-    }
     let target = o.out.filter(|_| !o.dry_run);
     if let Some(out) = target
         && out.exists()
@@ -76,34 +90,98 @@ fn generate(o: &Options) -> Result<(), String> {
         None => None,
     }
     .unwrap_or(Path::new("."));
-    let stem = o
-        .dbc
-        .file_stem()
-        .map_or("can".into(), |s| s.to_string_lossy().into_owned());
-    let server: String = stem
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    let g = model::build(&dbc, &meta, o.nodes, &names::snake(&stem));
-    let dbc_key = relative(o.dbc, base).display().to_string();
-    let header = render::Header {
-        source: &o.dbc.display().to_string(),
-        dbc: &dbc_key,
-        server: &server,
-        nodes: o.nodes,
+    let (text, summary) = match &o.source {
+        Source::Dbc { dbc, nodes } => from_dbc(dbc, nodes, base)?,
+        Source::Mqtt(src) => from_mqtt(src)?,
     };
-    let text = render::render(&g, &header);
     let label = target.map_or("generated plant".into(), |p| p.display().to_string());
-    let warnings = validate(&text, base, &label)?;
+    // Discovered entities report their state after every command (Home Assistant's contract):
+    // the deadlines pass's warning about slow reporters does not apply to them.
+    let deadlines = matches!(o.source, Source::Dbc { .. });
+    let warnings = validate(&text, base, &label, deadlines)?;
     match target {
         Some(out) => std::fs::write(out, &text).map_err(|e| format!("{}: {e}", out.display()))?,
         None => print!("{text}"),
     }
-    summary(&g, target);
+    summary.print(target);
     for w in &warnings {
         eprintln!("{w}");
     }
     Ok(())
+}
+
+fn from_dbc(path: &Path, nodes: &[String], base: &Path) -> Result<(String, Summary), String> {
+    let dbc = Dbc::load(path).map_err(|e| parse_error(&e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = meta::scan(&String::from_utf8_lossy(&bytes));
+    if let Some(n) = nodes.iter().find(|n| !meta.nodes.contains(n)) {
+        return Err(format!(
+            "{}: no node named {n}; its nodes (BU_) are: {}",
+            path.display(),
+            meta.nodes.join(", ")
+        ));
+    }
+    let stem = path
+        .file_stem()
+        .map_or("can".into(), |s| s.to_string_lossy().into_owned());
+    let g = model::build(&dbc, &meta, nodes, &names::snake(&stem));
+    let dbc_key = relative(path, base).display().to_string();
+    let header = render::Header {
+        source: &path.display().to_string(),
+        dbc: &dbc_key,
+        server: &server_name(&stem),
+        nodes,
+    };
+    let text = render::render(&g, &header);
+    let summary = Summary {
+        devices: g.devices.len(),
+        signals: g.devices.iter().map(|d| d.signals.len()).sum(),
+        actions: g.devices.iter().map(|d| d.actions.len()).sum(),
+        skipped: g.skipped,
+        needs_person: g.needs_person,
+    };
+    Ok((text, summary))
+}
+
+fn from_mqtt(src: &mqtt::Source) -> Result<(String, Summary), String> {
+    let (entities, mut skipped) = mqtt::discover(src)?;
+    if entities.is_empty() {
+        return Err(format!(
+            "{}: no discovery messages under {}/# within {} s; check --prefix, or --listen longer",
+            src.url,
+            src.prefix,
+            src.listen.as_secs_f64()
+        ));
+    }
+    let mut m = ha::map(&entities);
+    skipped.append(&mut m.skipped);
+    m.skipped = skipped;
+    let host = src.url.split("://").nth(1).unwrap_or(src.url);
+    let host = host.split([':', '/']).next().unwrap_or(host);
+    let ca = src.ca_file.map(|p| p.display().to_string());
+    let header = ha_render::Header {
+        broker: src.url,
+        prefix: src.prefix,
+        server: &server_name(&format!("mqtt-{host}")),
+        username: src.username,
+        ca_file: ca.as_deref(),
+    };
+    let text = ha_render::render(&m, &header);
+    let summary = Summary {
+        devices: m.boards.len(),
+        signals: m.boards.iter().map(|b| b.signals.len()).sum(),
+        actions: m.boards.iter().map(|b| b.actions.len()).sum(),
+        skipped: m.skipped,
+        needs_person: m.needs_person,
+    };
+    Ok((text, summary))
+}
+
+/// A `[server] name` from a file stem or a host: letters, digits and dashes.
+fn server_name(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
 }
 
 /// The parser's error with the line first (`FILE: line 5, column 5: cannot parse as DBC:
@@ -130,50 +208,57 @@ fn parse_error(e: &str) -> String {
     }
 }
 
-/// Loads the text as `check` would (the loader, then the drivers), with `CAN_INTERFACE` from
-/// the environment or, when unset, a placeholder: the bus is not opened. Returns the warnings
+/// Loads the text as `check` would (the loader, then the drivers), with `CAN_INTERFACE` and
+/// `MQTT_PASSWORD` from the environment or, when unset, a placeholder: nothing is opened. Returns the warnings
 /// of `check`'s deadlines and confirmers passes (`label` names the file in them).
-fn validate(text: &str, base: &Path, label: &str) -> Result<Vec<Finding>, String> {
+fn validate(text: &str, base: &Path, label: &str, deadlines: bool) -> Result<Vec<Finding>, String> {
     let env = |k: &str| {
         std::env::var(k)
             .ok()
             .or_else(|| (k == "CAN_INTERFACE").then(|| "slcan:/dev/ttyACM0".to_string()))
+            .or_else(|| (k == "MQTT_PASSWORD").then(|| "unset".to_string()))
     };
     let refuse = |e: String| {
         format!(
-            "{e}\nclosedloop init: the generated plant does not load; nothing was written (a bug in init: please report it with the DBC)"
+            "{e}\nclosedloop init: the generated plant does not load; nothing was written (a bug in init: please report it with the DBC or the discovery messages)"
         )
     };
     let plant = closedloop_plant::parse_with_env(text, "generated plant", base, &env)
         .map_err(|e| refuse(e.to_string()))?;
     closedloop_connect::build_drivers(&plant).map_err(|e| refuse(e.to_string()))?;
-    Ok(warnings(&plant, label))
+    Ok(warnings(&plant, label, deadlines))
 }
 
-/// The findings of `check`'s deadlines and confirmers passes (warnings, never refusals).
-fn warnings(plant: &closedloop_plant::Plant, label: &str) -> Vec<Finding> {
-    let mut out = crate::check::deadlines_lint(plant, label);
+/// The findings of `check`'s deadlines (when asked) and confirmers passes (warnings, never
+/// refusals).
+fn warnings(plant: &closedloop_plant::Plant, label: &str, deadlines: bool) -> Vec<Finding> {
+    let mut out = match deadlines {
+        true => crate::check::deadlines_lint(plant, label),
+        false => Vec::new(),
+    };
     out.extend(crate::check::confirmers_lint(plant, label));
     out
 }
 
-/// The counts and the review list, on stderr.
-fn summary(g: &model::Generated, out: Option<&Path>) {
-    let signals: usize = g.devices.iter().map(|d| d.signals.len()).sum();
-    let actions: usize = g.devices.iter().map(|d| d.actions.len()).sum();
-    let whereto = out.map_or("printed the plant".into(), |p| {
-        format!("wrote {}", p.display())
-    });
-    eprintln!(
-        "{whereto}: {} devices, {signals} signals, {actions} actions, {} skipped",
-        g.devices.len(),
-        g.skipped.len()
-    );
-    for s in &g.skipped {
-        eprintln!("  skipped: {s}");
-    }
-    for s in &g.needs_person {
-        eprintln!("  needs a person: {s}");
+impl Summary {
+    /// The counts and the review list, on stderr.
+    fn print(&self, out: Option<&Path>) {
+        let whereto = out.map_or("printed the plant".into(), |p| {
+            format!("wrote {}", p.display())
+        });
+        eprintln!(
+            "{whereto}: {} devices, {} signals, {} actions, {} skipped",
+            self.devices,
+            self.signals,
+            self.actions,
+            self.skipped.len()
+        );
+        for s in &self.skipped {
+            eprintln!("  skipped: {s}");
+        }
+        for s in &self.needs_person {
+            eprintln!("  needs a person: {s}");
+        }
     }
 }
 
@@ -241,7 +326,7 @@ confirm = true
 "#,
             h = "0".repeat(64)
         );
-        let found = validate(&text, Path::new("."), "plant.toml").expect("loads");
+        let found = validate(&text, Path::new("."), "plant.toml", true).expect("loads");
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0]

@@ -43,7 +43,16 @@ fn main() -> ExitCode {
         Cmd::Serve { log_file, .. } => log_file.clone(),
         _ => None,
     };
-    if let Err(e) = init_logging(log_file.as_deref()) {
+    // `init` says in its own words what went wrong (a broker it cannot reach): the drivers'
+    // reconnect warnings would only repeat it, unless CLOSEDLOOP_LOG asks for them.
+    let quiet =
+        matches!(cli.command, Cmd::Init { .. }) && std::env::var_os("CLOSEDLOOP_LOG").is_none();
+    let logging = if quiet {
+        Ok(())
+    } else {
+        init_logging(log_file.as_deref())
+    };
+    if let Err(e) = logging {
         eprintln!("error: {e:#}");
         return ExitCode::from(1);
     }
@@ -66,17 +75,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => Ok(lint::run(&plant, strict, examples)),
         Cmd::Init {
             dbc,
+            mqtt,
             nodes,
+            prefix,
+            listen,
+            username,
+            ca_file,
             out,
             force,
             dry_run,
-        } => Ok(init::run(&init::Options {
-            dbc: &dbc,
-            nodes: &nodes,
-            out: out.as_deref(),
-            force,
-            dry_run,
-        })),
+        } => {
+            let password = std::env::var("MQTT_PASSWORD").ok();
+            let source = match (&dbc, &mqtt) {
+                (Some(dbc), _) => init::Source::Dbc { dbc, nodes: &nodes },
+                (None, Some(url)) => init::Source::Mqtt(init::mqtt::Source {
+                    url,
+                    prefix: &prefix,
+                    listen,
+                    username: username.as_deref(),
+                    password: username.as_ref().and(password.as_deref()),
+                    ca_file: ca_file.as_deref(),
+                }),
+                (None, None) => unreachable!("clap requires --dbc or --mqtt"),
+            };
+            Ok(init::run(&init::Options {
+                source,
+                out: out.as_deref(),
+                force,
+                dry_run,
+            }))
+        }
         Cmd::Diff {
             old,
             new,

@@ -50,25 +50,31 @@ pub fn render(g: &Generated, h: &Header) -> String {
         out,
         "# Every driver uses bitrate = {BITRATE}: a DBC does not say the bus speed; change it if yours differs."
     );
-    if !g.skipped.is_empty() || !g.needs_person.is_empty() {
+    review_and_server(&mut out, (&g.skipped, &g.needs_person), h.server);
+    for d in &g.devices {
+        device(&mut out, d, h.dbc);
+    }
+    out
+}
+
+/// The end of a generated file's header — what was skipped and what needs a person, as
+/// comments — and its `[server]` table (a journal named after the server beside the file).
+pub fn review_and_server(out: &mut String, (skipped, needs): (&[String], &[String]), server: &str) {
+    if !skipped.is_empty() || !needs.is_empty() {
         out.push_str("#\n");
     }
-    for s in &g.skipped {
+    for s in skipped {
         let _ = writeln!(out, "# skipped: {s}");
     }
-    for s in &g.needs_person {
+    for s in needs {
         let _ = writeln!(out, "# needs a person: {s}");
     }
     let _ = write!(
         out,
         "\n[server]\nname = {}\njournal = {}\n",
-        quote(h.server),
-        quote(&format!("sqlite://{}.db", h.server))
+        quote(server),
+        quote(&format!("sqlite://{server}.db"))
     );
-    for d in &g.devices {
-        device(&mut out, d, h.dbc);
-    }
-    out
 }
 
 /// One `[[device]]` with its signals and actions.

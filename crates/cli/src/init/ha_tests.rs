@@ -1,0 +1,165 @@
+//! Discovery configs of every mapped component, written as the firmwares publish them, through
+//! `map` and `render` into a plant the loader takes.
+
+use super::super::discovery::read;
+use super::super::ha_render::{Header, render};
+use super::*;
+
+const PREFIX: &str = "homeassistant";
+
+fn entity(topic: &str, json: &str) -> Entity {
+    read(PREFIX, &format!("{PREFIX}/{topic}/config"), json.as_bytes())
+        .expect("a config")
+        .expect("not a removal")
+}
+
+fn plant(entities: &[Entity]) -> (String, Mapped) {
+    let m = map(entities);
+    let header = Header {
+        broker: "mqtt://127.0.0.1:1883",
+        prefix: PREFIX,
+        server: "test",
+        username: None,
+        ca_file: None,
+    };
+    let text = render(&m, &header);
+    let loaded = closedloop_plant::parse(&text, "generated", std::path::Path::new("."));
+    assert!(
+        loaded.is_ok(),
+        "{}\n{text}",
+        loaded.err().map(|e| e.to_string()).unwrap_or_default()
+    );
+    (text, m)
+}
+
+const DEV: &str = r#""dev":{"ids":["b1"],"name":"Bench board","mf":"espressif","mdl":"esp32"}"#;
+
+#[test]
+fn every_mapped_component_becomes_signals_and_actions_that_load() {
+    let configs = [
+        (
+            "switch/b1/relay",
+            r#"{"name":"Relay","stat_t":"b1/relay/state","cmd_t":"b1/relay/set","avty_t":"b1/status",DEV}"#,
+        ),
+        (
+            "light/b1/lamp",
+            r#"{"name":"Lamp","schema":"json","stat_t":"b1/lamp","cmd_t":"b1/lamp/set",DEV}"#,
+        ),
+        (
+            "fan/b1/fan",
+            r#"{"name":"Fan","stat_t":"b1/fan/state","cmd_t":"b1/fan/set","pl_on":"1","pl_off":"0",DEV}"#,
+        ),
+        (
+            "binary_sensor/b1/door",
+            r#"{"name":"Door","stat_t":"b1/door","pl_on":"open",DEV}"#,
+        ),
+        (
+            "sensor/b1/temp",
+            r#"{"name":"Temperature","stat_t":"b1/tele","val_tpl":"{{ value_json.temp | float }}","unit_of_meas":"°C","exp_aft":30,DEV}"#,
+        ),
+        (
+            "number/b1/speed",
+            r#"{"name":"Speed","stat_t":"b1/speed","cmd_t":"b1/speed/set","min":0,"max":50,"step":0.5,"unit_of_meas":"rpm",DEV}"#,
+        ),
+        (
+            "button/b1/reset",
+            r#"{"name":"Reset","cmd_t":"b1/reset","pl_prs":"GO",DEV}"#,
+        ),
+        (
+            "cover/b1/blind",
+            r#"{"name":"Blind","stat_t":"b1/blind/state","cmd_t":"b1/blind/set",DEV}"#,
+        ),
+        (
+            "valve/b1/water",
+            r#"{"name":"Water","stat_t":"b1/water/state","cmd_t":"b1/water/set",DEV}"#,
+        ),
+        (
+            "lock/b1/door_lock",
+            r#"{"name":"Door lock","stat_t":"b1/lock/state","cmd_t":"b1/lock/set",DEV}"#,
+        ),
+        ("climate/b1/hvac", r#"{"name":"HVAC",DEV}"#),
+    ];
+    let list: Vec<Entity> = configs
+        .iter()
+        .map(|(t, j)| entity(t, &j.replace("DEV", DEV)))
+        .collect();
+    let (text, m) = plant(&list);
+    assert_eq!(m.boards.len(), 1, "{text}");
+    let b = &m.boards[0];
+    assert_eq!(b.id, "bench_board");
+    assert_eq!(b.max_silence_s, 30.0, "the sensor's expire_after");
+    assert_eq!(
+        b.status,
+        Some(("b1/status".into(), "online".into(), "offline".into()))
+    );
+    let names: Vec<&str> = b.actions.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "switch_relay",
+            "switch_lamp",
+            "switch_fan",
+            "set_speed",
+            "press_reset",
+            "open_blind",
+            "open_water",
+            "lock_door_lock"
+        ]
+    );
+    for want in [
+        r#"payload = "${params.on ? \"ON\" : \"OFF\"}""#,
+        r#"payload = "{\"state\": \"${params.on ? \"ON\" : \"OFF\"}\"}""#,
+        r#"payload = "${params.on ? \"1\" : \"0\"}""#,
+        r#"door = { topic = "b1/door", true_values = ["open"]"#,
+        r#"temperature = { topic = "b1/tele", json = "/temp", unit = "°C""#,
+        r#"value = { type = "number", min = 0.0, max = 50.0, unit = "rpm""#,
+        r#"done_when = "abs(speed - params.value) <= 0.25""#,
+        r#"payload = "GO""#,
+        r#"payload = "${params.open ? \"OPEN\" : \"CLOSE\"}""#,
+        r#"blind = { topic = "b1/blind/state", true_values = ["open"]"#,
+        r#"door_lock = { topic = "b1/lock/state", true_values = ["LOCKED"]"#,
+        r#"payload = "${params.locked ? \"LOCK\" : \"UNLOCK\"}""#,
+        "expect_s = 30.0",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    assert_eq!(m.skipped.len(), 1, "{:?}", m.skipped);
+    assert!(m.skipped[0].starts_with("climate hvac (homeassistant/climate/b1/hvac/config): closedloop init does not map the component climate"));
+    // The button reports nothing: its press ends `sent`, and a person is told.
+    assert!(text.contains("name = \"press_reset\"") && text.contains("verification = \"none\""));
+    assert!(m.needs_person.iter().any(|n| n == "bench_board.press_reset: it reports no state (optimistic), so nothing can confirm it: its commands end `sent`"), "{:?}", m.needs_person);
+}
+
+#[test]
+fn a_template_that_is_not_a_plain_path_leaves_the_action_unconfirmed_and_says_so() {
+    let e = entity(
+        "switch/p/relay",
+        r#"{"name":"Relay","stat_t":"p/state","val_tpl":"{{ 'ON' if value_json.r == 1 else 'OFF' }}","cmd_t":"p/set","dev":{"ids":"p","name":"Plug"}}"#,
+    );
+    let (text, m) = plant(&[e]);
+    assert!(text.contains("verification = \"none\""), "{text}");
+    assert!(m.needs_person.iter().any(|n| n.starts_with("plug: the value_template of homeassistant/switch/p/relay/config ({{ 'ON' if value_json.r == 1 else 'OFF' }}) is not a plain value_json path")), "{:?}", m.needs_person);
+    assert!(
+        m.needs_person
+            .iter()
+            .any(|n| n.contains("its entities report only on change (no expire_after)")),
+        "{:?}",
+        m.needs_person
+    );
+}
+
+#[test]
+fn devices_with_the_same_name_get_distinct_ids_and_their_own_entities() {
+    let a = entity(
+        "switch/a/r",
+        r#"{"name":"R","stat_t":"a/s","cmd_t":"a/c","dev":{"ids":["1"],"name":"Plug"}}"#,
+    );
+    let b = entity(
+        "switch/b/r",
+        r#"{"name":"R","stat_t":"b/s","cmd_t":"b/c","dev":{"ids":["2"],"name":"Plug"}}"#,
+    );
+    let (text, m) = plant(&[a, b]);
+    let ids: Vec<&str> = m.boards.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(ids, ["plug", "plug_2"], "{text}");
+    assert!(m.boards.iter().all(|b| b.actions.len() == 1));
+}

@@ -1,0 +1,159 @@
+//! `closedloop init --mqtt` through the binary against a Mosquitto of its own: discovery
+//! configs published retained become a plant (printed, or written with `--out`), and every
+//! wrong turn gets a message naming it — an unreachable broker, a prefix with nothing under it,
+//! a listening time that is not one, `--node` without `--dbc`, both sources at once. The
+//! mapping of every component is tested in `src/init/ha_tests.rs`; devices shaped as ESPHome,
+//! Tasmota and Zigbee2MQTT announce themselves and are switched through the generated plant in
+//! `tests/python/test_init_mqtt.py`.
+
+mod common;
+
+use closedloop_mqtt::testing::{Mosquitto, publish_retained};
+use common::closedloop;
+use std::process::Output;
+
+fn init(args: &[&str]) -> Output {
+    closedloop().arg("init").args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const RELAY: &str = r#"{"name":"Relay","stat_t":"desk/relay/state","cmd_t":"desk/relay/set","avty_t":"desk/status","dev":{"ids":"d1","name":"Desk board","mf":"espressif"}}"#;
+
+#[tokio::test]
+async fn retained_discovery_configs_become_a_plant_printed_or_written() {
+    let broker = Mosquitto::start().await;
+    let client = broker.client("publisher").await;
+    publish_retained(&client, "homeassistant/switch/desk/relay/config", RELAY)
+        .await
+        .unwrap();
+    publish_retained(
+        &client,
+        "homeassistant/switch/desk/broken/config",
+        "{not json",
+    )
+    .await
+    .unwrap();
+    let url = broker.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        init(&["--mqtt", &url, "--listen", "500ms", "--dry-run"])
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(text.contains("id = \"desk_board\""), "{text}");
+    assert!(
+        text.contains(r#"relay = { topic = "desk/relay/state", true_values = ["ON"]"#),
+        "{text}"
+    );
+    assert!(text.contains("name = \"switch_relay\""), "{text}");
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("printed the plant: 1 devices, 1 signals, 1 actions, 1 skipped"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  skipped: homeassistant/switch/desk/broken/config: the payload is not JSON"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let plant = dir.path().join("plant.toml");
+    std::fs::write(&plant, "# mine\n").unwrap();
+    let (url, to) = (broker.url.clone(), plant.display().to_string());
+    let refused = tokio::task::spawn_blocking(move || {
+        init(&["--mqtt", &url, "--listen", "300ms", "--out", &to])
+    })
+    .await
+    .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr(&refused).contains("exists; pass --force to overwrite it"));
+    assert_eq!(
+        std::fs::read_to_string(&plant).unwrap(),
+        "# mine\n",
+        "nothing lost"
+    );
+    let checked = closedloop().arg("check").arg(&plant).output().unwrap();
+    assert!(!checked.status.success(), "the placeholder is no plant");
+}
+
+#[tokio::test]
+async fn a_prefix_with_no_configs_under_it_says_where_it_listened() {
+    let broker = Mosquitto::start().await;
+    let url = broker.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        init(&[
+            "--mqtt",
+            &url,
+            "--prefix",
+            "nothing-here",
+            "--listen",
+            "300ms",
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).trim(),
+        format!(
+            "{}: no discovery messages under nothing-here/# within 0.3 s; check --prefix, or --listen longer",
+            broker.url
+        )
+    );
+}
+
+#[test]
+fn an_unreachable_broker_is_named_with_what_to_check() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("mqtt://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let out = init(&["--mqtt", &url, "--listen", "1s"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!(
+            "{url}: could not connect (I/O: Connection refused"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("check the URL, and --username/--password or --ca-file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_arguments_are_refused_before_anything_is_opened() {
+    let listen = init(&["--mqtt", "mqtt://127.0.0.1:1", "--listen", "forever"]);
+    assert_eq!(listen.status.code(), Some(2));
+    assert!(
+        stderr(&listen).contains("\"forever\" is not a listening time: write e.g. 5s, 500ms or 1m"),
+        "{}",
+        stderr(&listen)
+    );
+    let node = init(&["--mqtt", "mqtt://127.0.0.1:1", "--node", "Lamp"]);
+    assert_eq!(node.status.code(), Some(2));
+    assert!(
+        stderr(&node).contains("the argument '--mqtt <URL>' cannot be used with '--node <NAME>'"),
+        "{}",
+        stderr(&node)
+    );
+    let both = init(&["--mqtt", "mqtt://127.0.0.1:1", "--dbc", "x.dbc"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(
+        stderr(&both).contains("cannot be used with"),
+        "{}",
+        stderr(&both)
+    );
+    let none = init(&[]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        stderr(&none).contains("--dbc <FILE>|--mqtt <URL>"),
+        "{}",
+        stderr(&none)
+    );
+}
