@@ -53,10 +53,11 @@ pub(crate) enum Cmd {
     },
     /// Write a first plant file from what the devices already describe: a DBC (one device per
     /// node that sends messages, its signals, and with `--node` the messages that node receives
-    /// as actions) or an MQTT broker's Home Assistant discovery messages (one device per
-    /// discovered device, its entities' states as signals and commands as actions); checked as
-    /// `check` would before it is printed or written.
-    #[command(group(clap::ArgGroup::new("source").required(true).args(["dbc", "mqtt"])))]
+    /// as actions), an MQTT broker's Home Assistant discovery messages (one device per
+    /// discovered device, its entities' states as signals and commands as actions) or an OPC UA
+    /// server's address space (one device per object, its variables as signals, writable ones
+    /// and methods as actions); checked as `check` would before it is printed or written.
+    #[command(group(clap::ArgGroup::new("source").required(true).args(["dbc", "mqtt", "opcua"])))]
     Init {
         /// The DBC file describing the bus.
         #[arg(long, value_name = "FILE")]
@@ -64,17 +65,31 @@ pub(crate) enum Cmd {
         /// A broker to read discovery messages from (`mqtt://host:1883`, `mqtts://host:8883`).
         #[arg(long, value_name = "URL")]
         mqtt: Option<String>,
-        /// A node whose received messages become actions on its device (repeatable; --dbc).
+        /// An OPC UA server's endpoint to survey (`opc.tcp://host:4840/`).
+        #[arg(long, value_name = "ENDPOINT")]
+        opcua: Option<String>,
+        /// --dbc: a node whose received messages become actions on its device (repeatable);
+        /// --opcua: the NodeId to start from (default i=85, the Objects folder).
         #[arg(long = "node", value_name = "NAME", conflicts_with = "mqtt")]
         nodes: Vec<String>,
+        /// How many levels below the start node to survey (--opcua).
+        #[arg(long, value_name = "N", default_value_t = 4)]
+        depth: u32,
+        /// The session's security: none, sign, sign_and_encrypt (--opcua).
+        #[arg(long, value_name = "MODE", default_value = "none")]
+        security: String,
+        /// The server's certificate to pin, with sign or sign_and_encrypt (--opcua).
+        #[arg(long, value_name = "FILE", requires = "opcua")]
+        server_cert: Option<PathBuf>,
         /// The discovery prefix (--mqtt).
         #[arg(long, value_name = "PREFIX", default_value = "homeassistant")]
         prefix: String,
         /// How long to listen for discovery messages once connected: 5s, 500ms, 1m (--mqtt).
         #[arg(long, value_name = "TIME", default_value = "5s", value_parser = crate::init::listen_time)]
         listen: std::time::Duration,
-        /// The broker's user name; its password is read from MQTT_PASSWORD (--mqtt).
-        #[arg(long, value_name = "USER", requires = "mqtt")]
+        /// The user to log in as; the password is read from MQTT_PASSWORD (--mqtt) or
+        /// OPCUA_PASSWORD (--opcua).
+        #[arg(long, value_name = "USER", conflicts_with = "dbc")]
         username: Option<String>,
         /// The CA certificate(s) to trust for an mqtts:// broker (--mqtt).
         #[arg(long, value_name = "FILE", requires = "mqtt")]

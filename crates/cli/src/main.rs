@@ -76,7 +76,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Cmd::Init {
             dbc,
             mqtt,
+            opcua,
             nodes,
+            depth,
+            security,
+            server_cert,
             prefix,
             listen,
             username,
@@ -86,9 +90,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
         } => {
             let password = std::env::var("MQTT_PASSWORD").ok();
-            let source = match (&dbc, &mqtt) {
-                (Some(dbc), _) => init::Source::Dbc { dbc, nodes: &nodes },
-                (None, Some(url)) => init::Source::Mqtt(init::mqtt::Source {
+            let source = match (&dbc, &mqtt, &opcua) {
+                (Some(dbc), _, _) => init::Source::Dbc { dbc, nodes: &nodes },
+                (None, None, Some(endpoint)) => {
+                    if nodes.len() > 1 {
+                        eprintln!(
+                            "closedloop init --opcua: give one --node to start from, not {}",
+                            nodes.len()
+                        );
+                        return Ok(ExitCode::from(2));
+                    }
+                    init::Source::Opcua(init::opcua::Source {
+                        endpoint,
+                        node: nodes.first().map_or("i=85", String::as_str),
+                        depth,
+                        security: &security,
+                        server_cert: server_cert.as_deref(),
+                        username: username.as_deref(),
+                    })
+                }
+                (None, Some(url), _) => init::Source::Mqtt(init::mqtt::Source {
                     url,
                     prefix: &prefix,
                     listen,
@@ -96,7 +117,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     password: username.as_ref().and(password.as_deref()),
                     ca_file: ca_file.as_deref(),
                 }),
-                (None, None) => unreachable!("clap requires --dbc or --mqtt"),
+                (None, None, None) => unreachable!("clap requires --dbc, --mqtt or --opcua"),
             };
             Ok(init::run(&init::Options {
                 source,

@@ -1,5 +1,6 @@
 //! `closedloop init --mqtt` through the binary against a Mosquitto of its own: discovery
-//! configs published retained become a plant (printed, or written with `--out`), and every
+//! configs published retained become a plant (printed, or written with `--out`) that passes
+//! `check` and `lint`, and every
 //! wrong turn gets a message naming it — an unreachable broker, a prefix with nothing under it,
 //! a listening time that is not one, `--node` without `--dbc`, both sources at once. The
 //! mapping of every component is tested in `src/init/ha_tests.rs`; devices shaped as ESPHome,
@@ -60,7 +61,23 @@ async fn retained_discovery_configs_become_a_plant_printed_or_written() {
         "{err}"
     );
 
+    // Written, it passes `check` and `lint`: its descriptions are worded for a model.
     let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("fresh.toml");
+    let (url, to) = (broker.url.clone(), fresh.display().to_string());
+    let wrote = tokio::task::spawn_blocking(move || {
+        init(&["--mqtt", &url, "--listen", "300ms", "--out", &to])
+    })
+    .await
+    .unwrap();
+    assert!(wrote.status.success(), "{}", stderr(&wrote));
+    for tool in ["check", "lint"] {
+        let o = closedloop().arg(tool).arg(&fresh).output().unwrap();
+        assert!(o.status.success(), "{tool}: {}", stderr(&o));
+    }
+    let lint = closedloop().arg("lint").arg(&fresh).output().unwrap();
+    assert!(String::from_utf8_lossy(&lint.stdout).ends_with(": 0 warnings\n"));
+
     let plant = dir.path().join("plant.toml");
     std::fs::write(&plant, "# mine\n").unwrap();
     let (url, to) = (broker.url.clone(), plant.display().to_string());

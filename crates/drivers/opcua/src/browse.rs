@@ -76,7 +76,7 @@ impl OpcuaClient {
 
     /// Refuses a start node the server does not know. Some servers answer a browse of an
     /// unknown node with an empty Good result; its NodeClass tells an unknown node from a leaf.
-    async fn check_exists(&self, node: &str, start: &NodeId) -> Result<(), Error> {
+    pub(crate) async fn check_exists(&self, node: &str, start: &NodeId) -> Result<(), Error> {
         let op = format!("browse {node}");
         let class = ReadValueId {
             attribute_id: AttributeId::NodeClass as u32,
@@ -101,7 +101,7 @@ impl OpcuaClient {
     /// entries plus these reach `max_results`, the rest is not fetched: the continuation point
     /// is released instead. A child that cannot be browsed has none; a start node (level 0)
     /// that cannot be browsed is an error.
-    async fn children(
+    pub(crate) async fn children(
         &self,
         parent: &NodeId,
         level: u32,

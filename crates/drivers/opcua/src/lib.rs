@@ -36,6 +36,7 @@ mod error;
 mod identity;
 mod monitor;
 mod session;
+mod survey;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod update;
@@ -47,4 +48,5 @@ pub use config::{DEFAULT_REQUEST_TIMEOUT, Identity, OpcuaConfig, Security, Secur
 pub use contract::{no_answer, write_error};
 pub use error::{Class, Error, classify, classify_status, status_name};
 pub use monitor::{Monitor, MonitorMode};
+pub use survey::{MethodArgument, Survey, Surveyed};
 pub use update::{Ack, Update};
