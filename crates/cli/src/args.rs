@@ -72,6 +72,9 @@ pub(crate) enum Cmd {
         /// --opcua: the NodeId to start from (default i=85, the Objects folder).
         #[arg(long = "node", value_name = "NAME", conflicts_with = "mqtt")]
         nodes: Vec<String>,
+        /// The bus speed in bit/s written into every driver table (--dbc; default 500000).
+        #[arg(long, value_name = "BPS", conflicts_with_all = ["mqtt", "opcua"])]
+        bitrate: Option<u32>,
         /// How many levels below the start node to survey (--opcua).
         #[arg(long, value_name = "N", default_value_t = 4)]
         depth: u32,
@@ -79,7 +82,7 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "MODE", default_value = "none")]
         security: String,
         /// The server's certificate to pin, with sign or sign_and_encrypt (--opcua).
-        #[arg(long, value_name = "FILE", requires = "opcua")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["dbc", "mqtt"])]
         server_cert: Option<PathBuf>,
         /// The discovery prefix (--mqtt).
         #[arg(long, value_name = "PREFIX", default_value = "homeassistant")]
@@ -92,8 +95,14 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "USER", conflicts_with = "dbc")]
         username: Option<String>,
         /// The CA certificate(s) to trust for an mqtts:// broker (--mqtt).
-        #[arg(long, value_name = "FILE", requires = "mqtt")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["dbc", "opcua"])]
         ca_file: Option<PathBuf>,
+        /// A client certificate for a broker that wants mutual TLS, with --client-key (--mqtt).
+        #[arg(long, value_name = "FILE", requires = "client_key", conflicts_with_all = ["dbc", "opcua"])]
+        client_cert: Option<PathBuf>,
+        /// The client certificate's private key (--mqtt).
+        #[arg(long, value_name = "FILE", requires = "client_cert", conflicts_with_all = ["dbc", "opcua"])]
+        client_key: Option<PathBuf>,
         /// Write the plant here instead of printing it.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,

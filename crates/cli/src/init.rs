@@ -35,7 +35,12 @@ use std::process::ExitCode;
 /// Where the devices' description comes from.
 pub enum Source<'a> {
     /// A DBC file, and the nodes whose received messages become actions.
-    Dbc { dbc: &'a Path, nodes: &'a [String] },
+    Dbc {
+        dbc: &'a Path,
+        nodes: &'a [String],
+        /// `--bitrate`: the bus speed the DBC cannot say.
+        bitrate: Option<u32>,
+    },
     /// A broker's discovery messages.
     Mqtt(mqtt::Source<'a>),
     /// An OPC UA server's address space.
@@ -95,7 +100,11 @@ fn generate(o: &Options) -> Result<(), String> {
     }
     .unwrap_or(Path::new("."));
     let (text, summary) = match &o.source {
-        Source::Dbc { dbc, nodes } => from_dbc(dbc, nodes, base)?,
+        Source::Dbc {
+            dbc,
+            nodes,
+            bitrate,
+        } => from_dbc(dbc, (nodes, *bitrate), base)?,
         Source::Mqtt(src) => from_mqtt(src)?,
         Source::Opcua(src) => from_opcua(src)?,
     };
@@ -115,7 +124,11 @@ fn generate(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
-fn from_dbc(path: &Path, nodes: &[String], base: &Path) -> Result<(String, Summary), String> {
+fn from_dbc(
+    path: &Path,
+    (nodes, bitrate): (&[String], Option<u32>),
+    base: &Path,
+) -> Result<(String, Summary), String> {
     let dbc = Dbc::load(path).map_err(|e| parse_error(&e.to_string()))?;
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let meta = meta::scan(&String::from_utf8_lossy(&bytes));
@@ -136,6 +149,7 @@ fn from_dbc(path: &Path, nodes: &[String], base: &Path) -> Result<(String, Summa
         dbc: &dbc_key,
         server: &server_name(&stem),
         nodes,
+        bitrate,
     };
     let text = render::render(&g, &header);
     let summary = Summary {
@@ -164,12 +178,15 @@ fn from_mqtt(src: &mqtt::Source) -> Result<(String, Summary), String> {
     let host = src.url.split("://").nth(1).unwrap_or(src.url);
     let host = host.split([':', '/']).next().unwrap_or(host);
     let ca = src.ca_file.map(|p| p.display().to_string());
+    let cert = src.client_cert.map(|p| p.display().to_string());
+    let key = src.client_key.map(|p| p.display().to_string());
     let header = ha_render::Header {
         broker: src.url,
         prefix: src.prefix,
         server: &server_name(&format!("mqtt-{host}")),
         username: src.username,
         ca_file: ca.as_deref(),
+        client_cert: cert.as_deref().zip(key.as_deref()),
     };
     let text = ha_render::render(&m, &header);
     let summary = Summary {

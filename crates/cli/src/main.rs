@@ -78,6 +78,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             mqtt,
             opcua,
             nodes,
+            bitrate,
             depth,
             security,
             server_cert,
@@ -85,13 +86,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             listen,
             username,
             ca_file,
+            client_cert,
+            client_key,
             out,
             force,
             dry_run,
         } => {
             let password = std::env::var("MQTT_PASSWORD").ok();
             let source = match (&dbc, &mqtt, &opcua) {
-                (Some(dbc), _, _) => init::Source::Dbc { dbc, nodes: &nodes },
+                (Some(dbc), _, _) => init::Source::Dbc {
+                    dbc,
+                    nodes: &nodes,
+                    bitrate,
+                },
                 (None, None, Some(endpoint)) => {
                     if nodes.len() > 1 {
                         eprintln!(
@@ -116,6 +123,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     username: username.as_deref(),
                     password: username.as_ref().and(password.as_deref()),
                     ca_file: ca_file.as_deref(),
+                    client_cert: client_cert.as_deref(),
+                    client_key: client_key.as_deref(),
                 }),
                 (None, None, None) => unreachable!("clap requires --dbc, --mqtt or --opcua"),
             };

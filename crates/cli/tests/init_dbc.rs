@@ -417,3 +417,29 @@ fn check_warning_passes_run_after_the_summary_and_leave_exit_code_zero() {
     assert!(err.starts_with("printed the plant: "), "{err}");
     assert!(!err.contains("warning:"), "{err}");
 }
+
+/// `--bitrate` sets every driver's bus speed (the DBC cannot say it), and the comment that
+/// asks to check the default goes.
+#[test]
+fn bitrate_sets_the_bus_speed_a_dbc_cannot_say() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bus.dbc"), DBC).unwrap();
+    let out = init(
+        dir.path(),
+        &["--dbc", "bus.dbc", "--bitrate", "250000", "--dry-run"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("bitrate = 250000,"), "{text}");
+    assert!(!text.contains("bitrate = 500000"), "{text}");
+    assert!(!text.contains("a DBC does not say the bus speed"), "{text}");
+    let mqtt = init(
+        dir.path(),
+        &["--mqtt", "mqtt://127.0.0.1:1", "--bitrate", "250000"],
+    );
+    assert_eq!(
+        mqtt.status.code(),
+        Some(2),
+        "--bitrate goes with --dbc only"
+    );
+}

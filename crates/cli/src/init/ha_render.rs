@@ -17,6 +17,8 @@ pub struct Header<'a> {
     pub username: Option<&'a str>,
     /// The CA file given, if any.
     pub ca_file: Option<&'a str>,
+    /// The client certificate and key given, if any.
+    pub client_cert: Option<(&'a str, &'a str)>,
 }
 
 /// The whole plant file.
@@ -56,6 +58,13 @@ fn driver(h: &Header) -> String {
     }
     if let Some(ca) = h.ca_file {
         fields.push(format!("ca_file = {}", quote(ca)));
+    }
+    if let Some((cert, key)) = h.client_cert {
+        fields.push(format!(
+            "client_cert = {}, client_key = {}",
+            quote(cert),
+            quote(key)
+        ));
     }
     format!("{{ {} }}", fields.join(", "))
 }

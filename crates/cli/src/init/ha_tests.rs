@@ -21,6 +21,7 @@ fn plant(entities: &[Entity]) -> (String, Mapped) {
         server: "test",
         username: None,
         ca_file: None,
+        client_cert: None,
     };
     let text = render(&m, &header);
     let loaded = closedloop_plant::parse(&text, "generated", std::path::Path::new("."));
@@ -162,4 +163,25 @@ fn devices_with_the_same_name_get_distinct_ids_and_their_own_entities() {
     let ids: Vec<&str> = m.boards.iter().map(|b| b.id.as_str()).collect();
     assert_eq!(ids, ["plug", "plug_2"], "{text}");
     assert!(m.boards.iter().all(|b| b.actions.len() == 1));
+}
+
+#[test]
+fn credentials_and_tls_files_go_into_the_driver_the_password_never() {
+    let e = entity(
+        "switch/p/relay",
+        r#"{"name":"Relay","stat_t":"p/s","cmd_t":"p/c","dev":{"ids":"p","name":"Plug"}}"#,
+    );
+    let header = Header {
+        broker: "mqtts://broker.lan:8883",
+        prefix: PREFIX,
+        server: "test",
+        username: Some("cl"),
+        ca_file: Some("ca.pem"),
+        client_cert: Some(("me.pem", "me.key")),
+    };
+    let text = render(&map(&[e]), &header);
+    assert!(
+        text.contains(r#"username = "cl", password = "${env:MQTT_PASSWORD}", ca_file = "ca.pem", client_cert = "me.pem", client_key = "me.key" }"#),
+        "{text}"
+    );
 }

@@ -19,6 +19,9 @@ pub struct Source<'a> {
     pub username: Option<&'a str>,
     pub password: Option<&'a str>,
     pub ca_file: Option<&'a Path>,
+    /// A client certificate and its key, for mutual TLS.
+    pub client_cert: Option<&'a Path>,
+    pub client_key: Option<&'a Path>,
 }
 
 /// How long to wait for the broker's CONNACK.
@@ -52,6 +55,8 @@ async fn listen(src: &Source<'_>) -> Result<BTreeMap<String, Vec<u8>>, String> {
     config.username = src.username.map(str::to_string);
     config.password = src.password.map(str::to_string);
     config.tls.ca_file = src.ca_file.map(Path::to_path_buf);
+    config.tls.client_cert = src.client_cert.map(Path::to_path_buf);
+    config.tls.client_key = src.client_key.map(Path::to_path_buf);
     let broker = MqttBroker::connect(config).map_err(|e| format!("{}: {e}", src.url))?;
     let mut sub = broker.subscribe(&format!("{}/#", src.prefix));
     if let Err(why) = connected(&broker).await {

@@ -6,8 +6,8 @@ use super::model::{Device, Generated, SignalOut};
 use super::names::{float, quote};
 use std::fmt::Write;
 
-/// The bitrate written into every driver table: the usual one for CAN, and the one the DBC
-/// cannot tell (its `BS_` line is obsolete and almost always empty).
+/// The bitrate written into every driver table without `--bitrate`: the usual one for CAN, and
+/// the one the DBC cannot tell (its `BS_` line is obsolete and almost always empty).
 pub const BITRATE: u32 = 500_000;
 
 /// The silence limit when the DBC gives no cycle time: the loader's own default for CAN.
@@ -23,6 +23,8 @@ pub struct Header<'a> {
     pub server: &'a str,
     /// The `--node` values.
     pub nodes: &'a [String],
+    /// `--bitrate`, when given.
+    pub bitrate: Option<u32>,
 }
 
 /// The whole plant file.
@@ -46,13 +48,15 @@ pub fn render(g: &Generated, h: &Header) -> String {
         "# Review descriptions and ranges before serving. The bus comes from the environment:\n\
          #   CAN_INTERFACE=slcan:/dev/ttyACM0 closedloop check THIS_FILE   (or socketcan:can0)\n",
     );
-    let _ = writeln!(
-        out,
-        "# Every driver uses bitrate = {BITRATE}: a DBC does not say the bus speed; change it if yours differs."
-    );
+    if h.bitrate.is_none() {
+        let _ = writeln!(
+            out,
+            "# Every driver uses bitrate = {BITRATE}: a DBC does not say the bus speed; change it if yours differs (or pass --bitrate)."
+        );
+    }
     review_and_server(&mut out, (&g.skipped, &g.needs_person), h.server);
     for d in &g.devices {
-        device(&mut out, d, h.dbc);
+        device(&mut out, d, h.dbc, h.bitrate.unwrap_or(BITRATE));
     }
     out
 }
@@ -78,7 +82,7 @@ pub fn review_and_server(out: &mut String, (skipped, needs): (&[String], &[Strin
 }
 
 /// One `[[device]]` with its signals and actions.
-fn device(out: &mut String, d: &Device, dbc: &str) {
+fn device(out: &mut String, d: &Device, dbc: &str, bitrate: u32) {
     match d.unassigned {
         true => out.push_str("\n# Messages no node sends (Vector__XXX or no sender).\n"),
         false => {
@@ -89,7 +93,7 @@ fn device(out: &mut String, d: &Device, dbc: &str) {
     let _ = writeln!(out, "description = {}", quote(&d.description));
     let _ = writeln!(
         out,
-        "driver = {{ kind = \"can\", interface = \"${{env:CAN_INTERFACE}}\", bitrate = {BITRATE}, dbc = {} }}",
+        "driver = {{ kind = \"can\", interface = \"${{env:CAN_INTERFACE}}\", bitrate = {bitrate}, dbc = {} }}",
         quote(dbc)
     );
     let silence = match (d.cycle_ms, d.no_cycle.is_empty()) {
