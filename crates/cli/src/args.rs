@@ -76,19 +76,19 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "BPS", conflicts_with_all = ["mqtt", "opcua"])]
         bitrate: Option<u32>,
         /// How many levels below the start node to survey (--opcua).
-        #[arg(long, value_name = "N", default_value_t = 4)]
+        #[arg(long, value_name = "N", default_value_t = 4, conflicts_with_all = ["dbc", "mqtt"])]
         depth: u32,
         /// The session's security: none, sign, sign_and_encrypt (--opcua).
-        #[arg(long, value_name = "MODE", default_value = "none")]
+        #[arg(long, value_name = "MODE", default_value = "none", conflicts_with_all = ["dbc", "mqtt"])]
         security: String,
         /// The server's certificate to pin, with sign or sign_and_encrypt (--opcua).
         #[arg(long, value_name = "FILE", conflicts_with_all = ["dbc", "mqtt"])]
         server_cert: Option<PathBuf>,
         /// The discovery prefix (--mqtt).
-        #[arg(long, value_name = "PREFIX", default_value = "homeassistant")]
+        #[arg(long, value_name = "PREFIX", default_value = "homeassistant", conflicts_with_all = ["dbc", "opcua"])]
         prefix: String,
         /// How long to listen for discovery messages once connected: 5s, 500ms, 1m (--mqtt).
-        #[arg(long, value_name = "TIME", default_value = "5s", value_parser = crate::init::listen_time)]
+        #[arg(long, value_name = "TIME", default_value = "5s", value_parser = crate::init::listen_time, conflicts_with_all = ["dbc", "opcua"])]
         listen: std::time::Duration,
         /// The user to log in as; the password is read from MQTT_PASSWORD (--mqtt) or
         /// OPCUA_PASSWORD (--opcua).

@@ -105,8 +105,8 @@ fn generate(o: &Options) -> Result<(), String> {
             nodes,
             bitrate,
         } => from_dbc(dbc, (nodes, *bitrate), base)?,
-        Source::Mqtt(src) => from_mqtt(src)?,
-        Source::Opcua(src) => from_opcua(src)?,
+        Source::Mqtt(src) => from_mqtt(src, base)?,
+        Source::Opcua(src) => from_opcua(src, base)?,
     };
     let label = target.map_or("generated plant".into(), |p| p.display().to_string());
     // Discovered entities report their state after every command (Home Assistant's contract):
@@ -162,7 +162,7 @@ fn from_dbc(
     Ok((text, summary))
 }
 
-fn from_mqtt(src: &mqtt::Source) -> Result<(String, Summary), String> {
+fn from_mqtt(src: &mqtt::Source, base: &Path) -> Result<(String, Summary), String> {
     let (entities, mut skipped) = mqtt::discover(src)?;
     if entities.is_empty() {
         return Err(format!(
@@ -175,11 +175,20 @@ fn from_mqtt(src: &mqtt::Source) -> Result<(String, Summary), String> {
     let mut m = ha::map(&entities);
     skipped.append(&mut m.skipped);
     m.skipped = skipped;
+    if m.boards.is_empty() {
+        return Err(format!(
+            "{}: no discovered device has an entity closedloop init maps:\n  {}",
+            src.url,
+            m.skipped.join("\n  ")
+        ));
+    }
     let host = src.url.split("://").nth(1).unwrap_or(src.url);
     let host = host.split([':', '/']).next().unwrap_or(host);
-    let ca = src.ca_file.map(|p| p.display().to_string());
-    let cert = src.client_cert.map(|p| p.display().to_string());
-    let key = src.client_key.map(|p| p.display().to_string());
+    // Paths in the plant are relative to the plant file, not to where init runs.
+    let from_plant = |p: &Path| relative(p, base).display().to_string();
+    let ca = src.ca_file.map(from_plant);
+    let cert = src.client_cert.map(from_plant);
+    let key = src.client_key.map(from_plant);
     let header = ha_render::Header {
         broker: src.url,
         prefix: src.prefix,
@@ -199,7 +208,7 @@ fn from_mqtt(src: &mqtt::Source) -> Result<(String, Summary), String> {
     Ok((text, summary))
 }
 
-fn from_opcua(src: &opcua::Source) -> Result<(String, Summary), String> {
+fn from_opcua(src: &opcua::Source, base: &Path) -> Result<(String, Summary), String> {
     let survey = opcua::survey(src)?;
     let host = src.endpoint.trim_start_matches("opc.tcp://");
     let host = host.split([':', '/']).next().unwrap_or(host);
@@ -210,9 +219,10 @@ fn from_opcua(src: &opcua::Source) -> Result<(String, Summary), String> {
     if src.username.is_some() {
         header.push_str("# The password comes from the environment: OPCUA_PASSWORD.\n");
     }
+    let cert = src.server_cert.map(|p| relative(p, base));
     let m = ua_map::map(
         &survey,
-        &src.driver(),
+        &src.driver(cert.as_deref()),
         &header,
         &server_name(&format!("opcua-{host}")),
     );

@@ -98,6 +98,30 @@ async fn retained_discovery_configs_become_a_plant_printed_or_written() {
 }
 
 #[tokio::test]
+async fn a_broker_with_nothing_mappable_says_what_it_skipped() {
+    let broker = Mosquitto::start().await;
+    let client = broker.client("publisher").await;
+    let hvac = r#"{"name":"HVAC","dev":{"ids":"h1","name":"Heat pump"}}"#;
+    publish_retained(&client, "plain/climate/h1/hvac/config", hvac)
+        .await
+        .unwrap();
+    let url = broker.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        init(&["--mqtt", &url, "--prefix", "plain", "--listen", "300ms"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out).trim(),
+        format!(
+            "{}: no discovered device has an entity closedloop init maps:\n  climate hvac (plain/climate/h1/hvac/config): closedloop init does not map the component climate\n  device Heat pump: none of its entities could be mapped",
+            broker.url
+        )
+    );
+}
+
+#[tokio::test]
 async fn a_prefix_with_no_configs_under_it_says_where_it_listened() {
     let broker = Mosquitto::start().await;
     let url = broker.url.clone();
@@ -138,7 +162,7 @@ fn an_unreachable_broker_is_named_with_what_to_check() {
         "{err}"
     );
     assert!(
-        err.contains("check the URL, and --username/--password or --ca-file"),
+        err.contains("check the URL, and --username with MQTT_PASSWORD, or --ca-file"),
         "{err}"
     );
 }

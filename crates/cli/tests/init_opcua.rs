@@ -63,6 +63,20 @@ fn the_workshops_objects_become_devices_with_their_variables() {
     let checked = closedloop().arg("check").arg(&plant).output().unwrap();
     assert!(checked.status.success(), "{}", stderr(&checked));
 
+    // Started at an object, that object is the device.
+    let lamp = init(&["--opcua", &endpoint, "--node", "ns=2;s=lamp", "--dry-run"]);
+    assert!(lamp.status.success(), "{}", stderr(&lamp));
+    let text = String::from_utf8_lossy(&lamp.stdout);
+    assert!(
+        text.contains("id = \"lamp\"") && !text.contains("id = \"slide\""),
+        "{text}"
+    );
+    assert!(
+        stderr(&lamp).starts_with("printed the plant: 1 devices, "),
+        "{}",
+        stderr(&lamp)
+    );
+
     let unknown = init(&["--opcua", &endpoint, "--node", "ns=2;s=nothing"]);
     assert_eq!(unknown.status.code(), Some(1));
     assert!(

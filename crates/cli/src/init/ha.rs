@@ -39,7 +39,11 @@ pub struct Act {
     pub topic: String,
     pub payload: String,
     pub done_when: Option<String>,
-    pub expect_s: f64,
+    /// A failure code and the signal that raises it (a lock's `JAMMED`).
+    pub fail_when: Option<(String, String)>,
+    /// The deadline's floor: `expect_s` is 0 (below), so this is the time the device has to
+    /// report after the command.
+    pub floor_ms: u64,
     pub idempotent: bool,
 }
 
@@ -88,10 +92,16 @@ pub fn map(entities: &[Entity]) -> Mapped {
             description: describe_device(first, name),
             ..Board::default()
         };
+        // Only an entity whose state is read speaks for the device's liveness.
+        let mut heard: Vec<&Entity> = Vec::new();
         for e in list {
+            let before = b.signals.len();
             entity(&mut b, e, name, &mut m);
+            if b.signals.len() > before {
+                heard.push(e);
+            }
         }
-        liveness(&mut b, list, &mut m);
+        liveness(&mut b, list, &heard, &mut m);
         if b.signals.is_empty() && b.actions.is_empty() {
             m.skipped.push(format!(
                 "device {name}: none of its entities could be mapped"
@@ -115,8 +125,8 @@ fn describe_device(e: &Entity, name: &str) -> String {
 }
 
 /// The availability topic (one for the device) and the silence limit.
-fn liveness(b: &mut Board, list: &[&Entity], m: &mut Mapped) {
-    let silence = list
+fn liveness(b: &mut Board, list: &[&Entity], heard: &[&Entity], m: &mut Mapped) {
+    let silence = heard
         .iter()
         .filter_map(|e| e.config.get("expire_after")?.as_f64())
         .filter(|s| *s > 0.0)

@@ -19,13 +19,34 @@ fn label<'a>(e: &'a Entity, device: &'a str) -> &'a str {
 pub(super) fn entity(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
     let what = format!("{} {} ({})", e.component, e.object_id, e.topic);
     match e.component.as_str() {
-        "switch" | "light" | "fan" => on_off(b, e, device, m),
-        "binary_sensor" => {
-            let on = e.text("payload_on").unwrap_or("ON").to_string();
-            state_signal(b, e, device, "value_template", vec![on], m);
+        _ if non_string_payload(e).is_some() => m.skipped.push(format!(
+            "{what}: {} is not a string payload; write it by hand",
+            non_string_payload(e).unwrap_or_default()
+        )),
+        "light" if !matches!(e.text("schema"), None | Some("default" | "basic" | "json")) => {
+            m.skipped.push(format!(
+                "{what}: a light of the {} schema speaks through templates closedloop init does not translate",
+                e.text("schema").unwrap_or_default()
+            ))
         }
+        "switch" | "light" | "fan" => on_off(b, e, device, m),
+        "binary_sensor" => match e.config.get("payload_on") {
+            // A JSON bool decodes as itself; `false` would read the other way round.
+            Some(serde_json::Value::Bool(true)) => {
+                state_signal(b, e, device, ("value_template", ""), vec![], m);
+            }
+            Some(serde_json::Value::String(on)) => {
+                state_signal(b, e, device, ("value_template", ""), vec![on.clone()], m);
+            }
+            None => {
+                state_signal(b, e, device, ("value_template", ""), vec!["ON".into()], m);
+            }
+            Some(other) => m.skipped.push(format!(
+                "{what}: payload_on is {other}, which a signal would read the other way round or not at all; write it by hand"
+            )),
+        },
         "sensor" => {
-            state_signal(b, e, device, "value_template", vec![], m);
+            state_signal(b, e, device, ("value_template", ""), vec![], m);
         }
         "number" => number(b, e, device, m),
         "button" => button(b, e, device, m),
@@ -34,7 +55,7 @@ pub(super) fn entity(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
             e,
             device,
             ("open", "payload_open", "OPEN", "payload_close", "CLOSE"),
-            ("state_open", "open"),
+            [("state_open", "open", ""), ("state_closed", "closed", "_closed")],
             m,
         ),
         "lock" => two_way(
@@ -42,7 +63,7 @@ pub(super) fn entity(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
             e,
             device,
             ("locked", "payload_lock", "LOCK", "payload_unlock", "UNLOCK"),
-            ("state_locked", "LOCKED"),
+            [("state_locked", "LOCKED", ""), ("state_unlocked", "UNLOCKED", "_unlocked")],
             m,
         ),
         _ => m.skipped.push(format!(
@@ -52,12 +73,37 @@ pub(super) fn entity(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
     }
 }
 
+/// The first command or state payload key (not `payload_on` of a binary sensor) whose value is
+/// not a string: a payload closedloop would have to write or match as text.
+fn non_string_payload(e: &Entity) -> Option<String> {
+    const KEYS: [&str; 13] = [
+        "payload_on",
+        "payload_off",
+        "state_on",
+        "state_off",
+        "payload_open",
+        "payload_close",
+        "payload_lock",
+        "payload_unlock",
+        "state_open",
+        "state_closed",
+        "state_locked",
+        "state_unlocked",
+        "payload_press",
+    ];
+    let skip = e.component == "binary_sensor";
+    KEYS.iter()
+        .filter(|k| !(skip && **k == "payload_on"))
+        .find(|k| e.config.get(**k).is_some_and(|v| !v.is_string()))
+        .map(|k| format!("{k} = {}", e.config[*k]))
+}
+
 /// The entity's state as a signal: its name, or `None` (said why) when it has none usable.
 fn state_signal(
     b: &mut Board,
     e: &Entity,
     device: &str,
-    template_key: &str,
+    (template_key, suffix): (&str, &str),
     true_values: Vec<String>,
     m: &mut Mapped,
 ) -> Option<String> {
@@ -76,7 +122,11 @@ fn state_signal(
         }
     };
     let taken: Vec<String> = b.signals.iter().map(|s| s.name.clone()).collect();
-    let name = fresh(e.name().unwrap_or("state"), &taken, 48);
+    let name = fresh(
+        &format!("{}{suffix}", e.name().unwrap_or("state")),
+        &taken,
+        48,
+    );
     let unit = e.text("unit_of_measurement").map(str::to_string);
     let description = format!("{} as {} reports it", label(e, device), device);
     b.signals.push(Sig {
@@ -116,7 +166,7 @@ fn on_off(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
     };
     let signal = match schema_json {
         true => json_state(b, e, device),
-        false => state_signal(b, e, device, template, vec![state_on], m),
+        false => state_signal(b, e, device, (template, ""), vec![state_on], m),
     };
     let Some(topic) = e.text("command_topic") else {
         return;
@@ -137,7 +187,8 @@ fn on_off(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
         topic: topic.to_string(),
         payload,
         done_when: signal.map(|s| format!("{s} == params.on")),
-        expect_s: 2.0,
+        fail_when: None,
+        floor_ms: 5_000,
         idempotent: true,
         name,
     };
@@ -183,7 +234,7 @@ fn confirmable(b: &mut Board, e: &Entity, act: Act, m: &mut Mapped) {
 
 /// number: a number parameter within its range, published through its command template.
 fn number(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
-    let signal = state_signal(b, e, device, "value_template", vec![], m);
+    let signal = state_signal(b, e, device, ("value_template", ""), vec![], m);
     let Some(topic) = e.text("command_topic") else {
         return;
     };
@@ -217,7 +268,8 @@ fn number(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
                 crate::init::names::float(step / 2.0)
             )
         }),
-        expect_s: 2.0,
+        fail_when: None,
+        floor_ms: 5_000,
         idempotent: true,
     };
     confirmable(b, e, act, m);
@@ -236,24 +288,44 @@ fn button(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
         topic: topic.to_string(),
         payload: e.text("payload_press").unwrap_or("PRESS").to_string(),
         done_when: None,
-        expect_s: 1.0,
+        fail_when: None,
+        floor_ms: 5_000,
         idempotent: false,
     };
     confirmable(b, e, act, m);
 }
 
-/// cover, valve and lock: a bool parameter between two payloads, confirmed on the state that
-/// means true (`open`, `LOCKED`).
+/// cover, valve and lock: a bool parameter between two payloads. Their state has more than
+/// two values (`opening`, `stopped`, `JAMMED`…), so it is read as one signal per end state and
+/// `done_when` asks for the one the command wants; a lock's `JAMMED` fails it.
 fn two_way(
     b: &mut Board,
     e: &Entity,
     device: &str,
     (param, key_true, def_true, key_false, def_false): (&str, &str, &str, &str, &str),
-    (state_key, state_default): (&str, &str),
+    ends: [(&str, &str, &str); 2],
     m: &mut Mapped,
 ) {
-    let state = e.text(state_key).unwrap_or(state_default).to_string();
-    let signal = state_signal(b, e, device, "value_template", vec![state], m);
+    let [(yes_key, yes_default, _), (no_key, no_default, no_suffix)] = ends;
+    let yes_state = e.text(yes_key).unwrap_or(yes_default).to_string();
+    let no_state = e.text(no_key).unwrap_or(no_default).to_string();
+    let yes_signal = state_signal(b, e, device, ("value_template", ""), vec![yes_state], m);
+    let no_signal = yes_signal.as_ref().and_then(|_| {
+        state_signal(
+            b,
+            e,
+            device,
+            ("value_template", no_suffix),
+            vec![no_state],
+            m,
+        )
+    });
+    let jammed = (e.component == "lock" && yes_signal.is_some())
+        .then(|| {
+            let state = e.text("state_jammed").unwrap_or("JAMMED").to_string();
+            state_signal(b, e, device, ("value_template", "_jammed"), vec![state], m)
+        })
+        .flatten();
     let Some(topic) = e.text("command_topic") else {
         return;
     };
@@ -275,8 +347,15 @@ fn two_way(
         }],
         topic: topic.to_string(),
         payload: format!("${{params.{param} ? {} : {}}}", cel(yes), cel(no)),
-        done_when: signal.map(|s| format!("{s} == params.{param}")),
-        expect_s: if e.component == "lock" { 5.0 } else { 30.0 },
+        done_when: yes_signal
+            .zip(no_signal)
+            .map(|(y, n)| format!("params.{param} ? {y} : {n}")),
+        fail_when: jammed.map(|j| ("LOCK_JAMMED".to_string(), j)),
+        floor_ms: if e.component == "lock" {
+            10_000
+        } else {
+            60_000
+        },
         idempotent: true,
     };
     confirmable(b, e, act, m);

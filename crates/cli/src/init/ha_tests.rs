@@ -118,16 +118,28 @@ fn every_mapped_component_becomes_signals_and_actions_that_load() {
         r#"payload = "GO""#,
         r#"payload = "${params.open ? \"OPEN\" : \"CLOSE\"}""#,
         r#"blind = { topic = "b1/blind/state", true_values = ["open"]"#,
+        r#"blind_closed = { topic = "b1/blind/state", true_values = ["closed"]"#,
+        r#"done_when = "params.open ? blind : blind_closed""#,
         r#"door_lock = { topic = "b1/lock/state", true_values = ["LOCKED"]"#,
+        r#"door_lock_unlocked = { topic = "b1/lock/state", true_values = ["UNLOCKED"]"#,
+        r#"door_lock_jammed = { topic = "b1/lock/state", true_values = ["JAMMED"]"#,
+        r#"done_when = "params.locked ? door_lock : door_lock_unlocked""#,
+        r#"fail_when = { LOCK_JAMMED = "door_lock_jammed" }"#,
         r#"payload = "${params.locked ? \"LOCK\" : \"UNLOCK\"}""#,
-        "expect_s = 30.0",
+        "expect_s = 0.0\ntimeout_floor_ms = 60000",
+        "expect_s = 0.0\ntimeout_floor_ms = 5000",
     ] {
         assert!(text.contains(want), "{want}\n{text}");
     }
     assert_eq!(m.skipped.len(), 1, "{:?}", m.skipped);
     assert!(m.skipped[0].starts_with("climate hvac (homeassistant/climate/b1/hvac/config): closedloop init does not map the component climate"));
     // The button reports nothing: its press ends `sent`, and a person is told.
-    assert!(text.contains("name = \"press_reset\"") && text.contains("verification = \"none\""));
+    let press = &text[text.find("name = \"press_reset\"").unwrap()..];
+    let press = &press[..press.find("[[device.action]]").unwrap_or(press.len())];
+    assert!(
+        press.contains("verification = \"none\"") && !press.contains("done_when"),
+        "{press}"
+    );
     assert!(m.needs_person.iter().any(|n| n == "bench_board.press_reset: it reports no state (optimistic), so nothing can confirm it: its commands end `sent`"), "{:?}", m.needs_person);
 }
 
@@ -166,7 +178,7 @@ fn devices_with_the_same_name_get_distinct_ids_and_their_own_entities() {
 }
 
 #[test]
-fn credentials_and_tls_files_go_into_the_driver_the_password_never() {
+fn credentials_and_tls_files_go_into_the_driver_table() {
     let e = entity(
         "switch/p/relay",
         r#"{"name":"Relay","stat_t":"p/s","cmd_t":"p/c","dev":{"ids":"p","name":"Plug"}}"#,
@@ -184,4 +196,62 @@ fn credentials_and_tls_files_go_into_the_driver_the_password_never() {
         text.contains(r#"username = "cl", password = "${env:MQTT_PASSWORD}", ca_file = "ca.pem", client_cert = "me.pem", client_key = "me.key" }"#),
         "{text}"
     );
+}
+
+/// A multi-line template is said in one comment line (the file still loads); a light of the
+/// template schema, a binary sensor whose `payload_on` is `false` and a switch with a numeric
+/// payload are left out with why; `expire_after` counts only for an entity whose state is read.
+#[test]
+fn what_cannot_be_mapped_is_said_and_leaves_a_file_that_loads() {
+    let dev = r#""dev":{"ids":["q"],"name":"Odd board"}"#;
+    let list = [
+        entity(
+            "switch/q/a",
+            &format!(
+                r#"{{"name":"A","stat_t":"q/a","cmd_t":"q/a/set","val_tpl":"{{% if value == '1' %}}\nON\n{{% endif %}}",{dev}}}"#
+            ),
+        ),
+        entity(
+            "light/q/l",
+            &format!(
+                r#"{{"name":"L","schema":"template","stat_t":"q/l","cmd_t":"q/l/set",{dev}}}"#
+            ),
+        ),
+        entity(
+            "binary_sensor/q/c",
+            &format!(
+                r#"{{"name":"Contact","stat_t":"q/c","val_tpl":"{{{{ value_json.contact }}}}","pl_on":false,"exp_aft":3,{dev}}}"#
+            ),
+        ),
+        entity(
+            "switch/q/n",
+            &format!(
+                r#"{{"name":"N","stat_t":"q/n","cmd_t":"q/n/set","pl_on":1,"pl_off":0,{dev}}}"#
+            ),
+        ),
+        entity(
+            "binary_sensor/q/m",
+            &format!(
+                r#"{{"name":"Motion","stat_t":"q/m","val_tpl":"{{{{ value_json.occupancy }}}}","pl_on":true,{dev}}}"#
+            ),
+        ),
+    ];
+    let (text, m) = plant(&list);
+    assert!(text.contains("# needs a person: odd_board: the value_template of homeassistant/switch/q/a/config ({% if value == '1' %} ON {% endif %})"), "{text}");
+    let skipped = m.skipped.join("\n");
+    assert!(
+        skipped.contains("a light of the template schema"),
+        "{skipped}"
+    );
+    assert!(skipped.contains("payload_on is false"), "{skipped}");
+    assert!(
+        skipped.contains("payload_on = 1 is not a string payload"),
+        "{skipped}"
+    );
+    assert!(
+        text.contains(r#"motion = { topic = "q/m", json = "/occupancy", description"#),
+        "{text}"
+    );
+    // The skipped contact's expire_after (3 s) does not speak for the board.
+    assert_eq!(m.boards[0].max_silence_s, ON_CHANGE_SILENCE_S, "{text}");
 }

@@ -61,7 +61,7 @@ async fn listen(src: &Source<'_>) -> Result<BTreeMap<String, Vec<u8>>, String> {
     let mut sub = broker.subscribe(&format!("{}/#", src.prefix));
     if let Err(why) = connected(&broker).await {
         return Err(format!(
-            "{}: could not connect ({why}); check the URL, and --username/--password or --ca-file if the broker wants them",
+            "{}: could not connect ({why}); check the URL, and --username with MQTT_PASSWORD, or --ca-file, if the broker wants them",
             src.url
         ));
     }

@@ -30,15 +30,17 @@ pub const MAX_NODES: usize = 2000;
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 
 impl Source<'_> {
-    /// The driver table every generated device carries (and the survey's session is built from).
-    pub fn driver(&self) -> String {
+    /// The driver table every generated device carries (and the survey's session is built from),
+    /// naming the server's certificate as `cert` (relative to the plant file there, to here for
+    /// the survey).
+    pub fn driver(&self, cert: Option<&Path>) -> String {
         use super::names::quote;
         let mut fields = vec![
             "kind = \"opcua\"".to_string(),
             format!("endpoint = {}", quote(self.endpoint)),
             format!("security = {}", quote(self.security)),
         ];
-        if let Some(cert) = self.server_cert {
+        if let Some(cert) = cert {
             fields.push(format!(
                 "server_cert = {}",
                 quote(&cert.display().to_string())
@@ -83,12 +85,17 @@ pub fn survey(src: &Source) -> Result<Survey, String> {
 fn session_config(src: &Source) -> Result<closedloop_opcua::OpcuaConfig, String> {
     let text = format!(
         "[[device]]\nid = \"server\"\ndescription = \"The server surveyed\"\ndriver = {}\n[device.signals]\nclock = {{ node = \"i=2258\" }}\n",
-        src.driver()
+        src.driver(src.server_cert)
     );
     let env = |k: &str| std::env::var(k).ok();
+    let options = |e: String| {
+        format!(
+            "{e}\n(closedloop init --opcua builds its session from --security, --server-cert, and --username with OPCUA_PASSWORD)"
+        )
+    };
     let plant = closedloop_plant::parse_with_env(&text, "--opcua", Path::new("."), &env)
-        .map_err(|e| e.to_string())?;
-    let built = closedloop_connect::build_drivers(&plant).map_err(|e| e.to_string())?;
+        .map_err(|e| options(e.to_string()))?;
+    let built = closedloop_connect::build_drivers(&plant).map_err(|e| options(e.to_string()))?;
     match built.map.into_values().next() {
         Some(Connection::Opcua(config)) => Ok(*config),
         _ => Err("closedloop init: no OPC UA session could be configured".into()),

@@ -68,10 +68,10 @@ pub fn review_and_server(out: &mut String, (skipped, needs): (&[String], &[Strin
         out.push_str("#\n");
     }
     for s in skipped {
-        let _ = writeln!(out, "# skipped: {s}");
+        let _ = writeln!(out, "# skipped: {}", one_line(s));
     }
     for s in needs {
-        let _ = writeln!(out, "# needs a person: {s}");
+        let _ = writeln!(out, "# needs a person: {}", one_line(s));
     }
     let _ = write!(
         out,
@@ -79,6 +79,14 @@ pub fn review_and_server(out: &mut String, (skipped, needs): (&[String], &[Strin
         quote(server),
         quote(&format!("sqlite://{server}.db"))
     );
+}
+
+/// Text for a `#` comment: a line break or control character (a multi-line Jinja template, a
+/// name a server made up) would end the comment and break the file.
+pub fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// One `[[device]]` with its signals and actions.

@@ -99,7 +99,11 @@ fn device(
         || format!("{}, an object of the OPC UA server", object.display_name),
         str::to_string,
     );
-    let _ = writeln!(out, "\n# {} ({})", object.display_name, object.node_id);
+    let _ = writeln!(
+        out,
+        "\n# {}",
+        super::render::one_line(&format!("{} ({})", object.display_name, object.node_id))
+    );
     let _ = writeln!(
         out,
         "[[device]]\nid = {}\ndescription = {}",

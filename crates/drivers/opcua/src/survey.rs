@@ -79,11 +79,22 @@ impl OpcuaClient {
         self.ensure_connected()?;
         self.check_exists(node, &start).await?;
         let mut out = Survey::default();
+        // A start node of the server's own (not namespace 0) that is an object is surveyed as
+        // one: its variables and methods are its own.
+        let at = match self.start_object(&start).await? {
+            Some(me) => {
+                out.nodes.push(me);
+                Some(0)
+            }
+            None => None,
+        };
         let mut props: Vec<(usize, String, NodeId)> = Vec::new();
         let mut seen = HashSet::from([start.clone()]);
-        let mut queue = VecDeque::from([(start, None::<usize>, 0u32)]);
-        while let Some((parent, at, level)) = queue.pop_front() {
-            if level >= depth {
+        let mut queue = VecDeque::from([(start, at, 0u32, NodeClass::Object)]);
+        while let Some((parent, at, level, class)) = queue.pop_front() {
+            // Below the depth only a variable's or a method's properties are still read.
+            let properties_only = level >= depth;
+            if properties_only && class == NodeClass::Object {
                 continue;
             }
             let refs = self.children(&parent, level, 0, usize::MAX).await?;
@@ -98,7 +109,11 @@ impl OpcuaClient {
                 }
                 // Namespace 0 is the standard model every server carries (the Server object and
                 // its diagnostics): not the plant's devices.
-                if r.node_id.server_index != 0 || id.namespace == 0 || !seen.insert(id.clone()) {
+                if properties_only
+                    || r.node_id.server_index != 0
+                    || id.namespace == 0
+                    || !seen.insert(id.clone())
+                {
                     continue;
                 }
                 let class = match r.node_class {
@@ -119,12 +134,48 @@ impl OpcuaClient {
                     parent: at,
                     ..Surveyed::default()
                 });
-                queue.push_back((id, Some(out.nodes.len() - 1), level + 1));
+                queue.push_back((id, Some(out.nodes.len() - 1), level + 1, r.node_class));
             }
         }
         self.read_attributes(&mut out.nodes).await?;
         self.read_properties(&mut out.nodes, &props).await?;
         Ok(out)
+    }
+
+    /// The start node as a surveyed object, when it is one outside namespace 0.
+    async fn start_object(&self, start: &NodeId) -> Result<Option<Surveyed>, Error> {
+        if start.namespace == 0 {
+            return Ok(None);
+        }
+        let ask = |a: AttributeId| ReadValueId {
+            attribute_id: a as u32,
+            ..value_id(start.clone())
+        };
+        let ids = [
+            ask(AttributeId::NodeClass),
+            ask(AttributeId::BrowseName),
+            ask(AttributeId::DisplayName),
+        ];
+        let values = self.read_values(&ids).await?;
+        let object = matches!(values.first(), Some(Some(Variant::Int32(c))) if *c == NodeClass::Object as i32);
+        if !object {
+            return Ok(None);
+        }
+        let browse_name = match values.get(1) {
+            Some(Some(Variant::QualifiedName(q))) => q.name.to_string(),
+            _ => start.to_string(),
+        };
+        let display_name = match values.get(2) {
+            Some(Some(Variant::LocalizedText(t))) => t.text.to_string(),
+            _ => browse_name.clone(),
+        };
+        Ok(Some(Surveyed {
+            node_id: start.to_string(),
+            browse_name,
+            display_name,
+            class: "Object".into(),
+            ..Surveyed::default()
+        }))
     }
 
     /// Description of every node; DataType and UserAccessLevel of the variables.
