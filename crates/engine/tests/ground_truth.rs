@@ -518,3 +518,43 @@ fn requires_on_a_board_that_went_silent_is_not_judged_on_its_last_report() {
         "{detail}"
     );
 }
+
+/// A board whose relay answers in 6 ms reports at 12 ms, then not again until 1,420 ms
+/// (heartbeat 1.399 s, liveness window 1.008 s): a switch at 31 ms reaches its deadline at 1,420 ms
+/// with the board offline since about 1,020 ms, and ends `DEVICE_OFFLINE` — while the board's
+/// next report arrives in that same millisecond, after the verdict. The checks counted that
+/// report as "heard within the window" and failed a truthful outcome (CI 2026-12-06).
+/// Regression test: it failed before.
+#[test]
+fn a_report_arriving_with_the_offline_verdict_does_not_contradict_it() {
+    let latency = closedloop_sim::FaultSpec::now(closedloop_sim::Fault::LatencyMs { ms: 6 });
+    let mut relay = one_device(spec::Model::Relay { pull_in_ms: 7 }, vec![latency]);
+    relay.poll_ms = 42;
+    relay.max_silence_s = 1.008;
+    relay.timeout_ms = 20;
+    relay.expect = spec::Expect::Consistent { margin_ms: 59 };
+    relay.floor_ms = 315;
+    relay.queue = false;
+    relay.queue_timeout_s = 0.0;
+    relay.idempotent = false;
+    relay.push = Some(spec::Push {
+        heartbeat_ms: 1399,
+        late_ms: 0,
+        start: spec::BoardMode::Reports,
+    });
+    let case = spec::Case {
+        devices: vec![relay],
+        alarm: None,
+        steps: vec![spec::Step {
+            delay_ms: 31,
+            op: spec::Op::Submit {
+                device: 0,
+                follow: false,
+                arg: spec::Arg::On(false),
+                wait_ms: 0,
+            },
+        }],
+    };
+    let found = findings(&case);
+    assert!(found.is_empty(), "{found:#?}");
+}

@@ -10,7 +10,8 @@
 //!   online), and no report delivered `expect_s` after the acknowledgement showed it done;
 //! - `TIMEOUT`: no report delivered `expect_s` after the acknowledgement showed it done;
 //! - `DEVICE_OFFLINE` (on its own board): nothing arrived for its liveness window before the end
-//!   (or before the refusal);
+//!   (or before the refusal) — a report arriving in the very milliseconds of the verdict came
+//!   after the engine judged, and does not count;
 //! - `requires` on a board: dispatched on a report, delivered within the board's window before
 //!   the dispatch, that showed the precondition physically true.
 
@@ -81,7 +82,7 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
         && c.status == "rejected"
         && code == "DEVICE_OFFLINE"
         && dd == c.dev
-        && heard(&reps, epoch, at - window + SLACK_MS, at)
+        && heard(&reps, epoch, at - window + SLACK_MS, at - SLACK_MS)
     {
         f.violations.push(format!(
             "{label}: rejected DEVICE_OFFLINE at {at} ms, but the board reported within its {window} ms window"
@@ -139,7 +140,7 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
             }
         }
         ("failed", Some("DEVICE_OFFLINE"))
-            if dd == c.dev && heard(&reps, ep, end - window + SLACK_MS, end) =>
+            if dd == c.dev && heard(&reps, ep, end - window + SLACK_MS, end - SLACK_MS) =>
         {
             f.violations.push(format!(
                 "{label}: DEVICE_OFFLINE at {end} ms, but the board reported within its {window} ms window"
