@@ -134,7 +134,7 @@ driver = {{ kind = "mqtt", broker = "mqtt://{host}:{port}", client_id = "closedl
 poll_ms = {poll_ms}
 liveness = {{ status_topic = "{prefix}/status", max_silence_s = {max_silence_s} }}
 [device.signals]
-power    = {{ topic = "{prefix}/tele", json = "/POWER", true_values = ["ON"] }}
+power    = {{ topic = "{prefix}/tele", json = "/POWER", true_values = ["ON"], false_values = ["OFF"] }}
 uptime_s = {{ topic = "{prefix}/tele", json = "/uptime_s", unit = "s" }}
 """
         + switches,

@@ -197,6 +197,7 @@ impl MqttLink {
                 topic,
                 json,
                 true_values,
+                false_values,
                 ty,
             } = &s.source
             else {
@@ -210,9 +211,17 @@ impl MqttLink {
             } else {
                 *ty
             };
-            match closedloop_mqtt::decode(&m.payload, json.as_deref(), true_values, ty) {
-                Some(value) => snap.record(&s.name, value, at_ms, seq, || s.source.describe()),
-                None => undecoded.push(s.name.as_str()),
+            let words = closedloop_mqtt::Words {
+                on: true_values,
+                off: false_values,
+            };
+            match closedloop_mqtt::decode(&m.payload, json.as_deref(), words, ty) {
+                Ok(value) => snap.record(&s.name, value, at_ms, seq, || s.source.describe()),
+                Err(what) => {
+                    let why = format!("a message on {} held {what}", m.topic);
+                    snap.no_value(&s.name, why, at_ms, seq);
+                    undecoded.push(s.name.as_str());
+                }
             }
         }
         if !m.retained {

@@ -40,7 +40,7 @@ impl Engine {
             ));
         }
         let dev = &self.ctx.devices[&sub.device];
-        let snap = online(dev).await?;
+        let snap = online(dev, sub.wait.min(crate::engine::MAX_WAIT)).await?;
         readable_criteria(action, &snap)?;
         let signals = dev.usable_values(&snap, self.ctx.clock.now_ms());
         let devices = self.ctx.scope_for(action);
@@ -178,11 +178,10 @@ fn requires_holds(action: &Action, scope: &Scope<'_>) -> Result<(), Refused> {
     ))
 }
 
-/// The device's latest snapshot once it has answered, or once its liveness window ran out
-/// since the gateway started (bounded by `max_silence_s`).
-async fn wait_for_first_answer(dev: &DeviceRuntime) -> Snapshot {
+/// The device's latest snapshot once it has answered, or once `bound` ran out.
+async fn wait_for_first_answer(dev: &DeviceRuntime, bound: Duration) -> Snapshot {
     let mut rx = dev.subscribe();
-    let until = Instant::now() + Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
+    let until = Instant::now() + bound;
     loop {
         rx.borrow_and_update();
         let snap = dev.current();
@@ -198,9 +197,24 @@ async fn wait_for_first_answer(dev: &DeviceRuntime) -> Snapshot {
     }
 }
 
+/// The least time a device never heard is given for its first answer: a gateway that has just
+/// started may not have polled it yet (a call with `wait_s: 0` must not be refused for that).
+const FIRST_ANSWER_FLOOR: Duration = Duration::from_secs(1);
+
+/// How long a call waits for a device never heard since start to answer a first time: its
+/// liveness window, but never longer than the call's own `wait_s` and one poll (of at least
+/// [`FIRST_ANSWER_FLOOR`]) — a plant from `init` with `max_silence_s = 3600` once held a call
+/// with `wait_s: 1` for a minute, until the client gave up, with nothing journaled.
+fn first_answer_bound(dev: &DeviceRuntime, wait: Duration) -> Duration {
+    let window = Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
+    let poll = Duration::from_millis(dev.spec.poll_ms).max(FIRST_ANSWER_FLOOR);
+    window.min(wait + poll)
+}
+
 /// The device's snapshot if it is online (waiting, bounded, for a first answer), or why not.
-async fn online(dev: &DeviceRuntime) -> Result<Snapshot, Refused> {
-    let snap = wait_for_first_answer(dev).await;
+async fn online(dev: &DeviceRuntime, wait: Duration) -> Result<Snapshot, Refused> {
+    let bound = first_answer_bound(dev, wait);
+    let snap = wait_for_first_answer(dev, bound).await;
     if snap.liveness == Liveness::Online {
         return Ok(snap);
     }
@@ -211,9 +225,9 @@ async fn online(dev: &DeviceRuntime) -> Result<Snapshot, Refused> {
     };
     let detail = if snap.liveness == Liveness::Unknown {
         format!(
-            "{} has not answered since the gateway started ({} s waited).",
+            "{} has never been heard since the gateway started ({:.1} s waited for a first answer); nothing was written.",
             dev.id(),
-            dev.spec.liveness.max_silence_s
+            bound.as_secs_f64()
         )
     } else {
         offline_detail(dev, &snap)
@@ -232,7 +246,9 @@ fn readable_criteria(action: &Action, snap: &Snapshot) -> Result<(), Refused> {
         .chain(action.stopped_when.iter());
     let names: std::collections::BTreeSet<&String> = criteria.flat_map(|e| e.signals()).collect();
     let refused = names.into_iter().find_map(|n| {
-        let failure = snap.reading(n)?.failure()?;
+        // A payload that was no value (`None` before a switch first reports) says nothing of
+        // the wiring: the command may still be confirmed by the value that comes next.
+        let failure = snap.reading(n)?.failure().filter(|f| !f.no_value)?;
         let (code, why) = (&failure.code, &failure.why);
         Some((
             code.clone(),

@@ -92,10 +92,15 @@ pub struct SignalState {
     /// Its unit, if declared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
-    /// When it was read.
-    pub at: String,
-    /// How old it is now.
-    pub age_ms: i64,
+    /// When it was read; `None` for a value known only from a message the broker retained,
+    /// which was sent at some earlier moment nobody can tell.
+    pub at: Option<String>,
+    /// How old it is now; `None` with `retained` (its age is unknown, never the time since the
+    /// gateway received it: a 21.7 s old retained value was once shown 1.4 s old).
+    pub age_ms: Option<i64>,
+    /// The value comes only from a retained message: shown, never decided on.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub retained: bool,
     /// Where it came from.
     pub source: String,
     /// The signal's last read failed (see `unreadable`): this value is its last good one,

@@ -258,7 +258,7 @@ fn crashed_hint(reason: &Reason) -> &'static str {
 pub fn hint(o: &Outcome) -> Option<String> {
     match (o.status, &o.code) {
         (Status::Sent, _) => Some(
-            "Delivered, but this device cannot report back: the effect could not be confirmed. Ask the user to check it if it matters."
+            "Acknowledged (by the device; for MQTT, by the broker, which had a subscriber for the topic), but this device cannot report back: whether it received or acted on it could not be confirmed. Ask the user to check it if it matters."
                 .into(),
         ),
         (Status::Completed, _) if o.readback_matched == Some(true) => Some(

@@ -181,6 +181,12 @@ impl DeviceRuntime {
 /// Why a device counts as offline, in words.
 pub(crate) fn offline_detail(dev: &DeviceRuntime, snap: &Snapshot) -> String {
     let silence = dev.spec.liveness.max_silence_s;
+    if snap.liveness == Liveness::Unknown && !snap.down {
+        return format!(
+            "{} has never been heard since the gateway started (unknown, not yet offline).",
+            dev.id()
+        );
+    }
     if snap.down {
         // Not a silence: the device said so (its last will), or its broker is unreachable.
         let why = snap.last_error.as_deref().unwrap_or("it is unreachable");

@@ -76,11 +76,14 @@ impl Engine {
                 .readings()
                 .filter_map(|(name, r)| {
                     let v = r.last_good()?;
+                    // Numbered 0: not read by this gateway, a message its broker retained.
+                    let retained = v.seq == 0;
                     let signal = SignalState {
                         value: plan::value_json(v.value),
                         unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
-                        at: rfc3339(v.at_ms),
-                        age_ms: (now - v.at_ms).max(0),
+                        at: (!retained).then(|| rfc3339(v.at_ms)),
+                        age_ms: (!retained).then(|| (now - v.at_ms).max(0)),
+                        retained,
                         source: v.source.clone(),
                         unreadable: r.failure().is_some(),
                     };

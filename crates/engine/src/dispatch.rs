@@ -5,8 +5,8 @@
 //! as the machine allows ([`Supervisor::write_plan`]).
 
 use crate::contract::ErrorCode;
-use crate::device::Liveness;
 use crate::device::offline_detail;
+use crate::device::{Liveness, Snapshot};
 use crate::machine::{Effect, Event};
 use crate::plan::{self, Request, WriteError};
 use crate::supervisor::{Supervisor, shutdown_signal};
@@ -69,10 +69,16 @@ impl Supervisor {
         }
         let within = Duration::from_millis(self.dev.spec.request_timeout_ms());
         let snap = self.dev.fresh(within).await;
-        if snap.liveness == Liveness::Offline {
+        if snap.liveness != Liveness::Online {
             let detail = format!("{} Nothing was written.", offline_detail(&self.dev, &snap));
             return Err((ErrorCode::DeviceOffline, detail));
         }
+        // Judged again here, on values inside the freshness window: a command that waited in
+        // the queue was admitted on values that may since have aged, failed or been only a
+        // retained message (which is never a baseline for "already so" either).
+        let now_ms = self.ctx.clock.now_ms();
+        self.own_requires_judgeable(&snap, now_ms)?;
+        let signals = self.dev.usable_values(&snap, now_ms);
         let devices = self.ctx.scope_for(&self.action);
         let devices = crate::admit::required_values(
             &self.action,
@@ -82,16 +88,34 @@ impl Supervisor {
         )
         .await
         .map_err(|why| (ErrorCode::Interlock, why))?;
-        let (prepared, baseline) = {
-            // Read after this call (`fresh`): the own device's values are as fresh as a
-            // judge's; a signal whose read failed is left out.
-            let signals = snap.readable_values();
-            self.in_scope(&signals, &devices, |scope| self.check_and_plan(scope))?
-        };
+        let (prepared, baseline) =
+            self.in_scope(&signals, &devices, |scope| self.check_and_plan(scope))?;
         (self.baseline, self.baseline_done) = baseline;
         self.writes = prepared.writes.clone();
         self.expect_s = prepared.expect_s;
         Ok(prepared)
+    }
+
+    /// Every own signal `requires` reads is usable now, or why not in the words of the freshness
+    /// rule ("was last read 4.1 s ago", "has had no value since …"), not "has no value yet".
+    fn own_requires_judgeable(&self, snap: &Snapshot, now_ms: i64) -> Result<(), Refusal> {
+        let Some(req) = &self.action.requires else {
+            return Ok(());
+        };
+        let rule = self.dev.freshness(now_ms);
+        let Some((s, why)) =
+            (req.signals().iter()).find_map(|s| Some((s, snap.usable(s, rule).err()?)))
+        else {
+            return Ok(());
+        };
+        let why = why.describe(s, now_ms, crate::clock::rfc3339);
+        Err((
+            ErrorCode::Interlock,
+            format!(
+                "The precondition `{}` cannot be judged when the device became free: {why}; nothing was written.",
+                req.source()
+            ),
+        ))
     }
 
     /// On the fresh read's scope: `requires` still holds and no failure is on; the plan, the

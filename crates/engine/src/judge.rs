@@ -178,7 +178,10 @@ impl Supervisor {
             evidence.insert(name, e);
         };
         for n in self.criterion_names() {
-            let v = snap.read_after(&n, self.ack_seq)?;
+            let v = match snap.read_after(&n, self.ack_seq) {
+                Some(v) => v,
+                None => self.standing_value(snap, &n)?,
+            };
             note(n.clone(), v, unit_of(&self.dev, &n));
         }
         // Every criterion value above was fenced by its number: the judge's own rule.
@@ -215,6 +218,28 @@ impl Supervisor {
         })
     }
 
+    /// The last value of `name` when it is read by `fail_when` alone on a device that reports
+    /// on change (MQTT): a `fault` published only when it changes stands while the device is
+    /// online — it was judged clear at dispatch (a failure already on is refused), and a relay
+    /// that reported ON 20 ms after the write was once `NO_FEEDBACK` for want of a new `fault`.
+    /// Feedback (`done_when`), `started_when` and `stopped_when` still need a fresh read.
+    fn standing_value<'s>(&self, snap: &'s Snapshot, name: &str) -> Option<&'s SignalValue> {
+        let a = &self.action;
+        let reads = |e: &Option<Expr>| {
+            e.as_ref()
+                .is_some_and(|e| e.signals().iter().any(|s| s == name))
+        };
+        if self.dev.can_be_asked()
+            || reads(&a.done_when)
+            || reads(&a.started_when)
+            || reads(&a.stopped_when)
+        {
+            return None;
+        }
+        let rule = self.dev.freshness(self.ctx.clock.now_ms());
+        snap.usable(name, rule).ok()
+    }
+
     /// Whether the devices the criteria read are all online and all report when they like
     /// (MQTT): a deadline without a fresh read of them is then `NO_FEEDBACK` — they answer, but
     /// reported nothing — rather than `DEVICE_OFFLINE`. A device that can be asked was asked
@@ -231,10 +256,9 @@ impl Supervisor {
                 .all(|d| d.is_some_and(|d| !d.can_be_asked() && d.liveness() == Liveness::Online))
     }
 
-    /// A criterion signal whose read failed after the acknowledgement (its register answered an
-    /// exception, its node reads Bad): nothing can confirm the command any more, so it fails
-    /// with that code, naming the signal — not later as if the feedback never moved.
-    fn unreadable_criterion(&self, snap: &Snapshot) -> Option<Event> {
+    /// The criterion signals whose last read failed after the acknowledgement (own signals by
+    /// name, others' as `devices.<id>.<signal>`), with why.
+    fn failed_criteria(&self, snap: &Snapshot) -> Vec<(String, crate::device::Failure)> {
         let own = self.criterion_names().into_iter().map(|n| {
             let failure = snap.reading(&n)?.failure()?.clone();
             (failure.seq > self.ack_seq).then_some((n, failure))
@@ -245,17 +269,37 @@ impl Supervisor {
             let failure = dev.with_snapshot(|o| o.reading(&s)?.failure().cloned())?;
             (failure.seq > fence).then(|| (format!("devices.{d}.{s}"), failure))
         });
-        let (name, failure) = own.chain(others).flatten().next()?;
-        let at = crate::clock::rfc3339(failure.since_ms);
+        own.chain(others).flatten().collect()
+    }
+
+    /// A criterion signal whose read failed after the acknowledgement: refused (its register
+    /// answered an exception, its node reads Bad) — nothing can confirm the command any more,
+    /// so it fails with that code, naming the signal, not later as if the feedback never moved;
+    /// or answered with no value (`None`, NaN, an empty payload) — the machine is told what
+    /// came, and waits for a value until the deadline.
+    fn unreadable_criterion(&self, snap: &Snapshot) -> Option<Event> {
+        let failed = self.failed_criteria(snap);
+        if let Some((name, f)) = failed.iter().find(|(_, f)| !f.no_value) {
+            let at = crate::clock::rfc3339(f.since_ms);
+            let detail = format!(
+                "{name} cannot be read since {at} ({}), so nothing can confirm the outcome; the \
+                 write may have taken effect.",
+                f.why
+            );
+            return Some(Event::Unreadable {
+                code: f.code.clone(),
+                detail,
+            });
+        }
+        let (name, f) = failed.first()?;
+        let at = crate::clock::rfc3339(f.since_ms);
         let detail = format!(
-            "{name} cannot be read since {at} ({}), so nothing can confirm the outcome; the write \
-             may have taken effect.",
-            failure.why
+            "{} answered after the write was acknowledged, but {name} has had no value since {at} \
+             ({}), so nothing shows whether it acted; the write may have taken effect.",
+            self.dev.id(),
+            f.why
         );
-        Some(Event::Unreadable {
-            code: failure.code,
-            detail,
-        })
+        Some(Event::NoValue { detail })
     }
 
     /// Whether every signal `done_when` reads had a value at dispatch (see `baseline_of`).

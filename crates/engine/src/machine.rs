@@ -57,6 +57,9 @@ pub struct Machine {
     /// The cancel being written is recovery's stop of a write that was on its way.
     restart_stop: bool,
     last_write_error: Option<(ErrorCode, String)>,
+    /// A criterion signal answered with no value since the last fresh reading: what a deadline
+    /// without one says came instead (`NO_FEEDBACK`).
+    no_value: Option<String>,
 }
 
 impl Machine {
@@ -79,6 +82,7 @@ impl Machine {
             recovered: false,
             restart_stop: false,
             last_write_error: None,
+            no_value: None,
         }
     }
 
@@ -141,6 +145,8 @@ impl Machine {
     }
 
     fn reading(&mut self, r: Reading) -> Vec<Effect> {
+        // Every criterion value of this reading is a value: what came before is past.
+        self.no_value = None;
         let feedback = self.profile.check == Check::Feedback;
         if let Some(code) = r.failed {
             let fx = self.finish(Outcome::fail_signal(ErrorCode::Signal(code), feedback));
@@ -188,6 +194,12 @@ impl Machine {
             self.finish(Outcome::readback_mismatch())
         } else if self.moved {
             self.finish(Outcome::timeout(Reason::NotReached))
+        } else if let Some(what_came) =
+            (self.no_value.take()).filter(|_| self.held_early || !self.settled_seen)
+        {
+            // It answered, with no value: not "reported nothing", not "never moved".
+            let reason = Reason::Unreadable(what_came);
+            self.finish(Outcome::failed(ErrorCode::NoFeedback, reason))
         } else if self.held_early {
             let code = match answering {
                 true => ErrorCode::NoFeedback,

@@ -169,8 +169,9 @@ pub(crate) fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Devi
             let signal = SignalState {
                 value: v["value"].clone(),
                 unit: spec.signal(name).and_then(|s| s.unit.clone()),
-                at: rfc3339(now_ms - age_ms),
-                age_ms,
+                at: Some(rfc3339(now_ms - age_ms)),
+                age_ms: Some(age_ms),
+                retained: false,
                 source: v["source"].as_str().unwrap_or_default().to_string(),
                 unreadable: state.unreadable.contains_key(name),
             };

@@ -96,6 +96,8 @@ impl Engine {
             .action(&sub.action)
             .ok_or_else(|| EngineError::UnknownAction(sub.device.clone(), sub.action.clone()))?;
         let wait = sub.wait.min(MAX_WAIT);
+        // The call answers within its wait, however long admission took (a first answer).
+        let answer_by = tokio::time::Instant::now() + wait;
         let request_id = sub
             .request_id
             .clone()
@@ -152,6 +154,7 @@ impl Engine {
                 .reject(&sub, &request_id, action, Refusal::kept(code, detail))
                 .await;
         }
+        let wait = answer_by.saturating_duration_since(tokio::time::Instant::now());
         self.accept(sub, request_id, action, params, wait).await
     }
 

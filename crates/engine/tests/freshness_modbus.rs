@@ -187,7 +187,7 @@ async fn an_alarm_never_clears_on_a_value_whose_register_stopped_answering() {
     let temp = &state.signals["temp_c"];
     assert!(temp.unreadable, "{temp:?}");
     assert_eq!(temp.value, json!(45.0));
-    let age = Duration::from_millis(temp.age_ms as u64);
+    let age = Duration::from_millis(temp.age_ms.expect("read by this gateway") as u64);
     assert!(
         age + Duration::from_millis(50) >= broke.elapsed(),
         "{temp:?}: younger than it is"

@@ -161,8 +161,14 @@ fn signal_line(name: &str, s: &closedloop_engine::SignalState) -> String {
         .as_deref()
         .map(|u| format!(" {u}"))
         .unwrap_or_default();
-    format!(
-        "{name} = {}{unit} (from {}, read {} ms ago at {})",
-        s.value, s.source, s.age_ms, s.at
-    )
+    match (s.age_ms, &s.at) {
+        (Some(age), Some(at)) => format!(
+            "{name} = {}{unit} (from {}, read {age} ms ago at {at})",
+            s.value, s.source
+        ),
+        _ => format!(
+            "{name} = {}{unit} (from {}, only a retained message: its age is unknown)",
+            s.value, s.source
+        ),
+    }
 }

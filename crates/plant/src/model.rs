@@ -150,6 +150,7 @@ pub(crate) struct RawSignal {
     pub topic: Option<String>,
     pub json: Option<String>,
     pub true_values: Option<Vec<String>>,
+    pub false_values: Option<Vec<String>>,
     pub node: Option<String>,
     pub message: Option<RawMessage>,
     pub signal: Option<String>,

@@ -336,6 +336,9 @@ pub enum Source {
         json: Option<String>,
         /// Plain payloads that mean `true` (then the signal is a bool).
         true_values: Vec<String>,
+        /// Plain payloads that mean `false`: named beside `true_values`, so that a payload in
+        /// neither (`None`, `unknown`) is no value instead of `false`.
+        false_values: Vec<String>,
         /// `bool` or a number type.
         ty: ValueType,
     },

@@ -134,7 +134,18 @@ async fn power_off_fires_the_will_then_silence_and_clearing_brings_it_back_off()
         .await
         .is_ok()
     {}
-    set(&b, true).await;
+    let r = (b.publish(
+        "lab/relay/set",
+        r#"{"on": true}"#,
+        1,
+        Duration::from_secs(5),
+    ))
+    .await;
+    assert_eq!(
+        r.map(|_| ()),
+        Err(closedloop_mqtt::Error::NoSubscribers),
+        "a powered-off relay has no subscription: the broker says nobody received it"
+    );
     let silent = tokio::time::timeout(Duration::from_millis(400), states.recv()).await;
     assert!(silent.is_err(), "a powered-off relay is silent: {silent:?}");
     relay.clear(FaultKind::PowerOff);

@@ -100,7 +100,7 @@ description = "A lamp on an ESP32 board"
 driver = {{ kind = "mqtt", broker = "mqtt://127.0.0.1:1883", client_id = "t" }}
 liveness = {{ status_topic = "lab/lamp/status", max_silence_s = {max_silence_s} }}
 [device.signals]
-power = {{ topic = "lab/lamp/tele", json = "/POWER", true_values = ["ON"] }}
+power = {{ topic = "lab/lamp/tele", json = "/POWER", true_values = ["ON"], false_values = ["OFF"] }}
 [[device.action]]
 name = "switch"
 description = "Switch the lamp."

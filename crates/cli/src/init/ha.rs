@@ -18,6 +18,8 @@ pub struct Sig {
     pub json: Option<String>,
     /// Non-empty: a bool true on these payloads.
     pub true_values: Vec<String>,
+    /// Beside `true_values`: the payloads that mean false (anything else is no value).
+    pub false_values: Vec<String>,
     pub unit: Option<String>,
     pub description: String,
 }

@@ -33,20 +33,22 @@ pub(super) fn entity(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
         "binary_sensor" => match e.config.get("payload_on") {
             // A JSON bool decodes as itself; `false` would read the other way round.
             Some(serde_json::Value::Bool(true)) => {
-                state_signal(b, e, device, ("value_template", ""), vec![], m);
+                state_signal(b, e, device, ("value_template", ""), Words::default(), m);
             }
             Some(serde_json::Value::String(on)) => {
-                state_signal(b, e, device, ("value_template", ""), vec![on.clone()], m);
+                let words = Words::two(on, e.text("payload_off").unwrap_or("OFF"));
+                state_signal(b, e, device, ("value_template", ""), words, m);
             }
             None => {
-                state_signal(b, e, device, ("value_template", ""), vec!["ON".into()], m);
+                let words = Words::two("ON", e.text("payload_off").unwrap_or("OFF"));
+                state_signal(b, e, device, ("value_template", ""), words, m);
             }
             Some(other) => m.skipped.push(format!(
                 "{what}: payload_on is {other}, which a signal would read the other way round or not at all; write it by hand"
             )),
         },
         "sensor" => {
-            state_signal(b, e, device, ("value_template", ""), vec![], m);
+            state_signal(b, e, device, ("value_template", ""), Words::default(), m);
         }
         "number" => number(b, e, device, m),
         "button" => button(b, e, device, m),
@@ -104,7 +106,7 @@ fn state_signal(
     e: &Entity,
     device: &str,
     (template_key, suffix): (&str, &str),
-    true_values: Vec<String>,
+    words: Words,
     m: &mut Mapped,
 ) -> Option<String> {
     let topic = e.text("state_topic")?.to_string();
@@ -133,7 +135,8 @@ fn state_signal(
         name: name.clone(),
         topic,
         json,
-        true_values,
+        true_values: words.on,
+        false_values: words.off,
         unit,
         description,
     });
@@ -159,6 +162,7 @@ fn on_off(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
         e.text("payload_off").unwrap_or("OFF").to_string(),
     );
     let state_on = e.text("state_on").map_or(pl_on.clone(), str::to_string);
+    let state_off = e.text("state_off").map_or(pl_off.clone(), str::to_string);
     let template = if e.component == "switch" {
         "value_template"
     } else {
@@ -166,7 +170,14 @@ fn on_off(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
     };
     let signal = match schema_json {
         true => json_state(b, e, device),
-        false => state_signal(b, e, device, (template, ""), vec![state_on], m),
+        false => state_signal(
+            b,
+            e,
+            device,
+            (template, ""),
+            Words::two(&state_on, &state_off),
+            m,
+        ),
     };
     let Some(topic) = e.text("command_topic") else {
         return;
@@ -205,6 +216,7 @@ fn json_state(b: &mut Board, e: &Entity, device: &str) -> Option<String> {
         topic,
         json: Some("/state".into()),
         true_values: vec!["ON".into()],
+        false_values: vec!["OFF".into()],
         unit: None,
         description: format!("{} as {} reports it", label(e, device), device),
     });
@@ -234,7 +246,7 @@ fn confirmable(b: &mut Board, e: &Entity, act: Act, m: &mut Mapped) {
 
 /// number: a number parameter within its range, published through its command template.
 fn number(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
-    let signal = state_signal(b, e, device, ("value_template", ""), vec![], m);
+    let signal = state_signal(b, e, device, ("value_template", ""), Words::default(), m);
     let Some(topic) = e.text("command_topic") else {
         return;
     };
@@ -309,21 +321,24 @@ fn two_way(
     let [(yes_key, yes_default, _), (no_key, no_default, no_suffix)] = ends;
     let yes_state = e.text(yes_key).unwrap_or(yes_default).to_string();
     let no_state = e.text(no_key).unwrap_or(no_default).to_string();
-    let yes_signal = state_signal(b, e, device, ("value_template", ""), vec![yes_state], m);
+    let states = end_states(e);
+    let yes_signal = state_signal(
+        b,
+        e,
+        device,
+        ("value_template", ""),
+        Words::one_of(&yes_state, &states),
+        m,
+    );
     let no_signal = yes_signal.as_ref().and_then(|_| {
-        state_signal(
-            b,
-            e,
-            device,
-            ("value_template", no_suffix),
-            vec![no_state],
-            m,
-        )
+        let words = Words::one_of(&no_state, &states);
+        state_signal(b, e, device, ("value_template", no_suffix), words, m)
     });
     let jammed = (e.component == "lock" && yes_signal.is_some())
         .then(|| {
             let state = e.text("state_jammed").unwrap_or("JAMMED").to_string();
-            state_signal(b, e, device, ("value_template", "_jammed"), vec![state], m)
+            let words = Words::one_of(&state, &states);
+            state_signal(b, e, device, ("value_template", "_jammed"), words, m)
         })
         .flatten();
     let Some(topic) = e.text("command_topic") else {
@@ -359,4 +374,58 @@ fn two_way(
         idempotent: true,
     };
     confirmable(b, e, act, m);
+}
+
+/// The words a bool signal is read from: `true_values` and `false_values` (both or neither; a
+/// payload in neither — Home Assistant's `None`, `unknown` — is then no value).
+#[derive(Default)]
+struct Words {
+    on: Vec<String>,
+    off: Vec<String>,
+}
+
+impl Words {
+    /// One word each way (`ON`/`OFF`).
+    fn two(on: &str, off: &str) -> Words {
+        Words {
+            on: vec![on.to_string()],
+            off: vec![off.to_string()],
+        }
+    }
+
+    /// `state` true, every other state the entity reports false.
+    fn one_of(state: &str, states: &[String]) -> Words {
+        Words {
+            on: vec![state.to_string()],
+            off: states.iter().filter(|s| *s != state).cloned().collect(),
+        }
+    }
+}
+
+/// Every state a cover, valve or lock reports (its `state_*` keys, or Home Assistant's
+/// defaults): each end-state signal is false on the others, and no value on anything else.
+fn end_states(e: &Entity) -> Vec<String> {
+    let keys: &[(&str, &str)] = match e.component.as_str() {
+        "lock" => &[
+            ("state_locked", "LOCKED"),
+            ("state_locking", "LOCKING"),
+            ("state_unlocked", "UNLOCKED"),
+            ("state_unlocking", "UNLOCKING"),
+            ("state_jammed", "JAMMED"),
+            ("state_open", "OPEN"),
+            ("state_opening", "OPENING"),
+        ],
+        _ => &[
+            ("state_open", "open"),
+            ("state_opening", "opening"),
+            ("state_closed", "closed"),
+            ("state_closing", "closing"),
+            ("state_stopped", "stopped"),
+        ],
+    };
+    let mut states: Vec<String> = (keys.iter())
+        .map(|(k, d)| e.text(k).unwrap_or(d).to_string())
+        .collect();
+    states.dedup();
+    states
 }

@@ -98,6 +98,8 @@ fn signal(out: &mut String, s: &Sig) {
     if !s.true_values.is_empty() {
         let tv: Vec<String> = s.true_values.iter().map(|v| quote(v)).collect();
         fields.push(format!("true_values = [{}]", tv.join(", ")));
+        let fv: Vec<String> = s.false_values.iter().map(|v| quote(v)).collect();
+        fields.push(format!("false_values = [{}]", fv.join(", ")));
     }
     if let Some(u) = &s.unit {
         fields.push(format!("unit = {}", quote(u)));

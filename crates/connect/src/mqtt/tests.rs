@@ -4,8 +4,14 @@ use super::*;
 use closedloop_driver::Value;
 use tokio::time::Instant;
 
+/// The one device of a plant file's text.
+fn device(text: &str) -> Arc<Device> {
+    let plant = closedloop_plant::parse(text, "t.toml", std::path::Path::new("."));
+    plant.expect("plant parses").devices[0].clone()
+}
+
 fn lamp() -> Arc<Device> {
-    closedloop_plant::parse(
+    device(
         r#"
 [[device]]
 id = "lamp"
@@ -15,12 +21,7 @@ driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:9", client_id = "t" }
 on = { topic = "lab/lamp/state", json = "/on", type = "bool" }
 level = { topic = "lab/+/level" }
 "#,
-        "t.toml",
-        std::path::Path::new("."),
     )
-    .expect("plant parses")
-    .devices[0]
-        .clone()
 }
 
 /// The last good reading of `name`, current or not.
@@ -71,11 +72,20 @@ async fn retained_messages_fill_the_cache_but_are_neither_evidence_nor_life() {
     assert_eq!(last(&snap, "on").source, "lab/lamp/state /on");
 
     // A wildcard signal topic takes the concrete topic; a payload without the value is
-    // named in last_error and changes nothing.
+    // named in last_error and takes the current value away (its last good one is history).
     dev.take_message(&mut snap, &message("lab/desk/level", "42.5", false, 9));
     assert_eq!(last(&snap, "level").value, Value::Number(42.5));
     dev.take_message(&mut snap, &message("lab/lamp/state", "{}", false, 10));
     assert_eq!(last(&snap, "on").value, Value::Bool(false));
+    assert_eq!(snap.reading("on").and_then(|r| r.current()), None);
+    let failure = snap
+        .reading("on")
+        .and_then(|r| r.failure())
+        .expect("no value");
+    assert!(
+        failure.no_value && failure.why.contains("JSON without /on"),
+        "{failure:?}"
+    );
     assert!(
         snap.last_error.as_deref().unwrap().contains("on"),
         "{snap:?}"
@@ -96,4 +106,146 @@ fn a_device_is_not_offline_before_the_first_broker_connection_ends() {
     assert!(broker_down(false, true, false), "lost after it was up");
     assert!(!broker_down(true, true, false));
     assert!(!broker_down(true, true, true), "up again after a failure");
+}
+
+fn switch() -> Arc<Device> {
+    device(
+        r#"
+[[device]]
+id = "heater"
+description = "test"
+driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:9", client_id = "t" }
+[device.signals]
+heater = { topic = "h/state", true_values = ["ON"], false_values = ["OFF"] }
+plain = { topic = "h/plain", type = "bool" }
+temp_c = { topic = "h/probe", json = "/temperature" }
+level = { topic = "h/level" }
+"#,
+    )
+}
+
+/// Payloads firmwares send that are not values, and some that are, in any order.
+fn payload() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        prop::sample::select(vec![
+            "ON",
+            "OFF",
+            "None",
+            "none",
+            "unknown",
+            "unavailable",
+            "",
+            " ",
+            "null",
+            "nan",
+            "NaN",
+            "inf",
+            "-inf",
+            "true",
+            "false",
+            "1",
+            "0",
+            "45.0",
+            "1e999",
+            "on",
+            "Off",
+            r#"{"temperature": 45.5}"#,
+            r#"{"temperature": null}"#,
+            r#"{"temperature": "nan"}"#,
+            r#"{"temperature": "85"}"#,
+            r#"{"temperature": [1]}"#,
+            r#"{"temperature": {}}"#,
+            r#"{"temperature": true}"#,
+            "{}",
+            "[]",
+            "{",
+            "\u{0}",
+            "\u{1b}[2J",
+        ])
+        .prop_map(str::to_string),
+        ".{0,12}",
+    ]
+}
+
+/// One random message into the link's cache; panics when a decider could use a value that the
+/// payload does not hold.
+fn take_and_check(
+    dev: &MqttLink,
+    snap: &mut Snapshot,
+    s: &closedloop_plant::Signal,
+    text: &str,
+    retained: bool,
+    seq: u64,
+) {
+    let rule = closedloop_driver::sample::Freshness {
+        now_ms: i64::MAX / 2,
+        within_ms: None,
+    };
+    let Source::Topic {
+        topic,
+        json,
+        true_values,
+        false_values,
+        ..
+    } = &s.source
+    else {
+        unreachable!("every signal here is a topic")
+    };
+    let ty = match s.source.is_bool() {
+        true => closedloop_driver::ValueType::Bool,
+        false => closedloop_driver::ValueType::F64,
+    };
+    let words = closedloop_mqtt::Words {
+        on: true_values,
+        off: false_values,
+    };
+    let want = closedloop_mqtt::decode(text.as_bytes(), json.as_deref(), words, ty);
+    dev.take_message(snap, &message(topic, text, retained, seq));
+    let current = snap.reading(&s.name).and_then(|r| r.current());
+    match (&want, retained) {
+        (Ok(v), false) => {
+            assert_eq!(current.map(|c| c.value), Some(*v), "{text:?}");
+            assert!(snap.usable(&s.name, rule).is_ok());
+        }
+        (Ok(_), true) => assert!(snap.usable(&s.name, rule).is_err(), "retained {text:?}"),
+        (Err(_), _) => {
+            assert_eq!(current, None, "{text:?} left a current value");
+            assert!(snap.usable(&s.name, rule).is_err());
+        }
+    }
+    for (name, v) in snap.usable_values(rule) {
+        if let Value::Number(n) = v {
+            assert!(n.is_finite(), "{name} = {n}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+    /// Whatever a firmware publishes, in any order and retained or not: each signal's current
+    /// value is exactly what the last live payload on its topic decodes to, or it has none and
+    /// no decider may use it — never a default, never an older value, never a retained one.
+    #[test]
+    fn no_decision_rests_on_a_payload_that_is_no_value(
+        msgs in proptest::collection::vec(
+            (0usize..4, payload(), proptest::prelude::any::<bool>()),
+            1..24,
+        )
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        rt.block_on(async {
+            let config = closedloop_mqtt::BrokerConfig::new("mqtt://127.0.0.1:9", "t");
+            let broker = MqttBroker::connect(config).expect("config");
+            let spec = switch();
+            let dev = MqttLink::new(Arc::clone(&spec), broker, Clock::new());
+            let mut snap = dev.base.snapshot();
+            snap.liveness = closedloop_link::Liveness::Online;
+            for (i, (which, text, retained)) in msgs.into_iter().enumerate() {
+                let s = &spec.signals[which];
+                take_and_check(&dev, &mut snap, s, &text, retained, i as u64 + 1);
+            }
+        });
+    }
 }

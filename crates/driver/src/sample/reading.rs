@@ -42,6 +42,11 @@ pub struct Failure {
     pub since_ms: i64,
     /// The read that last failed (numbered as values are).
     pub seq: u64,
+    /// The device answered, but with something that is no value (an empty or `None` payload,
+    /// a word in neither `true_values` nor `false_values`, JSON `null`, NaN): unlike a refused
+    /// read, which ends a command at once with its code, the judge waits for a value, and a
+    /// deadline reached without one is `NO_FEEDBACK` saying what came instead.
+    pub no_value: bool,
 }
 
 /// One signal as last read.
@@ -114,8 +119,12 @@ impl Unusable<'_> {
                 let last = last.map_or(String::new(), |v| {
                     format!("; its last value, {}, is {} old", shown(v.value), age(v))
                 });
+                let what = match f.no_value {
+                    true => "has had no value",
+                    false => "cannot be read",
+                };
                 format!(
-                    "{name} cannot be read since {} ({}){last}",
+                    "{name} {what} since {} ({}){last}",
                     rfc3339(f.since_ms),
                     f.why
                 )
@@ -214,8 +223,11 @@ impl super::Snapshot {
             .collect()
     }
 
-    /// Records a good read of `name` (read at `at_ms` by read `seq`), changing its reading in
-    /// place: a poll of an idle device allocates nothing. Ends a run of failures.
+    /// Records a read of `name` (read at `at_ms` by read `seq`), changing its reading in
+    /// place: a poll of an idle device allocates nothing. A good value ends a run of failures;
+    /// a number that is no number (NaN, ±inf: a broken thermocouple's float register, a
+    /// node's Double) is recorded as [`Snapshot::no_value`] — the one place every decoder's
+    /// value passes, so no protocol can hand one on.
     pub fn record(
         &mut self,
         name: &str,
@@ -224,6 +236,12 @@ impl super::Snapshot {
         seq: u64,
         source: impl FnOnce() -> String,
     ) {
+        if let Value::Number(n) = value
+            && !n.is_finite()
+        {
+            let why = format!("{} read {n}, which is not a number", source());
+            return self.no_value(name, why, at_ms, seq);
+        }
         let reading = match self.readings.get_mut(name) {
             Some(r) => r,
             None => self.readings.entry(name.to_string()).or_default(),
@@ -245,6 +263,18 @@ impl super::Snapshot {
     /// Records a failed read of `name`: the device refused it (`code`, `why`) at `at_ms`, read
     /// `seq`. A run of failures keeps the moment it began.
     pub fn refuse(&mut self, name: &str, code: ErrorCode, why: String, at_ms: i64, seq: u64) {
+        self.fail(name, code, why, at_ms, seq, false);
+    }
+
+    /// Records that the device answered on `name` with something that is no value (`why`: what
+    /// came and why it is none, e.g. `a message on lab/heater/state held "None", in neither
+    /// true_values nor false_values`): from here on the signal is unreadable for every
+    /// consumer — alarms fail safe, `requires` refuses, the judge waits — until a value comes.
+    pub fn no_value(&mut self, name: &str, why: String, at_ms: i64, seq: u64) {
+        self.fail(name, ErrorCode::NoFeedback, why, at_ms, seq, true);
+    }
+
+    fn fail(&mut self, name: &str, code: ErrorCode, why: String, at_ms: i64, seq: u64, nv: bool) {
         let reading = match self.readings.get_mut(name) {
             Some(r) => r,
             None => self.readings.entry(name.to_string()).or_default(),
@@ -255,6 +285,7 @@ impl super::Snapshot {
             why,
             since_ms,
             seq,
+            no_value: nv,
         });
     }
 }
@@ -356,5 +387,29 @@ mod tests {
              its last value, 45, is 4.0 s old"
         );
         assert_eq!(why.code(), Some(&ErrorCode::BusNak));
+    }
+
+    #[test]
+    fn a_number_that_is_no_number_takes_the_value_away_whatever_the_decoder() {
+        let mut snap = online();
+        snap.record("temp_c", Value::Number(45.0), 9_000, 1, || "input:4".into());
+        for (n, seq) in [(f64::NAN, 2), (f64::INFINITY, 3), (f64::NEG_INFINITY, 4)] {
+            snap.record("temp_c", Value::Number(n), 9_500, seq, || "input:4".into());
+            let why = snap.usable("temp_c", RULE).unwrap_err();
+            assert!(matches!(why, Unusable::Unreadable(f, Some(_)) if f.no_value));
+            assert_eq!(snap.read_after("temp_c", 0), None);
+        }
+        let text = (snap.usable("temp_c", RULE).unwrap_err())
+            .describe("temp_c", 10_000, |ms| format!("t{ms}"));
+        assert_eq!(
+            text,
+            "temp_c has had no value since t9500 (input:4 read -inf, which is not a number); \
+             its last value, 45, is 1.0 s old"
+        );
+        snap.record("temp_c", Value::Number(85.0), 9_900, 5, String::new);
+        assert_eq!(
+            snap.usable("temp_c", RULE).map(|v| v.value),
+            Ok(Value::Number(85.0))
+        );
     }
 }

@@ -75,6 +75,10 @@ pub struct Ack {
     pub seq: u64,
     /// When the acknowledgement was processed.
     pub at: Instant,
+    /// The broker's PUBACK said "No matching subscribers" (MQTT 5 reason 0x10): nobody
+    /// received the message (a retained one is still kept for later subscribers). Never set
+    /// for QoS 0, whose publish the broker does not answer.
+    pub no_subscribers: bool,
 }
 
 type Waiter = oneshot::Sender<Result<Ack, Error>>;
@@ -211,7 +215,9 @@ impl MqttBroker {
     }
 
     /// Publishes, never retained, with MQTT 5 message expiry `expiry` (rounded up to whole
-    /// seconds). Resolves on PUBACK for QoS 1; for QoS 0 once written to the socket.
+    /// seconds). Resolves on PUBACK for QoS 1; for QoS 0 once written to the socket. A PUBACK
+    /// saying no client subscribes is [`Error::NoSubscribers`]: a command nobody received was
+    /// not delivered.
     ///
     /// Never waits for a connection: while disconnected it is [`Error::Disconnected`] at once.
     /// It does not time out on its own — a broker that never acks is bounded by the caller's
@@ -224,8 +230,11 @@ impl MqttBroker {
         expiry: Duration,
     ) -> Result<Ack, Error> {
         let expiry = expiry_secs(expiry).ok_or(Error::Expired)?;
-        self.send(topic, payload.into(), qos, Some(expiry), false)
-            .await
+        let ack = (self.send(topic, payload.into(), qos, Some(expiry), false)).await?;
+        match ack.no_subscribers {
+            true => Err(Error::NoSubscribers),
+            false => Ok(ack),
+        }
     }
 
     /// Publish with any retain flag and optional expiry, as a device publishes (its retained

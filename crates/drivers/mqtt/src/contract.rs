@@ -14,6 +14,8 @@ pub fn write_error(e: &Error, topic: &str) -> WriteError {
         // The request queue towards the broker is full: nothing was sent.
         E::Busy => (ErrorCode::BusNak, true, false),
         E::Expired => (ErrorCode::Timeout, false, false),
+        // Nobody listens on the topic: the device is not there to receive it.
+        E::NoSubscribers => (ErrorCode::DeviceOffline, false, false),
         _ => (ErrorCode::BusNak, false, false),
     };
     WriteError {

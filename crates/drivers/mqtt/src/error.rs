@@ -35,6 +35,13 @@ pub enum Error {
     /// The broker answered the publish with a failure reason code.
     #[error("the broker refused the publish: {0}")]
     Refused(String),
+    /// The broker took the publish but no client subscribes to its topic (MQTT 5 PUBACK reason
+    /// 0x10, "No matching subscribers"): nobody received it — a board that is powered off has
+    /// no subscription, and the message is not kept for it.
+    #[error(
+        "the broker answered \"No matching subscribers\" (MQTT 5 reason 0x10): no client subscribes to this topic, so nobody received the message"
+    )]
+    NoSubscribers,
     /// A publish topic must be non-empty and free of `+`, `#` and NUL.
     #[error("\"{0}\" is not a valid topic to publish to (no wildcards, not empty)")]
     InvalidTopic(String),

@@ -20,6 +20,6 @@ mod error;
 pub mod testing;
 
 pub use broker::{Ack, BrokerConfig, BrokerTls, Link, Message, MqttBroker, Subscription, Will};
-pub use codec::{decode, expiry_secs, parse_broker_url, topic_matches};
+pub use codec::{Words, decode, expiry_secs, parse_broker_url, topic_matches};
 pub use contract::write_error;
 pub use error::Error;

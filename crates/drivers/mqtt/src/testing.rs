@@ -178,8 +178,9 @@ pub async fn next(sub: &mut crate::Subscription) -> crate::Message {
 pub async fn await_active(broker: &MqttBroker, sub: &mut crate::Subscription, topic: &str) {
     tokio::time::timeout(Duration::from_secs(5), async {
         loop {
-            broker
-                .publish(topic, "probe", 1, Duration::from_secs(5))
+            // `send`, not `publish`: until the subscription is active the broker answers "No
+            // matching subscribers", which a command's publish takes as not delivered.
+            (broker.send(topic, "probe".into(), 1, Some(5), false))
                 .await
                 .expect("probe acked");
             if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(50), sub.recv()).await

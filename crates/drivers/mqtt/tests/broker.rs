@@ -11,6 +11,8 @@ use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 async fn publish_resolves_on_puback() {
     let m = Mosquitto::start().await;
     let b = m.client("puback").await;
+    let mut sub = b.subscribe("lab/lamp/set");
+    await_active(&b, &mut sub, "lab/lamp/set").await;
     let ack = b
         .publish("lab/lamp/set", r#"{"on": true}"#, 1, Duration::from_secs(3))
         .await
@@ -21,6 +23,25 @@ async fn publish_resolves_on_puback() {
         .await
         .expect("sent");
     assert_eq!(ack0.pkid, 0);
+}
+
+/// Mosquitto answers a QoS 1 publish nobody subscribes to with PUBACK reason 0x10, "No matching
+/// subscribers": the broker has the message, and nobody received it — a board that is powered
+/// off has no subscription. A command's publish is then not delivered; a device's retained
+/// publish is still kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_puback_saying_no_matching_subscribers_is_not_a_delivery() {
+    let m = Mosquitto::start().await;
+    let b = m.client("nobody-listens").await;
+    let r = b
+        .publish("lab/gone/set", "ON", 1, Duration::from_secs(3))
+        .await;
+    assert_eq!(r, Err(Error::NoSubscribers));
+    let kept = (b.send("lab/gone/state", "OFF".into(), 1, None, true)).await;
+    assert!(
+        kept.is_ok_and(|a| a.no_subscribers),
+        "a retained publish is kept"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use closedloop_driver::{Value, ValueType};
-use closedloop_mqtt::{decode, expiry_secs};
+use closedloop_mqtt::{Words, decode, expiry_secs};
 use proptest::prelude::*;
 
 fn finite() -> impl Strategy<Value = f64> {
@@ -27,7 +27,7 @@ proptest! {
     #[test]
     fn numbers_decode_exactly_as_text_and_json(v in finite(), pad in "[ \t\r\n]{0,3}") {
         let want = Some(Value::Number(v));
-        let number = |payload: &str, json| decode(payload.as_bytes(), json, &[], ValueType::F64);
+        let number = |payload: &str, json| decode(payload.as_bytes(), json, Words::PLAIN, ValueType::F64).ok();
         let doc = format!(r#"{{"v": {}}}"#, serde_json::to_string(&v).expect("finite"));
         prop_assert_eq!(number(&doc, Some("/v")), want, "{}", doc);
         for text in [format!("{v}"), format!("{v:e}"), format!("{v:?}")] {
@@ -48,24 +48,25 @@ proptest! {
     ) {
         let sign = if negative { "-" } else { "" };
         let big = format!("{sign}{mantissa}e{exponent}");
-        prop_assert_eq!(decode(big.as_bytes(), None, &[], ValueType::F64), None);
+        prop_assert_eq!(decode(big.as_bytes(), None, Words::PLAIN, ValueType::F64).ok(), None);
         let doc = format!(r#"{{"v": {big}}}"#);
-        prop_assert_eq!(decode(doc.as_bytes(), Some("/v"), &[], ValueType::F64), None);
-        prop_assert_eq!(decode(word.as_bytes(), None, &[], ValueType::F64), None);
-        prop_assert_eq!(decode(word.as_bytes(), None, &[], ValueType::Bool), None);
+        prop_assert_eq!(decode(doc.as_bytes(), Some("/v"), Words::PLAIN, ValueType::F64).ok(), None);
+        prop_assert_eq!(decode(word.as_bytes(), None, Words::PLAIN, ValueType::F64).ok(), None);
+        prop_assert_eq!(decode(word.as_bytes(), None, Words::PLAIN, ValueType::Bool).ok(), None);
     }
 
     #[test]
     fn bools_decode_as_themselves(b in any::<bool>(), v in finite()) {
         let want = Some(Value::Bool(b));
-        prop_assert_eq!(decode(b.to_string().as_bytes(), None, &[], ValueType::Bool), want);
+        prop_assert_eq!(decode(b.to_string().as_bytes(), None, Words::PLAIN, ValueType::Bool).ok(), want);
         let doc = format!(r#"{{"on": {b}}}"#);
-        prop_assert_eq!(decode(doc.as_bytes(), Some("/on"), &[], ValueType::Bool), want);
-        let on = ["ON".to_string()];
+        prop_assert_eq!(decode(doc.as_bytes(), Some("/on"), Words::PLAIN, ValueType::Bool).ok(), want);
+        let (on, off) = (["ON".to_string()], ["OFF".to_string()]);
+        let words = Words { on: &on, off: &off };
         let word = if b { "ON" } else { "OFF" };
-        prop_assert_eq!(decode(word.as_bytes(), None, &on, ValueType::Bool), want);
+        prop_assert_eq!(decode(word.as_bytes(), None, words, ValueType::Bool).ok(), want);
         // A number as a bool: non-zero is true (docs/plant-file.md).
-        let n = decode(format!("{v}").as_bytes(), None, &[], ValueType::Bool);
+        let n = decode(format!("{v}").as_bytes(), None, Words::PLAIN, ValueType::Bool).ok();
         prop_assert_eq!(n, Some(Value::Bool(v != 0.0)));
     }
 

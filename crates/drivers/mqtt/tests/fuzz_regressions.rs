@@ -3,7 +3,7 @@
 //! for exact numbers.
 
 use closedloop_driver::{Value, ValueType};
-use closedloop_mqtt::decode;
+use closedloop_mqtt::{Words, decode};
 
 /// A number a device sends must read as that number, whether the payload is plain text or JSON.
 /// Plain text goes through `str::parse::<f64>` (exact); JSON through serde_json, which without
@@ -22,13 +22,13 @@ fn json_numbers_decode_exactly() {
     ] {
         let v: f64 = text.parse().expect("a double");
         assert_eq!(
-            decode(text.as_bytes(), None, &[], ValueType::F64),
+            decode(text.as_bytes(), None, Words::PLAIN, ValueType::F64).ok(),
             Some(Value::Number(v)),
             "plain text {text}"
         );
         let doc = format!(r#"{{"value": {text}}}"#);
         assert_eq!(
-            decode(doc.as_bytes(), Some("/value"), &[], ValueType::F64),
+            decode(doc.as_bytes(), Some("/value"), Words::PLAIN, ValueType::F64).ok(),
             Some(Value::Number(v)),
             "{doc}"
         );

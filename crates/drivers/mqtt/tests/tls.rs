@@ -193,7 +193,8 @@ async fn username_and_password_over_tls() {
         c
     };
     let ok = connected(with("right", Some("closedloop"), "s3cret")).await;
-    ok.publish("lab/auth", "1", 1, Duration::from_secs(5))
+    // Accepted by the broker (nobody subscribes: "No matching subscribers" is still a PUBACK).
+    (ok.send("lab/auth", "1".into(), 1, Some(5), false))
         .await
         .expect("acked");
     let (_b, why) = never_connects(with("wrong", Some("closedloop"), "guess")).await;

@@ -95,6 +95,10 @@ pub enum Event {
     /// A signal the criteria read could not be read after the acknowledgement: the device
     /// refused it (`code`: its exception's), so nothing can confirm the command.
     Unreadable { code: ErrorCode, detail: String },
+    /// A signal the criteria read answered after the acknowledgement with something that is no
+    /// value (an empty or `None` payload, NaN): nothing decided, but a deadline reached before a
+    /// value came is `NO_FEEDBACK` with this text rather than "reported nothing".
+    NoValue { detail: String },
     /// The supervision deadline passed; `answering`: the device was online then (it answers,
     /// though nothing it reported decided the command).
     Deadline { answering: bool },

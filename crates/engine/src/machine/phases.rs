@@ -127,6 +127,10 @@ impl Machine {
         match event {
             Event::Reading(r) => self.reading(r),
             Event::Deadline { answering } => self.deadline(answering),
+            Event::NoValue { detail } => {
+                self.no_value = Some(detail);
+                vec![]
+            }
             Event::Unreadable { code, detail } => {
                 let fx = self.finish(Outcome::failed(code, Reason::Unreadable(detail)));
                 with_stop(fx, self.profile.has_cancel)

@@ -94,6 +94,7 @@ fn all_events() -> Vec<Event> {
             code: ErrorCode::BusNak,
             detail: "x".into(),
         },
+        Event::NoValue { detail: "x".into() },
         Event::Deadline { answering: false },
         Event::Deadline { answering: true },
         Event::CancelRequested,

@@ -128,3 +128,54 @@ fn supervising_deadline_after_already_so_reads_came_only_early_is_unconfirmed_no
         );
     }
 }
+
+#[test]
+fn supervising_deadline_after_a_payload_that_is_no_value_is_no_feedback_saying_what_came() {
+    // A switch's state topic said `None` (Home Assistant's unknown) after the command: not
+    // false, not silence — and not a verdict before the deadline.
+    let mut m = supervising(Profile {
+        has_cancel: true,
+        ..profile()
+    });
+    let what = "heater has had no value since t (\"None\")".to_string();
+    assert_eq!(
+        m.on(Event::NoValue {
+            detail: what.clone()
+        }),
+        vec![]
+    );
+    assert_eq!(m.status(), Status::Running, "the judge waits for a value");
+    let fx = m.on(Event::Deadline { answering: false });
+    let o = finish(&fx).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason, o.verified),
+        (
+            Status::Failed,
+            Some(ErrorCode::NoFeedback),
+            Reason::Unreadable(what),
+            false
+        )
+    );
+    assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
+}
+
+#[test]
+fn supervising_a_value_after_no_value_decides_as_a_value_does() {
+    let mut m = supervising(profile());
+    m.on(Event::NoValue {
+        detail: "None".into(),
+    });
+    m.on(read(false, false, false));
+    let o = finish(&m.on(Event::Deadline { answering: true })).clone();
+    assert_eq!(
+        o.code,
+        Some(ErrorCode::FeedbackMismatch),
+        "judged on the value"
+    );
+    let mut m = supervising(profile());
+    m.on(Event::NoValue {
+        detail: "None".into(),
+    });
+    let o = finish(&m.on(read(true, true, false))).clone();
+    assert_eq!(o.status, Status::Completed);
+}

@@ -96,15 +96,13 @@ impl Server {
             .signals
             .iter()
             .map(|(k, s)| {
-                format!(
-                    "{k} = {}{} ({} ms old)",
-                    s.value,
-                    s.unit
-                        .as_deref()
-                        .map(|u| format!(" {u}"))
-                        .unwrap_or_default(),
-                    s.age_ms
-                )
+                let unit = (s.unit.as_deref())
+                    .map(|u| format!(" {u}"))
+                    .unwrap_or_default();
+                match s.age_ms {
+                    Some(age) => format!("{k} = {}{unit} ({age} ms old)", s.value),
+                    None => format!("{k} = {}{unit} (retained, age unknown)", s.value),
+                }
             })
             .collect();
         let mut text = format!("{device} is {}.", state.liveness.as_str());

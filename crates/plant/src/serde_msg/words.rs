@@ -231,6 +231,7 @@ pub(super) fn example(leaf: &str, kind: Kind) -> Option<&'static str> {
         ("confirm_by", _) => "[\"operator\"]",
         ("gateways", _) => "[\"cell_a\"]",
         ("true_values", _) => "[\"ON\", \"1\"]",
+        ("false_values", _) => "[\"OFF\", \"0\"]",
         ("enum", _) => "[\"fast\", \"slow\"]",
         ("args", _) => "[\"params.speed\", 1]",
         ("faults", _) => "[{ kind = \"stall\" }]",

@@ -90,6 +90,16 @@ fn source(
         }
         SourceFamily::Topic => {
             let true_values = raw.true_values.clone().unwrap_or_default();
+            let false_values = raw.false_values.clone().unwrap_or_default();
+            if let Some((given, missing, example)) =
+                match (true_values.is_empty(), false_values.is_empty()) {
+                    (false, true) => Some(("true_values", "false_values", "[\"OFF\", \"0\"]")),
+                    (true, false) => Some(("false_values", "true_values", "[\"ON\", \"1\"]")),
+                    _ => None,
+                }
+            {
+                dev.err(sink, &format!("{key}.{missing}"), format!("{given} needs {missing} beside it: a payload in neither list (Home Assistant's \"None\" or \"unknown\", an empty message) is no value, never the other state; write e.g. {missing} = {example}"));
+            }
             let default = if true_values.is_empty() {
                 ValueType::F64
             } else {
@@ -107,6 +117,7 @@ fn source(
                 topic: raw.topic.clone().unwrap_or_default(),
                 json: raw.json.clone(),
                 true_values,
+                false_values,
                 ty,
             }
         }
@@ -158,6 +169,7 @@ const SIGNAL_KEYS: &[(SourceFamily, &[&str])] = &[
             "topic",
             "json",
             "true_values",
+            "false_values",
             "type",
             "unit",
             "description",

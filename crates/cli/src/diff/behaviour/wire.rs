@@ -226,12 +226,13 @@ fn source(s: &Signal) -> String {
             topic,
             json,
             true_values,
+            false_values,
             ty,
         } => {
-            let trues = if true_values.is_empty() {
+            let trues = if true_values.is_empty() && false_values.is_empty() {
                 String::new()
             } else {
-                format!(" true={true_values:?}")
+                format!(" true={true_values:?} false={false_values:?}")
             };
             format!(
                 "topic {topic} {} {ty}{trues}",

@@ -104,6 +104,7 @@ impl EventLoopTask {
                     pkid,
                     seq: s.seq,
                     at: Instant::now(),
+                    no_subscribers: false,
                 }));
             } else {
                 s.inflight.insert(pkid, waiter);
@@ -120,6 +121,8 @@ impl EventLoopTask {
                     pkid: ack.pkid,
                     seq: s.seq,
                     at: Instant::now(),
+                    // Accepted, and delivered to nobody (a retained message is still kept).
+                    no_subscribers: ack.reason == PubAckReason::NoMatchingSubscribers,
                 }),
                 other => Err(Error::Refused(format!("{other:?}"))),
             };

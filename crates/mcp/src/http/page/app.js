@@ -49,6 +49,7 @@ function notice(text, error) {
 const fmtValue = (v, unit) => window.words.value(v, unit);
 
 function fmtAge(ms) {
+  if (ms === null || ms === undefined) return "retained, age unknown";
   if (ms < 1000) return (ms / 1000).toFixed(1) + " s";
   if (ms < 60000) return Math.round(ms / 1000) + " s";
   return Math.round(ms / 60000) + " min";
@@ -68,7 +69,7 @@ function renderDevice(name) {
       el("th", { scope: "row" }, sig),
       el("td", { class: "value", title: why ? "cannot be read since " + words.time(why.since) + ": " + why.detail : "" },
         fmtValue(s.value, s.unit), why ? el("span", { class: "refused" }, " unreadable") : null),
-      el("td", { class: "age", title: "read at " + words.time(s.at) + ", " + words.zone(s.at) }, fmtAge(s.age_ms)));
+      el("td", { class: "age", title: s.at ? "read at " + words.time(s.at) + ", " + words.zone(s.at) : "a retained message, sent at an unknown earlier time" }, fmtAge(s.age_ms)));
   });
   const how = d.reporting || {};
   const li = el("li", { class: "device", "data-device": name, "data-liveness": live },
