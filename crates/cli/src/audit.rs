@@ -31,7 +31,7 @@ pub async fn audit(plant: &JournalView, since: &str, caller: Option<String>) -> 
     loop {
         let rows = journal.audit(&filter).await?;
         for r in &rows {
-            println!("{}", line(r));
+            crate::shown::print(&line(r));
         }
         total += rows.len();
         match rows.last() {

@@ -61,10 +61,10 @@ pub async fn commands(
         })
         .await?;
     if rows.is_empty() {
-        println!("no commands");
+        crate::shown::print("no commands");
     }
     for r in rows {
-        println!(
+        crate::shown::print(&format!(
             "{}  {}  {:<10} {}.{} {}  {}{}",
             r.command_id,
             closedloop_engine::clock::rfc3339(r.accepted_at_ms),
@@ -74,7 +74,7 @@ pub async fn commands(
             r.params,
             r.error_code.as_deref().unwrap_or(""),
             if r.verified { " verified" } else { "" },
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -87,14 +87,14 @@ pub async fn trace(plant: &JournalView, command_id: &str) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     let events = journal.events(command_id).await?;
-    println!(
+    crate::shown::print(&format!(
         "{} {}.{} {}",
         row.command_id, row.device, row.action, row.params
-    );
-    println!(
+    ));
+    crate::shown::print(&format!(
         "request {}  verification {}",
         row.request_id, row.verification
-    );
+    ));
     let start = events
         .first()
         .map(|e| e.at_ms)
@@ -106,26 +106,29 @@ pub async fn trace(plant: &JournalView, command_id: &str) -> Result<ExitCode> {
         } else {
             e.data.to_string()
         };
-        println!(
+        crate::shown::print(&format!(
             "{}  +{:>6} ms  (Δ {:>5} ms)  {:<12} {}",
             closedloop_engine::clock::rfc3339(e.at_ms),
             e.at_ms - start,
             e.at_ms - prev,
             e.event,
             data
-        );
+        ));
         prev = e.at_ms;
     }
-    println!(
+    crate::shown::print(&format!(
         "status {}{}",
         row.status,
         if row.verified { " (verified)" } else { "" }
-    );
+    ));
     if let Some(code) = &row.error_code {
-        println!("error  {code}: {}", row.detail.as_deref().unwrap_or(""));
+        crate::shown::print(&format!(
+            "error  {code}: {}",
+            row.detail.as_deref().unwrap_or("")
+        ));
     }
     if let Some(hint) = &row.hint {
-        println!("hint   {hint}");
+        crate::shown::print(&format!("hint   {hint}"));
     }
     Ok(ExitCode::SUCCESS)
 }

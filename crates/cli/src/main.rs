@@ -34,6 +34,7 @@ mod logfile;
 mod report;
 mod retention;
 mod serve;
+mod shown;
 mod sim;
 
 fn main() -> ExitCode {

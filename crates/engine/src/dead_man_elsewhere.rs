@@ -20,6 +20,11 @@ pub(crate) const LAPSE_REQUESTED: &str = "lapse_requested";
 /// Whether the journal holds `command_id` unfinished, as a dead-man action of this plant; a
 /// read that fails is logged and answers no.
 async fn running_dead_man(ctx: &Context, command_id: &str) -> bool {
+    running_dead_man_of(ctx, command_id, None).await
+}
+
+/// [`running_dead_man`], and started by `asker` when one is named.
+async fn running_dead_man_of(ctx: &Context, command_id: &str, asker: Option<&str>) -> bool {
     let row = match ctx.journal.get(command_id).await {
         Ok(Some(row)) => row,
         Ok(None) => return false,
@@ -35,18 +40,20 @@ async fn running_dead_man(ctx: &Context, command_id: &str) -> bool {
         row.status.as_str(),
         "completed" | "failed" | "timeout" | "cancelled" | "rejected"
     );
-    dead_man && running
+    let mine = asker.is_none_or(|a| row.caller.as_deref() == Some(a));
+    dead_man && running && mine
 }
 
 impl Engine {
     /// Renews the dead-man command `command_id` at the gateway that runs it, when it is not
     /// this one (a shared journal): announced when the journal holds it unfinished and its
     /// action has a `keepalive_s`.
-    pub(crate) async fn renew_elsewhere(&self, command_id: &str) {
+    /// Only `asker`'s asking renews, when one is named (the requester, [`Engine::status_by`]).
+    pub(crate) async fn renew_elsewhere_by(&self, command_id: &str, asker: Option<&str>) {
         if !self.ctx.ownership.shared() || self.ctx.finished.contains(command_id) {
             return;
         }
-        if running_dead_man(&self.ctx, command_id).await
+        if running_dead_man_of(&self.ctx, command_id, asker).await
             && let Err(e) = self.ctx.journal.announce_renew(command_id).await
         {
             tracing::warn!(command_id, error = %e, "a renewal could not be announced");

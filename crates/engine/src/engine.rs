@@ -152,12 +152,50 @@ impl Engine {
         if let Some(done) = self.ctx.finished.get(command_id) {
             return Ok(done);
         }
-        self.renew_elsewhere(command_id).await;
+        self.renew_elsewhere_by(command_id, None).await;
         if self.ctx.ownership.shared() && !wait.is_zero() {
             // Another gateway may be running it: wait on the journal.
             return self.follow(command_id, wait).await;
         }
         self.read_journal(command_id).await
+    }
+
+    /// [`Engine::status`] asked by the caller named `asker` (a token's name): a dead-man action
+    /// (`keepalive_s`) is renewed only when `asker` started it — anyone else who may read it
+    /// reads it as [`Engine::peek`] does. The MCP layer asks through here.
+    pub async fn status_by(
+        &self,
+        command_id: &str,
+        wait: Duration,
+        asker: &str,
+    ) -> Result<CommandResult, EngineError> {
+        if let Some(cmd) = self.ctx.live(command_id) {
+            cmd.renew_by(asker);
+            if !wait.is_zero() {
+                cmd.wait_terminal(Instant::now() + wait.min(MAX_WAIT)).await;
+            }
+            return Ok(cmd.result());
+        }
+        if let Some(done) = self.ctx.finished.get(command_id) {
+            return Ok(done);
+        }
+        self.renew_elsewhere_by(command_id, Some(asker)).await;
+        if self.ctx.ownership.shared() && !wait.is_zero() {
+            return self.follow(command_id, wait).await;
+        }
+        self.read_journal(command_id).await
+    }
+
+    /// Whether `asker` started the command `command_id` (the journaled caller): who may renew
+    /// a dead-man action. `UnknownCommand` when no command has this id.
+    pub async fn started_by(&self, command_id: &str, asker: &str) -> Result<bool, EngineError> {
+        if let Some(cmd) = self.ctx.live(command_id) {
+            return Ok(cmd.row().caller.as_deref() == Some(asker));
+        }
+        match self.ctx.journal.get(command_id).await? {
+            Some(row) => Ok(row.caller.as_deref() == Some(asker)),
+            None => Err(EngineError::UnknownCommand(command_id.to_string())),
+        }
     }
 
     /// The result object of a command as it stands, without renewing it: what a viewer (the

@@ -110,6 +110,17 @@ impl LiveCommand {
         self.lock().renewed = Instant::now();
     }
 
+    /// Renews it when `asker` is who started it (the journaled caller): a status poll by a
+    /// read-only token once kept another agent's jog running for 17 s. Whether it renewed.
+    pub fn renew_by(&self, asker: &str) -> bool {
+        let mut s = self.lock();
+        let mine = s.row.caller.as_deref() == Some(asker);
+        if mine {
+            s.renewed = Instant::now();
+        }
+        mine
+    }
+
     /// When a caller last asked about the command.
     pub fn renewed_at(&self) -> Instant {
         self.lock().renewed

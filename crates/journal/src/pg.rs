@@ -163,18 +163,42 @@ async fn pool(options: &PgConnectOptions, size: u32, url: &str) -> Result<PgPool
         })
 }
 
-/// `url` as it may be shown in messages and logs: its password replaced by `***` (a URL
-/// without one comes back as it is).
+/// `url` as it may be shown in messages and logs: its password replaced by `***`, in the user
+/// part (an unencoded `@` in the password included: the user part ends at the last `@`) and in
+/// the query (`password=`, `sslpassword=`); a URL without one comes back as it is. A password
+/// with an `@` and one given as `?password=` were once echoed by check, serve and diff.
 pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
     };
-    let Some((userinfo, host)) = rest.split_once('@') else {
-        return url.to_string();
+    let rest = match rest.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => rest.to_string(),
     };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
+    let rest = match rest.split_once('?') {
+        Some((path, query)) => {
+            let pairs: Vec<String> = (query.split('&'))
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _))
+                        if k.eq_ignore_ascii_case("password")
+                            || k.eq_ignore_ascii_case("sslpassword") =>
+                    {
+                        format!("{k}=***")
+                    }
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", pairs.join("&"))
+        }
+        None => rest,
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme}://{rest}"),
+        None => rest,
     }
 }
 

@@ -169,6 +169,9 @@ impl SqliteStore {
             .busy_timeout(BUSY)
             .foreign_keys(true)
             .pragma("wal_autocheckpoint", pragmas.autocheckpoint());
+        if durable {
+            create_private(options.get_filename());
+        }
         let writer = one_lasting_connection(options.clone()).await?;
         migrate(&writer).await?;
         let head = anchor::load_head(&writer).await?;
@@ -318,6 +321,21 @@ impl Pragmas {
 /// Not pinged before each use: a local SQLite handle cannot go stale the way a network
 /// connection does, and the ping was one more round trip to sqlx's worker thread in front of
 /// every group commit. A failing handle still fails the statement it runs.
+/// Creates a journal file that does not exist yet readable and writable by its owner alone
+/// (0600): it holds who asked for what, and its -wal and -shm files take its mode from SQLite.
+/// Files were once created 0644, readable by every account on the machine. An existing file is
+/// left as it is.
+fn create_private(path: &std::path::Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Already there, or a path SQLite will refuse with its own words (a missing folder, no
+    // permission): nothing to do here either way.
+    let _ = (std::fs::OpenOptions::new())
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+}
+
 async fn one_lasting_connection(options: SqliteConnectOptions) -> Result<SqlitePool, JournalError> {
     Ok(SqlitePoolOptions::new()
         .max_connections(1)

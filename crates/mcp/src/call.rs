@@ -122,14 +122,19 @@ impl Server {
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let plant = self.engine.plant();
+        if let Some(refused) = crate::raw::gate(plant, name, &args, caller)? {
+            return Ok(refused);
+        }
         match name {
-            "get_command_status" => self.get_command_status(&args, cx).await,
+            "get_command_status" => self.get_command_status(&args, caller, cx).await,
             "cancel_command" => self.cancel_command(&args, caller).await,
             "list_commands" => self.list_commands(&args).await,
             "list_devices" => self.list_devices(&args),
             "get_device_state" => self.get_device_state(&args),
             "list_alarms" if !plant.alarms.is_empty() => Ok(self.list_alarms()),
-            "keep_alive" if crate::tools::has_dead_man(plant) => self.keep_alive(&args).await,
+            "keep_alive" if crate::tools::has_dead_man(plant) => {
+                self.keep_alive(&args, caller).await
+            }
             "modbus_read" | "modbus_write" if plant.devices.iter().any(|d| d.raw_access) => {
                 self.raw_tool(name, &args, caller).await
             }
@@ -173,7 +178,7 @@ impl Server {
             .structured_content
             .as_ref()
             .and_then(|v| v["command_id"].as_str())?;
-        let cmd = self.engine.status(id, Duration::ZERO).await.ok()?;
+        let cmd = self.engine.peek(id).await.ok()?;
         Some(self.created_task(&cmd))
     }
 

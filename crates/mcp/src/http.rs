@@ -4,9 +4,12 @@
 //! A request passes, outermost first:
 //! 1. `guard` — `Host` and `Origin` checks against DNS rebinding and cross-site requests
 //!    (403);
-//! 2. `limit` — at most [`HttpOptions::max_in_flight`] requests at once (503 beyond), a
-//!    quarter of them kept for tool calls that act or cancel;
-//! 3. `auth` — the bearer token, turned into the [`Caller`] the tools see (401 without one);
+//! 2. `auth` — the bearer token, turned into the [`Caller`] the tools see (401 without one,
+//!    429 for a wrong one from an address held back after guessing); nothing scarce is taken
+//!    before it;
+//! 3. `limit` — at most [`HttpOptions::max_in_flight`] authenticated requests at once (503
+//!    beyond), a quarter of them kept for tool calls that act or cancel; the page's public
+//!    paths only from a small pool of their own;
 //! 4. rmcp — the body bounded by [`HttpOptions::max_body_bytes`] (413 beyond), then MCP.
 //!
 //! Beside `/mcp`, behind the same layers: `/metrics` (`metrics_page`) and the operator page at
@@ -169,9 +172,10 @@ fn with_layers(routes: axum::Router, auth: Arc<auth::Auth>, opts: &HttpOptions) 
         &opts.allowed_origins,
     ));
     let limit = Arc::new(limit::Limits::new(opts.max_in_flight, opts.max_body_bytes));
+    // Auth before the limit: nothing scarce is taken before the token is checked.
     routes
-        .layer(from_fn_with_state(auth, auth::layer))
         .layer(from_fn_with_state(limit, limit::layer))
+        .layer(from_fn_with_state(auth, auth::layer))
         .layer(from_fn_with_state(guard, guard::layer))
         .layer(axum::middleware::from_fn(metrics_page::counted))
         .layer(axum::middleware::from_fn(headed))

@@ -1,5 +1,6 @@
 //! `modbus_read` and `modbus_write`: raw register tools for devices declared `raw_access = true`
-//! (commissioning, diagnosis). Reads need `admin` or `actuate:<device>`, writes `admin`; every write is journaled with its caller. A raw write is not a
+//! (commissioning, diagnosis). Reads — of every raw and bridge tool, Modbus, CAN and OPC UA
+//! ([`gate`]) — need `admin` or `actuate:<device>`, writes `admin`; every write is journaled with its caller. A raw write is not a
 //! command: nothing confirms its effect, and the result says so.
 
 use crate::Server;
@@ -116,9 +117,39 @@ pub(crate) fn refused(device: &str, e: RawError) -> CallToolResult {
     r
 }
 
+/// The raw and bridge tools of every protocol: Modbus registers, the CAN bus, the OPC UA address
+/// space. Each goes past the plant's declared signals, so each needs more than `read`.
+pub(crate) const RAW_TOOLS: [&str; 6] = [
+    "modbus_read",
+    "modbus_write",
+    "can_signals",
+    "can_decode",
+    "opcua_browse",
+    "opcua_read",
+];
+
+/// The one gate every raw and bridge tool call passes before anything is read or sent: the
+/// refusal of a caller without the scope it needs, `None` when it has it (or `name` is no raw
+/// tool). A read-only token once browsed and read any OPC UA node of any device.
+pub(crate) fn gate(
+    plant: &closedloop_plant::Plant,
+    name: &str,
+    args: &JsonObject,
+    caller: &crate::Caller,
+) -> Result<Option<CallToolResult>, McpError> {
+    let offered = match name {
+        "modbus_read" | "modbus_write" => plant.devices.iter().any(|d| d.raw_access),
+        _ => crate::bridge::offered(plant, name),
+    };
+    if !RAW_TOOLS.contains(&name) || !offered {
+        return Ok(None);
+    }
+    Ok(unauthorized(name, &device_arg(args)?, caller))
+}
+
 /// The refusal of a caller without the scope `name` needs on `device`. A raw write skips
 /// requires, confirmation and supervision: only an administrator's token may send one. Reads
-/// need the device's actuate scope (or admin).
+/// (registers, frames, nodes) need the device's actuate scope (or admin).
 fn unauthorized(name: &str, device: &str, caller: &crate::Caller) -> Option<CallToolResult> {
     let allowed = match name {
         "modbus_write" => caller.is_admin(),
@@ -190,9 +221,6 @@ impl Server {
         caller: &crate::Caller,
     ) -> Result<CallToolResult, McpError> {
         let device = device_arg(args)?;
-        if let Some(refusal) = unauthorized(name, &device, caller) {
-            return Ok(refusal);
-        }
         let area = area_of(args)?;
         let address = u16_of(args, "address", None)?;
         if name == "modbus_read" {
@@ -240,5 +268,83 @@ impl Server {
             }
             Err(e) => refused(device, e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use closedloop_plant::TokenScope;
+
+    fn plant() -> closedloop_plant::Plant {
+        closedloop_plant::parse(
+            r#"
+[[device]]
+id = "press"
+description = "an OPC UA press"
+driver = { kind = "opcua", endpoint = "opc.tcp://127.0.0.1:4841/", security = "none" }
+raw_access = true
+[device.signals]
+running = { node = "ns=2;s=Running", type = "bool" }
+
+[[device]]
+id = "lamp"
+description = "a Modbus lamp"
+driver = { kind = "sim", model = "relay" }
+raw_access = true
+[device.signals]
+contact = { discrete_input = 0 }
+"#,
+            "t.toml",
+            std::path::Path::new("."),
+        )
+        .expect("plant parses")
+    }
+
+    fn caller(scopes: Vec<TokenScope>) -> crate::Caller {
+        crate::Caller {
+            name: "t".into(),
+            scopes,
+        }
+    }
+
+    fn args(device: &str) -> JsonObject {
+        json!({"device": device, "node": "ns=0;i=85", "nodes": ["ns=2;s=Running"]})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// A read-only token once browsed and read any OPC UA node of any device: every raw and
+    /// bridge tool needs admin or the device's scope, whichever protocol it speaks.
+    #[test]
+    fn every_raw_tool_needs_admin_or_the_devices_scope() {
+        let plant = plant();
+        let reader = caller(vec![TokenScope::Read]);
+        let press = caller(vec![TokenScope::Read, TokenScope::Actuate("press".into())]);
+        let admin = caller(vec![TokenScope::Admin]);
+        let refused = |name: &str, device: &str, who: &crate::Caller| {
+            gate(&plant, name, &args(device), who)
+                .expect("valid arguments")
+                .is_some()
+        };
+        for name in ["opcua_browse", "opcua_read"] {
+            assert!(refused(name, "press", &reader), "{name} by a reader");
+            assert!(
+                !refused(name, "press", &press),
+                "{name} by the press's scope"
+            );
+            assert!(!refused(name, "press", &admin), "{name} by admin");
+        }
+        assert!(refused("modbus_read", "lamp", &reader));
+        assert!(
+            refused("modbus_read", "lamp", &press),
+            "another device's scope"
+        );
+        assert!(refused("modbus_write", "lamp", &press), "writes need admin");
+        assert!(!refused("modbus_write", "lamp", &admin));
+        assert!(!refused("list_devices", "lamp", &reader), "not a raw tool");
+        // A bridge tool the plant does not offer (no CAN device) is left to the dispatcher.
+        assert!(!refused("can_signals", "press", &reader));
     }
 }

@@ -30,7 +30,6 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::json;
-use std::time::Duration;
 
 /// The MIME type of every resource.
 const JSON: &str = "application/json";
@@ -311,7 +310,8 @@ impl Server {
         uri: &str,
         id: &str,
     ) -> Result<closedloop_engine::CommandResult, McpError> {
-        match self.engine.status(id, Duration::ZERO).await {
+        // A viewer's read: never a dead-man command's renewal.
+        match self.engine.peek(id).await {
             Ok(r) => Ok(r),
             Err(EngineError::UnknownCommand(_)) => Err(not_found(uri, "no command has this id")),
             Err(e) => Err(McpError::internal_error(e.to_string(), None)),

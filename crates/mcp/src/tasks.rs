@@ -123,7 +123,11 @@ impl Server {
                 None,
             ));
         }
-        match self.engine.status(&request.task_id, Duration::ZERO).await {
+        let asker = self.caller(&cx).name;
+        match (self.engine)
+            .status_by(&request.task_id, Duration::ZERO, &asker)
+            .await
+        {
             Ok(r) => Ok(GetTaskResult::new(detailed(&r, self.command_ttl()))),
             Err(EngineError::UnknownCommand(id)) => {
                 // Not a command yet: maybe a confirmation waiting for the user.
@@ -172,9 +176,8 @@ impl Server {
                 .answer_confirmation(&request.task_id, false, &caller, &cx)
                 .await;
         }
-        let r = self
-            .engine
-            .status(&request.task_id, Duration::ZERO)
+        // Read, never renewed: the scope is checked on it before anything is done.
+        let r = (self.engine.peek(&request.task_id))
             .await
             .map_err(task_error)?;
         if !caller.may_actuate(&r.device) {

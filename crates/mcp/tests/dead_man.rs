@@ -237,3 +237,105 @@ async fn watching_a_jog_on_the_operator_page_does_not_keep_it_going() {
     );
     c.cancel().await.unwrap();
 }
+
+/// A motion never outlives the agent that started it: `ops` starts a jog (keepalive 0.6 s) and
+/// goes silent; a read-only token polls its status, another asks to cancel it (refused: it may
+/// not act), another acting token calls `keep_alive` (refused) — none of
+/// them renews it. It ends `DEADMAN` within its keepalive, the belt standing (the simulator's
+/// state). A status poll by any token once kept such a jog running for 17 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_requester_renews_a_jog_nobody_else_keeps_it_going() {
+    use common::gateway::Gateway;
+    let tokens = [
+        ("ops", "ops-secret-1", r#"["read", "actuate:conveyor"]"#),
+        ("reader", "reader-secret-2", r#"["read"]"#),
+        ("watcher", "watcher-secret-3", r#"["read"]"#),
+        ("other", "other-secret-4", r#"["read", "actuate:*"]"#),
+    ];
+    let tables: String = tokens
+        .iter()
+        .map(|(name, secret, scopes)| {
+            format!(
+                "[[server.token]]\nname = \"{name}\"\nsha256 = \"{}\"\nscopes = {scopes}\n",
+                common::sha256_hex(secret)
+            )
+        })
+        .collect();
+    let src = plant(0.6).replace(
+        "journal = \"sqlite::memory:\"\n",
+        &format!("journal = \"sqlite::memory:\"\n{tables}"),
+    );
+    let gw = Gateway::start_plant(&src, Default::default()).await;
+    let client = |i: usize| common::http_client(&gw.url, tokens[i].1);
+    let (ops, reader, watcher, other) = (
+        client(0).await,
+        client(1).await,
+        client(2).await,
+        client(3).await,
+    );
+    let r = call(&ops, "conveyor_jog", json!({"wait_s": 0})).await;
+    let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    let mut last = json!(null);
+    let mut ended_while_asked = false;
+    // Asked by everyone but its requester for seven times its keepalive: had any of them
+    // renewed it, it would still be running at the end.
+    while started.elapsed() < Duration::from_millis(4200) {
+        let status = call(
+            &reader,
+            "get_command_status",
+            json!({"command_id": id, "wait_s": 0}),
+        )
+        .await;
+        last = sc(&status).clone();
+        if last["status"] != "accepted" && last["status"] != "running" {
+            ended_while_asked = true;
+            break;
+        }
+        let cancel = call(
+            &watcher,
+            "cancel_command",
+            json!({"command_id": id, "wait_s": 0}),
+        )
+        .await;
+        assert_eq!(
+            sc(&cancel)["error_code"],
+            "UNAUTHORIZED",
+            "{:?}",
+            cancel.structured_content
+        );
+        let renew = call(&other, "keep_alive", json!({"command_id": id})).await;
+        assert_eq!(
+            sc(&renew)["error_code"],
+            "UNAUTHORIZED",
+            "{:?}",
+            renew.structured_content
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let done = final_result(&gw.engine, &id, Duration::from_secs(5)).await;
+    assert_eq!(
+        outcome(&done),
+        (Some("cancelled"), Some("DEADMAN")),
+        "{done} (last seen {last})"
+    );
+    assert!(ended_while_asked, "others' asking kept it going: {last}");
+    let mut moving = json!(true);
+    for _ in 0..100 {
+        moving = gw.engine.device_state("conveyor").unwrap().signals["moving"]
+            .value
+            .clone();
+        if moving == json!(false) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        moving,
+        json!(false),
+        "the belt stands (its simulated register)"
+    );
+    // Its requester's keep_alive answers with the outcome.
+    let mine = call(&ops, "keep_alive", json!({"command_id": id})).await;
+    assert_eq!(outcome(sc(&mine)), (Some("cancelled"), Some("DEADMAN")));
+}

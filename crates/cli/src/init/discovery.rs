@@ -105,6 +105,13 @@ pub fn read(prefix: &str, topic: &str, payload: &[u8]) -> Result<Option<Entity>,
     let Value::Object(raw) = raw else {
         return Err(format!("{topic}: the payload is not a JSON object"));
     };
+    if topic.contains("${") || raw.iter().any(|(k, v)| k.contains("${") || expands(v)) {
+        // The plant file replaces `${env:NAME}` in every string at load: a device's text would
+        // read the service's environment into tools/list and into what is published.
+        return Err(format!(
+            "{topic}: its config holds \"${{\", which the plant file would expand into the service's environment variables; it is left out — map it by hand if it is yours"
+        ));
+    }
     let config = expand(raw);
     let object_id = config
         .get("object_id")
@@ -126,6 +133,16 @@ pub fn read(prefix: &str, topic: &str, payload: &[u8]) -> Result<Option<Entity>,
         device_key,
         topic: topic.to_string(),
     }))
+}
+
+/// Whether a JSON value holds `${` anywhere (a string, a key, nested).
+fn expands(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains("${"),
+        Value::Array(a) => a.iter().any(expands),
+        Value::Object(o) => o.iter().any(|(k, v)| k.contains("${") || expands(v)),
+        _ => false,
+    }
 }
 
 /// The config with every abbreviation written out (in the device table and availability list
@@ -271,6 +288,25 @@ mod tests {
         assert_eq!(e.config["availability"][0]["topic"], "tasmota/plug/LWT");
         assert_eq!(e.object_id, "A1_RL_1");
         assert_eq!(e.component, "switch");
+    }
+
+    #[test]
+    fn a_config_naming_an_environment_variable_is_left_out() {
+        for payload in [
+            r#"{"name": "${env:SECRET}", "stat_t": "a/b"}"#,
+            r#"{"name": "x", "dev": {"ids": ["${env:HOME}"]}}"#,
+            r#"{"name": "x", "cmd_t": "a/${env:X}/set"}"#,
+        ] {
+            let why = read(
+                "homeassistant",
+                "homeassistant/switch/x/config",
+                payload.as_bytes(),
+            )
+            .expect_err(payload);
+            assert!(why.contains("would expand"), "{why}");
+        }
+        let why = read("homeassistant", "homeassistant/switch/${x}/config", b"{}").unwrap_err();
+        assert!(why.contains("would expand"), "{why}");
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! --http` with an operator's and a viewer's token, and requests sent from a chosen loopback
 //! source address (127.0.0.0/8 all reaches this host), as hosts on a network would send them.
 
+#![allow(dead_code)] // shared by floods.rs and floods_round_two.rs, which use different parts
+
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader};
@@ -11,6 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
+
+/// A third token, which may act on the lamp only: an agent that holds connections.
+pub const LAMP_ONLY: &str = "lamp-only-secret-3c9d";
 
 /// The simulator and the gateway, killed when dropped.
 pub struct Gateway {
@@ -80,9 +85,11 @@ impl Gateway {
         });
         let tokens = format!(
             "\n[[server.token]]\nname = \"operator\"\nsha256 = \"{}\"\nscopes = [\"read\", \"actuate:*\"]\n\
-             [[server.token]]\nname = \"viewer\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
+             [[server.token]]\nname = \"viewer\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n\
+             [[server.token]]\nname = \"lamp_only\"\nsha256 = \"{}\"\nscopes = [\"actuate:lamp\"]\n",
             sha256_hex(operator),
-            sha256_hex(viewer)
+            sha256_hex(viewer),
+            sha256_hex(LAMP_ONLY)
         );
         let plant = example
             .replace(

@@ -312,3 +312,31 @@ async fn a_feed_whose_connection_drops_says_so_instead_of_reconnecting_silently(
     j.close().await;
     db.drop().await;
 }
+
+/// A password is never shown, however it is written: in the user part (with an unencoded `@`
+/// in it too) or in the query, as libpq takes it.
+#[test]
+fn a_password_is_never_shown_in_any_url_form() {
+    let cases = [
+        (
+            "postgres://cl:s3cret@db:5432/j",
+            "postgres://cl:***@db:5432/j",
+        ),
+        ("postgres://cl:p@ss@db/j", "postgres://cl:***@db/j"),
+        (
+            "postgres://cl@db/j?password=s3cret&sslmode=require",
+            "postgres://cl@db/j?password=***&sslmode=require",
+        ),
+        (
+            "postgresql://db/j?sslmode=verify-full&sslpassword=k3y",
+            "postgresql://db/j?sslmode=verify-full&sslpassword=***",
+        ),
+        ("postgres://db/j", "postgres://db/j"),
+        ("sqlite://journal.db", "sqlite://journal.db"),
+        ("sqlite:journal.db", "sqlite:journal.db"),
+    ];
+    for (url, shown) in cases {
+        assert_eq!(super::redacted(url), shown, "{url}");
+        assert!(!super::redacted(url).contains("s3cret") && !super::redacted(url).contains("k3y"));
+    }
+}

@@ -347,3 +347,22 @@ async fn a_transaction_left_open_is_rolled_back_before_the_next_batch() {
     assert!(outcomes[0].is_ok(), "{outcomes:?}");
     assert!(!committer.db.in_transaction(), "committed");
 }
+
+/// The journal holds who asked for what: its files are the owner's alone (0600), the database
+/// and its -wal and -shm files alike (they were once 0644, readable by every account).
+#[tokio::test]
+async fn a_new_journal_file_is_readable_by_its_owner_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("j.db").display());
+    let j = Journal::open(&url).await.unwrap();
+    j.insert(&row("c1", "lamp", "completed", 10), &[ev(10, "accepted")])
+        .await
+        .unwrap();
+    for name in ["j.db", "j.db-wal", "j.db-shm"] {
+        let path = dir.path().join(name);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{name}: {mode:o}");
+    }
+    j.close().await;
+}

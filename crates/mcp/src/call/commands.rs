@@ -20,9 +20,12 @@ const CANCEL_WAIT_DEFAULT: f64 = 5.0;
 const LIST_MAX: u64 = 200;
 
 impl Server {
+    /// `get_command_status(command_id, wait_s)`: the result object, waiting up to `wait_s` for
+    /// a final status. Renews a dead-man command only when its own requester asks.
     pub(super) async fn get_command_status(
         &self,
         args: &JsonObject,
+        caller: &Caller,
         cx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let mut args = args.clone();
@@ -37,7 +40,7 @@ impl Server {
                 let mut n = 0.0;
                 while watch.changed().await.is_ok() {
                     n += 1.0;
-                    let Ok(r) = engine.status(&id, Duration::ZERO).await else {
+                    let Ok(r) = engine.peek(&id).await else {
                         break;
                     };
                     let msg = format!("{}: {}", r.status, r.summary());
@@ -48,7 +51,7 @@ impl Server {
                 }
             }))
         });
-        let result = self.engine.status(&id, wait).await;
+        let result = self.engine.status_by(&id, wait, &caller.name).await;
         if let Some(task) = progress {
             task.abort();
         }
@@ -57,10 +60,31 @@ impl Server {
 
     /// `keep_alive(command_id)`: renews a dead-man command (`keepalive_s`) exactly as
     /// `get_command_status` does, and answers at once with its result — for an agent that only
-    /// needs the motion to go on, not to wait on it.
-    pub(super) async fn keep_alive(&self, args: &JsonObject) -> Result<CallToolResult, McpError> {
+    /// needs the motion to go on, not to wait on it. Only the token that started the command
+    /// renews it: anyone else is refused `UNAUTHORIZED`, checked before anything else, so a
+    /// motion never outlives the agent that started it.
+    pub(super) async fn keep_alive(
+        &self,
+        args: &JsonObject,
+        caller: &Caller,
+    ) -> Result<CallToolResult, McpError> {
         let id = command_id(args)?;
-        command_answer(self.engine.status(&id, Duration::ZERO).await)
+        match self.engine.started_by(&id, &caller.name).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Ok(unauthorized(
+                    caller,
+                    "renew a command another caller started (only its requester keeps it alive)",
+                ));
+            }
+            Err(EngineError::UnknownCommand(id)) => return Ok(unknown_command(&id)),
+            Err(e) => return Err(engine_error(e)),
+        }
+        command_answer(
+            self.engine
+                .status_by(&id, Duration::ZERO, &caller.name)
+                .await,
+        )
     }
 
     pub(super) async fn cancel_command(
@@ -69,7 +93,8 @@ impl Server {
         caller: &Caller,
     ) -> Result<CallToolResult, McpError> {
         let id = command_id(args)?;
-        match self.engine.status(&id, Duration::ZERO).await {
+        // Read, never renewed: a caller refused here once kept a dead-man jog alive.
+        match self.engine.peek(&id).await {
             Ok(r) if !caller.may_actuate(&r.device) => {
                 return Ok(unauthorized(
                     caller,

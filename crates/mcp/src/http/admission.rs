@@ -9,12 +9,18 @@
 //! that, the oldest read-only one while readers hold more than their share: connections that
 //! authenticated with an actuate scope keep a reserved share (a quarter) no reader can take.
 //! Connections that never authenticated are capped per peer address, so one host cannot fill
-//! the table with them. A connection is told it was evicted through its [`ConnState`]; its
-//! reads and writes then fail and it closes.
+//! the table with them; at that cap a new one from the address evicts the address's oldest
+//! unauthenticated one (32 tokenless connections from the operator's own address once kept
+//! the operator's new ones out for 20 s). Budgets are per principal too: a token holding more
+//! than a quarter of the slots — acting or not — gives its oldest connection up to a
+//! newcomer (one token with 256 keep-alive connections once reset everyone else's for 15 s).
+//! A connection is told it was evicted through its [`ConnState`]; its reads and writes then
+//! fail and it closes.
 //!
 //! # Invariants
 //! - Live connections (not evicted) never exceed `max` once an admission returns.
-//! - A connection that authenticated with an actuate scope is never evicted.
+//! - A connection that authenticated with an actuate scope is never evicted while its token
+//!   holds no more than a quarter of the slots.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -39,6 +45,8 @@ pub struct ConnState {
     peer: IpAddr,
     opened: Instant,
     stage: AtomicU8,
+    /// The token its requests authenticated with (the first one, if several).
+    principal: std::sync::OnceLock<String>,
     evicted: AtomicBool,
     /// The connection's task, woken when it is evicted while it waits for bytes.
     waker: Mutex<Option<Waker>>,
@@ -66,10 +74,19 @@ impl ConnState {
         self.stage.fetch_max(HEADED, Ordering::SeqCst);
     }
 
-    /// A request on it authenticated; `actor`: with a scope that acts or cancels.
-    pub fn authenticated(&self, actor: bool) {
+    /// A request on it authenticated as `principal` (a token's name; `None` for the local user
+    /// of a server without tokens, the one caller there is); `actor`: with a scope that acts or
+    /// cancels.
+    pub fn authenticated(&self, actor: bool, principal: Option<&str>) {
+        if let Some(p) = principal {
+            let _ = self.principal.set(p.to_string());
+        }
         let stage = if actor { ACTOR } else { READER };
         self.stage.fetch_max(stage, Ordering::SeqCst);
+    }
+
+    fn principal(&self) -> Option<&str> {
+        self.principal.get().map(String::as_str)
     }
 
     /// Whether a request head has arrived.
@@ -119,6 +136,8 @@ pub struct Admission {
     per_peer: usize,
     /// Slots readers may hold at most: the rest is kept for connections that act.
     readers_max: usize,
+    /// Slots one principal may hold before its oldest gives way to a newcomer.
+    per_principal: usize,
     next: AtomicU64,
     open: Mutex<HashMap<u64, Weak<ConnState>>>,
 }
@@ -130,6 +149,7 @@ impl Admission {
             max,
             per_peer: per_peer.max(1),
             readers_max: max - max / 4,
+            per_principal: (max / 4).max(1),
             next: AtomicU64::new(1),
             open: Mutex::new(HashMap::new()),
         })
@@ -144,13 +164,15 @@ impl Admission {
             .filter(|c| !c.is_evicted())
             .collect();
         let unauthenticated = |c: &&Arc<ConnState>| c.stage() < READER;
-        let from_peer = (live.iter().filter(unauthenticated))
+        let from_peer: Vec<&Arc<ConnState>> = (live.iter().filter(unauthenticated))
             .filter(|c| c.peer == peer)
-            .count();
-        if from_peer >= self.per_peer {
-            return Err(Refused::PerPeer);
-        }
-        if live.len() >= self.max {
+            .collect();
+        if from_peer.len() >= self.per_peer {
+            // The address's oldest unauthenticated connection gives way: the newcomer may be
+            // the operator behind the same address as a flood.
+            let oldest = from_peer.iter().min_by_key(|c| c.opened);
+            oldest.ok_or(Refused::PerPeer)?.evict();
+        } else if live.len() >= self.max {
             self.victim(&live).ok_or(Refused::Full)?.evict();
         }
         let state = Arc::new(ConnState {
@@ -158,6 +180,7 @@ impl Admission {
             peer,
             opened: Instant::now(),
             stage: AtomicU8::new(SILENT),
+            principal: std::sync::OnceLock::new(),
             evicted: AtomicBool::new(false),
             waker: Mutex::new(None),
         });
@@ -170,6 +193,7 @@ impl Admission {
     }
 
     /// The connection to evict for a new one: the oldest that never authenticated, else the
+    /// oldest of the principal holding most while it holds more than its budget, else the
     /// oldest reader while readers hold more than their share.
     fn victim<'a>(&self, live: &'a [Arc<ConnState>]) -> Option<&'a Arc<ConnState>> {
         let oldest = |stage: &dyn Fn(u8) -> bool| {
@@ -179,6 +203,18 @@ impl Admission {
         };
         if let Some(c) = oldest(&|s| s < READER) {
             return Some(c);
+        }
+        let mut held: HashMap<&str, usize> = HashMap::new();
+        for p in live.iter().filter_map(|c| c.principal()) {
+            *held.entry(p).or_default() += 1;
+        }
+        if let Some((greedy, _)) = (held.into_iter())
+            .filter(|(_, n)| *n > self.per_principal)
+            .max_by_key(|(_, n)| *n)
+        {
+            return (live.iter())
+                .filter(|c| c.principal() == Some(greedy))
+                .min_by_key(|c| c.opened);
         }
         let readers = live.iter().filter(|c| c.stage() == READER).count();
         (readers >= self.readers_max)
@@ -221,15 +257,15 @@ mod tests {
     fn a_new_connection_evicts_the_oldest_that_never_authenticated_never_an_actor() {
         let table = Admission::new(4, 4);
         let actor = admit(&table, 1);
-        actor.0.authenticated(true);
+        actor.0.authenticated(true, Some("ops"));
         let silent: Vec<Open> = (0..3).map(|_| admit(&table, 2)).collect();
         let newcomer = admit(&table, 3);
         assert!(silent[0].0.is_evicted(), "the oldest silent one made room");
         assert!(!silent[1].0.is_evicted() && !actor.0.is_evicted() && !newcomer.0.is_evicted());
         assert_eq!(table.live(), 4);
         // All slots held by actors: nothing is evicted, the newcomer is refused.
-        for c in silent.iter().skip(1).chain([&newcomer]) {
-            c.0.authenticated(true);
+        for (i, c) in silent.iter().skip(1).chain([&newcomer]).enumerate() {
+            c.0.authenticated(true, Some(&format!("agent{i}")));
         }
         assert!(matches!(table.admit(ip(4)), Err(Refused::Full)));
     }
@@ -240,22 +276,55 @@ mod tests {
         let readers: Vec<Open> = (0..4)
             .map(|_| {
                 let r = admit(&table, 1);
-                r.0.authenticated(false);
+                r.0.authenticated(false, Some(&format!("reader{}", r.0.id)));
                 r
             })
             .collect();
         // Four readers hold more than three slots (the quarter is the actors'): one goes.
         let operator = admit(&table, 9);
         assert!(readers[0].0.is_evicted() && !readers[1].0.is_evicted());
-        operator.0.authenticated(true);
+        operator.0.authenticated(true, Some("ops"));
         let flood = Admission::new(100, 2);
-        let _a = admit(&flood, 5);
-        let _b = admit(&flood, 5);
-        assert!(matches!(flood.admit(ip(5)), Err(Refused::PerPeer)));
+        let a = admit(&flood, 5);
+        let b = admit(&flood, 5);
+        let c = admit(&flood, 5);
+        assert!(
+            a.0.is_evicted(),
+            "the address's oldest unauthenticated one gave way"
+        );
+        assert!(!b.0.is_evicted() && !c.0.is_evicted());
+        assert_eq!(flood.live(), 2);
         assert!(
             flood.admit(ip(6)).is_ok(),
             "another address is not held back"
         );
+    }
+
+    #[test]
+    fn one_token_holding_more_than_its_quarter_gives_way_acting_or_not() {
+        let table = Admission::new(8, 8);
+        let hog: Vec<Open> = (0..8)
+            .map(|_| {
+                let c = admit(&table, 1);
+                c.0.authenticated(true, Some("lamp_only"));
+                c
+            })
+            .collect();
+        let newcomer = admit(&table, 2);
+        assert!(hog[0].0.is_evicted(), "the hog's oldest made room");
+        newcomer.0.authenticated(true, Some("ops"));
+        // Down to its quarter (2 of 8), the hog keeps what it has; the operator is never taken.
+        let _more: Vec<Open> = (0..5)
+            .map(|i| {
+                let c = admit(&table, 3);
+                c.0.authenticated(false, Some(&format!("reader{i}")));
+                c
+            })
+            .collect();
+        assert!(!newcomer.0.is_evicted());
+        let hogs_left = hog.iter().filter(|c| !c.0.is_evicted()).count();
+        assert_eq!(hogs_left, 2, "a quarter of 8");
+        assert_eq!(table.live(), 8);
     }
 
     #[test]

@@ -147,19 +147,16 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
         None => None,
     };
     let peer = endpoint.as_ref().map(|e| e.remote.ip());
-    if let (Some(_), Some(ip)) = (&presented, peer)
-        && let Err(wait_s) = auth.guessing.check(ip, std::time::Instant::now())
-    {
-        return held_back(ip, wait_s);
-    }
+    // A valid token is served whatever others guessed from the same address (an operator
+    // behind the attacker's proxy once got 429 for five guesses not their own); only a wrong
+    // one meets the hold, and a right one does not lift it for the guesses beside it.
     match auth.authenticate(presented.as_ref(), local) {
         Ok(caller) => {
-            if let (Some(_), Some(ip)) = (&presented, peer) {
-                auth.guessing.succeeded(ip);
-            }
             // Its connection keeps its slot now; one that may act keeps a reserved one.
             if let Some(conn) = endpoint.as_ref().and_then(|e| e.conn()) {
-                conn.authenticated(caller.may_act());
+                // Budgets are per token; the local user is the one caller of a server without.
+                let principal = auth.has_tokens().then_some(caller.name.as_str());
+                conn.authenticated(caller.may_act(), principal);
             }
             let share = match &auth.shares {
                 Some(shares) => match shares.take(&caller.name) {
@@ -180,6 +177,9 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
         Err(_) if page == Some(super::page::Access::Public) => next.run(req).await,
         Err(denied) => {
             if let (Denied::Invalid, Some(ip)) = (denied, peer) {
+                if let Err(wait_s) = auth.guessing.check(ip, std::time::Instant::now()) {
+                    return held_back(ip, wait_s);
+                }
                 guessed(&auth.guessing, ip);
             }
             let (challenge, why) = match denied {

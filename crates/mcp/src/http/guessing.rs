@@ -1,11 +1,11 @@
 //! Guessing slowed per peer address (docs/security.md, "Tokens"): a red team sent 200 wrong
 //! sign-ins and 200 wrong bearer tokens and every one was answered 401 within 0.2 s. Now a peer
-//! address whose authentications fail [`ALLOWED`] times within [`WINDOW`] is held back: every
-//! request from it that presents a token (a bearer header, the page's cookie, the sign-in form)
-//! is answered 429 with a `Retry-After` that doubles with each hold (1 s, 2 s, 4 s … at most
-//! [`LONGEST`]), without the token being looked at. A correct token from another address is
-//! not affected; one from the held address waits out the hold like the guesses. A success
-//! forgets the address's failures.
+//! address (an IPv6 address by its /64, what one host is usually given) whose authentications
+//! fail [`ALLOWED`] times within [`WINDOW`] is held back: every wrong token from it (a bearer
+//! header, the page's cookie, the sign-in form) is answered 429 with a `Retry-After` that
+//! doubles with each hold (1 s, 2 s, 4 s … at most [`LONGEST`]). A correct token is served
+//! whatever was guessed beside it — from the same address or the same proxy — and forgets
+//! nothing: a valid token interleaved with guesses once reset the count and disabled the hold.
 //!
 //! Bounded: at most [`PEERS`] addresses are remembered; past that, those whose hold and window
 //! are over are forgotten first, then the longest quiet ones.
@@ -40,9 +40,26 @@ pub(super) struct Guessing {
     peers: Mutex<HashMap<IpAddr, Peer>>,
 }
 
+/// The key an address's failures count under: an IPv4 address itself (an IPv4-mapped IPv6
+/// one as IPv4), an IPv6 address by its /64 — one host holds a whole /64 and could otherwise
+/// guess from a new address each time.
+pub(super) fn key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::from([s[0], s[1], s[2], s[3], 0, 0, 0, 0])
+            }
+        },
+    }
+}
+
 impl Guessing {
     /// `Err(seconds)` while `ip` is held back: answer 429 with that `Retry-After`.
     pub(super) fn check(&self, ip: IpAddr, now: Instant) -> Result<(), u64> {
+        let ip = key(ip);
         let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         match peers.get(&ip).and_then(|p| p.held_until) {
             Some(until) if until > now => Err((until - now).as_secs_f64().ceil().max(1.0) as u64),
@@ -52,6 +69,7 @@ impl Guessing {
 
     /// A failed authentication from `ip`; whether it now holds the address back.
     pub(super) fn failed(&self, ip: IpAddr, now: Instant) -> bool {
+        let ip = key(ip);
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         if peers.len() >= PEERS && !peers.contains_key(&ip) {
             forget_some(&mut peers, now);
@@ -76,17 +94,6 @@ impl Guessing {
         p.holds += 1;
         (p.failures, p.since) = (0, now);
         true
-    }
-
-    /// A successful authentication from `ip`: its failures are forgotten.
-    pub(super) fn succeeded(&self, ip: IpAddr) {
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if peers
-            .get(&ip)
-            .is_some_and(|p| p.failures > 0 || p.holds > 0)
-        {
-            peers.remove(&ip);
-        }
     }
 }
 
@@ -130,8 +137,34 @@ mod tests {
             Err(2),
             "the second hold is twice as long"
         );
-        g.succeeded(guesser);
-        assert_eq!(g.check(guesser, t1), Ok(()), "a correct token forgets");
+    }
+
+    #[test]
+    fn an_ipv6_host_is_one_guesser_across_its_64() {
+        let g = Guessing::default();
+        let t0 = Instant::now();
+        let host = |i: u16| IpAddr::from([0x2001, 0xdb8, 1, 2, i, i, i, i]);
+        for i in 0..ALLOWED as u16 {
+            g.failed(host(i), t0);
+        }
+        assert_eq!(
+            g.check(host(999), t0),
+            Err(1),
+            "another address of the same /64"
+        );
+        assert_eq!(
+            g.check(IpAddr::from([0x2001, 0xdb8, 1, 3, 0, 0, 0, 1]), t0),
+            Ok(())
+        );
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        for _ in 0..ALLOWED {
+            g.failed(mapped, t0);
+        }
+        assert_eq!(
+            g.check(IpAddr::from([192, 0, 2, 7]), t0),
+            Err(1),
+            "one IPv4 host"
+        );
     }
 
     #[test]

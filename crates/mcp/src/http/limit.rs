@@ -9,6 +9,12 @@
 //! too, inside the auth layer (`shares.rs`). When no permit it may use is free, the request is
 //! answered at once with 503 and `Retry-After: 1`: nothing queues, so an overload never turns
 //! into unbounded memory or into answers that arrive after the client stopped waiting.
+//!
+//! Nothing scarce before authentication: this layer runs after the token was checked. A
+//! request without a caller — the page's public paths (the sign-in form, its assets, `POST
+//! /signin`) — takes a permit only from a small pool of its own ([`PREAUTH`], at most
+//! [`PREAUTH_PER_PEER`] per address), never one of the general or reserved ones: slow sign-in
+//! heads from two addresses once held the reserve, and the operator's cancel got 503 for 70 s.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -17,8 +23,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -37,12 +45,21 @@ const READ_ONLY_TOOLS: &[&str] = &[
     "list_alarms",
 ];
 
+/// Requests without a caller (the page's public paths) in flight at once, in all.
+pub(super) const PREAUTH: usize = 8;
+/// Of those, from one peer address (an IPv6 one by its /64).
+pub(super) const PREAUTH_PER_PEER: usize = 2;
+
 /// The permits of one HTTP endpoint.
 pub(super) struct Limits {
-    /// For every request.
+    /// For every authenticated request.
     general: Arc<Semaphore>,
     /// Only for calls that act or cancel, once `general` is spent.
     reserved: Arc<Semaphore>,
+    /// Only for requests without a caller: what is left to them never touches the others.
+    preauth: Arc<Semaphore>,
+    /// Requests without a caller in flight, per peer address.
+    preauth_peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
     /// The largest body read to find out which tool a call names.
     max_body: usize,
 }
@@ -54,13 +71,31 @@ impl Limits {
         Limits {
             general: Arc::new(Semaphore::new(total - reserved)),
             reserved: Arc::new(Semaphore::new(reserved)),
+            preauth: Arc::new(Semaphore::new(PREAUTH)),
+            preauth_peers: Arc::default(),
             max_body,
         }
     }
 }
 
-/// The axum middleware.
+/// The axum middleware, inside the auth layer: a request it let through without a caller is
+/// public work and gets a pre-authentication permit only.
 pub(super) async fn layer(State(limits): State<Arc<Limits>>, req: Request, next: Next) -> Response {
+    if req.extensions().get::<crate::Caller>().is_none() {
+        let peer = (req.extensions())
+            .get::<axum::extract::ConnectInfo<super::Endpoint>>()
+            .map(|c| c.0.remote.ip());
+        let Some(pass) = preauth_permit(&limits, peer) else {
+            return busy();
+        };
+        return next.run(req).await.map(|inner| {
+            Body::new(Held {
+                inner,
+                _permit: pass.permit,
+                _peer: pass.peer,
+            })
+        });
+    }
     let (permit, req) = match Arc::clone(&limits.general).try_acquire_owned() {
         Ok(p) => (p, req),
         Err(_) => match reserved_permit(&limits, req).await {
@@ -72,8 +107,75 @@ pub(super) async fn layer(State(limits): State<Arc<Limits>>, req: Request, next:
         Body::new(Held {
             inner,
             _permit: permit,
+            _peer: None,
         })
     })
+}
+
+/// A pre-authentication permit, with its place in its address's count.
+struct Preauth {
+    permit: OwnedSemaphorePermit,
+    peer: Option<PeerPlace>,
+}
+
+/// One request's place in its peer address's pre-authentication count, given back on drop.
+struct PeerPlace {
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl Drop for PeerPlace {
+    fn drop(&mut self) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = peers.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                peers.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A permit of the pre-authentication pool for a request from `peer`, or `None` when the pool
+/// or the address's part of it is spent: the newest unauthenticated work is the one refused.
+fn preauth_permit(limits: &Limits, peer: Option<IpAddr>) -> Option<Preauth> {
+    let place = match peer.map(super::guessing::key) {
+        Some(ip) => {
+            let mut peers = (limits.preauth_peers.lock()).unwrap_or_else(|p| p.into_inner());
+            let n = peers.entry(ip).or_insert(0);
+            if *n >= PREAUTH_PER_PEER {
+                return None;
+            }
+            *n += 1;
+            Some(PeerPlace {
+                peers: Arc::clone(&limits.preauth_peers),
+                ip,
+            })
+        }
+        None => None,
+    };
+    // Dropping `place` on refusal gives the address's count back.
+    let permit = Arc::clone(&limits.preauth).try_acquire_owned().ok()?;
+    Some(Preauth {
+        permit,
+        peer: place,
+    })
+}
+
+/// 503 at once, nothing queued.
+fn busy() -> Response {
+    if let Some(left_out) = super::throttle::busy().allow() {
+        tracing::warn!(
+            left_out,
+            "HTTP request refused: too many requests in flight"
+        );
+    }
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        "too many requests in flight; retry in a second\n",
+    )
+        .into_response()
 }
 
 /// A reserved permit for a call that acts or cancels; 503 for anything else (or when the
@@ -82,28 +184,13 @@ async fn reserved_permit(
     limits: &Limits,
     req: Request,
 ) -> Result<(OwnedSemaphorePermit, Request), Response> {
-    let busy = || {
-        if let Some(left_out) = super::throttle::busy().allow() {
-            tracing::warn!(
-                left_out,
-                "HTTP request refused: too many requests in flight"
-            );
-        }
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, "1")],
-            "too many requests in flight; retry in a second\n",
-        )
-            .into_response()
-    };
     if limits.reserved.available_permits() == 0 {
         return Err(busy());
     }
-    // The operator page's cancel button stops hardware too, and the person who would press it
-    // must be able to sign in and load the page (its form, its assets) to reach it.
+    // The operator page's cancel button stops hardware too. (Its sign-in form and assets are
+    // served without a caller, from the pre-authentication pool.)
     let path = req.uri().path();
-    let public = super::page::access(path) == Some(super::page::Access::Public);
-    if super::page::is_cancel(path) || public {
+    if super::page::is_cancel(path) {
         let permit = Arc::clone(&limits.reserved).try_acquire_owned();
         return Ok((permit.map_err(|_| busy())?, req));
     }
@@ -134,10 +221,12 @@ fn acts(body: &[u8]) -> bool {
             .is_some_and(|n| !READ_ONLY_TOOLS.contains(&n))
 }
 
-/// A response body that returns its permit when it is finished or dropped.
+/// A response body that returns its permit (and its address's place) when it is finished or
+/// dropped.
 struct Held {
     inner: Body,
     _permit: OwnedSemaphorePermit,
+    _peer: Option<PeerPlace>,
 }
 
 impl http_body::Body for Held {

@@ -25,8 +25,37 @@ pub(super) fn sign_in_form(status: StatusCode, message: &str) -> Response {
     html(status, SIGNIN_HTML.replace("{{message}}", &shown))
 }
 
+/// Whether a form post comes from the page itself: its `Origin`, when the browser sends one
+/// (every current browser does on a POST), names the very host the request is addressed to.
+/// A page on another origin — `http://localhost:3000` included, which the guard lets through
+/// as a loopback name — once signed the operator out and in with a code of its own.
+pub(super) fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin_host = (origin.to_str().ok())
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, rest)| rest.trim_end_matches('/'));
+    matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h))
+}
+
+/// 403 for a form posted from another origin.
+fn cross_origin() -> Response {
+    hardened(
+        (
+            StatusCode::FORBIDDEN,
+            "this form may only be sent from the operator page itself\n",
+        )
+            .into_response(),
+    )
+}
+
 /// `POST /signin` with the form's `token`: a cookie and back to `/`, or the form again.
 pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Response {
+    if !same_origin(req.headers()) {
+        return cross_origin();
+    }
     let endpoint = (req.extensions())
         .get::<ConnectInfo<Endpoint>>()
         .map(|c| c.0.clone());
@@ -35,11 +64,6 @@ pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Resp
         Err(_) => return sign_in_form(StatusCode::PAYLOAD_TOO_LARGE, "The form was too large."),
     };
     let peer = endpoint.map(|e| e.remote.ip());
-    if let Some(ip) = peer
-        && let Err(wait_s) = page.auth.guessing.check(ip, std::time::Instant::now())
-    {
-        return auth::held_back(ip, wait_s);
-    }
     let token = form_value(&String::from_utf8_lossy(&body), "token").unwrap_or_default();
     let token = token.trim();
     let bearer = HeaderValue::from_str(&format!("Bearer {token}")).ok();
@@ -56,8 +80,11 @@ pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Resp
         Some(_) => sign_in_form(StatusCode::FORBIDDEN, NO_SCOPE),
         None => {
             // Counted with the other 401s: a guesser at the form is as visible as one at /mcp,
-            // and held back as one.
+            // and held back as one. A right token was served above whatever was guessed.
             if let Some(ip) = peer {
+                if let Err(wait_s) = page.auth.guessing.check(ip, std::time::Instant::now()) {
+                    return auth::held_back(ip, wait_s);
+                }
                 auth::guessed(&page.auth.guessing, ip);
             }
             if let Some(left_out) = throttle::unauthorized().allow() {
@@ -69,7 +96,10 @@ pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Resp
 }
 
 /// `POST /signout`: the cookie expired, back to the form.
-pub(super) async fn sign_out(State(page): State<Arc<Page>>) -> Response {
+pub(super) async fn sign_out(State(page): State<Arc<Page>>, req: Request) -> Response {
+    if !same_origin(req.headers()) {
+        return cross_origin();
+    }
     let cookie = format!("{COOKIE}=; Max-Age=0; {}", attributes(page.secure));
     let mut r = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {

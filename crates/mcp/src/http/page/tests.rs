@@ -65,3 +65,38 @@ fn only_the_page_cancel_may_take_a_reserved_permit() {
     assert!(!is_cancel("/page/commands/01a2"));
     assert!(!is_cancel("/mcp"));
 }
+
+#[test]
+fn the_sign_in_and_out_forms_take_posts_from_the_page_itself_only() {
+    use axum::http::{HeaderMap, HeaderValue, header};
+    let headers = |host: &str, origin: Option<&str>| {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+        if let Some(o) = origin {
+            h.insert(header::ORIGIN, HeaderValue::from_str(o).unwrap());
+        }
+        h
+    };
+    use super::signin::same_origin;
+    assert!(same_origin(&headers(
+        "127.0.0.1:8080",
+        Some("http://127.0.0.1:8080")
+    )));
+    assert!(same_origin(&headers(
+        "gw.lan:8443",
+        Some("https://gw.lan:8443")
+    )));
+    assert!(
+        same_origin(&headers("127.0.0.1:8080", None)),
+        "curl, no browser"
+    );
+    assert!(!same_origin(&headers(
+        "127.0.0.1:8080",
+        Some("http://localhost:3000")
+    )));
+    assert!(!same_origin(&headers("127.0.0.1:8080", Some("null"))));
+    assert!(!same_origin(&headers(
+        "127.0.0.1:8080",
+        Some("http://127.0.0.1:8081")
+    )));
+}
