@@ -20,6 +20,8 @@ mod command_tests;
 pub(crate) mod exprs;
 mod journal;
 #[cfg(test)]
+mod journal_tests;
+#[cfg(test)]
 mod person_tests;
 mod render;
 mod rules;

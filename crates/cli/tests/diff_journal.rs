@@ -178,7 +178,8 @@ fn names_exactly_the_moved(report: &Value, near: &str) {
     assert_eq!(
         j["totals"],
         json!({"commands": 7, "judged": 6, "unjudged": 1, "moved": 1, "gone": 0,
-               "readings": j["totals"]["readings"], "alarm_moves": 1, "looser": 1}),
+               "readings": j["totals"]["readings"], "alarm_moves": 1, "looser": 1,
+               "unjournaled": {}}),
         "{j}"
     );
     let moved = j["commands"].as_array().unwrap();

@@ -154,6 +154,29 @@ async fn a_value_read_by_the_owner_is_shown_as_old_and_as_unreadable_at_every_ga
     // A value read fresh is shown no younger at b than the owner's round allows.
     let door_b = at_b["signals"]["door"]["age_ms"].as_i64().unwrap();
     assert!((20..=1000).contains(&door_b), "{at_b}");
+    // b's /metrics agrees with b's own device state: the owner's liveness and unreadable list
+    // (it once said device_up 0, unreadable 0 beside an online state with one unreadable).
+    let metric = |series: &'static str| {
+        let b_at = b_at.clone();
+        async move { common::gateways::metric(&b_at, series).await }
+    };
+    let up = metric(r#"closedloop_device_up{device="probe"}"#).await;
+    let unreadable = metric(r#"closedloop_device_unreadable_signals{device="probe"}"#).await;
+    let state = probe_at(&b_at, |s| s["read_by"] == "a").await;
+    assert_eq!(state["liveness"], "online", "{state}");
+    assert_eq!((up, unreadable), (Some(1.0), Some(1.0)), "{state}");
+    // The owner freezes: within its window and a round, b no longer shows the probe online.
+    common::gateways::signal(&a, "-STOP");
+    let frozen = Instant::now();
+    let gone = probe_at(&b_at, |s| s["liveness"] != "online").await;
+    println!(
+        "b showed the probe {} {} ms after its owner froze (window 500 ms)",
+        gone["liveness"],
+        frozen.elapsed().as_millis()
+    );
+    let down = metric(r#"closedloop_device_up{device="probe"}"#).await;
+    assert_eq!(down, Some(0.0), "/metrics agrees: {gone}");
+    common::gateways::signal(&a, "-CONT");
     common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }
 

@@ -145,7 +145,7 @@ impl MqttLink {
             self.take_message(snap, m);
             return;
         }
-        let text = String::from_utf8_lossy(&m.payload);
+        let text = status_word(&m.payload, liveness.status_json.as_deref());
         let text = text.trim();
         if text == liveness.offline {
             presence.announced_offline = true;
@@ -236,6 +236,19 @@ impl MqttLink {
             });
         }
     }
+}
+
+/// The word a status topic's payload says: the payload itself, or the string at `pointer` in
+/// it when the plant names one (`status_json`); anything else says neither word.
+fn status_word(payload: &[u8], pointer: Option<&str>) -> String {
+    let text = String::from_utf8_lossy(payload);
+    let Some(pointer) = pointer else {
+        return text.into_owned();
+    };
+    let doc: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    (doc.as_ref())
+        .and_then(|d| d.pointer(pointer)?.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// Whether the broker connection counts as down: lost after it was up, or its first attempt

@@ -48,6 +48,9 @@ pub struct DeviceState {
     pub liveness: Liveness,
     /// When the device last gave a valid answer.
     pub last_seen: Option<String>,
+    /// `last_seen` in wall-clock milliseconds, for `/metrics` (not serialised).
+    #[serde(skip)]
+    pub last_seen_ms: Option<i64>,
     /// Every signal read so far.
     pub signals: BTreeMap<String, SignalState>,
     /// Declared signals the device refuses to read (wrong address or width), with why: a

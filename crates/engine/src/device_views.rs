@@ -4,6 +4,7 @@
 
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::rfc3339;
+use crate::device::Liveness;
 use crate::engine::Engine;
 use crate::plan;
 
@@ -26,7 +27,11 @@ impl Engine {
                 DeviceInfo {
                     device: d.id.clone(),
                     description: d.description.clone(),
-                    liveness: self.ctx.owners_values.liveness(&d.id, own),
+                    liveness: (self.ctx.owners_values).liveness(
+                        &d.id,
+                        own,
+                        crate::owners_values::window_ms(d),
+                    ),
                     unreadable: self.ctx.owners_values.unreadable(&d.id, own, unreadable),
                     actions: d.actions.iter().map(|a| a.name.clone()).collect(),
                     signals: d.signals.iter().map(|s| s.name.clone()).collect(),
@@ -38,21 +43,34 @@ impl Engine {
     }
 
     /// Every device's liveness, how long ago it last answered and how long its last poll took,
-    /// in plant order: what `/metrics` reports at each scrape.
+    /// in plant order: what `/metrics` reports at each scrape — from the same state
+    /// `get_device_state` shows (the owner's published one where this gateway cannot read the
+    /// device), so the two never disagree.
     pub fn health(&self) -> Vec<crate::DeviceHealth<'_>> {
-        let now = self.ctx.clock.now_ms();
         let devices = &self.ctx.plant.devices;
         devices
             .iter()
             .map(|d| {
                 let device = &self.ctx.devices[&d.id];
+                let now = self.ctx.clock.now_ms();
                 let snap = device.current();
+                let owners =
+                    snap.liveness != Liveness::Online && self.ctx.owners_values.of(&d.id).is_some();
+                let (liveness, last_seen_ms, unreadable) = match owners {
+                    // Read here: this gateway's own (cheap: no state built).
+                    false => (snap.liveness, snap.last_seen_ms, snap.unreadable().count()),
+                    // The owner's published state, exactly as get_device_state shows it.
+                    true => match self.device_state(&d.id) {
+                        Some(s) => (s.liveness, s.last_seen_ms, s.unreadable.len()),
+                        None => (Liveness::Unknown, None, 0),
+                    },
+                };
                 crate::DeviceHealth {
                     device: d.id.as_str(),
-                    liveness: snap.liveness,
-                    age_ms: snap.last_seen_ms.map(|t| (now - t).max(0)),
+                    liveness,
+                    age_ms: last_seen_ms.map(|t| (now - t).max(0)),
                     last_poll: device.link().last_poll(),
-                    unreadable: snap.unreadable().count(),
+                    unreadable,
                 }
             })
             .collect()
@@ -72,6 +90,7 @@ impl Engine {
             device: device.to_string(),
             liveness: snap.liveness,
             last_seen: snap.last_seen_ms.map(rfc3339),
+            last_seen_ms: snap.last_seen_ms,
             signals: snap
                 .readings()
                 .filter_map(|(name, r)| {

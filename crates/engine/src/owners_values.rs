@@ -100,12 +100,14 @@ impl OwnersValues {
         })
     }
 
-    /// The liveness `list_devices` shows: this gateway's own, unless it does not read the
-    /// device online and the owner's published one is at hand.
-    pub(crate) fn liveness(&self, device: &str, own: Liveness) -> Liveness {
+    /// The liveness `list_devices`, `/metrics` and device state show: this gateway's own,
+    /// unless it does not read the device online and the owner's published one is at hand —
+    /// then never fresher than the owner's last round allows (`window_ms`: the device's
+    /// liveness window).
+    pub(crate) fn liveness(&self, device: &str, own: Liveness, window_ms: i64) -> Liveness {
         match (own, self.of(device)) {
             (Liveness::Online, _) | (_, None) => own,
-            (_, Some(p)) => liveness_of(&p),
+            (_, Some(p)) => liveness_of(&p, window_ms),
         }
     }
 }
@@ -132,12 +134,21 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn liveness_of(p: &Published) -> Liveness {
+/// The owner's published liveness, no fresher than its last round allows: `online` only while
+/// the owner confirmed it within the device's liveness window (`window_ms`). An owner that froze
+/// stops confirming, and its device is then `offline` here — not `online` 3.2 s after the owner
+/// froze, with a 1 s window, as a non-owner once showed.
+fn liveness_of(p: &Published, window_ms: i64) -> Liveness {
     match p.state["liveness"].as_str() {
-        Some("online") => Liveness::Online,
-        Some("offline") => Liveness::Offline,
+        Some("online") if p.confirmed_ms_ago <= window_ms => Liveness::Online,
+        Some("online") | Some("offline") => Liveness::Offline,
         _ => Liveness::Unknown,
     }
+}
+
+/// A device's liveness window in milliseconds.
+pub(crate) fn window_ms(spec: &Device) -> i64 {
+    (spec.liveness.max_silence_s * 1000.0).ceil() as i64
 }
 
 /// `state` (this gateway's, of a device it does not read online) with the owner's published
@@ -150,7 +161,7 @@ pub(crate) fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Devi
     let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
     let fresh_age = owner.confirmed_ms_ago + fresh_within;
     let age_of = |at_ms: Option<i64>| at_ms.map_or(fresh_age, |t| (now_ms - t).max(fresh_age));
-    state.liveness = liveness_of(owner);
+    state.liveness = liveness_of(owner, window_ms(spec));
     let unreadable = owner.state["unreadable"].as_object();
     state.unreadable = (unreadable.into_iter().flatten())
         .map(|(name, u)| {
@@ -179,7 +190,8 @@ pub(crate) fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Devi
         })
         .collect();
     let last_seen_ms = owner.state["last_seen_ms"].as_i64();
-    state.last_seen = Some(rfc3339(now_ms - age_of(last_seen_ms)));
+    state.last_seen_ms = Some(now_ms - age_of(last_seen_ms));
+    state.last_seen = state.last_seen_ms.map(rfc3339);
     state.read_by = Some(owner.owner.clone());
     let unreadable = match state.unreadable.is_empty() {
         true => String::new(),
@@ -223,6 +235,25 @@ mod tests {
             v.of("lamp"),
             None,
             "not shown once the rounds stopped reading it"
+        );
+    }
+
+    #[test]
+    fn an_owners_online_is_shown_only_while_its_rounds_confirm_it_within_the_window() {
+        let online = json!({"liveness": "online", "values": {}});
+        assert_eq!(
+            liveness_of(&published(900, online.clone()), 1000),
+            Liveness::Online
+        );
+        assert_eq!(
+            liveness_of(&published(3200, online), 1000),
+            Liveness::Offline,
+            "an owner that froze confirms nothing"
+        );
+        let unknown = json!({"liveness": "unknown", "values": {}});
+        assert_eq!(
+            liveness_of(&published(10, unknown), 1000),
+            Liveness::Unknown
         );
     }
 

@@ -60,6 +60,7 @@ pub(crate) struct RawLiveness {
     pub max_silence_s: Option<f64>,
     pub counter: Option<RawCounter>,
     pub status_topic: Option<String>,
+    pub status_json: Option<String>,
     pub online: Option<String>,
     pub offline: Option<String>,
 }

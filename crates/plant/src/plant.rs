@@ -297,6 +297,9 @@ pub struct Liveness {
     pub counter: Option<u16>,
     /// MQTT status topic (the device's last will).
     pub status_topic: Option<String>,
+    /// JSON pointer to the word in the status topic's payload, when the payload is JSON
+    /// (Zigbee2MQTT's `{"state": "online"}`); the whole payload when absent.
+    pub status_json: Option<String>,
     /// Payload of the status topic meaning online.
     pub online: String,
     /// Payload of the status topic meaning offline.

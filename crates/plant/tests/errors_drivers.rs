@@ -311,3 +311,50 @@ fn addresses_are_parsed_at_load_and_a_bad_one_names_its_key() {
     );
     assert_eq!(broker.to_string(), "tcp://[::1]");
 }
+
+/// A bool read from words names both: a payload in neither (Home Assistant's `None`) is no
+/// value, never the other state — so `true_values` alone is refused, naming the fix.
+#[test]
+fn true_values_need_false_values_beside_them_and_status_json_a_status_topic() {
+    let dir = plant_dir();
+    let driver = r#"{ kind = "mqtt", broker = "mqtt://broker.lan", client_id = "cl" }"#;
+    let src = plant(driver).replace(
+        r#"on = { topic = "desk/state", json = "/on", type = "bool" }"#,
+        r#"on = { topic = "desk/state", true_values = ["ON"] }"#,
+    );
+    let errs = errors(&src, dir.path());
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(errs[0].key.as_deref(), Some("signals.on.false_values"));
+    assert!(
+        errs[0]
+            .message
+            .contains("true_values needs false_values beside it")
+            && errs[0].message.contains("false_values = [\"OFF\", \"0\"]"),
+        "{}",
+        errs[0]
+    );
+    let both = src.replace(
+        r#"true_values = ["ON"]"#,
+        r#"true_values = ["ON"], false_values = ["OFF"]"#,
+    );
+    parse_with_env(&both, "workshop.toml", dir.path(), &common::env).expect("both named");
+    let status = plant(driver).replace(
+        "[device.signals]\non = ",
+        "liveness = { status_json = \"/state\" }\n[device.signals]\non = ",
+    );
+    let errs = errors(&status, dir.path());
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert_eq!(errs[0].device.as_deref(), Some("desk"));
+    assert_eq!(
+        errs[0].key.as_deref(),
+        Some("liveness.status_json"),
+        "{errs:#?}"
+    );
+    let ok = plant(driver).replace(
+        "[device.signals]\non = ",
+        "liveness = { status_topic = \"z/plug/availability\", status_json = \"/state\" }\n[device.signals]\non = ",
+    );
+    let p = parse_with_env(&ok, "workshop.toml", dir.path(), &common::env).expect("valid");
+    let desk = p.devices.iter().find(|d| d.id == "desk").expect("desk");
+    assert_eq!(desk.liveness.status_json.as_deref(), Some("/state"));
+}

@@ -63,6 +63,9 @@ pub(crate) struct Totals {
     /// Decided commands not judged again: an action confirmed otherwise than by feedback in
     /// one of the files.
     pub unjudged: u64,
+    /// Commands the new criteria could not be judged on, by the first name they read that the
+    /// journal never kept for them.
+    pub unjournaled: std::collections::BTreeMap<String, u64>,
     /// Moves that let more through: a command that would now complete, an alarm active under
     /// the old file and not under the new.
     pub looser: u64,
@@ -119,6 +122,13 @@ pub(crate) async fn commands(
                 continue;
             }
             let readings = readings_of(journal, row).await?;
+            if let Some(name) = (!readings.is_empty())
+                .then(|| verdict::unjournaled(b, &row.device, &readings))
+                .flatten()
+            {
+                *totals.unjournaled.entry(name).or_default() += 1;
+                continue;
+            }
             totals.judged += 1;
             if let Some(m) = one(row, b, was, &readings) {
                 totals.moved += 1;

@@ -101,6 +101,17 @@ pub(crate) fn journal(t: &Totals, moved: &[Moved], alarms: &[AlarmMove]) -> Stri
             t.gone
         );
     }
+    if !t.unjournaled.is_empty() {
+        let n: u64 = t.unjournaled.values().sum();
+        let names: Vec<String> = (t.unjournaled.iter())
+            .map(|(name, k)| format!("`{name}` is not journaled ({k})"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "could not judge {n} command(s): {}; the journal keeps only the signals the old criteria read",
+            names.join(", ")
+        );
+    }
     for m in moved {
         let _ = writeln!(
             out,
@@ -146,7 +157,7 @@ pub(crate) fn json(found: &Found, rule: FailOn, fails: bool) -> serde_json::Valu
         json!({
             "commands": commands,
             "alarms": alarms,
-            "totals": {"commands": t.commands, "judged": t.judged, "unjudged": t.unjudged, "moved": t.moved, "gone": t.gone, "readings": t.readings, "alarm_moves": t.alarm_moves, "looser": t.looser},
+            "totals": {"commands": t.commands, "judged": t.judged, "unjudged": t.unjudged, "moved": t.moved, "gone": t.gone, "readings": t.readings, "alarm_moves": t.alarm_moves, "looser": t.looser, "unjournaled": t.unjournaled},
         })
     });
     json!({

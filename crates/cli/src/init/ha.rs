@@ -55,7 +55,9 @@ pub struct Board {
     pub id: String,
     pub description: String,
     /// The availability topic and its two payloads.
-    pub status: Option<(String, String, String)>,
+    /// The availability topic, its online and offline words, and the JSON pointer to the word
+    /// when the payload is JSON (Zigbee2MQTT's `{"state": "online"}`).
+    pub status: Option<Status>,
     pub max_silence_s: f64,
     pub signals: Vec<Sig>,
     pub actions: Vec<Act>,
@@ -159,11 +161,16 @@ fn liveness(b: &mut Board, list: &[&Entity], heard: &[&Entity], m: &mut Mapped) 
     }
 }
 
+/// A watched availability topic: topic, online word, offline word, JSON pointer to the word.
+pub type Status = (String, String, String, Option<String>);
+
 /// The entity's availability topic with its payloads; `Err` when it cannot be watched as is.
-fn availability(e: &Entity) -> Option<Result<(String, String, String), String>> {
+/// Of a list (Zigbee2MQTT names its bridge's state first, then the device's own), the last —
+/// the device's own — is watched.
+fn availability(e: &Entity) -> Option<Result<Status, String>> {
     let (topic, on, off, template) = match e.config.get("availability") {
         Some(serde_json::Value::Array(list)) => {
-            let a = list.first()?;
+            let a = list.last()?;
             let s = |k: &str| a.get(k).and_then(|v| v.as_str()).map(str::to_string);
             (
                 s("topic")?,
@@ -179,14 +186,19 @@ fn availability(e: &Entity) -> Option<Result<(String, String, String), String>> 
             e.text("availability_template").map(str::to_string),
         ),
     };
-    if let Some(t) = template {
-        return Some(Err(format!(
-            "its availability on {topic} is read through the template {t}, which a status topic cannot: its last will is not watched"
-        )));
-    }
+    let pointer = match template.as_deref().map(super::discovery::pointer) {
+        None | Some(Ok(None)) => None,
+        Some(Ok(Some(p))) => Some(p),
+        Some(Err(())) => {
+            return Some(Err(format!(
+                "its availability on {topic} is read through the template {}, which is not a plain value_json path: its last will is not watched",
+                template.unwrap_or_default()
+            )));
+        }
+    };
     let on = on.unwrap_or_else(|| "online".into());
     let off = off.unwrap_or_else(|| "offline".into());
-    Some(Ok((topic, on, off)))
+    Some(Ok((topic, on, off, pointer)))
 }
 
 #[cfg(test)]

@@ -163,10 +163,15 @@ fn on_off(b: &mut Board, e: &Entity, device: &str, m: &mut Mapped) {
     );
     let state_on = e.text("state_on").map_or(pl_on.clone(), str::to_string);
     let state_off = e.text("state_off").map_or(pl_off.clone(), str::to_string);
-    let template = if e.component == "switch" {
-        "value_template"
-    } else {
-        "state_value_template"
+    // A light's state template is `state_value_template`; Tasmota still announces its lights
+    // with the legacy `value_template` (`val_tpl`) on `tele/.../STATE`: without it the whole
+    // JSON document was read as the light's state, and every switch ended FEEDBACK_MISMATCH.
+    let template = match e.component.as_str() {
+        "switch" => "value_template",
+        _ if e.text("state_value_template").is_none() && e.text("value_template").is_some() => {
+            "value_template"
+        }
+        _ => "state_value_template",
     };
     let signal = match schema_json {
         true => json_state(b, e, device),

@@ -73,8 +73,11 @@ fn board(out: &mut String, b: &Board, driver: &str) {
     let _ = writeln!(out, "description = {}", quote(&b.description));
     let _ = writeln!(out, "driver = {driver}");
     let mut live = Vec::new();
-    if let Some((topic, on, off)) = &b.status {
+    if let Some((topic, on, off, pointer)) = &b.status {
         live.push(format!("status_topic = {}", quote(topic)));
+        if let Some(p) = pointer {
+            live.push(format!("status_json = {}", quote(p)));
+        }
         live.push(format!("online = {}, offline = {}", quote(on), quote(off)));
     }
     live.push(format!("max_silence_s = {}", float(b.max_silence_s)));

@@ -91,7 +91,7 @@ fn every_mapped_component_becomes_signals_and_actions_that_load() {
     assert_eq!(b.max_silence_s, 30.0, "the sensor's expire_after");
     assert_eq!(
         b.status,
-        Some(("b1/status".into(), "online".into(), "offline".into()))
+        Some(("b1/status".into(), "online".into(), "offline".into(), None))
     );
     let names: Vec<&str> = b.actions.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(
@@ -254,4 +254,39 @@ fn what_cannot_be_mapped_is_said_and_leaves_a_file_that_loads() {
     );
     // The skipped contact's expire_after (3 s) does not speak for the board.
     assert_eq!(m.boards[0].max_silence_s, ON_CHANGE_SILENCE_S, "{text}");
+}
+
+/// Zigbee2MQTT announces the bridge's state and the device's own availability, both JSON read
+/// through `{{ value_json.state }}`: the device's own is watched, through its pointer (a dead
+/// plug once took commands, its availability not watched). Tasmota announces a light's state with
+/// the legacy `val_tpl` on its telemetry topic: that is the light's state, not the whole document.
+#[test]
+fn zigbee2mqtt_availability_and_a_tasmota_light_map_what_the_firmware_means() {
+    let plug = entity(
+        "switch/0x00158d/switch",
+        r#"{"name":null,"stat_t":"zigbee2mqtt/plug","val_tpl":"{{ value_json.state }}","pl_on":"ON","pl_off":"OFF","cmd_t":"zigbee2mqtt/plug/set","avty":[{"topic":"zigbee2mqtt/bridge/state","value_template":"{{ value_json.state }}"},{"topic":"zigbee2mqtt/plug/availability","value_template":"{{ value_json.state }}"}],"avty_mode":"all","dev":{"ids":["zigbee2mqtt_0x00158d"],"name":"plug"}}"#,
+    );
+    let (text, m) = plant(&[plug]);
+    assert_eq!(
+        m.boards[0].status,
+        Some((
+            "zigbee2mqtt/plug/availability".into(),
+            "online".into(),
+            "offline".into(),
+            Some("/state".into())
+        ))
+    );
+    assert!(
+        text.contains(r#"status_topic = "zigbee2mqtt/plug/availability", status_json = "/state""#),
+        "{text}"
+    );
+    let light = entity(
+        "light/tasmota_1/light_0",
+        r#"{"name":"Lamp","stat_t":"tele/tasmota_1/STATE","val_tpl":"{{value_json.POWER}}","pl_on":"ON","pl_off":"OFF","cmd_t":"cmnd/tasmota_1/POWER","avty_t":"tele/tasmota_1/LWT","pl_avail":"Online","pl_not_avail":"Offline","dev":{"ids":["1A2B3C"],"name":"Tasmota"}}"#,
+    );
+    let (text, _) = plant(&[light]);
+    assert!(
+        text.contains(r#"lamp = { topic = "tele/tasmota_1/STATE", json = "/POWER", true_values = ["ON"], false_values = ["OFF"]"#),
+        "{text}"
+    );
 }

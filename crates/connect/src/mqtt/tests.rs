@@ -249,3 +249,47 @@ proptest::proptest! {
         });
     }
 }
+
+/// Zigbee2MQTT's availability is JSON (`{"state": "offline"}`): read through `status_json`, its
+/// `offline` takes the device down; a payload without the word says neither.
+#[tokio::test]
+async fn a_json_status_payload_is_read_through_its_pointer() {
+    let spec = device(
+        r#"
+[[device]]
+id = "plug"
+description = "test"
+driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:9", client_id = "t" }
+liveness = { status_topic = "z/plug/availability", status_json = "/state" }
+[device.signals]
+on = { topic = "z/plug", json = "/state", true_values = ["ON"], false_values = ["OFF"] }
+"#,
+    );
+    let config = closedloop_mqtt::BrokerConfig::new("mqtt://127.0.0.1:9", "t");
+    let dev = MqttLink::new(
+        spec,
+        MqttBroker::connect(config).expect("config"),
+        Clock::new(),
+    );
+    let mut snap = dev.base.snapshot();
+    let mut presence = Presence::default();
+    let status = |text: &str, seq| message("z/plug/availability", text, false, seq);
+    dev.take(
+        &mut presence,
+        &mut snap,
+        &status(r#"{"state":"offline"}"#, 1),
+    );
+    assert!(presence.announced_offline, "the JSON word counts");
+    dev.take(&mut presence, &mut snap, &status("offline", 2));
+    assert!(
+        presence.announced_offline,
+        "a bare word is no JSON: nothing said"
+    );
+    dev.take(
+        &mut presence,
+        &mut snap,
+        &status(r#"{"state":"online"}"#, 3),
+    );
+    assert!(!presence.announced_offline);
+    assert!(snap.last_valid.is_some(), "online is a sign of life");
+}

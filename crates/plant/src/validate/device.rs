@@ -325,10 +325,24 @@ fn liveness(
             "status_topic needs an mqtt driver; for Modbus use counter = { holding = N }",
         );
     }
+    match (&raw.status_json, &raw.status_topic) {
+        (Some(_), None) => dev.err(
+            sink,
+            "liveness.status_json",
+            "status_json points into the status topic's payload; add status_topic beside it",
+        ),
+        (Some(p), Some(_)) if !p.starts_with('/') => dev.err(
+            sink,
+            "liveness.status_json",
+            format!("\"{p}\" is not a JSON pointer; write it with a leading slash, e.g. \"/{p}\""),
+        ),
+        _ => {}
+    }
     Liveness {
         max_silence_s,
         counter: raw.counter.as_ref().map(|c| c.holding),
         status_topic: raw.status_topic.clone(),
+        status_json: raw.status_json.clone(),
         online: raw.online.clone().unwrap_or_else(|| "online".into()),
         offline: raw.offline.clone().unwrap_or_else(|| "offline".into()),
     }

@@ -85,11 +85,14 @@ pub(crate) fn value(v: &serde_json::Value) -> Option<Value> {
 
 /// The outcome a command's row records, in the terms readings decide: `None` for a command no
 /// reading decided (cancelled, refused, offline, sent, still open) or failed with a code its
-/// action's criteria do not have (NO_FEEDBACK, DEVICE_FAULT, ...).
+/// action's criteria do not have (DEVICE_FAULT, ...). A `TIMEOUT`, a `FEEDBACK_MISMATCH` and a
+/// `NO_FEEDBACK` are commands its readings did not decide before the deadline: undecided, and
+/// judged again like the others (a looser tolerance may complete a FEEDBACK_MISMATCH).
 pub(crate) fn recorded(row: &CommandRow, old: &Action) -> Option<Verdict> {
     match (row.status.as_str(), row.error_code.as_deref()) {
         ("completed", _) => Some(Verdict::Completed),
         ("timeout", _) => Some(Verdict::Undecided),
+        ("failed", Some("FEEDBACK_MISMATCH" | "NO_FEEDBACK")) => Some(Verdict::Undecided),
         ("failed", Some(code)) if old.fail_when.iter().any(|(c, _)| c == code) => {
             Some(Verdict::Failed(code.to_string()))
         }
@@ -123,6 +126,28 @@ pub(crate) fn judge(
         }
     }
     (Verdict::Undecided, None)
+}
+
+/// The first name `action`'s criteria read that none of `readings` holds: the journal keeps
+/// only what the old file's criteria read, so a criterion on another signal cannot be judged
+/// on it — said, never taken as "holds nothing" (a new `fail_when` on `overcurrent` once left
+/// every command "unchanged").
+pub(crate) fn unjournaled(action: &Action, device: &str, readings: &[Reading]) -> Option<String> {
+    let criteria = (action.done_when.iter())
+        .chain(action.fail_when.iter().map(|(_, e)| e))
+        .chain(action.started_when.iter());
+    let mut names = Vec::new();
+    for e in criteria {
+        names.extend(e.signals().iter().cloned());
+        for (d, s) in e.devices() {
+            names.push(match d == device {
+                true => s.clone(),
+                false => format!("devices.{d}.{s}"),
+            });
+        }
+    }
+    let held = |n: &String| readings.iter().any(|r| r.values.contains_key(n));
+    names.into_iter().find(|n| !held(n))
 }
 
 type Devices = BTreeMap<String, BTreeMap<String, Value>>;
