@@ -75,6 +75,10 @@ pub(crate) enum Cmd {
         /// The bus speed in bit/s written into every driver table (--dbc; default 500000).
         #[arg(long, value_name = "BPS", conflicts_with_all = ["mqtt", "opcua"])]
         bitrate: Option<u32>,
+        /// The CAN interface written into every driver table, `socketcan:can0` or
+        /// `slcan:/dev/ttyACM0` (--dbc; default `${env:CAN_INTERFACE}`, set when serving).
+        #[arg(long, value_name = "IFACE", conflicts_with_all = ["mqtt", "opcua"])]
+        interface: Option<String>,
         /// How many levels below the start node to survey (--opcua).
         #[arg(long, value_name = "N", default_value_t = 4, conflicts_with_all = ["dbc", "mqtt"])]
         depth: u32,

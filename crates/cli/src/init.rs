@@ -40,6 +40,8 @@ pub enum Source<'a> {
         nodes: &'a [String],
         /// `--bitrate`: the bus speed the DBC cannot say.
         bitrate: Option<u32>,
+        /// `--interface`: the bus the driver tables name (else `${env:CAN_INTERFACE}`).
+        interface: Option<&'a str>,
     },
     /// A broker's discovery messages.
     Mqtt(mqtt::Source<'a>),
@@ -104,7 +106,8 @@ fn generate(o: &Options) -> Result<(), String> {
             dbc,
             nodes,
             bitrate,
-        } => from_dbc(dbc, (nodes, *bitrate), base)?,
+            interface,
+        } => from_dbc(dbc, (nodes, *bitrate, *interface), base)?,
         Source::Mqtt(src) => from_mqtt(src, base)?,
         Source::Opcua(src) => from_opcua(src, base)?,
     };
@@ -126,9 +129,16 @@ fn generate(o: &Options) -> Result<(), String> {
 
 fn from_dbc(
     path: &Path,
-    (nodes, bitrate): (&[String], Option<u32>),
+    (nodes, bitrate, interface): (&[String], Option<u32>, Option<&str>),
     base: &Path,
 ) -> Result<(String, Summary), String> {
+    if let Some(i) =
+        interface.filter(|i| i.contains("${") || i.contains('"') || i.trim().is_empty())
+    {
+        return Err(format!(
+            "--interface {i:?}: write the interface itself, e.g. socketcan:can0 or slcan:/dev/ttyACM0"
+        ));
+    }
     let dbc = Dbc::load(path).map_err(|e| parse_error(&e.to_string()))?;
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let meta = meta::scan(&String::from_utf8_lossy(&bytes));
@@ -150,6 +160,7 @@ fn from_dbc(
         server: &server_name(&stem),
         nodes,
         bitrate,
+        interface,
     };
     let text = render::render(&g, &header);
     let summary = Summary {

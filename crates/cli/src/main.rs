@@ -80,6 +80,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             opcua,
             nodes,
             bitrate,
+            interface,
             depth,
             security,
             server_cert,
@@ -99,6 +100,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     dbc,
                     nodes: &nodes,
                     bitrate,
+                    interface: interface.as_deref(),
                 },
                 (None, None, Some(endpoint)) => {
                     if nodes.len() > 1 {

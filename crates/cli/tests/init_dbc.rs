@@ -443,3 +443,33 @@ fn bitrate_sets_the_bus_speed_a_dbc_cannot_say() {
         "--bitrate goes with --dbc only"
     );
 }
+
+/// `--interface` writes the bus into every driver table instead of `${env:CAN_INTERFACE}`; one
+/// that would itself expand, or is empty, is refused naming what to write.
+#[test]
+fn interface_names_the_bus_in_every_driver_table() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bus.dbc"), DBC).unwrap();
+    let args = [
+        "--dbc",
+        "bus.dbc",
+        "--interface",
+        "socketcan:can1",
+        "--dry-run",
+    ];
+    let out = init(dir.path(), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(r#"interface = "socketcan:can1","#), "{text}");
+    assert!(!text.contains("CAN_INTERFACE"), "{text}");
+    let out = init(
+        dir.path(),
+        &["--dbc", "bus.dbc", "--interface", "${env:SECRET}"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("write the interface itself"),
+        "{}",
+        stderr(&out)
+    );
+}

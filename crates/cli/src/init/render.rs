@@ -25,6 +25,8 @@ pub struct Header<'a> {
     pub nodes: &'a [String],
     /// `--bitrate`, when given.
     pub bitrate: Option<u32>,
+    /// `--interface`, when given; else every driver reads `${env:CAN_INTERFACE}`.
+    pub interface: Option<&'a str>,
 }
 
 /// The whole plant file.
@@ -44,10 +46,18 @@ pub fn render(g: &Generated, h: &Header) -> String {
             );
         }
     }
-    out.push_str(
-        "# Review descriptions and ranges before serving. The bus comes from the environment:\n\
-         #   CAN_INTERFACE=slcan:/dev/ttyACM0 closedloop check THIS_FILE   (or socketcan:can0)\n",
-    );
+    match h.interface {
+        None => out.push_str(
+            "# Review descriptions and ranges before serving. The bus comes from the environment:\n\
+             #   CAN_INTERFACE=slcan:/dev/ttyACM0 closedloop check THIS_FILE   (or socketcan:can0)\n",
+        ),
+        Some(i) => {
+            let _ = writeln!(
+                out,
+                "# Review descriptions and ranges before serving. The bus is {i} (--interface)."
+            );
+        }
+    }
     if h.bitrate.is_none() {
         let _ = writeln!(
             out,
@@ -55,8 +65,14 @@ pub fn render(g: &Generated, h: &Header) -> String {
         );
     }
     review_and_server(&mut out, (&g.skipped, &g.needs_person), h.server);
+    let interface = h.interface.unwrap_or("${env:CAN_INTERFACE}");
     for d in &g.devices {
-        device(&mut out, d, h.dbc, h.bitrate.unwrap_or(BITRATE));
+        device(
+            &mut out,
+            d,
+            (h.dbc, interface),
+            h.bitrate.unwrap_or(BITRATE),
+        );
     }
     out
 }
@@ -90,7 +106,7 @@ pub fn one_line(s: &str) -> String {
 }
 
 /// One `[[device]]` with its signals and actions.
-fn device(out: &mut String, d: &Device, dbc: &str, bitrate: u32) {
+fn device(out: &mut String, d: &Device, (dbc, interface): (&str, &str), bitrate: u32) {
     match d.unassigned {
         true => out.push_str("\n# Messages no node sends (Vector__XXX or no sender).\n"),
         false => {
@@ -101,7 +117,8 @@ fn device(out: &mut String, d: &Device, dbc: &str, bitrate: u32) {
     let _ = writeln!(out, "description = {}", quote(&d.description));
     let _ = writeln!(
         out,
-        "driver = {{ kind = \"can\", interface = \"${{env:CAN_INTERFACE}}\", bitrate = {bitrate}, dbc = {} }}",
+        "driver = {{ kind = \"can\", interface = {}, bitrate = {bitrate}, dbc = {} }}",
+        quote(interface),
         quote(dbc)
     );
     let silence = match (d.cycle_ms, d.no_cycle.is_empty()) {
