@@ -287,5 +287,9 @@ pub(crate) enum JournalCmd {
     Verify {
         /// The plant file whose journal to check.
         plant: PathBuf,
+        /// A head a verify printed before (`SEQ:HASH`, from its `head seq N hash H` line),
+        /// kept outside the journal: the chain must still reach it with that hash (repeatable).
+        #[arg(long = "head", value_name = "SEQ:HASH", value_parser = crate::audit::kept_head)]
+        heads: Vec<(i64, String)>,
     },
 }

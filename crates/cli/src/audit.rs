@@ -83,9 +83,9 @@ fn line(r: &AuditRow) -> String {
 /// `closedloop journal verify PLANT`: re-hashes the journal's events and checks its command rows
 /// against them; exit 0 when the chain is intact, 1 with the first broken link (or edited
 /// command row) named.
-pub async fn verify(plant: &JournalView) -> Result<ExitCode> {
+pub async fn verify(plant: &JournalView, heads: &[(i64, String)]) -> Result<ExitCode> {
     let journal = journal_cmds::open(plant).await?;
-    let report = journal.verify().await?;
+    let report = journal.verify_heads(heads).await?;
     journal.close().await;
     print!("{}", render(&report));
     Ok(if report.intact() {
@@ -93,6 +93,23 @@ pub async fn verify(plant: &JournalView) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `--head SEQ:HASH`: a head a verify printed, kept outside the journal.
+pub fn kept_head(s: &str) -> Result<(i64, String), String> {
+    let (seq, hash) = s.split_once(':').ok_or_else(|| {
+        format!("{s:?}: write SEQ:HASH, as `journal verify` printed `head seq SEQ hash HASH`")
+    })?;
+    let seq: i64 = (seq.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{seq:?} is not a seq (a whole number from 1)"))?;
+    let hash = hash.trim();
+    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "{hash:?} is not a chain hash (64 hexadecimal digits)"
+        ));
+    }
+    Ok((seq, hash.to_ascii_lowercase()))
 }
 
 /// The report as lines: what was checked, then `intact` or the broken link.

@@ -229,8 +229,8 @@ fn run_journal(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Journal(JournalCmd::Prune { plant, older_than }) => {
             rt.block_on(retention::prune(&journal_view(&plant)?, older_than))
         }
-        Cmd::Journal(JournalCmd::Verify { plant }) => {
-            rt.block_on(audit::verify(&journal_view(&plant)?))
+        Cmd::Journal(JournalCmd::Verify { plant, heads }) => {
+            rt.block_on(audit::verify(&journal_view(&plant)?, &heads))
         }
         Cmd::Audit {
             plant,

@@ -258,3 +258,82 @@ async fn a_journal_written_with_the_v1_encoding_says_where_the_cover_of_rows_sta
         )
     );
 }
+
+/// `journal verify PLANT --head SEQ:HASH`: (exit code, stdout).
+fn verify_against(plant: &Path, head: &str) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["journal", "verify"])
+        .arg(plant)
+        .args(["--head", head])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Someone with write access edits who confirmed the command and recomputes every hash after
+/// it, as the public chain rule allows: the chain checks out by itself (exit 0), but not against
+/// the head a verify printed before and that was kept elsewhere (exit 1) — the documented way to
+/// detect a rewritten journal.
+async fn a_recomputed_chain_differs_from_a_kept_head(plant: &Path, db: &Db) {
+    let n = db.int("SELECT CAST(MAX(seq) AS TEXT) FROM events").await;
+    let kept = db
+        .text(&format!("SELECT hash FROM events WHERE seq = {n}"))
+        .await
+        .unwrap();
+    let (code, out) = verify(plant);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(&format!("head seq {n} hash {kept}")), "{out}");
+    let seq = db
+        .int("SELECT CAST(seq AS TEXT) FROM events WHERE event = 'accepted'")
+        .await;
+    db.exec(&format!(
+        r#"UPDATE events SET data = '{{"confirmed_by":"mallory"}}' WHERE seq = {seq}"#
+    ))
+    .await;
+    let mut prev = db
+        .text(&format!("SELECT prev_hash FROM events WHERE seq = {seq}"))
+        .await
+        .unwrap();
+    for s in seq..=n {
+        let field = |c: &str| format!("SELECT CAST({c} AS TEXT) FROM events WHERE seq = {s}");
+        let id = db.text(&field("command_id")).await.unwrap();
+        let at = db.int(&field("at_ms")).await;
+        let event = db.text(&field("event")).await.unwrap();
+        let data = db.text(&field("data")).await.unwrap();
+        let digest = db.text(&field("row_digest")).await;
+        let hash = event_hash_v2(&prev, s, &id, at, &event, &data, digest.as_deref());
+        db.exec(&format!(
+            "UPDATE events SET hash = '{hash}', prev_hash = '{prev}' WHERE seq = {s}"
+        ))
+        .await;
+        prev = hash;
+    }
+    let (code, out) = verify(plant);
+    assert_eq!(code, Some(0), "the forgery checks out by itself: {out}");
+    let (code, out) = verify_against(plant, &format!("{n}:{kept}"));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("differs from a head kept elsewhere"), "{out}");
+    assert!(out.contains("was rewritten"), "{out}");
+}
+
+#[tokio::test]
+async fn a_rewritten_journal_is_found_against_a_head_kept_elsewhere_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plant.toml");
+    std::fs::write(&file, plant("sqlite://journal.db")).unwrap();
+    one_command(dir.path()).await;
+    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
+    a_recomputed_chain_differs_from_a_kept_head(&file, &Db::Sqlite(url)).await;
+    let Some(pg) = Database::create("verify_kept_head").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plant.toml");
+    std::fs::write(&file, plant(&pg.url)).unwrap();
+    one_command(dir.path()).await;
+    a_recomputed_chain_differs_from_a_kept_head(&file, &Db::Pg(pg.url.clone())).await;
+    pg.drop().await;
+}

@@ -275,7 +275,18 @@ impl Journal {
     /// edited row. Only reads: safe on a read-only journal and while `serve` writes (the walk
     /// sees one snapshot).
     pub async fn verify(&self) -> Result<VerifyReport, JournalError> {
-        on_store!(self.verify())
+        on_store!(self.verify(&[]))
+    }
+
+    /// [`Journal::verify`], and every head kept outside the journal (`(seq, hash)`, as a
+    /// verify printed it then) found in the chain with that hash: the documented way to detect
+    /// a journal rewritten by someone who recomputed its chain, nulled its hashes or faked a
+    /// prune ([`Break::HeadDiffers`](crate::Break::HeadDiffers)).
+    pub async fn verify_heads(
+        &self,
+        heads: &[(i64, String)],
+    ) -> Result<VerifyReport, JournalError> {
+        on_store!(self.verify(heads))
     }
 
     /// Deletes the commands that ended before `before_ms` (wall-clock ms, their

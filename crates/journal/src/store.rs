@@ -12,6 +12,8 @@ mod checkpoint;
 pub(crate) mod fixtures;
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod kept_head_tests;
 mod prune;
 pub(crate) mod raw;
 pub(crate) mod reads;

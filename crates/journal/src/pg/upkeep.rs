@@ -91,7 +91,10 @@ impl PgStore {
 
     /// Re-hashes every event in `seq` order from the prune anchor, in one snapshot, and reports
     /// the first broken link; then checks the command rows against the chain.
-    pub(crate) async fn verify(&self) -> Result<VerifyReport, JournalError> {
+    pub(crate) async fn verify(
+        &self,
+        heads: &[(i64, String)],
+    ) -> Result<VerifyReport, JournalError> {
         let mut tx = self.reader.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
@@ -108,6 +111,7 @@ impl PgStore {
                 .fetch_optional(&mut *tx)
                 .await?;
         let mut walk = Walk::new(anchor.map(|(seq, prev_hash)| Anchor { seq, prev_hash }));
+        walk.keep(heads);
         if !walk_pages(&mut tx, &mut walk, digests).await? {
             return Ok(walk.report);
         }
@@ -115,6 +119,7 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await?;
         walk.finish(Some(reserved));
+        walk.check_kept();
         check_rows(&mut tx, &mut walk, digests).await?;
         Ok(walk.report)
     }

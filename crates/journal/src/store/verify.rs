@@ -81,6 +81,10 @@ pub enum Break {
     /// A command row's covered fields no longer match the digest its command's last event
     /// recorded: the row was edited after it was journaled.
     RowChanged,
+    /// The chain does not reach a head kept outside the journal (`journal verify --head`): the
+    /// event at that `seq` hashes otherwise, has no hash, is gone, or was pruned since — the
+    /// journal was rewritten, which a chain recomputed from its start cannot show by itself.
+    HeadDiffers,
 }
 
 impl std::fmt::Display for Break {
@@ -91,6 +95,7 @@ impl std::fmt::Display for Break {
             Break::Unhashed => "row without a hash",
             Break::Truncated => "rows missing at the end",
             Break::RowChanged => "command row changed",
+            Break::HeadDiffers => "differs from a head kept elsewhere",
         })
     }
 }
@@ -117,6 +122,9 @@ pub(crate) struct Walk {
     anchor_seq: i64,
     /// Whether a hashed row was seen: after that, every row must be hashed.
     started: bool,
+    /// Heads kept outside the journal, `(seq, hash)`, and the hash each `seq` has here (an
+    /// inner `None`: the row is there without a hash).
+    kept: Vec<(i64, String, Option<Option<String>>)>,
     pub(crate) report: VerifyReport,
 }
 
@@ -131,6 +139,7 @@ impl Walk {
             expected_prev,
             anchor_seq: anchor.as_ref().map_or(0, |a| a.seq),
             started: false,
+            kept: Vec::new(),
             report: VerifyReport {
                 anchor,
                 ..VerifyReport::default()
@@ -138,8 +147,17 @@ impl Walk {
         }
     }
 
+    /// Heads kept outside the journal (`(seq, hash)`, as `journal verify` printed them), to be
+    /// found in the chain: see [`Walk::check_kept`].
+    pub(crate) fn keep(&mut self, heads: &[(i64, String)]) {
+        self.kept = heads.iter().map(|(s, h)| (*s, h.clone(), None)).collect();
+    }
+
     /// Checks the next row in `seq` order; `false` once a link is broken (the walk stops).
     pub(crate) fn on(&mut self, row: Stored) -> bool {
+        for k in self.kept.iter_mut().filter(|k| k.0 == row.seq) {
+            k.2 = Some(row.hash.clone());
+        }
         let broken = |kind, detail: String| BrokenLink {
             seq: row.seq,
             command_id: Some(row.command_id.clone()),
@@ -260,12 +278,46 @@ impl Walk {
     }
 }
 
+impl Walk {
+    /// After the walk: every kept head must be in the chain with the hash it had when it was
+    /// kept. Whoever can write the journal can recompute a whole chain from its start, null
+    /// every hash ("legacy") or fake a prune; none of that reaches a head kept elsewhere.
+    pub(crate) fn check_kept(&mut self) {
+        if self.report.broken.is_some() {
+            return;
+        }
+        let newest = self.report.head.as_ref().map_or(0, |h| h.0);
+        let why = self.kept.iter().find_map(|(seq, hash, here)| {
+            let detail = match here {
+                Some(Some(h)) if h == hash => return None,
+                Some(Some(h)) => format!("seq {seq} hashes to {h} here, but the head kept elsewhere says {hash}: the chain up to it was rewritten"),
+                Some(None) => format!("seq {seq} has no hash here, but the head kept elsewhere says {hash}: its hashes were removed"),
+                None if *seq < self.anchor_seq => format!("seq {seq}, a head kept elsewhere, lies below the prune anchor (seq {}): if nobody pruned this journal since, its rows were deleted", self.anchor_seq),
+                None if *seq > newest => format!("the chain ends at seq {newest}, before seq {seq}, a head kept elsewhere: the rows up to it were deleted"),
+                None => format!("seq {seq}, a head kept elsewhere, is missing from the chain"),
+            };
+            Some((*seq, detail))
+        });
+        if let Some((seq, detail)) = why {
+            self.report.broken = Some(BrokenLink {
+                seq,
+                command_id: None,
+                kind: Break::HeadDiffers,
+                detail,
+            });
+        }
+    }
+}
+
 impl SqliteStore {
     /// Re-hashes every event in `seq` order from the prune anchor and reports the first broken
     /// link, then checks the command rows against the chain (`verify_rows`). Only reads: safe
     /// on a read-only journal and while `serve` writes (the walk sees one snapshot). A journal
     /// last written before the chain existed is all legacy rows.
-    pub(crate) async fn verify(&self) -> Result<VerifyReport, JournalError> {
+    pub(crate) async fn verify(
+        &self,
+        heads: &[(i64, String)],
+    ) -> Result<VerifyReport, JournalError> {
         let mut tx = self.reader.begin().await?;
         let digests = has_column(&mut tx, "row_digest").await?;
         if !chained(&mut tx).await? {
@@ -273,11 +325,14 @@ impl SqliteStore {
                 .fetch_one(&mut *tx)
                 .await?;
             let mut walk = Walk::new(None);
+            walk.keep(heads);
             walk.report.legacy = legacy as u64;
+            walk.check_kept();
             verify_rows::sqlite(&mut tx, &mut walk, false).await?;
             return Ok(walk.report);
         }
         let mut walk = Walk::new(anchor::read(&mut *tx).await?);
+        walk.keep(heads);
         if !walk_pages(&mut tx, &mut walk, digests).await? {
             return Ok(walk.report);
         }
@@ -286,6 +341,7 @@ impl SqliteStore {
                 .fetch_optional(&mut *tx)
                 .await?;
         walk.finish(reserved);
+        walk.check_kept();
         verify_rows::sqlite(&mut tx, &mut walk, digests).await?;
         Ok(walk.report)
     }
