@@ -8,7 +8,8 @@
 //! for acting (nothing scarce before authentication); tokenless keep-alive connections from the
 //! operator's own address (a newcomer from an address at its cap evicts the address's oldest
 //! unauthenticated connection); one token that may act on the lamp only holding 256 keep-alive
-//! connections (a token over a quarter of the slots gives way, acting or not).
+//! connections (a token over a quarter of the slots gives way, acting or not); three read-only
+//! tokens holding sixteen event streams each (a token holding nothing still gets a request in).
 
 mod common;
 
@@ -19,7 +20,7 @@ mod client;
 mod attack;
 
 use attack::{OPERATOR, OPERATOR_AT, VIEWER, cancelled, cancelled_from, moving};
-use client::{Gateway, LAMP_ONLY, connect_from};
+use client::{Gateway, LAMP_ONLY, READERS, connect_from};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -134,4 +135,54 @@ async fn one_acting_token_holding_every_slot_gives_way_to_others() {
         viewer.push(s);
     }
     drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_readers_holding_every_general_permit_leave_the_operator_its_page() {
+    let gw = Gateway::start(OPERATOR, VIEWER);
+    let id = moving(&gw, 300.0).await;
+    let mut streams = Vec::new();
+    for (i, token) in [VIEWER, READERS[0], READERS[1]].into_iter().enumerate() {
+        for _ in 0..16 {
+            let mut s = connect_from([127, 0, 3, i as u8 + 1], gw.addr)
+                .await
+                .expect("connects");
+            let auth = format!("Bearer {token}");
+            let head =
+                client::get_head(&mut s, &gw, "/page/events", &[("Authorization", &auth)]).await;
+            match head.split(' ').nth(1) {
+                Some("200") => streams.push(s),
+                Some("503") => {}
+                other => panic!("reader {i}: {other:?}: {head}"),
+            }
+        }
+    }
+    // Each reader held all it was let: the general permits (40 of 64) ran out first.
+    assert!(
+        streams.len() >= 40,
+        "the readers hold {} streams",
+        streams.len()
+    );
+    // The operator's page reads (not a call that acts: no reserved permit) still answer.
+    let auth = format!("Bearer {OPERATOR}");
+    for path in ["/page/state", "/page/commands"] {
+        let r = client::request(
+            &gw,
+            OPERATOR_AT,
+            "GET",
+            path,
+            &[("Authorization", &auth)],
+            "",
+        )
+        .await;
+        assert_eq!(r.status, 200, "{path}: {}", r.head);
+    }
+    cancelled(
+        &gw,
+        &id,
+        300.0,
+        "three readers holding 16 event streams each",
+    )
+    .await;
+    drop(streams);
 }

@@ -22,11 +22,15 @@ type Refused = (ErrorCode, String);
 impl Engine {
     /// The checks between valid parameters and acceptance, in order; the first that fails says
     /// why nothing will be written. On success the command holds a place in its group's queue.
+    /// `first_answer`: how long a device never heard may take to answer a first time — the
+    /// call's own wait (and a poll), so that every call answers within it; `None` (a command
+    /// taken over from another gateway, whose caller is not waiting here): its liveness window.
     pub(crate) async fn admit(
         &self,
         sub: &Submission,
         action: &Action,
         params: &Params,
+        first_answer: Option<Duration>,
     ) -> Result<(), Refused> {
         confirmed(sub, action)?;
         if let Some((_, detail)) = self
@@ -40,7 +44,7 @@ impl Engine {
             ));
         }
         let dev = &self.ctx.devices[&sub.device];
-        let snap = online(dev, sub.wait.min(crate::engine::MAX_WAIT)).await?;
+        let snap = online(dev, first_answer).await?;
         readable_criteria(action, &snap)?;
         let signals = dev.usable_values(&snap, self.ctx.clock.now_ms());
         let devices = self.ctx.scope_for(action);
@@ -205,14 +209,17 @@ const FIRST_ANSWER_FLOOR: Duration = Duration::from_secs(1);
 /// liveness window, but never longer than the call's own `wait_s` and one poll (of at least
 /// [`FIRST_ANSWER_FLOOR`]) — a plant from `init` with `max_silence_s = 3600` once held a call
 /// with `wait_s: 1` for a minute, until the client gave up, with nothing journaled.
-fn first_answer_bound(dev: &DeviceRuntime, wait: Duration) -> Duration {
+fn first_answer_bound(dev: &DeviceRuntime, wait: Option<Duration>) -> Duration {
     let window = Duration::from_secs_f64(dev.spec.liveness.max_silence_s);
     let poll = Duration::from_millis(dev.spec.poll_ms).max(FIRST_ANSWER_FLOOR);
-    window.min(wait + poll)
+    match wait {
+        Some(wait) => window.min(wait + poll),
+        None => window,
+    }
 }
 
 /// The device's snapshot if it is online (waiting, bounded, for a first answer), or why not.
-async fn online(dev: &DeviceRuntime, wait: Duration) -> Result<Snapshot, Refused> {
+async fn online(dev: &DeviceRuntime, wait: Option<Duration>) -> Result<Snapshot, Refused> {
     let bound = first_answer_bound(dev, wait);
     let snap = wait_for_first_answer(dev, bound).await;
     if snap.liveness == Liveness::Online {

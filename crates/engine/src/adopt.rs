@@ -234,7 +234,7 @@ impl Engine {
             command_id: Some(row.command_id.clone()),
             traceparent: None,
         };
-        self.admit(&sub, action, &params).await?;
+        self.admit(&sub, action, &params, None).await?;
         Ok(params)
     }
 

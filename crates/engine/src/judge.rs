@@ -293,13 +293,53 @@ impl Supervisor {
         }
         let (name, f) = failed.first()?;
         let at = crate::clock::rfc3339(f.since_ms);
+        let device = (name.strip_prefix("devices."))
+            .and_then(|r| r.split_once('.'))
+            .map_or(self.dev.id(), |(d, _)| d);
         let detail = format!(
-            "{} answered after the write was acknowledged, but {name} has had no value since {at} \
-             ({}), so nothing shows whether it acted; the write may have taken effect.",
-            self.dev.id(),
-            f.why
+            "{device} answered after the write was acknowledged, but {name} has had no value \
+             since {at} ({}), so nothing shows whether {} acted; the write may have taken effect.",
+            f.why,
+            self.dev.id()
         );
         Some(Event::NoValue { detail })
+    }
+
+    /// A `fail_when` on this device's own signals that holds on values read after the
+    /// acknowledgement alone (an expression reading a signal without a fresh value holds
+    /// nothing), as a failing reading with its evidence; for the time a criterion signal has
+    /// no value and the full view cannot be judged.
+    fn failure_on_fresh(&mut self, snap: &Snapshot) -> Option<Event> {
+        let mut fresh = BTreeMap::new();
+        let mut evidence = serde_json::Map::new();
+        for n in self.criterion_names() {
+            if let Some(v) = snap.read_after(&n, self.ack_seq) {
+                fresh.insert(n.clone(), v.value);
+                let at = crate::clock::rfc3339(v.at_ms);
+                evidence.insert(n, json!({"value": v.value, "at": at, "source": v.source}));
+            }
+        }
+        let devices = BTreeMap::new();
+        let action = Arc::clone(&self.action);
+        let code = self.in_scope(&fresh, &devices, |scope| {
+            (action.fail_when.iter())
+                .filter(|(_, e)| e.devices().is_empty())
+                .find(|(_, e)| e.eval_bool(scope).unwrap_or(false))
+                .map(|(c, _)| c.clone())
+        })?;
+        self.evidence = serde_json::Value::Object(evidence);
+        Some(Event::Reading(Reading {
+            at_ms: self.ctx.clock.mono_ms(Instant::now()),
+            done: false,
+            failed: Some(code),
+            started: true,
+            moved: false,
+            early: false,
+            stopped: false,
+            settled: true,
+            baseline_known: true,
+            already: false,
+        }))
     }
 
     /// Whether every signal `done_when` reads had a value at dispatch (see `baseline_of`).
@@ -322,6 +362,13 @@ impl Supervisor {
             });
         }
         if let Some(refused) = self.unreadable_criterion(snap) {
+            // Waiting for a value of one signal does not stop a failure on the others: an
+            // encoder reading NaN must not keep an overcurrent from stopping the motor.
+            if matches!(refused, Event::NoValue { .. })
+                && let Some(failed) = self.failure_on_fresh(snap)
+            {
+                return Some(failed);
+            }
             return Some(refused);
         }
         let view = self.fresh_view(snap)?;

@@ -61,7 +61,10 @@ pub(crate) fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_
         .filter_map(|(name, r)| {
             let v = r.last_good()?;
             let mut shown = json!({"value": crate::plan::value_json(v.value), "source": v.source});
-            if old(v.at_ms) {
+            if v.seq == 0 {
+                // Known only from a retained message: no age at the owner, none at a reader.
+                shown["retained"] = json!(true);
+            } else if old(v.at_ms) {
                 shown["at_ms"] = json!(v.at_ms);
             }
             Some((name.to_string(), shown))
@@ -139,8 +142,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// stops confirming, and its device is then `offline` here — not `online` 3.2 s after the owner
 /// froze, with a 1 s window, as a non-owner once showed.
 fn liveness_of(p: &Published, window_ms: i64) -> Liveness {
+    // Two rounds of slack: a healthy owner confirms once a round, and its reader reads once a
+    // round too — a 1 s window would otherwise flap at every reader.
+    let slack = 2 * i64::try_from(ROUND.as_millis()).unwrap_or(i64::MAX);
     match p.state["liveness"].as_str() {
-        Some("online") if p.confirmed_ms_ago <= window_ms => Liveness::Online,
+        Some("online") if p.confirmed_ms_ago <= window_ms + slack => Liveness::Online,
         Some("online") | Some("offline") => Liveness::Offline,
         _ => Liveness::Unknown,
     }
@@ -177,12 +183,13 @@ pub(crate) fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Devi
     state.signals = (owner.state["values"].as_object().into_iter().flatten())
         .map(|(name, v)| {
             let age_ms = age_of(v["at_ms"].as_i64());
+            let retained = v["retained"] == true;
             let signal = SignalState {
                 value: v["value"].clone(),
                 unit: spec.signal(name).and_then(|s| s.unit.clone()),
-                at: Some(rfc3339(now_ms - age_ms)),
-                age_ms: Some(age_ms),
-                retained: false,
+                at: (!retained).then(|| rfc3339(now_ms - age_ms)),
+                age_ms: (!retained).then_some(age_ms),
+                retained,
                 source: v["source"].as_str().unwrap_or_default().to_string(),
                 unreadable: state.unreadable.contains_key(name),
             };
@@ -242,7 +249,7 @@ mod tests {
     fn an_owners_online_is_shown_only_while_its_rounds_confirm_it_within_the_window() {
         let online = json!({"liveness": "online", "values": {}});
         assert_eq!(
-            liveness_of(&published(900, online.clone()), 1000),
+            liveness_of(&published(1900, online.clone()), 1000),
             Liveness::Online
         );
         assert_eq!(

@@ -43,14 +43,8 @@ impl Engine {
         };
         let code = o.code.clone().unwrap_or(ErrorCode::InvalidParams);
         let now = self.ctx.clock.now_ms();
-        // Normalised when they validate (a replay compares like with like), else as given.
-        let params = action
-            .check_params(&sub.args)
-            .ok()
-            .and_then(|p| serde_json::to_value(p).ok())
-            .unwrap_or_else(|| serde_json::Value::Object(sub.args.clone()));
         let mut row = new_row(sub, request_id, action, &Params::new(), o.status, now);
-        row.params = bounded(params);
+        row.params = journaled_args(action, &sub.args);
         row.verified = o.verified;
         row.error_code = Some(code.as_str().into());
         row.hint = hint.map(Into::into).or_else(|| crate::detail::hint(&o));
@@ -138,25 +132,34 @@ impl Refusal {
     }
 }
 
-/// Arguments of a rejected call kept in full up to this size; beyond it, a digest.
-const MAX_ARGS: usize = 2048;
 /// Longest `detail` journaled for a rejection (it may quote what the caller sent).
 const MAX_DETAIL: usize = 1024;
 
-/// The arguments as journaled: in full when small, else their size, SHA-256 and first 2 KB —
-/// a caller sending megabytes of garbage cannot grow the journal with it.
-fn bounded(args: serde_json::Value) -> serde_json::Value {
-    let text = args.to_string();
-    if text.len() <= MAX_ARGS {
-        return args;
+/// A rejected call's arguments as journaled: normalised when they validate — declared, typed
+/// parameters, as an accepted command's are (and a replay compares like with like) — else a
+/// digest: their SHA-256, their size and which declared parameters were among them, never the
+/// text. Arguments that do not validate may hold anything a caller typed: a caller once pasted
+/// `api_key=…` into one, and the refusal kept it for every reader of the journal; another sent
+/// megabytes, which must not grow the journal.
+pub(crate) fn journaled_args(
+    action: &closedloop_plant::Action,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    if let Some(valid) = (action.check_params(args).ok()).and_then(|p| serde_json::to_value(p).ok())
+    {
+        return valid;
     }
     use sha2::Digest;
-    let sha: String = sha2::Sha256::digest(text.as_bytes())
-        .iter()
+    let text = serde_json::Value::Object(args.clone()).to_string();
+    let sha: String = (sha2::Sha256::digest(text.as_bytes()).iter())
         .map(|b| format!("{b:02x}"))
         .collect();
-    json!({"omitted": "arguments over 2 KB", "bytes": text.len(), "sha256": sha,
-           "head": clipped(&text, MAX_ARGS)})
+    let declared: Vec<&String> = (args.keys())
+        .filter(|k| action.params.iter().any(|p| &p.name == *k))
+        .collect();
+    let undeclared = args.len() - declared.len();
+    json!({"omitted": "arguments that do not validate are kept as a digest", "bytes": text.len(),
+           "sha256": sha, "parameters": declared, "undeclared": undeclared})
 }
 
 /// `text` cut to at most `max` bytes on a character boundary, marked when cut.

@@ -31,7 +31,10 @@ impl Engine {
         // operation-rate limit (count to insert; on a shared journal, the database's as well,
         // for every gateway): concurrent calls can neither make two commands of one key nor
         // both spend the last allowed operation.
-        let wait = sub.wait;
+        let wait = sub.wait.min(MAX_WAIT);
+        // The call answers within its wait, however long admission took (a first answer).
+        let answer_by = tokio::time::Instant::now() + wait;
+        let asker = sub.caller.clone();
         let rated = self.ctx.plant.device(&sub.device).is_some_and(|d| {
             d.max_rate.is_some() || d.action(&sub.action).is_some_and(|a| a.max_rate.is_some())
         });
@@ -60,10 +63,13 @@ impl Engine {
             };
             // Held until the command is journaled, not through the caller's wait below.
             let result = self
-                .submit_once(Submission {
-                    wait: Duration::ZERO,
-                    ..sub
-                })
+                .submit_once(
+                    Submission {
+                        wait: Duration::ZERO,
+                        ..sub
+                    },
+                    wait,
+                )
                 .await;
             if let Some(lock) = shared {
                 lock.release().await;
@@ -80,13 +86,35 @@ impl Engine {
             }
         }
         let first = result?;
+        let wait = answer_by.saturating_duration_since(tokio::time::Instant::now());
         if wait.is_zero() || first.status.is_terminal() {
             return Ok(first);
         }
-        self.status(&first.command_id, wait).await
+        self.status_of(&first.command_id, wait, asker.as_deref())
+            .await
     }
 
-    async fn submit_once(&self, sub: Submission) -> Result<CommandResult, EngineError> {
+    /// The status as `asker` (the submission's caller) asks for it: only the command's own
+    /// requester renews a dead-man action — a replayed key may name another caller's command.
+    async fn status_of(
+        &self,
+        id: &str,
+        wait: Duration,
+        asker: Option<&str>,
+    ) -> Result<CommandResult, EngineError> {
+        match asker {
+            Some(asker) => self.status_by(id, wait, asker).await,
+            None => self.status(id, wait).await,
+        }
+    }
+
+    /// One submission, its wait zero; `first_answer`: the call's own wait, which bounds the
+    /// wait for a device never heard to answer a first time.
+    async fn submit_once(
+        &self,
+        sub: Submission,
+        first_answer: Duration,
+    ) -> Result<CommandResult, EngineError> {
         let device = self
             .ctx
             .plant
@@ -96,8 +124,6 @@ impl Engine {
             .action(&sub.action)
             .ok_or_else(|| EngineError::UnknownAction(sub.device.clone(), sub.action.clone()))?;
         let wait = sub.wait.min(MAX_WAIT);
-        // The call answers within its wait, however long admission took (a first answer).
-        let answer_by = tokio::time::Instant::now() + wait;
         let request_id = sub
             .request_id
             .clone()
@@ -149,12 +175,11 @@ impl Engine {
                 None => self.reject(&sub, &request_id, action, refusal).await,
             };
         }
-        if let Err((code, detail)) = self.admit(&sub, action, &params).await {
+        if let Err((code, detail)) = self.admit(&sub, action, &params, Some(first_answer)).await {
             return self
                 .reject(&sub, &request_id, action, Refusal::kept(code, detail))
                 .await;
         }
-        let wait = answer_by.saturating_duration_since(tokio::time::Instant::now());
         self.accept(sub, request_id, action, params, wait).await
     }
 
@@ -169,16 +194,10 @@ impl Engine {
         prev: CommandRow,
         wait: Duration,
     ) -> Result<CommandResult, EngineError> {
-        let normalised = action
-            .check_params(&sub.args)
-            .ok()
-            .and_then(|p| serde_json::to_value(p).ok());
-        let raw = serde_json::Value::Object(sub.args.clone());
-        if prev.device == sub.device
-            && prev.action == sub.action
-            && (Some(&prev.params) == normalised.as_ref() || prev.params == raw)
-        {
-            return self.status(&prev.command_id, wait).await;
+        // As a rejection journals them (normalised, or a digest of what did not validate).
+        let args = crate::refusal::journaled_args(action, &sub.args);
+        if prev.device == sub.device && prev.action == sub.action && prev.params == args {
+            return (self.status_of(&prev.command_id, wait, sub.caller.as_deref())).await;
         }
         let detail = format!(
             "idempotency_key {:?} was already used for command {} with other arguments; use a new key for a new command.",

@@ -6,8 +6,9 @@
 mod common;
 
 use closedloop_engine::Status;
+use closedloop_engine::Submission;
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readback_fails_with_the_fail_when_code_that_holds_after_the_ack() {
@@ -119,4 +120,42 @@ async fn a_rejected_call_with_huge_arguments_journals_a_bounded_digest() {
     // {"on":"…"} around the string: 9 more bytes.
     assert_eq!(r.params["bytes"], json!(garbage.len() + 9), "{stored:.200}");
     assert!(r.detail.as_deref().unwrap().len() <= 1_100);
+}
+
+/// A caller pastes a secret into a parameter: the refusal is journaled — read by every reader of
+/// the journal, `list_commands`, `audit` — with a digest of the arguments, never their text, and
+/// its detail describes a long string by its length. The same keyed call replayed gets the same
+/// refusal (it compares digests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_call_never_journals_raw_argument_text() {
+    let rig = rig(&relay("")).await;
+    let secret = "api_key=sk-live-4f9a2c1e8b7d";
+    let args = json!({"on": secret, "token": "sk-live-other"});
+    let submit = |args: &Value| Submission {
+        device: "lamp".into(),
+        action: "switch".into(),
+        args: args.as_object().cloned().unwrap_or_default(),
+        idempotency_key: Some("k-secret".into()),
+        ..Submission::default()
+    };
+    let r = rig.engine.submit(submit(&args)).await.unwrap();
+    assert_eq!(
+        (r.status, code(&r).as_str()),
+        (Status::Rejected, "INVALID_PARAMS")
+    );
+    let journaled = serde_json::to_string(&r.params).unwrap();
+    assert!(!journaled.contains("sk-live"), "{journaled}");
+    assert_eq!(r.params["parameters"], json!(["on"]), "{journaled}");
+    assert_eq!(r.params["undeclared"], json!(1), "{journaled}");
+    let detail = r.detail.clone().unwrap_or_default();
+    assert!(!detail.contains("sk-live"), "{detail}");
+    assert!(detail.contains("a string of 28 characters"), "{detail}");
+    let listed =
+        serde_json::to_string(&rig.engine.list(Some("lamp"), None, 5).await.unwrap()).unwrap();
+    assert!(!listed.contains("sk-live"), "{listed}");
+    let again = rig.engine.submit(submit(&args)).await.unwrap();
+    assert_eq!(
+        again.command_id, r.command_id,
+        "the same call replays its refusal"
+    );
 }

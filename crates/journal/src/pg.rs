@@ -172,10 +172,12 @@ pub fn redacted(url: &str) -> String {
         Some((scheme, rest)) => (Some(scheme), rest),
         None => (None, url),
     };
-    let rest = match rest.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => format!("{userinfo}@{host}"),
+    // The authority ends at the path; the user part at the last `@` inside it.
+    let end = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..end].rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{user}:***{}", &rest[at..]),
+            None => rest.to_string(),
         },
         None => rest.to_string(),
     };

@@ -157,16 +157,33 @@ pub(crate) fn check(
     }
 }
 
+/// What came, for a message that is journaled and read by others: short values as they are
+/// (`"150"`, `yes`), a long string by its length only — a caller once pasted an API key into a
+/// parameter, and the refusal kept it for every reader of the journal.
+fn what_came(arg: &serde_json::Value) -> String {
+    const SHOWN: usize = 16;
+    match arg {
+        serde_json::Value::String(s) if s.chars().count() > SHOWN => {
+            format!("a string of {} characters", s.chars().count())
+        }
+        serde_json::Value::Array(_) => "an array".into(),
+        serde_json::Value::Object(_) => "an object".into(),
+        other => other.to_string(),
+    }
+}
+
 fn check_one(spec: &ParamSpec, arg: &serde_json::Value) -> Result<ParamValue, String> {
-    let wrong = || format!("got {arg}; send {}", expected(spec));
+    let wrong = || format!("got {}; send {}", what_came(arg), expected(spec));
     match spec.ty {
         ParamType::Bool => arg.as_bool().map(ParamValue::Bool).ok_or_else(wrong),
         ParamType::String => {
             let s = arg.as_str().ok_or_else(wrong)?;
             match &spec.choices {
-                Some(c) if !c.iter().any(|x| x == s) => {
-                    Err(format!("\"{s}\" is not allowed; send one of {}", quoted(c)))
-                }
+                Some(c) if !c.iter().any(|x| x == s) => Err(format!(
+                    "{} is not allowed; send one of {}",
+                    what_came(arg),
+                    quoted(c)
+                )),
                 _ => Ok(ParamValue::String(s.to_string())),
             }
         }

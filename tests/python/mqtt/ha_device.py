@@ -11,8 +11,9 @@ of three firmwares publish it (from their public documentation; no code of their
   command.
 - `z2m`: a Zigbee2MQTT bridge's plug: full keys, `state_topic` `zigbee2mqtt/<name>` (JSON with
   `state` and `linkquality`, read through `value_template` `{{ value_json.state }}`),
-  `command_topic` `zigbee2mqtt/<name>/set`, availability as a list on `zigbee2mqtt/bridge/state`
-  read through a value template (JSON `{"state":"online"}`), the bridge's will; `/set` takes
+  `command_topic` `zigbee2mqtt/<name>/set`, availability as a list — `zigbee2mqtt/bridge/state`
+  and the device's own `zigbee2mqtt/<name>/availability` — each read through a value template
+  (JSON `{"state":"online"}`), the bridge's will; `/set` takes
   `{"state": "ON"}` or a plain `ON` (taken as the state).
 
 Discovery configs are published retained once connected. stdin takes control lines, each answered
@@ -79,12 +80,17 @@ def layout(kind: str, name: str, prefix: str) -> dict:
            "manufacturer": "TuYa", "via_device": "zigbee2mqtt_bridge"}
     return {
         "will": ("zigbee2mqtt/bridge/state", json.dumps({"state": "offline"}), json.dumps({"state": "online"})),
+        "availability": (f"zigbee2mqtt/{name}/availability", json.dumps({"state": "online"})),
         "command": f"zigbee2mqtt/{name}/set",
         "state": lambda on: [(f"zigbee2mqtt/{name}", json.dumps({"state": "ON" if on else "OFF", "linkquality": 120}), False)],
         "tele": lambda t: [],
         "configs": {
             f"{prefix}/switch/{name}/switch/config": {
-                "availability": [{"topic": "zigbee2mqtt/bridge/state", "value_template": "{{ value_json.state }}"}],
+                "availability": [
+                    {"topic": "zigbee2mqtt/bridge/state", "value_template": "{{ value_json.state }}"},
+                    {"topic": f"zigbee2mqtt/{name}/availability", "value_template": "{{ value_json.state }}"},
+                ],
+                "availability_mode": "all",
                 "command_topic": f"zigbee2mqtt/{name}/set", "device": dev, "name": None,
                 "object_id": name, "payload_off": "OFF", "payload_on": "ON",
                 "state_topic": f"zigbee2mqtt/{name}", "unique_id": f"{name}_switch_zigbee2mqtt",
@@ -117,6 +123,10 @@ def main() -> None:
 
     def announce() -> None:
         client.publish(will_topic, online, qos=1, retain=True)
+        if "availability" in lay:
+            # The bridge says each device's own availability beside its own state.
+            topic, payload = lay["availability"]
+            client.publish(topic, payload, qos=1, retain=True)
         publish_state()
 
     def on_connect(c, userdata, flags, reason, props=None) -> None:

@@ -145,6 +145,18 @@ fn liveness(b: &mut Board, list: &[&Entity], heard: &[&Entity], m: &mut Mapped) 
         ));
         ON_CHANGE_SILENCE_S
     };
+    let lists = list
+        .iter()
+        .filter_map(|e| match e.config.get("availability") {
+            Some(serde_json::Value::Array(a)) if a.len() > 1 => Some(a.len()),
+            _ => None,
+        });
+    if let Some(n) = lists.max() {
+        m.needs_person.push(format!(
+            "{}: its entities name {n} availability topics (a bridge's and the device's own); only the device's own, the last, is watched — the others go unheard, a dead bridge shows only as silence",
+            b.id
+        ));
+    }
     for e in list {
         match availability(e) {
             Some(Ok(s)) if b.status.is_none() => b.status = Some(s),

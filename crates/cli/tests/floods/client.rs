@@ -16,6 +16,8 @@ use tokio::net::{TcpSocket, TcpStream};
 
 /// A third token, which may act on the lamp only: an agent that holds connections.
 pub const LAMP_ONLY: &str = "lamp-only-secret-3c9d";
+/// Two more tokens that may only read, beside the viewer's.
+pub const READERS: [&str; 2] = ["reader-two-secret-71aa", "reader-three-secret-0e42"];
 
 /// The simulator and the gateway, killed when dropped.
 pub struct Gateway {
@@ -86,10 +88,14 @@ impl Gateway {
         let tokens = format!(
             "\n[[server.token]]\nname = \"operator\"\nsha256 = \"{}\"\nscopes = [\"read\", \"actuate:*\"]\n\
              [[server.token]]\nname = \"viewer\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n\
-             [[server.token]]\nname = \"lamp_only\"\nsha256 = \"{}\"\nscopes = [\"actuate:lamp\"]\n",
+             [[server.token]]\nname = \"lamp_only\"\nsha256 = \"{}\"\nscopes = [\"actuate:lamp\"]\n\
+             [[server.token]]\nname = \"reader_two\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n\
+             [[server.token]]\nname = \"reader_three\"\nsha256 = \"{}\"\nscopes = [\"read\"]\n",
             sha256_hex(operator),
             sha256_hex(viewer),
-            sha256_hex(LAMP_ONLY)
+            sha256_hex(LAMP_ONLY),
+            sha256_hex(READERS[0]),
+            sha256_hex(READERS[1])
         );
         let plant = example
             .replace(

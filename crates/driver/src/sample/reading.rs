@@ -279,7 +279,10 @@ impl super::Snapshot {
             Some(r) => r,
             None => self.readings.entry(name.to_string()).or_default(),
         };
-        let since_ms = reading.failed.as_ref().map_or(at_ms, |f| f.since_ms);
+        // A run is of one kind: refusals turning into payloads without a value start anew.
+        let since_ms = (reading.failed.as_ref())
+            .filter(|f| f.no_value == nv)
+            .map_or(at_ms, |f| f.since_ms);
         reading.failed = Some(Failure {
             code,
             why,

@@ -332,6 +332,11 @@ fn a_password_is_never_shown_in_any_url_form() {
             "postgresql://db/j?sslmode=verify-full&sslpassword=***",
         ),
         ("postgres://db/j", "postgres://db/j"),
+        (
+            "postgres://host:5432/db?password=p@ss",
+            "postgres://host:5432/db?password=***",
+        ),
+        ("postgres://cl:p@ss?w@host/db", "postgres://cl:***@host/db"),
         ("sqlite://journal.db", "sqlite://journal.db"),
         ("sqlite:journal.db", "sqlite:journal.db"),
     ];

@@ -158,6 +158,9 @@ impl Admission {
     /// Admits a connection from `peer`, evicting another when every slot is taken (see the
     /// module doc), or says why not.
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<(Arc<ConnState>, Slot), Refused> {
+        // An IPv6 host by its /64, as the guessing throttle counts it: one host rotating its
+        // addresses is still one peer.
+        let peer = super::guessing::key(peer);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let live: Vec<Arc<ConnState>> = (open.values())
             .filter_map(Weak::upgrade)

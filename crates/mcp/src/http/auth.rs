@@ -152,6 +152,15 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
     // one meets the hold, and a right one does not lift it for the guesses beside it.
     match auth.authenticate(presented.as_ref(), local) {
         Ok(caller) => {
+            if let (Some(_), Some(ip)) = (&presented, peer) {
+                let now = std::time::Instant::now();
+                if let Err(wait_s) = auth.guessing.check(ip, now)
+                    && !auth.guessing.known(ip, &caller.name)
+                {
+                    return held_back(ip, wait_s);
+                }
+                auth.guessing.succeeded(ip, &caller.name, now);
+            }
             // Its connection keeps its slot now; one that may act keeps a reserved one.
             if let Some(conn) = endpoint.as_ref().and_then(|e| e.conn()) {
                 // Budgets are per token; the local user is the one caller of a server without.
@@ -165,6 +174,10 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
                 },
                 None => None,
             };
+            if let Some(s) = &share {
+                req.extensions_mut()
+                    .insert(super::limit::Holding(s.before()));
+            }
             req.extensions_mut().insert(caller);
             let answer = next.run(req).await;
             match share {

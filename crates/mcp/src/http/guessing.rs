@@ -3,9 +3,11 @@
 //! address (an IPv6 address by its /64, what one host is usually given) whose authentications
 //! fail [`ALLOWED`] times within [`WINDOW`] is held back: every wrong token from it (a bearer
 //! header, the page's cookie, the sign-in form) is answered 429 with a `Retry-After` that
-//! doubles with each hold (1 s, 2 s, 4 s … at most [`LONGEST`]). A correct token is served
-//! whatever was guessed beside it — from the same address or the same proxy — and forgets
-//! nothing: a valid token interleaved with guesses once reset the count and disabled the hold.
+//! doubles with each hold (1 s, 2 s, 4 s … at most [`LONGEST`]). A correct token that has
+//! authenticated from that address before is served whatever was guessed beside it (the
+//! operator behind the guesser's proxy); any other token meets the hold, right or wrong, so a
+//! guesser learns nothing faster. A success forgets nothing: a valid token interleaved with
+//! guesses once reset the count and disabled the hold.
 //!
 //! Bounded: at most [`PEERS`] addresses are remembered; past that, those whose hold and window
 //! are over are forgotten first, then the longest quiet ones.
@@ -32,6 +34,19 @@ struct Peer {
     /// Holds so far: the next lasts 2^holds seconds.
     holds: u32,
     last: Instant,
+    /// The tokens (by name) that authenticated from this address: served during a hold.
+    good: [Option<u64>; GOOD],
+}
+
+/// Tokens remembered per address as having authenticated from it.
+const GOOD: usize = 8;
+
+/// A token's name as remembered (a hash: the table holds no names).
+fn tag(principal: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    principal.hash(&mut h);
+    h.finish()
 }
 
 /// The failed authentications of every peer address.
@@ -67,20 +82,32 @@ impl Guessing {
         }
     }
 
+    /// Whether `principal` authenticated from `ip` before: such a token is served during a
+    /// hold (the operator who works behind the guesser's proxy); any other answer during a hold
+    /// is 429 whether the token is right or not, so a guesser learns nothing faster.
+    pub(super) fn known(&self, ip: IpAddr, principal: &str) -> bool {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let t = tag(principal);
+        (peers.get(&key(ip))).is_some_and(|p| p.good.contains(&Some(t)))
+    }
+
+    /// `principal` authenticated from `ip` (outside a hold, or known): remembered, and no
+    /// failure is forgotten for it — a valid token interleaved with guesses once reset them.
+    pub(super) fn succeeded(&self, ip: IpAddr, principal: &str, now: Instant) {
+        let t = tag(principal);
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let p = entry(&mut peers, key(ip), now);
+        if !p.good.contains(&Some(t)) {
+            p.good.rotate_right(1);
+            p.good[0] = Some(t);
+        }
+    }
+
     /// A failed authentication from `ip`; whether it now holds the address back.
     pub(super) fn failed(&self, ip: IpAddr, now: Instant) -> bool {
         let ip = key(ip);
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if peers.len() >= PEERS && !peers.contains_key(&ip) {
-            forget_some(&mut peers, now);
-        }
-        let p = peers.entry(ip).or_insert(Peer {
-            failures: 0,
-            since: now,
-            held_until: None,
-            holds: 0,
-            last: now,
-        });
+        let p = entry(&mut peers, ip, now);
         if now.duration_since(p.since) > WINDOW {
             (p.failures, p.since) = (0, now);
         }
@@ -95,6 +122,21 @@ impl Guessing {
         (p.failures, p.since) = (0, now);
         true
     }
+}
+
+/// The entry of `ip`, made (room made first when the table is full) when there is none.
+fn entry(peers: &mut HashMap<IpAddr, Peer>, ip: IpAddr, now: Instant) -> &mut Peer {
+    if peers.len() >= PEERS && !peers.contains_key(&ip) {
+        forget_some(peers, now);
+    }
+    peers.entry(ip).or_insert(Peer {
+        failures: 0,
+        since: now,
+        held_until: None,
+        holds: 0,
+        last: now,
+        good: [None; GOOD],
+    })
 }
 
 /// Makes room: drops addresses whose hold and window are over, else the quietest tenth.
@@ -137,6 +179,21 @@ mod tests {
             Err(2),
             "the second hold is twice as long"
         );
+    }
+
+    #[test]
+    fn during_a_hold_only_a_token_seen_from_the_address_before_is_known() {
+        let g = Guessing::default();
+        let (ip, t0) = (IpAddr::from([127, 0, 0, 9]), Instant::now());
+        g.succeeded(ip, "operator", t0);
+        for _ in 0..ALLOWED {
+            g.failed(ip, t0);
+        }
+        assert!(g.check(ip, t0).is_err(), "held");
+        assert!(g.known(ip, "operator"), "worked here before the guessing");
+        assert!(!g.known(ip, "viewer"), "never seen here: meets the hold");
+        g.succeeded(ip, "operator", t0);
+        assert!(g.check(ip, t0).is_err(), "a success lifts nothing");
     }
 
     #[test]

@@ -45,6 +45,18 @@ const READ_ONLY_TOOLS: &[&str] = &[
     "list_alarms",
 ];
 
+/// The share of the in-flight bound kept for tokens that hold (almost) nothing in flight, once
+/// the general permits are spent (an eighth: 8 of 64): three readers with sixteen event streams
+/// each once held all 48, and the signed-in operator's own page got 503.
+pub(super) const NEWCOMERS_PER: usize = 8;
+/// A token holding fewer requests than this may take a newcomer's permit.
+const NEWCOMER_HOLDS: usize = 2;
+
+/// How many requests the caller's token holds in flight besides this one (set by the auth
+/// layer when the plant declares tokens).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Holding(pub usize);
+
 /// Requests without a caller (the page's public paths) in flight at once, in all.
 pub(super) const PREAUTH: usize = 8;
 /// Of those, from one peer address (an IPv6 one by its /64).
@@ -58,6 +70,8 @@ pub(super) struct Limits {
     reserved: Arc<Semaphore>,
     /// Only for requests without a caller: what is left to them never touches the others.
     preauth: Arc<Semaphore>,
+    /// For tokens holding (almost) nothing, once `general` is spent.
+    newcomers: Arc<Semaphore>,
     /// Requests without a caller in flight, per peer address.
     preauth_peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
     /// The largest body read to find out which tool a call names.
@@ -65,13 +79,16 @@ pub(super) struct Limits {
 }
 
 impl Limits {
-    /// `total` permits, a quarter of them reserved (none when `total` < 4).
+    /// `total` permits for authenticated requests, a quarter of them reserved (none when
+    /// `total` < 4) and an eighth kept for newcomers (none when `total` < 8).
     pub(super) fn new(total: usize, max_body: usize) -> Limits {
         let reserved = total / 4;
+        let newcomers = total / NEWCOMERS_PER;
         Limits {
-            general: Arc::new(Semaphore::new(total - reserved)),
+            general: Arc::new(Semaphore::new(total - reserved - newcomers)),
             reserved: Arc::new(Semaphore::new(reserved)),
             preauth: Arc::new(Semaphore::new(PREAUTH)),
+            newcomers: Arc::new(Semaphore::new(newcomers)),
             preauth_peers: Arc::default(),
             max_body,
         }
@@ -96,7 +113,13 @@ pub(super) async fn layer(State(limits): State<Arc<Limits>>, req: Request, next:
             })
         });
     }
-    let (permit, req) = match Arc::clone(&limits.general).try_acquire_owned() {
+    let newcomer = (req.extensions().get::<Holding>()).is_some_and(|h| h.0 < NEWCOMER_HOLDS);
+    let general = Arc::clone(&limits.general).try_acquire_owned();
+    let general = match general {
+        Err(_) if newcomer => Arc::clone(&limits.newcomers).try_acquire_owned(),
+        other => other,
+    };
+    let (permit, req) = match general {
         Ok(p) => (p, req),
         Err(_) => match reserved_permit(&limits, req).await {
             Ok(granted) => granted,
@@ -278,9 +301,10 @@ mod tests {
         assert_eq!(
             (
                 l.general.available_permits(),
-                l.reserved.available_permits()
+                l.reserved.available_permits(),
+                l.newcomers.available_permits()
             ),
-            (48, 16)
+            (40, 16, 8)
         );
         let l = Limits::new(1, 1 << 20);
         assert_eq!(

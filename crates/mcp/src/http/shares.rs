@@ -25,6 +25,16 @@ pub(super) struct Shares {
 pub(super) struct Share {
     shares: Arc<Shares>,
     caller: String,
+    /// How many requests its token had in flight before this one.
+    before: usize,
+}
+
+impl Share {
+    /// How many requests its token had in flight before this one: a token holding (almost)
+    /// nothing may take from the limit layer's reserve for newcomers.
+    pub(super) fn before(&self) -> usize {
+        self.before
+    }
 }
 
 impl Shares {
@@ -48,10 +58,12 @@ impl Shares {
         if *n >= self.cap {
             return None;
         }
+        let before = *n;
         *n += 1;
         Some(Share {
             shares: Arc::clone(self),
             caller: caller.to_string(),
+            before,
         })
     }
 }

@@ -29,11 +29,13 @@ pub(super) fn sign_in_form(status: StatusCode, message: &str) -> Response {
 /// (every current browser does on a POST), names the very host the request is addressed to.
 /// A page on another origin — `http://localhost:3000` included, which the guard lets through
 /// as a loopback name — once signed the operator out and in with a code of its own.
-pub(super) fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+pub(super) fn same_origin(headers: &axum::http::HeaderMap, uri: &axum::http::Uri) -> bool {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
     };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    // HTTP/2 names the host in the request's authority, not in a Host header.
+    let host = (headers.get(header::HOST).and_then(|h| h.to_str().ok()))
+        .or_else(|| uri.authority().map(|a| a.as_str()));
     let origin_host = (origin.to_str().ok())
         .and_then(|o| o.split_once("://"))
         .map(|(_, rest)| rest.trim_end_matches('/'));
@@ -53,7 +55,7 @@ fn cross_origin() -> Response {
 
 /// `POST /signin` with the form's `token`: a cookie and back to `/`, or the form again.
 pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Response {
-    if !same_origin(req.headers()) {
+    if !same_origin(req.headers(), req.uri()) {
         return cross_origin();
     }
     let endpoint = (req.extensions())
@@ -68,6 +70,15 @@ pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Resp
     let token = token.trim();
     let bearer = HeaderValue::from_str(&format!("Bearer {token}")).ok();
     let caller = bearer.and_then(|b| page.auth.authenticate(Some(&b), false).ok());
+    if let (Some(c), Some(ip)) = (&caller, peer) {
+        let now = std::time::Instant::now();
+        if let Err(wait_s) = page.auth.guessing.check(ip, now)
+            && !page.auth.guessing.known(ip, &c.name)
+        {
+            return auth::held_back(ip, wait_s);
+        }
+        page.auth.guessing.succeeded(ip, &c.name, now);
+    }
     match caller {
         Some(c) if c.may_read() => {
             let cookie = format!("{COOKIE}={}; {}", encode(token), attributes(page.secure));
@@ -97,7 +108,7 @@ pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Resp
 
 /// `POST /signout`: the cookie expired, back to the form.
 pub(super) async fn sign_out(State(page): State<Arc<Page>>, req: Request) -> Response {
-    if !same_origin(req.headers()) {
+    if !same_origin(req.headers(), req.uri()) {
         return cross_origin();
     }
     let cookie = format!("{COOKIE}=; Max-Age=0; {}", attributes(page.secure));

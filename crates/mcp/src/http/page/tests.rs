@@ -77,7 +77,8 @@ fn the_sign_in_and_out_forms_take_posts_from_the_page_itself_only() {
         }
         h
     };
-    use super::signin::same_origin;
+    let uri = axum::http::Uri::from_static("/signin");
+    let same_origin = |h: &HeaderMap| super::signin::same_origin(h, &uri);
     assert!(same_origin(&headers(
         "127.0.0.1:8080",
         Some("http://127.0.0.1:8080")
