@@ -32,11 +32,16 @@ enum Behaviour {
     StaleEcho,
     /// Its first write panics (a driver bug), before anything reaches the tank; then follows.
     PanicsOnce,
+    /// The write breaks the level gauge (it reads NaN from then on) and, 30 ms later, the tank
+    /// overflows: its `overflow` contact closes.
+    BreaksAndOverflows,
 }
 
 struct Tank {
     behaviour: Behaviour,
     level: f64,
+    /// Ground truth of the overflow contact, and from when it closes.
+    overflow_at: Option<Instant>,
     /// The set-point and when the level reaches it.
     moving: Option<(f64, Instant)>,
     /// The number of the last read issued.
@@ -73,6 +78,7 @@ impl MemoryLink {
             tank: Mutex::new(Tank {
                 behaviour,
                 level: 10.0,
+                overflow_at: None,
                 moving: None,
                 seq: 0,
             }),
@@ -88,7 +94,12 @@ impl MemoryLink {
         self.tank.lock().unwrap().level
     }
 
-    /// One read: the level, numbered when issued.
+    /// Ground truth: whether the tank overflows now.
+    fn overflowing(&self) -> bool {
+        (self.tank.lock().unwrap().overflow_at).is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// One read: the level (and the overflow contact), numbered when issued.
     fn read(&self) {
         let (seq, level) = {
             let mut t = self.tank.lock().unwrap();
@@ -106,10 +117,15 @@ impl MemoryLink {
 
     fn publish(&self, seq: u64, level: f64) {
         let now = Instant::now();
+        let overflow = self.overflowing();
         self.tx.send_modify(|snap| {
             let at_ms = self.clock.wall_ms(now);
+            // A broken gauge's NaN goes through `record` as any decoder's value does.
             snap.record("level", Value::Number(level), at_ms, seq, || {
                 "memory:level".into()
+            });
+            snap.record("overflow", Value::Bool(overflow), at_ms, seq, || {
+                "memory:overflow".into()
             });
             snap.seq = seq;
             snap.last_valid = Some(now);
@@ -176,6 +192,10 @@ impl Link for MemoryLink {
                 if t.behaviour == Behaviour::Follows {
                     t.moving = Some((*to, Instant::now() + Duration::from_millis(30)));
                 }
+                if t.behaviour == Behaviour::BreaksAndOverflows {
+                    t.level = f64::NAN;
+                    t.overflow_at = Some(Instant::now() + Duration::from_millis(30));
+                }
                 (t.seq, t.behaviour)
             };
             if behaviour == Behaviour::StaleEcho {
@@ -221,12 +241,14 @@ driver = { kind = "modbus-tcp", address = "127.0.0.1:9", unit = 1 }
 poll_ms = 10
 [device.signals]
 level = { holding = 0, unit = "mm" }
+overflow = { discrete_input = 0 }
 [[device.action]]
 name = "fill"
 description = "Fill the tank to a level."
 params = { mm = { type = "number", min = 0, max = 100, unit = "mm" } }
 write = [{ holding = 0, value = "params.mm" }]
 done_when = "level == params.mm"
+fail_when = { OVERFLOW = "overflow" }
 expect_s = 0.05
 "#;
 
@@ -362,5 +384,37 @@ async fn after_a_drivers_panic_the_cancel_plan_is_written_before_the_command_end
     tokio::time::sleep(Duration::from_millis(60)).await;
     tank.read();
     assert_eq!(tank.level(), 7.0, "ground truth: the stop reached the tank");
+    engine.shutdown().await;
+}
+
+/// The write breaks the level gauge (NaN from then on, through `Snapshot::record`) and the tank
+/// overflows 30 ms later: waiting for a level that never comes must not keep the overflow from
+/// failing the command — it ends `failed OVERFLOW` on its fresh contact, not `NO_FEEDBACK` at
+/// the deadline, the contact closed in ground truth.
+#[tokio::test]
+async fn a_gauge_reading_nan_never_keeps_an_overflow_from_failing_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, tank) = engine_with(Behaviour::BreaksAndOverflows, &dir).await;
+    let r = fill(&engine, 42.0).await;
+    assert_eq!(
+        (
+            r.status,
+            r.error_code.as_ref().map(|c| c.as_str().to_string())
+        ),
+        (Status::Failed, Some("OVERFLOW".to_string())),
+        "{r:#?}"
+    );
+    assert!(tank.overflowing(), "ground truth: it overflowed");
+    assert_eq!(
+        r.evidence["overflow"]["value"],
+        serde_json::json!(true),
+        "{r:#?}"
+    );
+    let state = engine.device_state("tank").unwrap();
+    assert!(state.unreadable.contains_key("level"), "{state:#?}");
+    assert!(
+        state.unreadable["level"].detail.contains("NaN"),
+        "{state:#?}"
+    );
     engine.shutdown().await;
 }
