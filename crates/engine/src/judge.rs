@@ -327,8 +327,17 @@ impl Supervisor {
                 .find(|(_, e)| e.eval_bool(scope).unwrap_or(false))
                 .map(|(c, _)| c.clone())
         })?;
+        Some(self.failing(code, evidence))
+    }
+
+    /// A reading that fails the command with the `fail_when` code `code`, on `evidence`.
+    fn failing(
+        &mut self,
+        code: String,
+        evidence: serde_json::Map<String, serde_json::Value>,
+    ) -> Event {
         self.evidence = serde_json::Value::Object(evidence);
-        Some(Event::Reading(Reading {
+        Event::Reading(Reading {
             at_ms: self.ctx.clock.mono_ms(Instant::now()),
             done: false,
             failed: Some(code),
@@ -339,7 +348,7 @@ impl Supervisor {
             settled: true,
             baseline_known: true,
             already: false,
-        }))
+        })
     }
 
     /// Whether every signal `done_when` reads had a value at dispatch (see `baseline_of`).
@@ -466,19 +475,7 @@ impl Supervisor {
             Some((code, view.evidence))
         });
         if let Some((code, evidence)) = failed {
-            self.evidence = serde_json::Value::Object(evidence);
-            return Some(Event::Reading(Reading {
-                at_ms: self.ctx.clock.mono_ms(Instant::now()),
-                done: false,
-                failed: Some(code),
-                started: true,
-                moved: false,
-                early: false,
-                stopped: false,
-                settled: true,
-                baseline_known: true,
-                already: false,
-            }));
+            return Some(self.failing(code, evidence));
         }
         let writes = match self.writes.is_empty() {
             // A recovered command: what was written is what the plan says now.
