@@ -81,14 +81,15 @@ idempotent = true
 class Adapter:
     """slcan_adapter.py on one end of the pty pair, sending PumpStatus every 20 ms."""
 
-    def __init__(self, port: str, dbc: Path, record: Path, log: Path) -> None:
+    def __init__(self, port: str, dbc: Path, record: Path, log: Path,
+                 send: str = "PumpStatus:Speed=-123.4,Temperature=61.5,Running=1@20") -> None:
         require("serial")
         require("cantools")
         self.log = log
         with open(log, "w", encoding="utf-8") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, str(ADAPTER), "--port", port, "--dbc", str(dbc),
-                 "--send", "PumpStatus:Speed=-123.4,Temperature=61.5,Running=1@20",
+                 "--send", send,
                  "--record", str(record)],
                 stdout=subprocess.PIPE, stderr=err, text=True,
             )
@@ -186,3 +187,56 @@ async def test_can_signals_show_cantools_frames_decoded_with_units_and_ages(
                 await anyio.sleep(0.1)
         sc = await call(session, "pump_set_speed", {"rpm": 10.0})
         assert outcome(sc) == ("rejected", "DEVICE_OFFLINE"), sc
+
+
+SNA_DBC = DBC + """
+VAL_ 400 Temperature 255 "SNA" 0 "Cold" ;
+"""
+
+SNA_PLANT = PLANT.replace(
+    'running   = {{ message = "0x190", signal = "Running", type = "bool" }}',
+    'running   = {{ message = "0x190", signal = "Running", type = "bool" }}\n'
+    'temp_c    = {{ message = "PumpStatus", signal = "Temperature", unit = "°C" }}',
+) + """
+[[alarm]]
+name = "PUMP_HOT"
+when = "devices.pump.temp_c > 80"
+blocks = ["pump"]
+description = "The pump is too hot to run."
+"""
+
+
+async def test_a_temperature_the_dbc_labels_sna_is_no_value_raises_the_alarm_and_refuses_the_pump(
+    closedloop_bin: Path, tmp_path: Path, pty_pair: PtyPair, request: pytest.FixtureRequest
+) -> None:
+    """Issue 52: a raw value the DBC's VAL_ table labels "SNA" (cantools decodes it as that
+    choice) is no value: never the 87.5 °C its bits would scale to, never the last good one."""
+    cantools = require("cantools")
+    dbc = tmp_path / "pump.dbc"
+    dbc.write_text(SNA_DBC, encoding="utf-8")
+    db = cantools.database.load_string(SNA_DBC, "dbc")
+    sna = db.get_message_by_name("PumpStatus").encode({"Speed": 0.0, "Temperature": 87.5, "Running": 1})
+    assert db.get_message_by_name("PumpStatus").decode(sna)["Temperature"] == "SNA"
+    adapter = Adapter(pty_pair.b, dbc, tmp_path / "rx.jsonl", tmp_path / "adapter.log",
+                      send="PumpStatus:Speed=0,Temperature=87.5,Running=1@20")
+    plant = tmp_path / "plant.toml"
+    plant.write_text(SNA_PLANT.format(port=pty_pair.a), encoding="utf-8")
+    try:
+        async with serve(closedloop_bin, plant, request) as session:
+            with anyio.fail_after(15):
+                while "temp_c" not in (state := await call(session, "get_device_state", {"device": "pump"})).get("unreadable", {}):
+                    await anyio.sleep(0.05)
+            assert state["liveness"] == "online", state
+            why = json.dumps(state["unreadable"]["temp_c"])
+            assert 'labels \\"SNA\\": not available' in why and "raw 255" in why, why
+            assert state["signals"].get("temp_c", {}).get("value") is None, state
+            assert state["signals"]["running"]["value"] is True, state
+            with anyio.fail_after(10):
+                while not (alarm := (await call(session, "list_alarms", {}))["alarms"][0])["active"]:
+                    await anyio.sleep(0.05)
+            assert "temp_c" in alarm.get("why", ""), alarm
+            sc = await call(session, "pump_set_speed", {"rpm": 10.0})
+            assert outcome(sc) == ("rejected", "INTERLOCK"), sc
+    finally:
+        stop(adapter.proc)
+        request.node.add_report_section("teardown", "slcan_adapter.py stderr", adapter.log.read_text()[-20000:])

@@ -175,7 +175,16 @@ impl CanLink {
             if !find_message(&self.dbc, m).is_ok_and(|found| found.name() == message.name()) {
                 continue;
             }
-            if let Some((_, v)) = decoded.iter().find(|(n, _)| *n == signal) {
+            if let Some((raw, label)) = (message.signal(signal))
+                .and_then(|d| closedloop_can::not_available(d, &rx.frame.data))
+            {
+                let why = format!(
+                    "{} read raw {raw}, which {} labels \"{label}\": not available",
+                    s.source.describe(),
+                    self.dbc.file()
+                );
+                snap.no_value(&s.name, why, at_ms, rx.seq);
+            } else if let Some((_, v)) = decoded.iter().find(|(n, _)| *n == signal) {
                 let value = if s.source.is_bool() {
                     Value::Bool(*v != 0.0)
                 } else {
@@ -317,7 +326,23 @@ BO_ 257 LampStatus: 1 NODE
 
 BO_ 258 Other: 1 NODE
  SG_ Noise : 0|8@1+ (1,0) [0|255] "" Vector__XXX
+
+VAL_ 257 Level 127 "SNA" 0 "Empty" ;
 "#;
+
+    /// The lamp of `DBC` with the given `[device.signals]` lines, on an slcan port that never opens.
+    fn lamp(signals: &str) -> CanLink {
+        let text = format!(
+            "[[device]]\nid = \"lamp\"\ndescription = \"t\"\n\
+             driver = {{ kind = \"can\", interface = \"slcan:/nonexistent\", dbc = \"t.dbc\" }}\n\
+             [device.signals]\n{signals}\n"
+        );
+        let plant = closedloop_plant::parse(&text, "t.toml", std::path::Path::new("."))
+            .expect("plant parses");
+        let dbc = Arc::new(Dbc::parse("t.dbc", DBC).expect("parses"));
+        let port = CanPort::start(Interface::parse("slcan:/nonexistent").unwrap(), 500_000);
+        CanLink::new(Arc::clone(&plant.devices[0]), port, dbc, Clock::new())
+    }
 
     #[test]
     fn messages_resolve_by_name_and_by_id() {
@@ -331,23 +356,10 @@ BO_ 258 Other: 1 NODE
 
     #[tokio::test]
     async fn frames_of_the_devices_messages_fill_the_cache_with_their_number() {
-        let plant = closedloop_plant::parse(
-            r#"
-[[device]]
-id = "lamp"
-description = "t"
-driver = { kind = "can", interface = "slcan:/nonexistent", dbc = "t.dbc" }
-[device.signals]
-contact = { message = "LampStatus", signal = "Contact", type = "bool" }
-level = { message = "0x101", signal = "Level", unit = "%" }
-"#,
-            "t.toml",
-            std::path::Path::new("."),
-        )
-        .expect("plant parses");
-        let dbc = Arc::new(Dbc::parse("t.dbc", DBC).expect("parses"));
-        let port = CanPort::start(Interface::parse("slcan:/nonexistent").unwrap(), 500_000);
-        let dev = CanLink::new(Arc::clone(&plant.devices[0]), port, dbc, Clock::new());
+        let dev = lamp(
+            r#"contact = { message = "LampStatus", signal = "Contact", type = "bool" }
+level = { message = "0x101", signal = "Level", unit = "%" }"#,
+        );
         let mine = [(257, false)];
         let mut snap = dev.base.snapshot();
         let other = Received {
@@ -370,5 +382,37 @@ level = { message = "0x101", signal = "Level", unit = "%" }
         assert_eq!((read("level").seq, snap.seq), (5, 5));
         assert_eq!(read("contact").source, "CAN LampStatus Contact");
         assert!(snap.last_valid.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_value_the_dbc_labels_not_available_is_no_value_until_a_number_comes() {
+        let dev = lamp(r#"level = { message = "LampStatus", signal = "Level", unit = "%" }"#);
+        let mine = [(257, false)];
+        let mut snap = dev.base.snapshot();
+        let frame = |byte: u8, seq: u64| Received {
+            frame: Frame::data(257, false, vec![byte]),
+            seq,
+            at: Instant::now(),
+        };
+        dev.take_frame(&mine, &mut snap, &frame(0b0000_1000, 1));
+        assert_eq!(
+            snap.read_after("level", 0).unwrap().value,
+            Value::Number(2.0)
+        );
+        dev.take_frame(&mine, &mut snap, &frame(0b1111_1110, 2));
+        let reading = snap.reading("level").expect("a reading");
+        let failure = reading.failure().expect("SNA is no value");
+        assert!(failure.no_value, "{failure:?}");
+        assert_eq!(
+            failure.why,
+            "CAN LampStatus Level read raw 127, which t.dbc labels \"SNA\": not available"
+        );
+        assert!(reading.current().is_none(), "the old 2 % is not current");
+        dev.take_frame(&mine, &mut snap, &frame(0, 3));
+        assert_eq!(
+            snap.read_after("level", 2).unwrap().value,
+            Value::Number(0.0)
+        );
+        assert!(snap.reading("level").unwrap().failure().is_none());
     }
 }

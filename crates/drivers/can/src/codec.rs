@@ -33,6 +33,16 @@ pub fn decode_signal(signal: &Signal, data: &[u8]) -> Option<f64> {
     raw(signal, data).map(|r| physical(signal, r))
 }
 
+/// The label the file gives the raw value `signal` carries in `data`, when that label says the
+/// value is not available (see [`Signal::not_available`]); `None` for a value, or when `data` is
+/// too short to hold the signal.
+pub fn not_available<'s>(signal: &'s Signal, data: &[u8]) -> Option<(i128, &'s str)> {
+    let raw = raw(signal, data)?;
+    (signal.not_available.iter())
+        .find(|(n, _)| *n == raw)
+        .map(|(n, label)| (*n, label.as_str()))
+}
+
 /// The raw field value (sign-extended for signed signals), or `None` if `data` is too short.
 fn raw(signal: &Signal, data: &[u8]) -> Option<i128> {
     let mut value: u64 = 0;

@@ -244,5 +244,6 @@ fn signal_of(length: u8) -> Signal {
         max: 0.0,
         unit: String::new(),
         mux: Mux::Plain,
+        not_available: Vec::new(),
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use can_dbc::{
     AttributeDefinition, AttributeValue, AttributeValueType, MessageId, MultiplexIndicator,
-    NumericValue, SignalExtendedValueType, ValueType,
+    NumericValue, SignalExtendedValueType, ValueDescription, ValueType,
 };
 
 use super::model::{ByteOrder, Message, Mux, Signal, Unsupported};
@@ -284,8 +284,49 @@ fn convert_signal(
         max: numeric(s.max),
         unit: s.unit.clone(),
         mux,
+        not_available: not_available(ast, id, &s.name),
         name,
     })
+}
+
+/// The raw values the signal's `VAL_` table labels as not available, with their labels.
+fn not_available(ast: &can_dbc::Dbc, id: MessageId, signal: &str) -> Vec<(i128, String)> {
+    let table = ast.value_descriptions.iter().find_map(|d| match d {
+        ValueDescription::Signal {
+            message_id,
+            name,
+            value_descriptions,
+        } if *message_id == id && name == signal => Some(value_descriptions),
+        _ => None,
+    });
+    (table.into_iter().flatten())
+        .filter(|v| means_not_available(&v.description))
+        .map(|v| (i128::from(v.id), v.description.clone()))
+        .collect()
+}
+
+/// Whether a value label says the value is not there: `SNA`, `Signal not available`,
+/// `Not Available`, `N/A`, `NA`, `Unavailable`, `Invalid`, `Not valid`, `No value` (case,
+/// spaces and punctuation ignored). `Error` is not among them: in a status table it is a state
+/// the device reports, and a reading.
+pub(crate) fn means_not_available(label: &str) -> bool {
+    let word: String = (label.chars())
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    matches!(
+        word.as_str(),
+        "sna"
+            | "signalnotavailable"
+            | "notavailable"
+            | "valuenotavailable"
+            | "na"
+            | "unavailable"
+            | "invalid"
+            | "signalinvalid"
+            | "notvalid"
+            | "novalue"
+    )
 }
 
 fn numeric(v: NumericValue) -> f64 {

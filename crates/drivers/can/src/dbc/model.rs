@@ -54,6 +54,10 @@ pub struct Signal {
     pub unit: String,
     /// Where the signal stands in the message's multiplexing.
     pub mux: Mux,
+    /// Raw values the file's `VAL_` table labels as "not available" (`SNA`, `Not Available`,
+    /// `N/A`, `Invalid`, …), with their label: a frame carrying one of them carries no value for
+    /// this signal, never a number (see [`crate::not_available`]).
+    pub not_available: Vec<(i128, String)>,
 }
 
 impl Signal {

@@ -124,3 +124,52 @@ fn long_names_and_fd_come_from_attributes() {
     assert!(engine.signal("VehicleSpeedOverGround").is_some());
     assert!(!dbc.message("Ext").unwrap().fd());
 }
+
+#[test]
+fn values_the_file_labels_not_available_decode_to_no_value_and_the_rest_to_numbers() {
+    let text = format!(
+        "{FILE}\nVAL_ 496 Speed 65535 \"SNA\" 65534 \"Error\" 0 \"Stopped\" ;\n\
+         VAL_ 496 Enable 1 \"Signal not available\" ;\n"
+    );
+    let dbc = Dbc::parse("t.dbc", &text).unwrap();
+    let engine = dbc.message("Engine").unwrap();
+    let speed = engine.signal("Speed").unwrap();
+    assert_eq!(speed.not_available, vec![(65535, "SNA".to_string())]);
+    let all_ones = [0, 0, 0, 0xFF, 0xFF, 0, 0, 0];
+    assert_eq!(crate::not_available(speed, &all_ones), Some((65535, "SNA")));
+    let error = [0, 0, 0, 0xFE, 0xFF, 0, 0, 0];
+    assert_eq!(
+        crate::not_available(speed, &error),
+        None,
+        "Error is a reading"
+    );
+    assert_eq!(
+        crate::not_available(speed, &[0; 3]),
+        None,
+        "too short: no field"
+    );
+    let enable = engine.signal("Enable").unwrap();
+    assert_eq!(
+        crate::not_available(enable, &[0x80, 0, 0, 0, 0, 0, 0, 0])
+            .unwrap()
+            .0,
+        1
+    );
+}
+
+#[test]
+fn labels_that_say_not_available_are_recognised_whatever_their_spelling() {
+    for label in [
+        "SNA",
+        "sna",
+        "Not Available",
+        "N/A",
+        "signal_not_available",
+        "Invalid",
+    ] {
+        assert!(means_not_available(label), "{label}");
+    }
+    for label in ["Error", "Off", "Snap", "Not ready", ""] {
+        assert!(!means_not_available(label), "{label}");
+    }
+}

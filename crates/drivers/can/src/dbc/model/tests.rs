@@ -17,6 +17,7 @@ pub(crate) fn sig(name: &str, start: u16, len: u8, order: ByteOrder, signed: boo
         max: 0.0,
         unit: String::new(),
         mux: Mux::Plain,
+        not_available: Vec::new(),
     }
 }
 
