@@ -165,6 +165,7 @@ impl Supervisor {
         self.deadline = Some(deadline);
         self.cmd
             .set_expected_end(now + Duration::from_secs_f64(p.expect_s));
+        self.cmd.set_deadline(deadline);
         let deadline_ms = self.ctx.clock.wall_ms(deadline);
         let writes: Vec<String> = p.writes.iter().map(|w| w.to_string()).collect();
         let mut data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": p.expect_s,

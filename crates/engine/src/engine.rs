@@ -221,11 +221,11 @@ impl Engine {
         let events = self.ctx.journal.events(command_id).await?;
         // Not live but not terminal (its supervisor has not started yet): the time to its
         // journaled deadline is the honest estimate.
-        let remaining = row
+        let deadline_in = row
             .deadline_ms
-            .map(|d| ((d - self.ctx.clock.now_ms()).max(0)) as f64 / 1000.0)
-            .or(Some(0.0));
-        Ok(CommandResult::from_rows(&row, &events, remaining))
+            .map(|d| ((d - self.ctx.clock.now_ms()).max(0)) as f64 / 1000.0);
+        let result = CommandResult::from_rows(&row, &events, deadline_in.or(Some(0.0)));
+        Ok(result.with_deadline_in(deadline_in))
     }
 
     /// A receiver woken whenever the command changes (for progress notifications), if it is live.

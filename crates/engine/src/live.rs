@@ -35,6 +35,8 @@ struct LiveState {
     row: CommandRow,
     events: Vec<EventRow>,
     expected_end: Option<Instant>,
+    /// The deadline, once dispatched (or recovered).
+    deadline: Option<Instant>,
     /// The last time a caller asked about the command (a dead-man action's renewal).
     renewed: Instant,
     /// Why the dead-man action lapsed before its time, when it did (the session that started
@@ -51,6 +53,7 @@ impl LiveCommand {
                 row,
                 events,
                 expected_end: None,
+                deadline: None,
                 renewed: Instant::now(),
                 lapsed: None,
             }),
@@ -93,11 +96,20 @@ impl LiveCommand {
     /// The result object now.
     pub fn result(&self) -> CommandResult {
         let s = self.lock();
+        let now = Instant::now();
         let remaining = match s.expected_end {
-            Some(end) => Some(end.saturating_duration_since(Instant::now()).as_secs_f64()),
+            Some(end) => Some(end.saturating_duration_since(now).as_secs_f64()),
             None => Some(0.0),
         };
-        CommandResult::from_rows(&s.row, &s.events, remaining)
+        let deadline_in = s
+            .deadline
+            .map(|d| d.saturating_duration_since(now).as_secs_f64());
+        CommandResult::from_rows(&s.row, &s.events, remaining).with_deadline_in(deadline_in)
+    }
+
+    /// Sets the deadline the supervisor holds it to (at dispatch, or at recovery).
+    pub fn set_deadline(&self, deadline: Instant) {
+        self.lock().deadline = Some(deadline);
     }
 
     /// Sets when the action is expected to be done (dispatch + expect_s).

@@ -131,6 +131,7 @@ impl Engine {
                 .unwrap_or(0.0);
             let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
             sup.deadline = Some(self.ctx.clock.instant_of(deadline_ms));
+            sup.cmd.set_deadline(self.ctx.clock.instant_of(deadline_ms));
             crate::supervisor::hold(&sup.permit, permit);
             sup.baseline_done = true;
             sup.recovery = recovery;

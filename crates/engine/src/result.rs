@@ -60,8 +60,13 @@ pub struct CommandResult {
     pub already: bool,
     /// The signal values that decided the outcome: `{name: {value, at, source}}`.
     pub evidence: serde_json::Value,
-    /// A number while `accepted`/`running`, else null.
+    /// A number while `accepted`/`running`, else null: the time until the action is expected
+    /// done (`expect_s` after dispatch), 0 once that has passed.
     pub estimated_remaining_seconds: Option<f64>,
+    /// Seconds until the command's deadline, once dispatched: the text says how long it is
+    /// still given when it takes longer than expected. Not part of the result object.
+    #[serde(skip)]
+    pub deadline_in_s: Option<f64>,
     /// With `RATE_LIMITED`: how many seconds until the call may succeed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<f64>,
@@ -104,6 +109,7 @@ impl CommandResult {
             } else {
                 remaining_s.map(round_s)
             },
+            deadline_in_s: None,
             retry_after_s: events
                 .iter()
                 .find(|e| e.event == "rejected")
@@ -187,6 +193,27 @@ impl CommandResult {
         what
     }
 
+    /// The seconds until the deadline, for the text (see [`CommandResult::deadline_in_s`]).
+    pub fn with_deadline_in(mut self, seconds: Option<f64>) -> CommandResult {
+        self.deadline_in_s = seconds.filter(|_| !self.status.is_terminal()).map(round_s);
+        self
+    }
+
+    /// " (about 1.5 s left)" while the action is expected to take longer; past that, how long
+    /// the deadline still gives it — never "less than 0.1 s left" with seconds to go.
+    fn time_left(&self) -> String {
+        let expected = self.estimated_remaining_seconds;
+        match (expected, self.deadline_in_s) {
+            (Some(s), _) if s >= 0.1 => format!(" (about {s:.1} s left)"),
+            (_, Some(d)) if d >= 0.1 => {
+                format!(" (expected done by now; its deadline is in {d:.1} s)")
+            }
+            (_, Some(_)) => " (at its deadline)".to_string(),
+            (Some(_), None) => " (less than 0.1 s left)".to_string(),
+            (None, None) => String::new(),
+        }
+    }
+
     /// A short text for a model, saying what is known and what to do next.
     pub fn summary(&self) -> String {
         let what = format!("{} {}", self.device, self.action);
@@ -197,16 +224,7 @@ impl CommandResult {
         let code = self.error_code.as_ref().map(|c| c.as_str()).unwrap_or("");
         let text = match self.status {
             Status::Accepted | Status::Running => {
-                let left = self
-                    .estimated_remaining_seconds
-                    .map(|s| {
-                        if s < 0.1 {
-                            " (less than 0.1 s left)".to_string()
-                        } else {
-                            format!(" (about {s:.1} s left)")
-                        }
-                    })
-                    .unwrap_or_default();
+                let left = self.time_left();
                 format!(
                     "{}, not yet done: {what_with_params} is {}{left}. Call get_command_status with command_id {} to learn whether the device confirmed it.",
                     if self.status == Status::Accepted {

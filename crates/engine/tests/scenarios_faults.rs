@@ -320,3 +320,45 @@ async fn a_frozen_heartbeat_register_makes_a_device_offline_while_reads_still_su
         r.detail
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_past_expect_s_counts_the_deadline_not_less_than_a_tenth_left() {
+    // A browned-out relay never closes: the command runs past its expect_s (0.02 s) towards a
+    // deadline 3 s away. Its status says how long the deadline still gives it.
+    let plant = relay(r#"{ kind = "brownout" }"#).replace(
+        "expect_s = 0.02",
+        "expect_s = 0.02\ntimeout_floor_ms = 3000",
+    );
+    let rig = rig(&plant).await;
+    rig.online("lamp").await;
+    let r = rig.act("lamp", "switch", json!({"on": true}), 0.3).await;
+    assert_eq!(r.status, Status::Running, "{r:#?}");
+    let s = rig
+        .engine
+        .status(&r.command_id, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(s.estimated_remaining_seconds, Some(0.0), "{s:#?}");
+    let left = s
+        .deadline_in_s
+        .expect("a dispatched command has a deadline");
+    assert!((2.0..3.1).contains(&left), "{left}");
+    let text = s.summary();
+    assert!(
+        text.contains(&format!(
+            "(expected done by now; its deadline is in {left:.1} s)"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("less than 0.1 s"), "{text}");
+    let end = rig
+        .engine
+        .status(&r.command_id, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        (end.status, code(&end).as_str()),
+        (Status::Failed, "FEEDBACK_MISMATCH")
+    );
+    assert_eq!(rig.sim("lamp").peek().contact, Some(false));
+}

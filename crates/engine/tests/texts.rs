@@ -155,6 +155,14 @@ fn render_all() -> String {
         let summary = CommandResult::from_rows(&row(status), &[], Some(1.5)).summary();
         out.push_str(&format!("## {status}\nsummary: {summary}\n\n"));
     }
+    for (expected, deadline) in [(0.0, Some(2.7)), (0.0, Some(0.0)), (0.04, None)] {
+        let summary = CommandResult::from_rows(&row(Status::Running), &[], Some(expected))
+            .with_deadline_in(deadline)
+            .summary();
+        out.push_str(&format!(
+            "## running past expect_s, deadline in {deadline:?}\nsummary: {summary}\n\n"
+        ));
+    }
     out
 }
 
