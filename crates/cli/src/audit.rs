@@ -6,7 +6,7 @@
 use crate::journal_cmds;
 use anyhow::Result;
 use closedloop_engine::clock::rfc3339;
-use closedloop_journal::{AuditFilter, AuditRow, Break, VerifyReport};
+use closedloop_journal::{AuditFilter, AuditRow, Break, JournalKey, VerifyReport};
 use closedloop_plant::JournalView;
 use std::process::ExitCode;
 
@@ -84,8 +84,19 @@ fn line(r: &AuditRow) -> String {
 /// against them; exit 0 when the chain is intact, 1 with the first broken link (or edited
 /// command row) named.
 pub async fn verify(plant: &JournalView, heads: &[(i64, String)]) -> Result<ExitCode> {
+    let key = match &plant.journal_key {
+        None => None,
+        Some(Ok(secret)) => Some(JournalKey::new(&secret.0).map_err(anyhow::Error::msg)?),
+        Some(Err(why)) => anyhow::bail!(
+            "{}: the plant keys its journal (server.journal_key) and verify needs that key: {why}",
+            plant.file.display()
+        ),
+    };
     let journal = journal_cmds::open(plant).await?;
-    let report = journal.verify_heads(heads).await?;
+    let report = match &key {
+        Some(key) => journal.verify_keyed(heads, key).await?,
+        None => journal.verify_heads(heads).await?,
+    };
     journal.close().await;
     print!("{}", render(&report));
     Ok(if report.intact() {
@@ -130,11 +141,14 @@ fn render(r: &VerifyReport) -> String {
     }
     if events_held {
         out += &format!(
-            "checked {} command row(s) against the chain\n",
+            "checked {} command row(s) against the chain (their caller, device, action, params, idempotency key, status, error code and verified; detail, hint, evidence, times, dispatched and readback_matched are not covered: the timeline's events record what they say)\n",
             r.rows_checked
         );
     }
     out += &coverage(r, events_held);
+    if let Some(seq) = r.keyed_from {
+        out += &format!("keyed with the plant's journal_key from seq {seq}\n");
+    }
     if let Some((seq, hash)) = &r.head {
         let what = if events_held { "head" } else { "last good" };
         out += &format!("{what} seq {seq} hash {hash}\n");

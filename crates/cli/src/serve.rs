@@ -46,7 +46,13 @@ async fn start_engine_with(
     // Before the journal and the links exist: they take their metric handles when made, and
     // a handle made before the recorder records nothing.
     closedloop_mcp::metrics::install();
-    let journal = Journal::open(&plant.server.journal)
+    let key = (plant.server.journal_key.as_ref())
+        .map(|k| closedloop_journal::JournalKey::new(&k.0))
+        .transpose()
+        .map_err(|why| {
+            anyhow::anyhow!("{}: key server.journal_key: {why}", plant_path.display())
+        })?;
+    let journal = Journal::open_keyed(&plant.server.journal, key)
         .await
         .with_context(|| {
             format!(

@@ -20,6 +20,9 @@ fn plant(journal: &str) -> String {
     common::lamp_plant("verify", journal)
 }
 
+/// What `journal verify` says a command row's check covers, and what it does not.
+const COVERED: &str = "(their caller, device, action, params, idempotency key, status, error code and verified; detail, hint, evidence, times, dispatched and readback_matched are not covered: the timeline's events record what they say)";
+
 /// `closedloop journal verify PLANT`: (exit code, stdout).
 fn verify(plant: &Path) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
@@ -135,13 +138,14 @@ async fn each_edit_is_named(plant: &Path, db: &Db) {
         .await;
     let top = format!("checked {n} chained event(s)\n");
     let tail = format!("head seq {n} hash {head}\n");
-    let intact = format!("{top}checked 1 command row(s) against the chain\n{tail}intact\n");
+    let intact =
+        format!("{top}checked 1 command row(s) against the chain {COVERED}\n{tail}intact\n");
     assert_eq!(verify(plant), (Some(0), intact.clone()));
     let params = db.text("SELECT params FROM commands").await.unwrap();
     for (field, edit, undo) in edits(&params) {
         db.exec(&format!("UPDATE commands SET {edit}")).await;
         let broken = format!(
-            "{top}checked 0 command row(s) against the chain\n{tail}BROKEN at seq {at} (command {id}): command row changed: field {field} differs from what the chain recorded at seq {at}\n"
+            "{top}checked 0 command row(s) against the chain {COVERED}\n{tail}BROKEN at seq {at} (command {id}): command row changed: field {field} differs from what the chain recorded at seq {at}\n"
         );
         assert_eq!(verify(plant), (Some(1), broken), "{edit}");
         db.exec(&format!("UPDATE commands SET {undo}")).await;
@@ -236,7 +240,7 @@ async fn a_journal_written_with_the_v1_encoding_says_where_the_cover_of_rows_sta
         (
             Some(0),
             format!(
-                "checked 3 chained event(s)\nchecked 0 command row(s) against the chain\ncommand rows not covered yet: no event records them; the next one written starts their cover\n{uncovered}head seq 3 hash {h3}\nintact\n"
+                "checked 3 chained event(s)\nchecked 0 command row(s) against the chain {COVERED}\ncommand rows not covered yet: no event records them; the next one written starts their cover\n{uncovered}head seq 3 hash {h3}\nintact\n"
             )
         )
     );
@@ -253,7 +257,7 @@ async fn a_journal_written_with_the_v1_encoding_says_where_the_cover_of_rows_sta
         (
             Some(0),
             format!(
-                "checked {n} chained event(s)\nchecked 1 command row(s) against the chain\ncommand rows covered from seq 4: the 3 event(s) before it were hashed without them (v1)\n{uncovered}head seq {n} hash {head}\nintact\n"
+                "checked {n} chained event(s)\nchecked 1 command row(s) against the chain {COVERED}\ncommand rows covered from seq 4: the 3 event(s) before it were hashed without them (v1)\n{uncovered}head seq {n} hash {head}\nintact\n"
             )
         )
     );
@@ -271,6 +275,29 @@ fn verify_against(plant: &Path, head: &str) -> (Option<i32>, String) {
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
+}
+
+/// Rehashes events `from..=to` under the public, unkeyed (v2) rule, each linked to the one
+/// before: what someone with write access but no key can do.
+async fn recompute_unkeyed(db: &Db, from: i64, to: i64) {
+    let mut prev = db
+        .text(&format!("SELECT prev_hash FROM events WHERE seq = {from}"))
+        .await
+        .unwrap();
+    for s in from..=to {
+        let field = |c: &str| format!("SELECT CAST({c} AS TEXT) FROM events WHERE seq = {s}");
+        let id = db.text(&field("command_id")).await.unwrap();
+        let at = db.int(&field("at_ms")).await;
+        let event = db.text(&field("event")).await.unwrap();
+        let data = db.text(&field("data")).await.unwrap();
+        let digest = db.text(&field("row_digest")).await;
+        let hash = event_hash_v2(&prev, s, &id, at, &event, &data, digest.as_deref());
+        db.exec(&format!(
+            "UPDATE events SET hash = '{hash}', prev_hash = '{prev}' WHERE seq = {s}"
+        ))
+        .await;
+        prev = hash;
+    }
 }
 
 /// Someone with write access edits who confirmed the command and recomputes every hash after
@@ -293,24 +320,7 @@ async fn a_recomputed_chain_differs_from_a_kept_head(plant: &Path, db: &Db) {
         r#"UPDATE events SET data = '{{"confirmed_by":"mallory"}}' WHERE seq = {seq}"#
     ))
     .await;
-    let mut prev = db
-        .text(&format!("SELECT prev_hash FROM events WHERE seq = {seq}"))
-        .await
-        .unwrap();
-    for s in seq..=n {
-        let field = |c: &str| format!("SELECT CAST({c} AS TEXT) FROM events WHERE seq = {s}");
-        let id = db.text(&field("command_id")).await.unwrap();
-        let at = db.int(&field("at_ms")).await;
-        let event = db.text(&field("event")).await.unwrap();
-        let data = db.text(&field("data")).await.unwrap();
-        let digest = db.text(&field("row_digest")).await;
-        let hash = event_hash_v2(&prev, s, &id, at, &event, &data, digest.as_deref());
-        db.exec(&format!(
-            "UPDATE events SET hash = '{hash}', prev_hash = '{prev}' WHERE seq = {s}"
-        ))
-        .await;
-        prev = hash;
-    }
+    recompute_unkeyed(db, seq, n).await;
     let (code, out) = verify(plant);
     assert_eq!(code, Some(0), "the forgery checks out by itself: {out}");
     let (code, out) = verify_against(plant, &format!("{n}:{kept}"));
@@ -335,5 +345,72 @@ async fn a_rewritten_journal_is_found_against_a_head_kept_elsewhere_on_sqlite_an
     std::fs::write(&file, plant(&pg.url)).unwrap();
     one_command(dir.path()).await;
     a_recomputed_chain_differs_from_a_kept_head(&file, &Db::Pg(pg.url.clone())).await;
+    pg.drop().await;
+}
+
+/// A plant whose journal is keyed (`[server] journal_key`) served once, then rewritten from
+/// the start without the key: `journal verify` names the chain unkeyed, with no head kept
+/// anywhere; a plant naming a key whose variable is unset here says verify needs it.
+async fn a_keyed_chain_rewritten_without_its_key_is_found(dir: &Path, journal: &str, db: &Db) {
+    let file = dir.join("plant.toml");
+    let keyed = plant(journal).replace(
+        "[server]\n",
+        "[server]\njournal_key = \"a-key-of-32-bytes-for-this-plant\"\n",
+    );
+    std::fs::write(&file, &keyed).unwrap();
+    one_command(dir).await;
+    let (code, out) = verify(&file);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("keyed with the plant's journal_key from seq 1"),
+        "{out}"
+    );
+    let n = db.int("SELECT CAST(MAX(seq) AS TEXT) FROM events").await;
+    db.exec("UPDATE events SET data = '{\"forged\":true}' WHERE seq = 2")
+        .await;
+    recompute_unkeyed(db, 1, n).await;
+    let (code, out) = verify(&file);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!(
+            "BROKEN at seq {n}: not hashed with the journal key"
+        )),
+        "{out}"
+    );
+    let unset = keyed.replace(
+        "a-key-of-32-bytes-for-this-plant",
+        "${env:CLOSEDLOOP_TEST_UNSET_JOURNAL_KEY}",
+    );
+    std::fs::write(&file, unset).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["journal", "verify"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr.contains("verify needs that key")
+            && stderr.contains("CLOSEDLOOP_TEST_UNSET_JOURNAL_KEY"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_keyed_journal_rewritten_without_its_key_is_found_on_sqlite_and_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
+    a_keyed_chain_rewritten_without_its_key_is_found(
+        dir.path(),
+        "sqlite://journal.db",
+        &Db::Sqlite(url),
+    )
+    .await;
+    let Some(pg) = Database::create("verify_keyed").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    a_keyed_chain_rewritten_without_its_key_is_found(dir.path(), &pg.url, &Db::Pg(pg.url.clone()))
+        .await;
     pg.drop().await;
 }

@@ -2,6 +2,7 @@
 //! (SQLite, the embedded default, and PostgreSQL, for gateways that share one database), with
 //! writes going through the group-commit writer either way.
 
+use crate::chain::JournalKey;
 use crate::group;
 use crate::pg::PgStore;
 use crate::store::SqliteStore;
@@ -66,13 +67,21 @@ impl Journal {
     /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (the database must exist; its tables
     /// are created). A PostgreSQL that does not answer is [`JournalError::Unreachable`].
     pub async fn open(url: &str) -> Result<Journal, JournalError> {
+        Journal::open_keyed(url, None).await
+    }
+
+    /// [`Journal::open`], linking every event it writes under the keyed (v3) encoding when
+    /// `key` is given (the plant's `[server] journal_key`): a chain that someone without the
+    /// key cannot recompute. Earlier events keep their encoding.
+    pub async fn open_keyed(url: &str, key: Option<JournalKey>) -> Result<Journal, JournalError> {
+        let key = key.map(std::sync::Arc::new);
         let (store, group) = match kind(url)? {
             Kind::Sqlite => {
-                let (s, g) = SqliteStore::open(url).await?;
+                let (s, g) = SqliteStore::open(url, key).await?;
                 (Store::Sqlite(s), g)
             }
             Kind::Postgres => {
-                let (p, g) = PgStore::open(url).await?;
+                let (p, g) = PgStore::open(url, key).await?;
                 (Store::Postgres(p), g)
             }
         };
@@ -275,7 +284,7 @@ impl Journal {
     /// edited row. Only reads: safe on a read-only journal and while `serve` writes (the walk
     /// sees one snapshot).
     pub async fn verify(&self) -> Result<VerifyReport, JournalError> {
-        on_store!(self.verify(&[]))
+        on_store!(self.verify(&[], None))
     }
 
     /// [`Journal::verify`], and every head kept outside the journal (`(seq, hash)`, as a
@@ -286,7 +295,20 @@ impl Journal {
         &self,
         heads: &[(i64, String)],
     ) -> Result<VerifyReport, JournalError> {
-        on_store!(self.verify(heads))
+        on_store!(self.verify(heads, None))
+    }
+
+    /// [`Journal::verify_heads`] with the plant's journal key (`[server] journal_key`): rows
+    /// hashed with it are checked under it, an unkeyed row after a keyed one and an unkeyed
+    /// newest row are [`Break::Unkeyed`](crate::Break::Unkeyed) — a chain recomputed by
+    /// someone without the key, which no unkeyed chain can show by itself.
+    pub async fn verify_keyed(
+        &self,
+        heads: &[(i64, String)],
+        key: &JournalKey,
+    ) -> Result<VerifyReport, JournalError> {
+        let key = std::sync::Arc::new(key.clone());
+        on_store!(self.verify(heads, Some(&key)))
     }
 
     /// Deletes the commands that ended before `before_ms` (wall-clock ms, their

@@ -26,6 +26,7 @@ mod store;
 mod writes;
 
 pub use alarms::AlarmRow;
+pub use chain::JournalKey;
 pub use journal::Journal;
 pub use pg::confirmations::{ConfirmationRow, Held, SharedConfirmations, Ticket};
 pub use pg::device_values::{DeviceValues, Published};

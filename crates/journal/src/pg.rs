@@ -31,12 +31,14 @@ mod upkeep;
 mod verify_tests;
 
 use crate::JournalError;
+use crate::chain::JournalKey;
 use crate::group::{self, Committer};
 use crate::schema::PG_MIGRATIONS;
 use crate::writes::Write;
 use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The advisory lock key migrations hold (an arbitrary constant: "closedloop" in ASCII, cut).
@@ -54,6 +56,8 @@ pub(crate) struct PgStore {
 /// What the group-commit writer commits PostgreSQL writes with: its own connection.
 struct PgCommitter {
     pool: PgPool,
+    /// The journal's key, when the chain is keyed (v3).
+    key: Option<Arc<JournalKey>>,
 }
 
 impl Committer for PgCommitter {
@@ -62,7 +66,7 @@ impl Committer for PgCommitter {
         writes: &[&Write],
     ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
         let mut tx = self.pool.begin().await?;
-        let outcomes = batch::run(&mut tx, writes).await?;
+        let outcomes = batch::run(&mut tx, writes, self.key.clone()).await?;
         tx.commit().await?;
         Ok(outcomes)
     }
@@ -71,7 +75,10 @@ impl Committer for PgCommitter {
 impl PgStore {
     /// Connects to the database `url` names, creates or updates its tables, and starts the
     /// writer on a connection of its own.
-    pub(crate) async fn open(url: &str) -> Result<(PgStore, group::Writer), JournalError> {
+    pub(crate) async fn open(
+        url: &str,
+        key: Option<Arc<JournalKey>>,
+    ) -> Result<(PgStore, group::Writer), JournalError> {
         let options = connect_options(url)?;
         probe(&options, url).await?;
         let reader = pool(&options, 4, url).await?;
@@ -80,7 +87,7 @@ impl PgStore {
         let group = group::Writer::start(Box::new(move || {
             Box::pin(async move {
                 let pool = pool(&options, 1, &shown).await?;
-                Ok(PgCommitter { pool })
+                Ok(PgCommitter { pool, key })
             })
         }))
         .await?;
@@ -96,7 +103,12 @@ impl PgStore {
         let reader = pool(&options, 2, url).await?;
         let writer = reader.clone();
         let group = group::Writer::start(Box::new(move || {
-            Box::pin(async move { Ok(PgCommitter { pool: writer }) })
+            Box::pin(async move {
+                Ok(PgCommitter {
+                    pool: writer,
+                    key: None,
+                })
+            })
         }))
         .await?;
         Ok((PgStore { reader }, group))

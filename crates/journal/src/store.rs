@@ -8,12 +8,15 @@ pub(crate) mod batch;
 #[cfg(test)]
 mod chain_tests;
 mod checkpoint;
+mod encoding;
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod kept_head_tests;
+#[cfg(test)]
+mod keyed_tests;
 mod prune;
 pub(crate) mod raw;
 pub(crate) mod reads;
@@ -32,7 +35,7 @@ pub(crate) use verify::{Walk, stored};
 pub(crate) use verify_rows::{PAGE as ROWS_PAGE, stored_row};
 
 use crate::JournalError;
-use crate::chain::Chain;
+use crate::chain::{Chain, JournalKey};
 use crate::group::{self, Committer};
 use crate::schema::MIGRATIONS;
 use crate::writes::Write;
@@ -40,6 +43,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The SQLite store.
@@ -149,7 +153,10 @@ impl SqliteStore {
     /// Opens (creating if needed) the journal at `url`: `sqlite://PATH`, `sqlite:PATH` or
     /// `sqlite::memory:` (for tests: lost when the journal is dropped); with the writer that
     /// commits to it.
-    pub(crate) async fn open(url: &str) -> Result<(SqliteStore, group::Writer), JournalError> {
+    pub(crate) async fn open(
+        url: &str,
+        key: Option<Arc<JournalKey>>,
+    ) -> Result<(SqliteStore, group::Writer), JournalError> {
         let temp = match url.contains(":memory:") {
             true => Some(std::sync::Arc::new(temp::TempFile::new()?)),
             false => None,
@@ -176,7 +183,8 @@ impl SqliteStore {
         }
         let writer = one_lasting_connection(options.clone()).await?;
         migrate(&writer).await?;
-        let head = anchor::load_head(&writer).await?;
+        let mut head = anchor::load_head(&writer).await?;
+        head.key = key;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)

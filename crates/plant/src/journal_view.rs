@@ -10,8 +10,8 @@
 
 use crate::env::expand;
 use crate::error::{PlantError, PlantErrors};
-use crate::validate::server::{DEFAULT_JOURNAL, journal, retention};
-use crate::{Plant, RateLimit};
+use crate::validate::server::{DEFAULT_JOURNAL, journal, journal_key, retention};
+use crate::{Plant, RateLimit, Secret};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -24,6 +24,10 @@ pub struct JournalView {
     pub journal: String,
     /// `[server] retain`, when the file says.
     pub retain: Option<Duration>,
+    /// `[server] journal_key`: `None` when the plant sets none; `Some(Err(why))` when it names
+    /// one this process cannot use (its variable unset on this desk, too short) — only
+    /// `journal verify` needs it, so nothing else stops for it.
+    pub journal_key: Option<Result<Secret, String>>,
     /// The longest span any `max_rate` of the plant looks back over (zero without one).
     pub rate_horizon: Duration,
     /// Every action tool in plant order: device id, action name, tool name.
@@ -41,6 +45,7 @@ impl JournalView {
             file: plant.file.clone(),
             journal: plant.server.journal.clone(),
             retain: plant.server.retain,
+            journal_key: plant.server.journal_key.clone().map(Ok),
             rate_horizon: horizon(rates),
             tools: plant
                 .actions()
@@ -96,6 +101,7 @@ pub fn load_journal_view(
             .map_err(|m| reader.push(None, Some("server.retain"), m))
             .ok()
     });
+    let journal_key = reader.key(server);
     let (tools, rates) = reader.devices(&doc);
     if !reader.errors.is_empty() {
         return Err(PlantErrors(reader.errors));
@@ -104,6 +110,7 @@ pub fn load_journal_view(
         file: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
         journal,
         retain,
+        journal_key,
         rate_horizon: horizon(rates.iter()),
         tools,
     })
@@ -151,6 +158,17 @@ impl Reader<'_> {
                 None
             }
         }
+    }
+
+    /// `[server] journal_key`, with what stands in its way instead of an error of the file.
+    fn key(&mut self, server: Option<&toml::Table>) -> Option<Result<Secret, String>> {
+        let before = self.errors.len();
+        let text = self.text(server, None, "server.journal_key");
+        let why: Vec<String> = self.errors.drain(before..).map(|e| e.message).collect();
+        if !why.is_empty() {
+            return Some(Err(why.join("; ")));
+        }
+        text.map(journal_key)
     }
 
     /// A table's `max_rate` (with `max_burst`), when it has one that parses; `at` is the key

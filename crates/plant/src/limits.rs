@@ -127,6 +127,9 @@ pub const PERIOD_MS: Limit = Limit::new("period_ms", 1.0, 60_000.0, "ms");
 pub const CONFIRM_TTL_S: Limit = Limit::new("confirm_ttl_s", 1.0, 86_400.0, "s");
 /// `default_wait_s` of the server: the longest wait a tool call may ask for is 10 s.
 pub const DEFAULT_WAIT_S: Limit = Limit::new("default_wait_s", 0.0, 10.0, "s");
+/// `journal_key` of the server: the shortest key accepted, in bytes (128 bits; the journal's
+/// `JournalKey::new` holds the same floor for keys that come from elsewhere).
+pub const JOURNAL_KEY_MIN_BYTES: usize = 16;
 /// `lease_s` of the server: a device lease lasts 1 s to 60 s; shorter is renewed faster than a
 /// database round trip is sure to take, longer leaves a dead gateway's devices stranded longer.
 pub const LEASE_S: Limit = Limit::new("lease_s", 1.0, 60.0, "s");

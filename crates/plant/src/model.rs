@@ -27,6 +27,7 @@ pub(crate) struct RawServer {
     pub confirm_by: Option<Vec<String>>,
     pub lease_s: Option<f64>,
     pub otlp: Option<String>,
+    pub journal_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

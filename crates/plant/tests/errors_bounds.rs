@@ -365,3 +365,26 @@ fn a_retention_is_days_or_hours_of_at_least_one_hour() {
         "without retain every command is kept"
     );
 }
+
+#[test]
+fn a_journal_key_shorter_than_16_bytes_is_refused_and_a_key_is_never_shown() {
+    let src = edit(
+        "name = \"workshop\"",
+        "name = \"workshop\"\njournal_key = \"short-key\"",
+    );
+    expect_one(
+        &src,
+        None,
+        "server.journal_key",
+        "the journal key is 9 bytes; use at least 16 random bytes from the environment, e.g. journal_key = \"${env:CLOSEDLOOP_JOURNAL_KEY}\" with the variable set from `openssl rand -hex 32`",
+    );
+    let src = edit(
+        "name = \"workshop\"",
+        "name = \"workshop\"\njournal_key = \"0123456789abcdef-secret\"",
+    );
+    let plant =
+        closedloop_plant::parse(&src, "workshop.toml", std::path::Path::new("/srv")).unwrap();
+    let key = plant.server.journal_key.as_ref().expect("a key");
+    assert_eq!(key.0, "0123456789abcdef-secret");
+    assert!(!format!("{:?}", plant.server).contains("secret"));
+}

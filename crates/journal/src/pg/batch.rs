@@ -4,7 +4,7 @@
 //! last of each write carrying its row's digest (`store::batch`), PostgreSQL's placeholders and
 //! types.
 
-use crate::chain::Chain;
+use crate::chain::{Chain, JournalKey};
 use crate::store::batch::{Entry, events_of, latest_updates, new_commands, outcomes};
 use crate::writes::Write;
 use crate::{CommandRow, JournalError};
@@ -20,6 +20,7 @@ const ROWS: usize = 1000;
 pub(super) async fn run(
     tx: &mut Transaction<'_, Postgres>,
     writes: &[&Write],
+    key: Option<std::sync::Arc<JournalKey>>,
 ) -> Result<Vec<Result<(), JournalError>>, JournalError> {
     let fenced_out = check_fences(tx, writes).await?;
     let inserted = insert_commands(tx, &new_commands(writes, &fenced_out)).await?;
@@ -36,6 +37,7 @@ pub(super) async fn run(
         let mut chain = Chain {
             last_seq,
             last_hash,
+            key,
         };
         insert_events(tx, &events, &mut chain).await?;
         sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1")

@@ -345,3 +345,47 @@ fn a_password_is_never_shown_in_any_url_form() {
         assert!(!super::redacted(url).contains("s3cret") && !super::redacted(url).contains("k3y"));
     }
 }
+
+#[tokio::test]
+async fn two_keyed_writers_extend_one_keyed_chain_and_an_unkeyed_one_breaks_it() {
+    let Some(db) = Database::create("keyed_writers").await else {
+        return;
+    };
+    let key = crate::JournalKey::new("pg-plant-key-from-the-environment").unwrap();
+    let open = || crate::Journal::open_keyed(&db.url, Some(key.clone()));
+    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let j = if i % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            let id = format!("c{i}");
+            let events = [ev(i, "received"), ev(i, "accepted")];
+            j.insert(&row(&id, "relay", "accepted", i), &events).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let r = a.verify_keyed(&[], &key).await.unwrap();
+    assert!(r.intact(), "{r:?}");
+    assert_eq!((r.checked, r.keyed_from), (80, Some(1)));
+    assert_eq!(
+        a.verify().await.unwrap().broken.map(|b| (b.kind, b.seq)),
+        Some((Break::ContentChanged, 1))
+    );
+    // A gateway without the key (or an intruder through the journal's own writer).
+    let plain = db.journal().await;
+    plain
+        .insert(&row("late", "relay", "accepted", 99), &[ev(99, "received")])
+        .await
+        .unwrap();
+    let r = a.verify_keyed(&[], &key).await.unwrap();
+    assert_eq!(
+        r.broken.map(|b| (b.kind, b.seq)),
+        Some((Break::Unkeyed, 81))
+    );
+    for j in [a, b, plain] {
+        j.close().await;
+    }
+    db.drop().await;
+}

@@ -94,6 +94,7 @@ impl PgStore {
     pub(crate) async fn verify(
         &self,
         heads: &[(i64, String)],
+        key: Option<&std::sync::Arc<crate::chain::JournalKey>>,
     ) -> Result<VerifyReport, JournalError> {
         let mut tx = self.reader.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -112,6 +113,7 @@ impl PgStore {
                 .await?;
         let mut walk = Walk::new(anchor.map(|(seq, prev_hash)| Anchor { seq, prev_hash }));
         walk.keep(heads);
+        walk.key = key.cloned();
         if !walk_pages(&mut tx, &mut walk, digests).await? {
             return Ok(walk.report);
         }
@@ -120,6 +122,7 @@ impl PgStore {
             .await?;
         walk.finish(Some(reserved));
         walk.check_kept();
+        walk.check_keyed_head();
         check_rows(&mut tx, &mut walk, digests).await?;
         Ok(walk.report)
     }

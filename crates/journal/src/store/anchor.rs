@@ -76,5 +76,6 @@ pub(crate) async fn load_head(db: &sqlx::SqlitePool) -> Result<Chain, JournalErr
     Ok(Chain {
         last_seq: newest_seq.max(reserved.unwrap_or(0)).max(anchored_seq),
         last_hash,
+        key: None,
     })
 }

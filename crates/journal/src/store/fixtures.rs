@@ -107,3 +107,33 @@ pub(crate) fn row_changed(fields: &[&str]) -> String {
         ),
     }
 }
+
+/// Every row's hash from `from_seq` on recomputed unkeyed (v2), linked to the row before: the
+/// forgery of someone who knows the (public) chain rule and can write the table, not the key.
+pub(crate) async fn recompute_from(j: &Journal, from_seq: i64) {
+    /// seq, command_id, at_ms, event, data, row_digest, prev_hash.
+    type Row = (i64, String, i64, String, String, Option<String>, String);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT seq, command_id, at_ms, event, data, row_digest, prev_hash FROM events
+         WHERE seq >= ? ORDER BY seq",
+    )
+    .bind(from_seq)
+    .fetch_all(&j.sqlite().writer)
+    .await
+    .unwrap();
+    let mut prev = rows
+        .first()
+        .map_or(crate::chain::GENESIS.to_string(), |r| r.6.clone());
+    for (seq, id, at, event, data, digest, _) in rows {
+        let hash =
+            crate::chain::event_hash_v2(&prev, seq, &id, at, &event, &data, digest.as_deref());
+        sqlx::query("UPDATE events SET hash = ?, prev_hash = ? WHERE seq = ?")
+            .bind(&hash)
+            .bind(&prev)
+            .bind(seq)
+            .execute(&j.sqlite().writer)
+            .await
+            .unwrap();
+        prev = hash;
+    }
+}

@@ -5,8 +5,7 @@
 //! differs from the head kept elsewhere.
 
 use crate::Journal;
-use crate::chain::event_hash_v2;
-use crate::store::fixtures::{self, file_journal};
+use crate::store::fixtures::{self, file_journal, recompute_from};
 use crate::{Break, VerifyReport};
 
 async fn journal_of_three(dir: &tempfile::TempDir) -> (Journal, (i64, String)) {
@@ -35,29 +34,6 @@ fn differs(r: &VerifyReport) -> String {
     b.detail.clone()
 }
 
-/// Every row's hash recomputed in `seq` order from the genesis: the forgery of someone who knows
-/// the (public) chain rule and can write the table.
-async fn recompute_chain(j: &Journal) {
-    let rows: Vec<(i64, String, i64, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT seq, command_id, at_ms, event, data, row_digest FROM events ORDER BY seq",
-    )
-    .fetch_all(&j.sqlite().writer)
-    .await
-    .unwrap();
-    let mut prev = crate::chain::GENESIS.to_string();
-    for (seq, id, at, event, data, digest) in rows {
-        let hash = event_hash_v2(&prev, seq, &id, at, &event, &data, digest.as_deref());
-        sqlx::query("UPDATE events SET hash = ?, prev_hash = ? WHERE seq = ?")
-            .bind(&hash)
-            .bind(&prev)
-            .bind(seq)
-            .execute(&j.sqlite().writer)
-            .await
-            .unwrap();
-        prev = hash;
-    }
-}
-
 #[tokio::test]
 async fn a_chain_recomputed_after_an_edit_checks_out_alone_but_not_against_a_kept_head() {
     let dir = tempfile::tempdir().unwrap();
@@ -67,7 +43,7 @@ async fn a_chain_recomputed_after_an_edit_checks_out_alone_but_not_against_a_kep
         "UPDATE events SET data = '{\"forged\":true}' WHERE seq = 2",
     )
     .await;
-    recompute_chain(&j).await;
+    recompute_from(&j, 1).await;
     assert!(
         j.verify().await.unwrap().intact(),
         "a forgery the chain alone cannot show"

@@ -7,10 +7,12 @@
 
 use super::SqliteStore;
 use super::anchor::{self, Anchor};
+use super::encoding::Encoding;
 use super::verify_rows;
 use crate::JournalError;
-use crate::chain::{GENESIS, event_hash, event_hash_v2};
+use crate::chain::{GENESIS, JournalKey};
 use sqlx::SqliteConnection;
+use std::sync::Arc;
 
 /// Rows read per query.
 const PAGE: i64 = 1000;
@@ -26,6 +28,9 @@ pub struct VerifyReport {
     /// The first event hashed with the v2 encoding: from here on the chain records every state
     /// a command was journaled in. `None` while every event is v1 (or there is none).
     pub covered_from: Option<i64>,
+    /// The first event hashed with the plant's journal key (the v3 encoding), when verify was
+    /// given the key: from here on nobody without the key could have rewritten the chain.
+    pub keyed_from: Option<i64>,
     /// Command rows whose caller, device, action, params, idempotency key, status, error code
     /// and verified flag matched the digest the chain recorded (up to the first that did not).
     pub rows_checked: u64,
@@ -85,6 +90,10 @@ pub enum Break {
     /// event at that `seq` hashes otherwise, has no hash, is gone, or was pruned since — the
     /// journal was rewritten, which a chain recomputed from its start cannot show by itself.
     HeadDiffers,
+    /// Verify was given the plant's journal key, and a row is not hashed with it: an unkeyed
+    /// row after keyed ones, or a chain whose newest row is unkeyed — written or rewritten by
+    /// someone without the key.
+    Unkeyed,
 }
 
 impl std::fmt::Display for Break {
@@ -96,6 +105,7 @@ impl std::fmt::Display for Break {
             Break::Truncated => "rows missing at the end",
             Break::RowChanged => "command row changed",
             Break::HeadDiffers => "differs from a head kept elsewhere",
+            Break::Unkeyed => "not hashed with the journal key",
         })
     }
 }
@@ -125,6 +135,8 @@ pub(crate) struct Walk {
     /// Heads kept outside the journal, `(seq, hash)`, and the hash each `seq` has here (an
     /// inner `None`: the row is there without a hash).
     kept: Vec<(i64, String, Option<Option<String>>)>,
+    /// The plant's journal key, when verify was given one.
+    pub(crate) key: Option<Arc<JournalKey>>,
     pub(crate) report: VerifyReport,
 }
 
@@ -140,6 +152,7 @@ impl Walk {
             anchor_seq: anchor.as_ref().map_or(0, |a| a.seq),
             started: false,
             kept: Vec::new(),
+            key: None,
             report: VerifyReport {
                 anchor,
                 ..VerifyReport::default()
@@ -190,7 +203,7 @@ impl Walk {
 
     /// The checks of a hashed row: its content against its hash, then its link.
     fn check(&mut self, row: &Stored, hash: &str, prev: &str) -> Result<(), (Break, String)> {
-        let v2 = self.encoding(row, hash, prev)?;
+        let encoding = self.encoding(row, hash, prev)?;
         if prev != self.expected_prev {
             let before = match &self.report.head {
                 Some((seq, _)) => format!("seq {seq}"),
@@ -209,51 +222,17 @@ impl Walk {
         }
         self.started = true;
         self.report.checked += 1;
-        if v2 {
-            self.report.covered_from.get_or_insert(row.seq);
-        } else {
-            self.report.v1 += 1;
+        match encoding {
+            Encoding::V1 => self.report.v1 += 1,
+            Encoding::V2 => _ = self.report.covered_from.get_or_insert(row.seq),
+            Encoding::V3 => {
+                self.report.covered_from.get_or_insert(row.seq);
+                self.report.keyed_from.get_or_insert(row.seq);
+            }
         }
         self.expected_prev = hash.to_string();
         self.report.head = Some((row.seq, hash.to_string()));
         Ok(())
-    }
-
-    /// Whether the row hashes to its stored hash under the v2 encoding (`true`) or the v1
-    /// (`false`). v1 is tried only before the first v2 event and for a row without a row
-    /// digest — first, as every row of a journal written before v2 is v1 — so neither an old
-    /// journal nor a new one costs verify more than a hash per row.
-    fn encoding(&self, row: &Stored, hash: &str, prev: &str) -> Result<bool, (Break, String)> {
-        let (id, at, event, data) = (&row.command_id, row.at_ms, &row.event, &row.data);
-        let v2 = || {
-            event_hash_v2(
-                prev,
-                row.seq,
-                id,
-                at,
-                event,
-                data,
-                row.row_digest.as_deref(),
-            )
-        };
-        let changed = |again: String| {
-            let detail = format!("the row hashes to {again}, not to its stored {hash}");
-            (Break::ContentChanged, detail)
-        };
-        if self.report.covered_from.is_some() || row.row_digest.is_some() {
-            let again = v2();
-            return if again == hash {
-                Ok(true)
-            } else {
-                Err(changed(again))
-            };
-        }
-        let again = event_hash(prev, row.seq, id, at, event, data);
-        match (again == hash, v2() == hash) {
-            (true, _) => Ok(false),
-            (false, true) => Ok(true),
-            (false, false) => Err(changed(again)),
-        }
     }
 
     /// After the last row: rows cut off the end show as a highest-ever `seq` (SQLite's
@@ -317,6 +296,7 @@ impl SqliteStore {
     pub(crate) async fn verify(
         &self,
         heads: &[(i64, String)],
+        key: Option<&Arc<JournalKey>>,
     ) -> Result<VerifyReport, JournalError> {
         let mut tx = self.reader.begin().await?;
         let digests = has_column(&mut tx, "row_digest").await?;
@@ -326,6 +306,7 @@ impl SqliteStore {
                 .await?;
             let mut walk = Walk::new(None);
             walk.keep(heads);
+            walk.key = key.cloned();
             walk.report.legacy = legacy as u64;
             walk.check_kept();
             verify_rows::sqlite(&mut tx, &mut walk, false).await?;
@@ -333,6 +314,7 @@ impl SqliteStore {
         }
         let mut walk = Walk::new(anchor::read(&mut *tx).await?);
         walk.keep(heads);
+        walk.key = key.cloned();
         if !walk_pages(&mut tx, &mut walk, digests).await? {
             return Ok(walk.report);
         }
@@ -342,6 +324,7 @@ impl SqliteStore {
                 .await?;
         walk.finish(reserved);
         walk.check_kept();
+        walk.check_keyed_head();
         verify_rows::sqlite(&mut tx, &mut walk, digests).await?;
         Ok(walk.report)
     }

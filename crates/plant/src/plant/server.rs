@@ -36,6 +36,11 @@ pub struct Server {
     /// protobuf): `http://host[:port][/path]`, the port 4318 when not given. `None` (the
     /// default): no traces.
     pub otlp: Option<String>,
+    /// The key the journal's hash chain is keyed with (`journal_key = "${env:NAME}"`, at least
+    /// 16 bytes): events are hashed with HMAC-SHA256 under it, so someone who can rewrite the
+    /// journal but not read the key cannot forge a chain `journal verify` accepts. `None` (the
+    /// default): an unkeyed chain.
+    pub journal_key: Option<Secret>,
 }
 
 /// How actions become MCP tools.

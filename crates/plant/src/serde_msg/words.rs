@@ -216,6 +216,7 @@ pub(super) fn example(leaf: &str, kind: Kind) -> Option<&'static str> {
         ("retain", _) => "\"30d\"",
         ("lease_s", _) => "5",
         ("otlp", _) => "\"http://127.0.0.1:4318\"",
+        ("journal_key", _) => "\"${env:CLOSEDLOOP_JOURNAL_KEY}\"",
         ("heartbeat_s", _) => "1.0",
         ("coil" | "discrete_input" | "holding" | "input" | "bit", _) => "0",
         ("unit", Kind::Whole) => "1",

@@ -2,7 +2,7 @@
 
 use crate::error::Sink;
 use crate::model::{RawServer, RawToken};
-use crate::plant::{Server, Token, TokenScope};
+use crate::plant::{Secret, Server, Token, TokenScope};
 use std::path::Path;
 
 /// The journal when the file names none: next to the plant file.
@@ -73,7 +73,13 @@ pub(crate) fn server(
             .map_err(|m| sink.push(None, "server.otlp", m))
             .ok()
     });
+    let journal_key = raw.journal_key.and_then(|text| {
+        journal_key(text)
+            .map_err(|m| sink.push(None, "server.journal_key", m))
+            .ok()
+    });
     Server {
+        journal_key,
         name,
         journal,
         confirm_by,
@@ -136,6 +142,18 @@ fn within(
         sink.push(None, key, m);
     }
     value
+}
+
+/// `journal_key`: at least [`crate::limits::JOURNAL_KEY_MIN_BYTES`] bytes (128 bits).
+pub(crate) fn journal_key(text: String) -> Result<Secret, String> {
+    let min = crate::limits::JOURNAL_KEY_MIN_BYTES;
+    if text.len() < min {
+        return Err(format!(
+            "the journal key is {} bytes; use at least {min} random bytes from the environment, e.g. journal_key = \"${{env:CLOSEDLOOP_JOURNAL_KEY}}\" with the variable set from `openssl rand -hex 32`",
+            text.len()
+        ));
+    }
+    Ok(Secret(text))
 }
 
 /// `otlp`: an OTLP/HTTP collector as `http://host[:port][/path]`, without the trailing slash.

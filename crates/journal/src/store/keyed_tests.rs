@@ -1,0 +1,110 @@
+//! The keyed chain (`[server] journal_key`) against an intruder who can write the journal but
+//! not read the key: an edit with the chain recomputed from its start, or from the edit on,
+//! hashes unkeyed and `verify_keyed` says so; a journal keyed part-way checks its old rows as
+//! before and its new ones under the key.
+
+use crate::store::fixtures::{self, recompute_from};
+use crate::{Break, Journal, JournalKey, VerifyReport};
+
+fn key() -> JournalKey {
+    JournalKey::new("k3y-0f-the-plant-kept-in-its-env").unwrap()
+}
+
+fn url(dir: &tempfile::TempDir) -> String {
+    format!("sqlite://{}", dir.path().join("j.db").display())
+}
+
+/// Commands `c{from}`…`c{to}` journaled by `j`, two events each.
+async fn journal(j: &Journal, from: u32, to: u32) {
+    for k in from..=to {
+        let row = fixtures::row(&format!("c{k}"), "relay", "completed", 10);
+        let events = [fixtures::ev(7, "received"), fixtures::ev(8, "completed")];
+        j.insert(&row, &events).await.unwrap();
+    }
+}
+
+async fn sql(j: &Journal, statement: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(statement.to_string()))
+        .execute(&j.sqlite().writer)
+        .await
+        .unwrap();
+}
+
+fn broken(r: &VerifyReport) -> (Break, i64, String) {
+    let b = r.broken.as_ref().expect("broken");
+    (b.kind, b.seq, b.detail.clone())
+}
+
+#[tokio::test]
+async fn a_keyed_journal_verifies_with_its_key_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open_keyed(&url(&dir), Some(key())).await.unwrap();
+    journal(&j, 1, 3).await;
+    let r = j.verify_keyed(&[], &key()).await.unwrap();
+    assert!(r.intact(), "{r:?}");
+    assert_eq!(
+        (r.checked, r.keyed_from, r.covered_from),
+        (6, Some(1), Some(1))
+    );
+    let (kind, seq, detail) = broken(&j.verify().await.unwrap());
+    assert_eq!((kind, seq), (Break::ContentChanged, 1));
+    assert!(detail.contains("verify with it"), "{detail}");
+    let wrong = JournalKey::new("not-the-key-of-this-plant").unwrap();
+    let (kind, seq, _) = broken(&j.verify_keyed(&[], &wrong).await.unwrap());
+    assert_eq!((kind, seq), (Break::ContentChanged, 1));
+}
+
+#[tokio::test]
+async fn an_edit_recomputed_without_the_key_is_unkeyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open_keyed(&url(&dir), Some(key())).await.unwrap();
+    journal(&j, 1, 3).await;
+    sql(
+        &j,
+        "UPDATE events SET data = '{\"forged\":true}' WHERE seq = 4",
+    )
+    .await;
+    // From the edit on: the rows before are keyed, the forged ones are not.
+    recompute_from(&j, 4).await;
+    let (kind, seq, detail) = broken(&j.verify_keyed(&[], &key()).await.unwrap());
+    assert_eq!((kind, seq), (Break::Unkeyed, 4), "{detail}");
+    assert!(
+        detail.contains("after rows hashed with it (from seq 1)"),
+        "{detail}"
+    );
+    // From the start: every row unkeyed, which checks out without the key.
+    recompute_from(&j, 1).await;
+    assert!(j.verify().await.unwrap().intact());
+    let (kind, seq, detail) = broken(&j.verify_keyed(&[], &key()).await.unwrap());
+    assert_eq!((kind, seq), (Break::Unkeyed, 6), "{detail}");
+    assert!(
+        detail.contains("rewritten by someone without the key"),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn a_journal_keyed_part_way_checks_old_rows_unkeyed_and_new_ones_keyed() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(&url(&dir)).await.unwrap();
+    journal(&j, 1, 2).await;
+    j.close().await;
+    // The key is set, but no command journaled since: the newest row is unkeyed.
+    let j = Journal::open_keyed(&url(&dir), Some(key())).await.unwrap();
+    let (kind, seq, detail) = broken(&j.verify_keyed(&[], &key()).await.unwrap());
+    assert_eq!((kind, seq), (Break::Unkeyed, 4));
+    assert!(detail.contains("no gateway has journaled a command since the key was set"));
+    journal(&j, 3, 3).await;
+    let r = j.verify_keyed(&[], &key()).await.unwrap();
+    assert!(r.intact(), "{r:?}");
+    assert_eq!(
+        (r.checked, r.covered_from, r.keyed_from),
+        (6, Some(1), Some(5))
+    );
+    // An unkeyed gateway writing after keyed rows: the next row is unkeyed.
+    j.close().await;
+    let plain = Journal::open(&url(&dir)).await.unwrap();
+    journal(&plain, 4, 4).await;
+    let (kind, seq, _) = broken(&plain.verify_keyed(&[], &key()).await.unwrap());
+    assert_eq!((kind, seq), (Break::Unkeyed, 7));
+}
