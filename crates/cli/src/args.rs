@@ -172,6 +172,11 @@ pub(crate) enum Cmd {
         /// Repeatable.
         #[arg(long, value_name = "HOST", requires = "http")]
         allow_host: Vec<String>,
+        /// A proxy (ADDR or ADDR/LEN) whose X-Forwarded-For names the client: behind it, the
+        /// guessing hold and the pre-authentication pool count each client, not the proxy.
+        /// Repeatable.
+        #[arg(long, value_name = "ADDR[/LEN]", requires = "http", value_parser = closedloop_mcp::http::Net::parse)]
+        trusted_proxy: Vec<closedloop_mcp::http::Net>,
         /// Also accept requests from web pages of this origin (SCHEME://HOST[:PORT|:*]).
         /// Repeatable.
         #[arg(long, value_name = "ORIGIN", requires = "http")]

@@ -175,6 +175,7 @@ fn run_serve(cmd: Cmd) -> Result<ExitCode> {
         plant,
         http,
         allow_host,
+        trusted_proxy,
         allow_origin,
         max_connections,
         handshake_timeout,
@@ -196,6 +197,7 @@ fn run_serve(cmd: Cmd) -> Result<ExitCode> {
             serve::HttpArgs {
                 addr,
                 allow_hosts: allow_host,
+                trusted_proxies: trusted_proxy,
                 allow_origins: allow_origin,
                 max_connections,
                 idle_timeout_s: idle_timeout,

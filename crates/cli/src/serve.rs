@@ -216,6 +216,8 @@ pub struct HttpArgs {
     pub allow_hosts: Vec<String>,
     /// `--allow-origin`, added to the loopback origins.
     pub allow_origins: Vec<String>,
+    /// `--trusted-proxy`: proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: Vec<closedloop_mcp::http::Net>,
     /// `--max-connections`.
     pub max_connections: usize,
     /// `--idle-timeout`, seconds.
@@ -272,6 +274,7 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
     }));
     opts.allowed_hosts.extend(args.allow_hosts);
     opts.allowed_origins.extend(args.allow_origins);
+    opts.trusted_proxies = args.trusted_proxies;
     if args.max_connections == 0 {
         anyhow::bail!(
             "--max-connections 0 would refuse every client: give at least 1 (default 256)"

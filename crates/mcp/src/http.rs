@@ -31,6 +31,7 @@
 
 mod admission;
 mod auth;
+mod client_addr;
 mod conn;
 mod guard;
 mod guessing;
@@ -43,6 +44,7 @@ mod shares;
 mod throttle;
 mod tls;
 
+pub use client_addr::Net;
 pub use metrics_page::{METRICS_PATH, serve_metrics};
 pub use options::{HttpError, HttpOptions, check_allowed_hosts, check_listen};
 pub use page::ACTION_HEADER;
@@ -172,12 +174,14 @@ fn with_layers(routes: axum::Router, auth: Arc<auth::Auth>, opts: &HttpOptions) 
         &opts.allowed_origins,
     ));
     let limit = Arc::new(limit::Limits::new(opts.max_in_flight, opts.max_body_bytes));
+    let trusted = Arc::new(opts.trusted_proxies.clone());
     // Auth before the limit: nothing scarce is taken before the token is checked.
     routes
         .layer(from_fn_with_state(limit, limit::layer))
         .layer(from_fn_with_state(auth, auth::layer))
         .layer(from_fn_with_state(guard, guard::layer))
         .layer(axum::middleware::from_fn(metrics_page::counted))
+        .layer(from_fn_with_state(trusted, client_addr::layer))
         .layer(axum::middleware::from_fn(headed))
 }
 

@@ -61,6 +61,11 @@ impl Gateway {
     /// The simulator and the gateway on free ports, with tokens `operator` (acts on every
     /// device) and `viewer` (reads).
     pub fn start(operator: &str, viewer: &str) -> Gateway {
+        Gateway::start_with(operator, viewer, &[])
+    }
+
+    /// [`Gateway::start`] with more `serve` arguments (`--trusted-proxy 127.0.0.2`).
+    pub fn start_with(operator: &str, viewer: &str, serve_args: &[&str]) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
         let example = include_str!("../../../../examples/modbus-workshop.toml")
             .replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"")
@@ -111,6 +116,7 @@ impl Gateway {
             .arg("serve")
             .arg(dir.path().join("plant.toml"))
             .args(["--http", "127.0.0.1:0"])
+            .args(serve_args)
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -212,6 +218,18 @@ pub async fn request(
 
 /// A stateless MCP `tools/call` from `from` with bearer `token`.
 pub async fn mcp(gw: &Gateway, from: [u8; 4], token: &str, tool: &str, args: &str) -> Answer {
+    mcp_with(gw, from, token, tool, args, &[]).await
+}
+
+/// [`mcp`] with more headers (`X-Forwarded-For`).
+pub async fn mcp_with(
+    gw: &Gateway,
+    from: [u8; 4],
+    token: &str,
+    tool: &str,
+    args: &str,
+    more: &[(&str, &str)],
+) -> Answer {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{args},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
     );
@@ -224,6 +242,7 @@ pub async fn mcp(gw: &Gateway, from: [u8; 4], token: &str, tool: &str, args: &st
         ("Mcp-Method", "tools/call"),
         ("Mcp-Name", tool),
     ];
+    let headers: Vec<(&str, &str)> = headers.iter().chain(more).copied().collect();
     request(gw, from, "POST", "/mcp", &headers, &body).await
 }
 

@@ -146,7 +146,7 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
         }
         None => None,
     };
-    let peer = endpoint.as_ref().map(|e| e.remote.ip());
+    let peer = super::client_addr::of(req.extensions());
     // A valid token is served whatever others guessed from the same address (an operator
     // behind the attacker's proxy once got 429 for five guesses not their own); only a wrong
     // one meets the hold, and a right one does not lift it for the guesses beside it.
@@ -206,7 +206,7 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
                 ),
             };
             if let Some(left_out) = super::throttle::unauthorized().allow() {
-                tracing::warn!(remote = ?endpoint.map(|e| e.remote), left_out, "HTTP request refused: {why}");
+                tracing::warn!(remote = ?endpoint.map(|e| e.remote), client = ?peer, left_out, "HTTP request refused: {why}");
             }
             (
                 StatusCode::UNAUTHORIZED,

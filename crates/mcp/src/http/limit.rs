@@ -99,9 +99,7 @@ impl Limits {
 /// public work and gets a pre-authentication permit only.
 pub(super) async fn layer(State(limits): State<Arc<Limits>>, req: Request, next: Next) -> Response {
     if req.extensions().get::<crate::Caller>().is_none() {
-        let peer = (req.extensions())
-            .get::<axum::extract::ConnectInfo<super::Endpoint>>()
-            .map(|c| c.0.remote.ip());
+        let peer = super::client_addr::of(req.extensions());
         let Some(pass) = preauth_permit(&limits, peer) else {
             return busy();
         };

@@ -60,6 +60,10 @@ pub struct HttpOptions {
     pub max_sessions: usize,
     /// Serve HTTPS with this certificate and key instead of plain HTTP. Default: none.
     pub tls: Option<Tls>,
+    /// Proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`): behind one, every
+    /// per-address rule (the guessing hold, the pre-authentication pool) counts the client it
+    /// forwarded for, not the proxy. Default: none, the peer is the client.
+    pub trusted_proxies: Vec<super::Net>,
 }
 
 impl Default for HttpOptions {
@@ -82,6 +86,7 @@ impl Default for HttpOptions {
             max_sessions_per_caller: 16,
             max_sessions: 256,
             tls: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }

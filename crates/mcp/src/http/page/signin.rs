@@ -4,8 +4,8 @@
 
 use super::forms::{encode, escape, form_value};
 use super::{COOKIE, Page, SIGNIN_HTML, hardened, html};
-use crate::http::{Endpoint, auth, throttle};
-use axum::extract::{ConnectInfo, Request, State};
+use crate::http::{auth, throttle};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
@@ -58,14 +58,11 @@ pub(super) async fn sign_in(State(page): State<Arc<Page>>, req: Request) -> Resp
     if !same_origin(req.headers(), req.uri()) {
         return cross_origin();
     }
-    let endpoint = (req.extensions())
-        .get::<ConnectInfo<Endpoint>>()
-        .map(|c| c.0.clone());
+    let peer = crate::http::client_addr::of(req.extensions());
     let body = match axum::body::to_bytes(req.into_body(), 8 * 1024).await {
         Ok(b) => b,
         Err(_) => return sign_in_form(StatusCode::PAYLOAD_TOO_LARGE, "The form was too large."),
     };
-    let peer = endpoint.map(|e| e.remote.ip());
     let token = form_value(&String::from_utf8_lossy(&body), "token").unwrap_or_default();
     let token = token.trim();
     let bearer = HeaderValue::from_str(&format!("Bearer {token}")).ok();
