@@ -82,16 +82,15 @@ impl Walk {
         if self.key.is_none() || self.report.broken.is_some() {
             return;
         }
-        let Some((seq, _)) = &self.report.head else {
-            return;
-        };
-        if self.report.keyed_from.is_none() {
+        // Rows with no hash at all count too: nulling every hash must not pass for "legacy".
+        let seq = self.newest_seen;
+        if seq > 0 && self.report.keyed_from.is_none() {
             self.report.broken = Some(BrokenLink {
-                seq: *seq,
+                seq,
                 command_id: None,
                 kind: Break::Unkeyed,
                 detail: format!(
-                    "no row up to seq {seq}, the newest, is hashed with the plant's journal_key: either no gateway has journaled a command since the key was set (the next one will be keyed), or the chain was rewritten by someone without the key"
+                    "no row up to seq {seq}, the newest, is hashed with the plant's journal_key: either no gateway has journaled a command since the key was set (the next one will be keyed), or the chain was rewritten by someone without the key (or its hashes removed)"
                 ),
             });
         }

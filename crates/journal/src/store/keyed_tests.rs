@@ -108,3 +108,16 @@ async fn a_journal_keyed_part_way_checks_old_rows_unkeyed_and_new_ones_keyed() {
     let (kind, seq, _) = broken(&plain.verify_keyed(&[], &key()).await.unwrap());
     assert_eq!((kind, seq), (Break::Unkeyed, 7));
 }
+
+#[tokio::test]
+async fn hashes_nulled_in_a_keyed_journal_do_not_pass_for_legacy_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open_keyed(&url(&dir), Some(key())).await.unwrap();
+    journal(&j, 1, 2).await;
+    sql(&j, "UPDATE events SET hash = NULL, prev_hash = NULL").await;
+    let r = j.verify().await.unwrap();
+    assert!(r.intact() && r.legacy == 4, "by itself it passes: {r:?}");
+    let (kind, seq, detail) = broken(&j.verify_keyed(&[], &key()).await.unwrap());
+    assert_eq!((kind, seq), (Break::Unkeyed, 4), "{detail}");
+    assert!(detail.contains("its hashes removed"), "{detail}");
+}

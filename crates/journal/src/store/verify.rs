@@ -137,6 +137,8 @@ pub(crate) struct Walk {
     kept: Vec<(i64, String, Option<Option<String>>)>,
     /// The plant's journal key, when verify was given one.
     pub(crate) key: Option<Arc<JournalKey>>,
+    /// The highest `seq` of any row walked, hashed or not.
+    pub(crate) newest_seen: i64,
     pub(crate) report: VerifyReport,
 }
 
@@ -153,6 +155,7 @@ impl Walk {
             started: false,
             kept: Vec::new(),
             key: None,
+            newest_seen: 0,
             report: VerifyReport {
                 anchor,
                 ..VerifyReport::default()
@@ -168,6 +171,7 @@ impl Walk {
 
     /// Checks the next row in `seq` order; `false` once a link is broken (the walk stops).
     pub(crate) fn on(&mut self, row: Stored) -> bool {
+        self.newest_seen = self.newest_seen.max(row.seq);
         for k in self.kept.iter_mut().filter(|k| k.0 == row.seq) {
             k.2 = Some(row.hash.clone());
         }
@@ -308,7 +312,11 @@ impl SqliteStore {
             walk.keep(heads);
             walk.key = key.cloned();
             walk.report.legacy = legacy as u64;
+            walk.newest_seen = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM events")
+                .fetch_one(&mut *tx)
+                .await?;
             walk.check_kept();
+            walk.check_keyed_head();
             verify_rows::sqlite(&mut tx, &mut walk, false).await?;
             return Ok(walk.report);
         }
