@@ -161,10 +161,12 @@ fn render(r: &VerifyReport) -> String {
                 .as_deref()
                 .map(|c| format!(" (command {c})"))
                 .unwrap_or_default();
-            out += &format!(
-                "BROKEN at seq {}{command}: {}: {}\n",
-                b.seq, b.kind, b.detail
-            );
+            // A row the chain never saw has no event to stand at.
+            let at = match b.seq {
+                0 => String::new(),
+                seq => format!(" at seq {seq}"),
+            };
+            out += &format!("BROKEN{at}{command}: {}: {}\n", b.kind, b.detail);
         }
     }
     out

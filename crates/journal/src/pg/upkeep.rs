@@ -172,7 +172,8 @@ fn rows_sql(after: bool) -> String {
     format!(
         "SELECT c.command_id, c.caller, c.device, c.action, c.params, c.idempotency_key,
             c.status, c.error_code, c.verified::INT::BIGINT AS verified,
-            e.seq AS recorded_seq, e.row_digest AS recorded
+            e.seq AS recorded_seq, e.row_digest AS recorded,
+            EXISTS (SELECT 1 FROM events WHERE command_id = c.command_id)::INT::BIGINT AS has_events
         FROM commands c
         LEFT JOIN LATERAL (SELECT seq, row_digest FROM events WHERE command_id = c.command_id
                            AND row_digest IS NOT NULL ORDER BY seq DESC LIMIT 1) e ON true
@@ -215,7 +216,18 @@ async fn check_rows(
             after = Some(row.command_id);
         }
         if (rows.len() as i64) < ROWS_PAGE {
-            return Ok(());
+            break;
         }
     }
+    let missing: Option<(i64, String)> = sqlx::query_as(
+        "SELECT e.seq, e.command_id FROM events e
+         WHERE e.row_digest IS NOT NULL AND e.seq >= $1
+           AND NOT EXISTS (SELECT 1 FROM commands c WHERE c.command_id = e.command_id)
+         ORDER BY e.seq LIMIT 1",
+    )
+    .bind(walk.report.covered_from)
+    .fetch_optional(&mut *db)
+    .await?;
+    walk.on_missing(missing);
+    Ok(())
 }

@@ -118,3 +118,38 @@ async fn a_v1_postgres_journal_verifies_and_says_where_the_rows_coverage_starts(
     j.close().await;
     db.drop().await;
 }
+
+#[tokio::test]
+async fn a_command_row_inserted_or_deleted_afterwards_is_named_on_postgres() {
+    let Some(db) = Database::create("row_insert_delete").await else {
+        return;
+    };
+    let j = db.journal().await;
+    fixtures::three_confirmed_commands(&j).await;
+    db.sql(
+        "INSERT INTO commands (command_id, request_id, caller, device, action, params,
+         idempotency_key, status, verified, verification, error_code, detail, hint,
+         readback_matched, evidence, accepted_at_ms, updated_at_ms, deadline_ms, dispatched)
+         SELECT 'c0-forged', request_id, caller, device, action, params, NULL, status, verified,
+         verification, error_code, detail, hint, readback_matched, evidence, accepted_at_ms,
+         updated_at_ms, deadline_ms, dispatched FROM commands WHERE command_id = 'c1'",
+    )
+    .await;
+    let r = j.verify().await.unwrap();
+    let (seq, command, kind, _) = broken(&r);
+    assert_eq!(
+        (seq, command, kind),
+        (0, Some("c0-forged"), Break::RowInserted)
+    );
+    db.sql("DELETE FROM commands WHERE command_id = 'c0-forged'")
+        .await;
+    // Whoever can write the tables can drop the constraint that keeps c2's events to its row.
+    db.sql("ALTER TABLE events DROP CONSTRAINT IF EXISTS events_command_id_fkey")
+        .await;
+    db.sql("DELETE FROM commands WHERE command_id = 'c2'").await;
+    let r = j.verify().await.unwrap();
+    let (seq, command, kind, _) = broken(&r);
+    assert_eq!((seq, command, kind), (5, Some("c2"), Break::RowMissing));
+    j.close().await;
+    db.drop().await;
+}

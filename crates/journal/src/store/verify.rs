@@ -90,6 +90,12 @@ pub enum Break {
     /// event at that `seq` hashes otherwise, has no hash, is gone, or was pruned since — the
     /// journal was rewritten, which a chain recomputed from its start cannot show by itself.
     HeadDiffers,
+    /// A command row no event of the chain names: inserted afterwards (every command the
+    /// engine journals has a timeline, and a prune deletes a command with its timeline). Its
+    /// `seq` is 0: no event stands for it.
+    RowInserted,
+    /// Events of the chain record a command whose row is gone: deleted afterwards.
+    RowMissing,
     /// Verify was given the plant's journal key, and a row is not hashed with it: an unkeyed
     /// row after keyed ones, or a chain whose newest row is unkeyed — written or rewritten by
     /// someone without the key.
@@ -106,6 +112,8 @@ impl std::fmt::Display for Break {
             Break::RowChanged => "command row changed",
             Break::HeadDiffers => "differs from a head kept elsewhere",
             Break::Unkeyed => "not hashed with the journal key",
+            Break::RowInserted => "command row the chain never saw",
+            Break::RowMissing => "command row missing",
         })
     }
 }

@@ -30,6 +30,8 @@ pub(crate) struct StoredRow {
     pub(crate) verified: i64,
     /// The `seq` and `row_digest` of the command's last event carrying a digest, if any.
     pub(crate) recorded: Option<(i64, String)>,
+    /// Whether any event (hashed or not) names the command.
+    pub(crate) has_events: bool,
 }
 
 impl StoredRow {
@@ -57,6 +59,15 @@ impl Walk {
 
     /// Checks one command row against the chain: `false` once it differs (the check stops).
     pub(crate) fn on_row(&mut self, row: &StoredRow) -> bool {
+        if !row.has_events {
+            self.report.broken = Some(BrokenLink {
+                seq: 0,
+                command_id: Some(row.command_id.clone()),
+                kind: Break::RowInserted,
+                detail: "no event of the journal names this command, though every command is journaled with its timeline and pruned with it: the row was inserted afterwards".into(),
+            });
+            return false;
+        }
         let from = self.report.covered_from.unwrap_or(i64::MAX);
         let Some((seq, recorded)) = row.recorded.as_ref().filter(|(seq, _)| *seq >= from) else {
             self.report.rows_uncovered += 1;
@@ -98,6 +109,7 @@ where
     i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
     let seq: Option<i64> = r.try_get("recorded_seq")?;
+    let has_events: i64 = r.try_get("has_events")?;
     let digest: Option<String> = r.try_get("recorded")?;
     Ok(StoredRow {
         command_id: r.try_get("command_id")?,
@@ -110,6 +122,7 @@ where
         error_code: r.try_get("error_code")?,
         verified: r.try_get("verified")?,
         recorded: seq.zip(digest),
+        has_events: has_events != 0,
     })
 }
 
@@ -130,7 +143,8 @@ fn rows_sql(first: bool) -> String {
             CAST(c.params AS TEXT) AS params, CAST(c.idempotency_key AS TEXT) AS idempotency_key,
             CAST(c.status AS TEXT) AS status, CAST(c.error_code AS TEXT) AS error_code,
             CAST(c.verified AS INTEGER) AS verified,
-            e.seq AS recorded_seq, CAST(e.row_digest AS TEXT) AS recorded
+            e.seq AS recorded_seq, CAST(e.row_digest AS TEXT) AS recorded,
+            EXISTS (SELECT 1 FROM events WHERE command_id = c.command_id) AS has_events
         FROM (SELECT cmd.*, (SELECT seq FROM events WHERE command_id = cmd.command_id
                              AND row_digest IS NOT NULL ORDER BY seq DESC LIMIT 1) AS last
               FROM commands cmd {after} ORDER BY cmd.command_id LIMIT ?2) AS c
@@ -174,7 +188,35 @@ pub(super) async fn sqlite(
             after = Some(row.command_id);
         }
         if (rows.len() as i64) < PAGE {
-            return Ok(());
+            break;
+        }
+    }
+    let missing: Option<(i64, String)> = sqlx::query_as(MISSING_SQLITE)
+        .bind(walk.report.covered_from)
+        .fetch_optional(&mut *db)
+        .await?;
+    walk.on_missing(missing);
+    Ok(())
+}
+
+/// The first event from the cover's start that records a row no longer in `commands`.
+const MISSING_SQLITE: &str = "SELECT e.seq, CAST(e.command_id AS TEXT) FROM events e
+    WHERE e.row_digest IS NOT NULL AND e.seq >= ?1
+      AND NOT EXISTS (SELECT 1 FROM commands c WHERE c.command_id = e.command_id)
+    ORDER BY e.seq LIMIT 1";
+
+impl Walk {
+    /// After the rows: an event that records a row whose command is gone breaks the check.
+    pub(crate) fn on_missing(&mut self, missing: Option<(i64, String)>) {
+        if let Some((seq, command_id)) = missing {
+            self.report.broken = Some(BrokenLink {
+                seq,
+                detail: format!(
+                    "the chain records command {command_id}'s row at seq {seq}, but the commands table has no such row: it was deleted afterwards"
+                ),
+                command_id: Some(command_id),
+                kind: Break::RowMissing,
+            });
         }
     }
 }

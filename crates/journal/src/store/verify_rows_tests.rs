@@ -264,3 +264,42 @@ async fn a_row_read_back_and_updated_digests_as_it_was_stored() {
     assert!(report.intact(), "{report:?}");
     assert_eq!(report.rows_checked, 1);
 }
+
+#[tokio::test]
+async fn a_command_row_inserted_or_deleted_afterwards_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = file_journal(&dir).await;
+    fixtures::three_confirmed_commands(&j).await;
+    // A forged command row, copied from c1 under another id: no event names it.
+    sql(
+        &j,
+        "INSERT INTO commands (command_id, request_id, caller, device, action, params,
+         idempotency_key, status, verified, verification, error_code, detail, hint,
+         readback_matched, evidence, accepted_at_ms, updated_at_ms, deadline_ms, dispatched)
+         SELECT 'c0-forged', request_id, caller, device, action, params, NULL,
+         status, verified, verification, error_code, detail, hint, readback_matched, evidence,
+         accepted_at_ms, updated_at_ms, deadline_ms, dispatched
+         FROM commands WHERE command_id = 'c1'",
+    )
+    .await;
+    let r = j.verify().await.unwrap();
+    let (seq, command, kind, detail) = broken(&r);
+    assert_eq!(
+        (seq, command, kind),
+        (0, Some("c0-forged"), Break::RowInserted)
+    );
+    assert!(detail.contains("inserted afterwards"), "{detail}");
+    sql(&j, "DELETE FROM commands WHERE command_id = 'c0-forged'").await;
+    assert!(j.verify().await.unwrap().intact());
+    // c2's row deleted (foreign keys off, as the sqlite3 shell has them): its events remain.
+    let delete = "PRAGMA foreign_keys = OFF; DELETE FROM commands WHERE command_id = 'c2'";
+    sql(&j, delete).await;
+    let r = j.verify().await.unwrap();
+    let (seq, command, kind, detail) = broken(&r);
+    assert_eq!(
+        (seq, command, kind),
+        (5, Some("c2"), Break::RowMissing),
+        "{detail}"
+    );
+    assert!(detail.contains("deleted afterwards"), "{detail}");
+}
