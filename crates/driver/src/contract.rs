@@ -188,6 +188,12 @@ impl ErrorCode {
         }
     }
 
+    /// Whether `code` is one closedloop itself reports (one of [`ErrorCode::FIXED`]): a plant's
+    /// `fail_when` may not take it, or a model would read the plant's failure as closedloop's.
+    pub fn is_reserved(code: &str) -> bool {
+        !matches!(ErrorCode::parse(code), ErrorCode::Signal(_))
+    }
+
     /// What the agent should do next, per the contract's table.
     pub fn hint(&self) -> &'static str {
         match self {

@@ -244,12 +244,17 @@ fn fail_when_codes_and_stopped_when() {
         "action.move_to.fail_when.motor_stall",
         "[A-Z][A-Z0-9_]*",
     );
-    expect_one(
-        &edit("MOTOR_STALL = \"fault\"", "TIMEOUT = \"fault\""),
-        Some("slide"),
-        "action.move_to.fail_when.TIMEOUT",
-        "closedloop itself reports",
-    );
+    // Every code closedloop reports, from the one list (NO_FEEDBACK, UNKNOWN_DEVICE,
+    // RATE_LIMITED and DEADMAN were once accepted).
+    for code in closedloop_driver::ErrorCode::FIXED {
+        let code = code.as_str();
+        expect_one(
+            &edit("MOTOR_STALL = \"fault\"", &format!("{code} = \"fault\"")),
+            Some("slide"),
+            &format!("action.move_to.fail_when.{code}"),
+            "closedloop itself reports",
+        );
+    }
     expect_one(
         &edit("cancel = [{ coil = 1, value = \"true\" }]\n", ""),
         Some("slide"),

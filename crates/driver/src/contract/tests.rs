@@ -71,3 +71,13 @@ fn statuses_round_trip_and_classify() {
     assert!(Status::Timeout.is_error());
     assert!(!Status::Cancelled.is_error());
 }
+
+#[test]
+fn every_code_closedloop_reports_is_reserved_and_no_plant_code_is() {
+    for c in ErrorCode::FIXED {
+        assert!(ErrorCode::is_reserved(c.as_str()), "{c:?}");
+    }
+    for code in ["MOTOR_STALL", "OVERCURRENT", "TIMEOUT_2", "no_feedback"] {
+        assert!(!ErrorCode::is_reserved(code), "{code}");
+    }
+}

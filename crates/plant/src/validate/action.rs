@@ -12,23 +12,6 @@ use crate::plant::DriverConfig;
 use crate::schema::MAX_TOOL_NAME;
 use std::collections::BTreeMap;
 
-/// Error codes of the contract that a `fail_when` may not reuse (they mean something else).
-const RESERVED_CODES: &[&str] = &[
-    "INVALID_PARAMS",
-    "INTERLOCK",
-    "DEVICE_OFFLINE",
-    "DEVICE_BUSY",
-    "BUS_NAK",
-    "REGISTER_INVALID",
-    "FEEDBACK_MISMATCH",
-    "TIMEOUT",
-    "CRC_MISMATCH",
-    "INTERRUPTED",
-    "CANCELLED",
-    "UNAUTHORIZED",
-    "UNKNOWN_COMMAND",
-];
-
 pub(crate) fn actions(p: &mut Pending, catalog: &Catalog, sink: &mut Sink) -> Vec<Action> {
     let own = p.signal_kinds();
     let own = &own;
@@ -257,7 +240,7 @@ impl ActionCheck<'_> {
                     .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
             if !valid {
                 self.err(&k, format!("\"{code}\" is not an error code; write it in capitals like MOTOR_STALL ([A-Z][A-Z0-9_]*)"));
-            } else if RESERVED_CODES.contains(&code.as_str()) {
+            } else if closedloop_driver::ErrorCode::is_reserved(code) {
                 self.err(&k, format!("{code} is an error code closedloop itself reports; name this failure after its cause, e.g. MOTOR_STALL"));
             }
             if let Some(x) = self.expr(ctx, &k, Some(e), Want::Bool) {
