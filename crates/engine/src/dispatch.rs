@@ -143,19 +143,12 @@ impl Supervisor {
         Ok((Prepared { writes, expect_s }, baseline))
     }
 
-    /// The deadline from now: `expect_s × timeout_factor + timeout_floor_ms + poll_ms`, or for
-    /// "already so" on a device that reports when it likes, at least `expect_s +
-    /// max_silence_s + timeout_floor_ms` (only a report sent after expect_s can confirm, and a
-    /// live device sends one within max_silence_s).
+    /// The deadline from now ([`closedloop_plant::Action::deadline_s`]): for "already so" on a
+    /// device that reports when it likes, the longer one (only a report sent after expect_s
+    /// can confirm, and a live device sends one within max_silence_s).
     fn budget_s(&self, expect_s: f64) -> f64 {
-        let floor_s = self.action.timeout_floor_ms as f64 / 1000.0;
-        let budget =
-            expect_s * self.action.timeout_factor + floor_s + self.dev.spec.poll_ms as f64 / 1000.0;
-        if self.baseline_done && self.dev.reporting() != Reporting::Polled {
-            budget.max(expect_s + self.dev.spec.liveness.max_silence_s + floor_s)
-        } else {
-            budget
-        }
+        let pushed = self.baseline_done && self.dev.reporting() != Reporting::Polled;
+        self.action.deadline_s(&self.dev.spec, expect_s, pushed)
     }
 
     /// Sets the deadline and journals `dispatched`; `None` when the journal did not take it.

@@ -71,6 +71,26 @@ pub struct Action {
 }
 
 impl Action {
+    /// The deadline after dispatch, in seconds, for an expected duration of `expect_s` on
+    /// `device`: `expect_s × timeout_factor + timeout_floor_ms + one poll`. When the device
+    /// reports when it likes (`reports_when_it_likes`: a push device whose baseline is taken)
+    /// at least `expect_s + max_silence_s + timeout_floor_ms`, as its report may take that long.
+    /// The one formula: dispatch sets it, `check` warns with it, the prompts say it.
+    pub fn deadline_s(
+        &self,
+        device: &crate::Device,
+        expect_s: f64,
+        reports_when_it_likes: bool,
+    ) -> f64 {
+        let floor_s = self.timeout_floor_ms as f64 / 1000.0;
+        let budget = expect_s * self.timeout_factor + floor_s + device.poll_ms as f64 / 1000.0;
+        if reports_when_it_likes {
+            budget.max(expect_s + device.liveness.max_silence_s + floor_s)
+        } else {
+            budget
+        }
+    }
+
     /// Checks a tool call's arguments (without `wait_s` and `idempotency_key`) against the
     /// declared parameters: all required, none unknown, types, whole integers, ranges, enums.
     pub fn check_params(

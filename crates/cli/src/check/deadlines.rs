@@ -62,9 +62,7 @@ fn constant_deadline_s(device: &Device, action: &Action) -> Option<f64> {
         extra_strings: &[],
     };
     let expect_s = e.eval_f64(&scope).ok()?;
-    let floor_s = action.timeout_floor_ms as f64 / 1000.0;
-    let poll_s = device.poll_ms as f64 / 1000.0;
-    Some(expect_s * action.timeout_factor + floor_s + poll_s)
+    Some(action.deadline_s(device, expect_s, false))
 }
 
 /// The MQTT devices whose reports `done_when` waits for: the action's own device, when it is

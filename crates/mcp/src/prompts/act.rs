@@ -183,10 +183,9 @@ fn conditions_text(t: &mut String, a: &Action) {
 
 /// The expected duration and the deadline after which the command ends timeout or failed.
 fn deadline_text(t: &mut String, d: &Device, a: &Action) {
-    let extra_s = a.timeout_floor_ms as f64 / 1000.0 + d.poll_ms as f64 / 1000.0;
     match a.expect_s.source().trim().parse::<f64>() {
         Ok(expect) => {
-            let deadline = expect * a.timeout_factor + extra_s;
+            let deadline = a.deadline_s(d, expect, false);
             let _ = writeln!(
                 t,
                 "- Expected duration: about {expect} s. Deadline: {deadline:.2} s after dispatch \
