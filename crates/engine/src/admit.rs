@@ -44,8 +44,11 @@ pub(crate) fn values_read(expr: &Expr, scope: &Scope) -> String {
         expr.devices()
             .iter()
             .map(|(d, s)| match scope.devices.get(d).and_then(|m| m.get(s)) {
-                Some(v) => format!("devices.{d}.{s} = {v}"),
-                None => format!("devices.{d}.{s} has no value yet"),
+                Some(v) => format!("{} = {v}", closedloop_plant::other_device_name(d, s)),
+                None => format!(
+                    "{} has no value yet",
+                    closedloop_plant::other_device_name(d, s)
+                ),
             });
     let all: Vec<String> = params.chain(signals).chain(devices).collect();
     if all.is_empty() {
@@ -125,7 +128,11 @@ fn not_judgeable(
         .iter()
         .find_map(|s| Some((s, snap.usable(s, rule).err()?)))
     {
-        return Some(unusable.describe(&format!("devices.{d}.{s}"), now_ms, crate::clock::rfc3339));
+        return Some(unusable.describe(
+            &closedloop_plant::other_device_name(d, s),
+            now_ms,
+            crate::clock::rfc3339,
+        ));
     }
     let stale: Vec<&str> = signals
         .iter()

@@ -14,7 +14,7 @@ use crate::machine::{Event, Reading};
 use crate::plan::{self, Request};
 use crate::supervisor::Supervisor;
 use closedloop_driver::Value;
-use closedloop_plant::{Action, Expr, Scope};
+use closedloop_plant::{Action, Expr, Scope, other_device, other_device_name};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -42,10 +42,7 @@ pub(crate) struct View {
 impl View {
     /// A criterion value by its evidence name (`position_mm`, `devices.meter.contact`).
     fn value_of(&self, name: &str) -> Option<Value> {
-        match name
-            .strip_prefix("devices.")
-            .and_then(|r| r.split_once('.'))
-        {
+        match other_device(name) {
             Some((d, s)) => self.devices.get(d).and_then(|m| m.get(s)).copied(),
             None => self.signals.get(name).copied(),
         }
@@ -65,7 +62,7 @@ pub(crate) fn baseline_of(action: &Action, scope: &Scope) -> (BTreeMap<String, V
         .filter_map(|s| scope.signals.get(s).map(|v| (s.clone(), *v)));
     let others = done.devices().iter().filter_map(|(d, s)| {
         let v = scope.devices.get(d).and_then(|m| m.get(s))?;
-        Some((format!("devices.{d}.{s}"), *v))
+        Some((other_device_name(d, s), *v))
     });
     (
         own.chain(others).collect(),
@@ -130,10 +127,7 @@ impl Supervisor {
         let Some(done) = &self.action.done_when else {
             return true;
         };
-        match name
-            .strip_prefix("devices.")
-            .and_then(|r| r.split_once('.'))
-        {
+        match other_device(name) {
             Some((d, sig)) => done.devices().iter().any(|(dd, ss)| dd == d && ss == sig),
             None => done.signals().iter().any(|s| s == name),
         }
@@ -206,7 +200,7 @@ impl Supervisor {
                 .or_default()
                 .insert(s.clone(), v.value);
             let unit = self.ctx.devices.get(&d).and_then(|dev| unit_of(dev, &s));
-            note(format!("devices.{d}.{s}"), v, unit);
+            note(other_device_name(&d, &s), v, unit);
         }
         Some(View {
             signals,
@@ -267,7 +261,7 @@ impl Supervisor {
             let fence = *self.fences.get(&d)?;
             let dev = self.ctx.devices.get(&d)?;
             let failure = dev.with_snapshot(|o| o.reading(&s)?.failure().cloned())?;
-            (failure.seq > fence).then(|| (format!("devices.{d}.{s}"), failure))
+            (failure.seq > fence).then(|| (other_device_name(&d, &s), failure))
         });
         own.chain(others).flatten().collect()
     }
@@ -293,9 +287,7 @@ impl Supervisor {
         }
         let (name, f) = failed.first()?;
         let at = crate::clock::rfc3339(f.since_ms);
-        let device = (name.strip_prefix("devices."))
-            .and_then(|r| r.split_once('.'))
-            .map_or(self.dev.id(), |(d, _)| d);
+        let device = other_device(name).map_or(self.dev.id(), |(d, _)| d);
         let detail = format!(
             "{device} answered after the write was acknowledged, but {name} has had no value \
              since {at} ({}), so nothing shows whether {} acted; the write may have taken effect.",
@@ -360,7 +352,7 @@ impl Supervisor {
         own && done
             .devices()
             .iter()
-            .all(|(d, s)| self.baseline.contains_key(&format!("devices.{d}.{s}")))
+            .all(|(d, s)| self.baseline.contains_key(&other_device_name(d, s)))
     }
 
     /// Turns a sample into an event, if it says something new about this command.

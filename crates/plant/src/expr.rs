@@ -21,6 +21,17 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 
+/// `devices.<id>.<signal>`, the one spelling of another device's signal in an expression and in
+/// evidence: `Some((id, signal))`, or `None` for a name of the device's own (`position_mm`).
+pub fn other_device(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix("devices.")?.split_once('.')
+}
+
+/// The name [`other_device`] reads: `devices.<id>.<signal>`.
+pub fn other_device_name(device: &str, signal: &str) -> String {
+    format!("devices.{device}.{signal}")
+}
+
 /// A compiled expression.
 ///
 /// # Invariants
@@ -228,7 +239,7 @@ impl Expr {
         let absent =
             |(d, s): &&(String, String)| scope.devices.get(d).is_none_or(|m| !m.contains_key(s));
         if let Some((d, s)) = n.devices.iter().find(absent) {
-            return missing(format!("devices.{d}.{s}"));
+            return missing(other_device_name(d, s));
         }
         if let Some(x) = n
             .extras
@@ -276,8 +287,8 @@ impl VariableResolver for Resolver<'_> {
                 ParamValue::String(s) => CowVal::owned(CelString::from(s.as_str())),
             });
         }
-        if let Some(rest) = name.strip_prefix("devices.") {
-            let (d, s) = rest.split_once('.')?;
+        if name.starts_with("devices.") {
+            let (d, s) = other_device(name)?;
             return self.scope.devices.get(d)?.get(s).map(value);
         }
         if let Some(v) = self.scope.signals.get(name) {

@@ -57,7 +57,7 @@ pub use action::{Action, TaskSupport, Verification, WriteEntry};
 pub use cells::{Cell, Cells};
 pub use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{PlantError, PlantErrors};
-pub use expr::{EvalError, Expr, Scope};
+pub use expr::{EvalError, Expr, Scope, other_device, other_device_name};
 pub use journal_view::{JournalView, load_journal_view};
 pub use limits::Limit;
 pub use params::{ParamError, ParamProblem, ParamSpec, ParamType, ParamValue, Params};

@@ -164,14 +164,17 @@ fn variables(exprs: &[&Expr], cx: &Context) -> BTreeMap<String, Var> {
             out.insert(format!("params.{p}"), param_var(cx, p, &constants, &texts));
         }
         for (d, s) in e.devices() {
-            out.insert(format!("devices.{d}.{s}"), signal_var(cx, d, s, &constants));
+            out.insert(
+                closedloop_plant::other_device_name(d, s),
+                signal_var(cx, d, s, &constants),
+            );
         }
     }
     for (name, v) in out.iter_mut() {
         // The journal's sample is by `devices.<id>.<signal>`; a bare name is the device's own.
         let key = match name.split_once('.') {
             Some(("devices" | "params", _)) => name.clone(),
-            _ => format!("devices.{}.{name}", cx.device),
+            _ => closedloop_plant::other_device_name(&cx.device, name),
         };
         if let (Var::Number(c, _), Some(seen)) = (v, cx.recorded.get(&key)) {
             c.extend(seen.iter().copied().take(64));

@@ -190,7 +190,7 @@ pub(crate) fn sample(recorded: &mut Recorded, device: &str, reading: &Reading) {
         let key = if name.starts_with("devices.") {
             name.clone()
         } else {
-            format!("devices.{device}.{name}")
+            closedloop_plant::other_device_name(device, name)
         };
         let seen = recorded.entry(key).or_default();
         if seen.len() < SAMPLES && !seen.contains(&n) {

@@ -79,7 +79,7 @@ fn leaf(ctx: &ExprCtx, l: &Leaf) -> Option<(String, &'static str)> {
             .get(*s)
             .copied()
             .flatten()
-            .map(|b| (format!("devices.{d}.{s}"), bool_kind(b))),
+            .map(|b| (crate::expr::other_device_name(d, s), bool_kind(b))),
         Leaf::Param(p) => ctx.params.iter().find(|s| s.name == *p).map(|s| {
             let k = match s.ty {
                 ParamType::Bool => "a bool",

@@ -164,10 +164,7 @@ fn track<'p>(plant: &'p Plant, name: &str) -> Option<Track<'p>> {
 fn learn(known: &mut Known, device: &str, r: &Reading, at_ms: i64) {
     for (name, v) in &r.values {
         let Some(v) = value(v) else { continue };
-        let (d, s) = match name
-            .strip_prefix("devices.")
-            .and_then(|rest| rest.split_once('.'))
-        {
+        let (d, s) = match closedloop_plant::other_device(name) {
             Some((d, s)) => (d, s),
             None => (device, name.as_str()),
         };

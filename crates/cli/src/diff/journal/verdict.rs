@@ -142,7 +142,7 @@ pub(crate) fn unjournaled(action: &Action, device: &str, readings: &[Reading]) -
         for (d, s) in e.devices() {
             names.push(match d == device {
                 true => s.clone(),
-                false => format!("devices.{d}.{s}"),
+                false => closedloop_plant::other_device_name(d, s),
             });
         }
     }
@@ -159,10 +159,7 @@ fn scope_of(device: &str, r: &Reading) -> (BTreeMap<String, Value>, Devices) {
     let mut devices = Devices::new();
     for (name, v) in &r.values {
         let Some(v) = value(v) else { continue };
-        match name
-            .strip_prefix("devices.")
-            .and_then(|rest| rest.split_once('.'))
-        {
+        match closedloop_plant::other_device(name) {
             Some((d, s)) => {
                 devices
                     .entry(d.to_string())

@@ -198,7 +198,7 @@ impl Watch {
         }
         if let Some(r) = blind.map(|i| &self.reads[i]) {
             let now_ms = ctx.clock.now_ms();
-            let name = format!("devices.{}.{}", r.device.id(), r.signal);
+            let name = closedloop_plant::other_device_name(r.device.id(), &r.signal);
             let rule = r.device.freshness(now_ms);
             let words = r
                 .device
