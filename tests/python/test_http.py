@@ -179,3 +179,15 @@ async def test_status_wait_sends_progress(http_session) -> None:
             sc = await follow(session, first["command_id"])
         assert sc["status"] == "completed" and sc["verified"] is True, sc
         assert abs(sc["evidence"]["temperature_c"]["value"] - 35.0) <= 0.5, sc["evidence"]
+
+
+async def test_closing_a_session_logs_no_failure_in_the_official_sdk(
+    http_session, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 56: the SDK's DELETE at the end of a session got 202, and the SDK logged "Session
+    termination failed: 202" every time; closedloop answers 200, as the SDKs expect."""
+    caplog.set_level("DEBUG", logger="mcp.client.streamable_http")
+    async with http_session() as session:
+        await session.list_tools()
+    messages = [r.getMessage() for r in caplog.records if r.name == "mcp.client.streamable_http"]
+    assert not [m for m in messages if "Session termination failed" in m], messages

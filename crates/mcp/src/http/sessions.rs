@@ -95,7 +95,14 @@ pub(super) async fn layer(State(s): State<Arc<Sessions>>, req: Request, next: Ne
             )
                 .into_response();
         }
-        return next.run(req).await;
+        let closing = req.method() == axum::http::Method::DELETE;
+        let mut response = next.run(req).await;
+        // rmcp answers a closed session 202; the official SDKs expect 200 or 204 and log a
+        // failure otherwise. The session is closed either way: say so as they expect.
+        if closing && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
+        return response;
     }
     let response = next.run(req).await;
     let Some(id) = session_id(response.headers()) else {
