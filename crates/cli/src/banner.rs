@@ -67,9 +67,18 @@ pub fn banner(engine: &Engine, plant_path: &str, endpoints: &[(String, String)])
         listed(", {} offline", &offline),
         listed(", {} unknown", &unknown),
     );
-    if !unknown.is_empty() {
-        let means = closedloop_engine::UNKNOWN_MEANS;
-        out.push_str(&format!("closedloop: unknown: {means}\n"));
+    // What unknown means, in the words of each protocol an unknown device speaks.
+    let mut said = Vec::new();
+    for d in plant
+        .devices
+        .iter()
+        .filter(|d| unknown.contains(&d.id.as_str()))
+    {
+        let means = closedloop_engine::unknown_means(&d.driver);
+        if !said.contains(&means) {
+            said.push(means);
+            out.push_str(&format!("closedloop: unknown: {means}\n"));
+        }
     }
     let journal = closedloop_journal::shown_url(&plant.server.journal);
     out.push_str(&match engine.shared_instance() {

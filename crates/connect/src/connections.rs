@@ -138,12 +138,6 @@ pub fn build_drivers(plant: &Plant) -> Result<Drivers, ConnectError> {
                     dbc: Arc::new(dbc),
                 }
             }
-            other => {
-                return Err(ConnectError::UnsupportedDriver {
-                    device: d.id.clone(),
-                    kind: other.kind().into(),
-                });
-            }
         };
         map.insert(d.id.clone(), connection);
     }

@@ -40,16 +40,6 @@ pub enum ConnectError {
     /// A device has no driver.
     #[error("device {0:?} has no driver")]
     NoDriver(String),
-    /// A driver kind this build cannot run.
-    #[error(
-        "device {device:?}: driver kind {kind:?} is not available in this build; use kind = \"sim\", \"modbus-tcp\", \"modbus-rtu\", \"mqtt\", \"opcua\" or \"can\""
-    )]
-    UnsupportedDriver {
-        /// Device id.
-        device: String,
-        /// Driver kind.
-        kind: String,
-    },
     /// A driver could not be set up (a bad address, a serial port opened twice with other settings).
     #[error("device {device:?}: {message}")]
     Driver {

@@ -83,7 +83,11 @@ impl Engine {
         let now = self.ctx.clock.now_ms();
         let (owner, epoch) = self.ctx.ownership.owner_of(device).unzip();
         let here = self.ctx.ownership.instance();
-        let detail = crate::state_text::detail(&snap, device, here, owner.as_deref());
+        let at = crate::state_text::Where {
+            here,
+            owner: owner.as_deref(),
+        };
+        let detail = crate::state_text::detail(dev, &snap, at);
         let mut state = DeviceState {
             owner,
             epoch,

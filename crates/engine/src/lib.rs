@@ -112,7 +112,7 @@ pub use device::{Failure, Freshness, Liveness, Reading, SignalValue, Snapshot, U
 pub use engine::{Engine, MAX_WAIT};
 pub use raw::{MAX_RAW_COUNT, RawError, RawRead};
 pub use result::{CommandResult, TimelineEntry};
-pub use state_text::UNKNOWN_MEANS;
+pub use state_text::unknown_means;
 
 use thiserror::Error;
 

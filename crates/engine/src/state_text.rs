@@ -4,18 +4,36 @@
 //! reads the devices it can open; one that cannot reach a device (a serial line on another
 //! machine, a `gateways = [...]` list without it) reads it offline while its owner runs it.
 
-use crate::device::Snapshot;
+use crate::device::{DeviceRuntime, Snapshot};
 use closedloop_driver::sample::Liveness;
+use closedloop_plant::DriverConfig;
 
-/// The detail of `device`'s state read at the gateway `here`, whose lease `owner` holds (if any).
-pub(crate) fn detail(
-    snap: &Snapshot,
+/// Where a state is read: the gateway `here`, and the gateway whose lease (`owner`) holds the
+/// device, if any.
+pub(crate) struct Where<'a> {
+    pub(crate) here: &'a str,
+    pub(crate) owner: Option<&'a str>,
+}
+
+/// The detail of `dev`'s state read at `at`.
+pub(crate) fn detail(dev: &DeviceRuntime, snap: &Snapshot, at: Where<'_>) -> Option<String> {
+    let offline_why =
+        (snap.liveness == Liveness::Offline).then(|| crate::device::offline_detail(dev, snap));
+    detail_of(dev.id(), &dev.spec.driver, snap, at, offline_why)
+}
+
+/// [`detail`], given why the device is offline when it is.
+fn detail_of(
     device: &str,
-    here: &str,
-    owner: Option<&str>,
+    driver: &DriverConfig,
+    snap: &Snapshot,
+    Where { here, owner }: Where<'_>,
+    offline_why: Option<String>,
 ) -> Option<String> {
+    let driven_elsewhere = owner.is_some_and(|o| o != here);
     let parts: Vec<String> = [
-        never_heard(snap.liveness, device),
+        never_heard(snap.liveness, device, driver),
+        offline_why.filter(|_| !driven_elsewhere),
         unreadable(snap),
         elsewhere(snap.liveness, device, here, owner),
     ]
@@ -25,15 +43,27 @@ pub(crate) fn detail(
     (!parts.is_empty()).then(|| parts.join(" "))
 }
 
-/// What `unknown` means, said where it is read: the one word the banner, the state and the
-/// refusals use for a device nothing has been heard from since the start.
-pub const UNKNOWN_MEANS: &str = "no answer since closedloop started (no reading, \
-    heartbeat or status message); a retained MQTT message is not a sign of life";
+/// What `unknown` means for a device on `driver`, in its protocol's words: the one sentence
+/// the banner and the state use for a device nothing has been heard from since the start.
+pub fn unknown_means(driver: &DriverConfig) -> &'static str {
+    match driver {
+        DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. } => {
+            "no valid answer to a poll since closedloop started"
+        }
+        DriverConfig::Mqtt { .. } => {
+            "no message since closedloop started (no reading, heartbeat or status message); a \
+             retained message is not a sign of life"
+        }
+        DriverConfig::Opcua { .. } => "no good value read or notified since closedloop started",
+        DriverConfig::Can { .. } => "no frame of its messages since closedloop started",
+    }
+}
 
-/// "lamp is unknown: no answer since closedloop started …".
-fn never_heard(liveness: Liveness, device: &str) -> Option<String> {
+/// "lamp is unknown: no valid answer to a poll since closedloop started …".
+fn never_heard(liveness: Liveness, device: &str, driver: &DriverConfig) -> Option<String> {
     (liveness == Liveness::Unknown).then(|| {
-        format!("{device} is unknown: {UNKNOWN_MEANS}. Its values, if any, are not current.")
+        let means = unknown_means(driver);
+        format!("{device} is unknown: {means}. Its values, if any, are not current.")
     })
 }
 
@@ -89,6 +119,31 @@ mod tests {
         Snapshot::with_liveness(Liveness::Offline)
     }
 
+    /// A device's driver table as a plant file gives it, with one `signal` of its protocol.
+    fn driver_with(table: &str, signal: &str) -> DriverConfig {
+        let src = format!(
+            "[[device]]\nid = \"lamp\"\ndescription = \"d\"\ndriver = {table}\n\
+             [device.signals]\ncontact = {signal}\n"
+        );
+        let plant = closedloop_plant::parse(&src, "p.toml", std::path::Path::new("/srv"));
+        plant.expect("a plant").devices[0].driver.clone()
+    }
+
+    fn driver(table: &str) -> DriverConfig {
+        driver_with(table, "{ discrete_input = 0 }")
+    }
+
+    fn sim() -> DriverConfig {
+        driver("{ kind = \"sim\", model = \"relay\" }")
+    }
+
+    fn detail(snap: &Snapshot, device: &str, here: &str, owner: Option<&str>) -> Option<String> {
+        let why = (snap.liveness == Liveness::Offline).then(|| {
+            format!("{device} gave no valid answer for more than 1 s (last error: timeout).")
+        });
+        detail_of(device, &sim(), snap, Where { here, owner }, why)
+    }
+
     #[test]
     fn a_device_offline_here_and_driven_elsewhere_says_whose_reads_these_are() {
         let text = detail(&offline(), "lamp", "b", Some("a")).unwrap();
@@ -100,9 +155,11 @@ mod tests {
     }
 
     #[test]
-    fn nothing_is_added_for_the_owner_a_single_gateway_or_a_device_online_here() {
-        assert_eq!(detail(&offline(), "lamp", "a", Some("a")), None);
-        assert_eq!(detail(&offline(), "lamp", "a", None), None);
+    fn the_owner_or_a_single_gateway_says_why_offline_and_an_online_device_adds_nothing() {
+        let reason =
+            Some("lamp gave no valid answer for more than 1 s (last error: timeout).".into());
+        assert_eq!(detail(&offline(), "lamp", "a", Some("a")), reason);
+        assert_eq!(detail(&offline(), "lamp", "a", None), reason);
         let online = Snapshot::with_liveness(Liveness::Online);
         assert_eq!(detail(&online, "lamp", "b", Some("a")), None);
     }
@@ -112,14 +169,29 @@ mod tests {
     #[test]
     fn an_unknown_device_s_state_says_no_answer_since_start_and_that_retained_is_not_life() {
         let unknown = Snapshot::with_liveness(Liveness::Unknown);
-        let text = detail(&unknown, "relay1", "a", None).unwrap();
+        let mqtt = driver_with(
+            "{ kind = \"mqtt\", broker = \"mqtt://127.0.0.1:1883\", client_id = \"t\" }",
+            "{ topic = \"t/state\", type = \"bool\" }",
+        );
+        let at = || Where {
+            here: "a",
+            owner: None,
+        };
+        let text = detail_of("relay1", &mqtt, &unknown, at(), None).unwrap();
         assert!(
-            text.starts_with("relay1 is unknown: no answer since closedloop started"),
+            text.starts_with("relay1 is unknown: no message since closedloop started"),
             "{text}"
         );
         assert!(
-            text.contains("a retained MQTT message is not a sign of life"),
+            text.contains("a retained message is not a sign of life"),
             "{text}"
+        );
+        // A Modbus device in its own words: no MQTT sentence.
+        let modbus = driver("{ kind = \"modbus-tcp\", address = \"127.0.0.1:502\", unit = 1 }");
+        let text = detail_of("pump", &modbus, &unknown, at(), None).unwrap();
+        assert_eq!(
+            text,
+            "pump is unknown: no valid answer to a poll since closedloop started. Its values, if any, are not current."
         );
     }
 }

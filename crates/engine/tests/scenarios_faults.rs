@@ -362,3 +362,34 @@ async fn status_past_expect_s_counts_the_deadline_not_less_than_a_tenth_left() {
     );
     assert_eq!(rig.sim("lamp").peek().contact, Some(false));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offline_device_s_state_says_why_as_its_refusal_does() {
+    let rig = rig(&relay("")).await;
+    rig.online("lamp").await;
+    rig.sim("lamp").inject(FaultSpec {
+        fault: Fault::PowerOff,
+        after_ms: None,
+    });
+    let mut state = rig.engine.device_state("lamp").unwrap();
+    for _ in 0..100 {
+        if state.liveness == closedloop_engine::Liveness::Offline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        state = rig.engine.device_state("lamp").unwrap();
+    }
+    assert_eq!(state.liveness, closedloop_engine::Liveness::Offline);
+    let detail = state.detail.expect("an offline device says why");
+    assert!(
+        detail.starts_with("lamp gave no valid answer for more than"),
+        "{detail}"
+    );
+    let r = rig.act("lamp", "switch", json!({"on": true}), 0.0).await;
+    assert_eq!(code(&r).as_str(), "DEVICE_OFFLINE");
+    let refused = r.detail.unwrap();
+    assert!(
+        refused.starts_with(&detail[..detail.find(" s").unwrap()]),
+        "{refused} / {detail}"
+    );
+}

@@ -159,7 +159,10 @@ fn expr_is_clone_send_sync() {
 
 #[test]
 fn another_device_s_signal_has_one_spelling_read_and_written_by_one_pair() {
-    assert_eq!(other_device("devices.meter.contact"), Some(("meter", "contact")));
+    assert_eq!(
+        other_device("devices.meter.contact"),
+        Some(("meter", "contact"))
+    );
     assert_eq!(other_device("contact"), None);
     assert_eq!(other_device("devices.meter"), None);
     let name = other_device_name("meter", "contact");

@@ -174,7 +174,7 @@ fn variables(exprs: &[&Expr], cx: &Context) -> BTreeMap<String, Var> {
         // The journal's sample is by `devices.<id>.<signal>`; a bare name is the device's own.
         let key = match name.split_once('.') {
             Some(("devices" | "params", _)) => name.clone(),
-            _ => closedloop_plant::other_device_name(&cx.device, name),
+            _ => closedloop_plant::other_device_name(cx.device, name),
         };
         if let (Var::Number(c, _), Some(seen)) = (v, cx.recorded.get(&key)) {
             c.extend(seen.iter().copied().take(64));

@@ -50,7 +50,7 @@ pub async fn unknown_on_retained(run: &Run, board: &mut Board) -> Client {
         s["detail"]
             .as_str()
             .unwrap_or_default()
-            .starts_with("pump is unknown: no answer since closedloop started"),
+            .starts_with("pump is unknown: no message since closedloop started"),
         "{s}"
     );
     let (tool, args, want_status, want_code) = &run.calls[0];

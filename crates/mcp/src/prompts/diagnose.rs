@@ -77,7 +77,6 @@ fn driver_text(d: &Device) -> String {
         DriverConfig::Mqtt { broker, .. } => format!("MQTT through the broker {broker}"),
         DriverConfig::Opcua { endpoint, .. } => format!("OPC UA at {endpoint}"),
         DriverConfig::Can { interface, .. } => format!("CAN on {interface}"),
-        other => format!("a {} driver", other.kind()),
     }
 }
 

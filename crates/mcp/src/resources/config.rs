@@ -97,7 +97,6 @@ fn driver(cfg: &DriverConfig) -> Value {
             v["bitrate"] = json!(bitrate);
             v["dbc"] = json!(dbc.display().to_string());
         }
-        _ => {}
     }
     v
 }

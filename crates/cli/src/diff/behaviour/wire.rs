@@ -59,7 +59,6 @@ pub(super) fn driver(d: &DriverConfig) -> String {
         } => {
             format!("can {interface} {bitrate} bit/s dbc {}", dbc.display())
         }
-        other => other.kind().to_string(),
     }
 }
 
