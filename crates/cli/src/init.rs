@@ -200,10 +200,13 @@ fn from_mqtt(src: &mqtt::Source, base: &Path) -> Result<(String, Summary), Strin
     let ca = src.ca_file.map(from_plant);
     let cert = src.client_cert.map(from_plant);
     let key = src.client_key.map(from_plant);
+    let server = server_name(&format!("mqtt-{host}"));
+    let client_id = format!("closedloop-{server}-{}", unique_suffix());
     let header = ha_render::Header {
         broker: src.url,
         prefix: src.prefix,
-        server: &server_name(&format!("mqtt-{host}")),
+        server: &server,
+        client_id: &client_id,
         username: src.username,
         ca_file: ca.as_deref(),
         client_cert: cert.as_deref().zip(key.as_deref()),
@@ -414,4 +417,14 @@ confirm = true
             found[0]
         );
     }
+}
+
+/// Six hex digits no two runs of `init` share but by chance (1 in 16 million): the process's
+/// randomly seeded hasher over its id and the time. Written into the client id, so two plants
+/// made from one broker never take each other's connection.
+fn unique_suffix() -> String {
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now();
+    let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), now));
+    format!("{:06x}", h & 0xff_ffff)
 }

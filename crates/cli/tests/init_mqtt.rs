@@ -198,3 +198,38 @@ fn wrong_arguments_are_refused_before_anything_is_opened() {
         stderr(&none)
     );
 }
+
+/// Issue 56: two plants made from one broker once shared `closedloop-mqtt-127-0-0-1`, and their
+/// gateways closed each other's connection every 100 ms. Each run writes its own id.
+#[tokio::test]
+async fn two_plants_from_one_broker_get_client_ids_that_do_not_collide() {
+    let broker = Mosquitto::start().await;
+    let client = broker.client("publisher").await;
+    publish_retained(&client, "homeassistant/switch/desk/relay/config", RELAY)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let url = broker.url.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            init(&["--mqtt", &url, "--listen", "200ms", "--dry-run"])
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let id = text
+            .split("client_id = \"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("a client_id")
+            .to_string();
+        let suffix = id.strip_prefix("closedloop-mqtt-127-0-0-1-").expect(&id);
+        assert!(
+            suffix.len() == 6 && suffix.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1]);
+}

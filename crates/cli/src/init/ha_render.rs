@@ -11,8 +11,11 @@ pub struct Header<'a> {
     pub broker: &'a str,
     /// The discovery prefix listened to.
     pub prefix: &'a str,
-    /// The `[server] name` (and the client id's suffix).
+    /// The `[server] name`.
     pub server: &'a str,
+    /// The MQTT client id the plant's devices share: one no other plant's can collide with
+    /// (a broker keeps one connection per id, and two gateways with one id close each other).
+    pub client_id: &'a str,
     /// The user name given, if any (its password goes to `${env:MQTT_PASSWORD}`).
     pub username: Option<&'a str>,
     /// The CA file given, if any.
@@ -49,7 +52,7 @@ fn driver(h: &Header) -> String {
     let mut fields = vec![
         "kind = \"mqtt\"".to_string(),
         format!("broker = {}", quote(h.broker)),
-        format!("client_id = {}", quote(&format!("closedloop-{}", h.server))),
+        format!("client_id = {}", quote(h.client_id)),
     ];
     if let Some(u) = h.username {
         fields.push(format!("username = {}", quote(u)));

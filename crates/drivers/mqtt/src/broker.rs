@@ -168,7 +168,10 @@ impl MqttBroker {
             client: client.clone(),
             shared: shared.clone(),
             link: link_tx,
+            client_id: config.client_id.clone(),
             url: config.url,
+            connected_at: None,
+            quick_closes: 0,
         };
         let task = tokio::spawn(task.run()).abort_handle();
         Ok(MqttBroker {

@@ -180,3 +180,33 @@ async fn a_lost_broker_fails_the_publish_and_the_link_goes_down() {
         Err(Error::Disconnected)
     );
 }
+
+/// Two gateways with one client id: Mosquitto closes the older connection with DISCONNECT 0x8E
+/// (session taken over); the error names the duplicate id instead of "connection closed".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_client_id_is_named_when_the_broker_closes_the_connection() {
+    let m = Mosquitto::start().await;
+    let first = m.client("closedloop-plant").await;
+    let mut link = first.link();
+    let _second = m.client("closedloop-plant").await;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        link.wait_for(|l| *l == Link::Disconnected),
+    )
+    .await
+    .expect("the first connection is closed")
+    .expect("link open");
+    // The two take turns closing each other; the reason names the id (by the broker's
+    // DISCONNECT 0x8E when it sends one, else by the closes in a row).
+    let mut seen = Vec::new();
+    for _ in 0..1000 {
+        if let Some(why) = first.last_error() {
+            if why.contains("client_id \"closedloop-plant\"") {
+                return;
+            }
+            seen.push(why);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the duplicate id was never named: {seen:?}");
+}

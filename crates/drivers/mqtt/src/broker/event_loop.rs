@@ -24,6 +24,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// First wait after a failure, and the wait again once a connection succeeded.
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
+/// A connection the broker closes this soon after its CONNACK counts as closed "at once": two
+/// in a row are what a duplicate client id looks like (the broker keeps one connection per id,
+/// and two clients with it take turns closing each other).
+const QUICK_CLOSE: Duration = Duration::from_secs(5);
+
 /// Everything the task owns: the rumqttc event loop and the ends it reports through.
 pub(super) struct EventLoopTask {
     pub(super) eventloop: EventLoop,
@@ -33,6 +38,12 @@ pub(super) struct EventLoopTask {
     pub(super) link: watch::Sender<Link>,
     /// The broker URL, for the logs.
     pub(super) url: String,
+    /// The client id this connection uses, for the logs (a duplicate is named).
+    pub(super) client_id: String,
+    /// When the current connection's CONNACK came.
+    pub(super) connected_at: Option<Instant>,
+    /// Connections in a row the broker closed within [`QUICK_CLOSE`] of accepting them.
+    pub(super) quick_closes: u32,
 }
 
 impl EventLoopTask {
@@ -45,6 +56,7 @@ impl EventLoopTask {
             match self.eventloop.poll().await {
                 Ok(Event::Incoming(Packet::ConnAck(_))) => {
                     backoff = FIRST_BACKOFF;
+                    self.connected_at = Some(Instant::now());
                     self.connected();
                 }
                 Ok(Event::Incoming(Packet::Publish(publish))) => self.received(publish),
@@ -130,11 +142,28 @@ impl EventLoopTask {
         }
     }
 
+    /// Why the connection was lost, in words; after connections the broker closed at once twice
+    /// in a row, with the duplicate client id that most often causes it.
+    fn why_lost(&mut self, error: &ConnectionError) -> String {
+        let why = tls::explain(error, &self.client_id);
+        let quick = (self.connected_at.take()).is_some_and(|t| t.elapsed() < QUICK_CLOSE);
+        self.quick_closes = if quick { self.quick_closes + 1 } else { 0 };
+        if self.quick_closes < 2 || why.contains("session taken over") {
+            return why;
+        }
+        format!(
+            "{why}; the broker has closed the connection {} times in a row within seconds of \
+             accepting it: most often another client uses the same client_id {:?} (the broker \
+             keeps one connection per id); give each gateway and plant its own client_id",
+            self.quick_closes, self.client_id
+        )
+    }
+
     /// The connection attempt failed or the connection was lost: logs why, records it for
     /// [`MqttBroker::last_error`](super::MqttBroker::last_error), fails every waiting publish
     /// and only then reports the link down.
     fn lost(&mut self, error: &ConnectionError, backoff: Duration) {
-        let why = tls::explain(error);
+        let why = self.why_lost(error);
         {
             let mut s = lock(&self.shared);
             // The same failure again and again (a broker that stays unreachable, a

@@ -128,10 +128,25 @@ fn system_roots() -> Result<RootCertStore, Error> {
     Ok(roots)
 }
 
-/// The text of a connection error, with what to check when TLS or the broker refused us: this is
-/// what the logs and [`crate::MqttBroker::last_error`] show as the reason the link is down.
-pub(super) fn explain(e: &ConnectionError) -> String {
+/// The text of a connection error, with what to check when TLS or the broker refused us (or
+/// closed us because another client took `client_id`): this is what the logs and
+/// [`crate::MqttBroker::last_error`] show as the reason the link is down.
+pub(super) fn explain(e: &ConnectionError, client_id: &str) -> String {
+    use rumqttc::v5::StateError;
     use rumqttc::v5::mqttbytes::v5::ConnectReturnCode as Code;
+    use rumqttc::v5::mqttbytes::v5::DisconnectReasonCode as Reason;
+    if let ConnectionError::MqttState(StateError::ServerDisconnect {
+        reason_code: Reason::SessionTakenOver,
+        ..
+    }) = e
+    {
+        return format!(
+            "the broker closed this connection because another client connected with the same \
+             client_id {client_id:?} (MQTT reason 0x8E, session taken over): two gateways or \
+             plants share it, and the broker keeps one connection per id; give each its own \
+             client_id"
+        );
+    }
     let hint = match (e, tls_cause(e)) {
         (_, Some(rustls::Error::InvalidCertificate(_))) => {
             "the broker's certificate is not trusted: set ca_file to the CA that signed it, and \
