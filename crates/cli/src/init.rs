@@ -375,6 +375,16 @@ fn clean(p: &Path) -> Vec<Component<'_>> {
     v
 }
 
+/// Six hex digits no two runs of `init` share but by chance (1 in 16 million): the process's
+/// randomly seeded hasher over its id and the time. Written into the client id, so two plants
+/// made from one broker never take each other's connection.
+fn unique_suffix() -> String {
+    use std::hash::BuildHasher;
+    let now = std::time::SystemTime::now();
+    let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), now));
+    format!("{:06x}", h & 0xff_ffff)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,14 +427,4 @@ confirm = true
             found[0]
         );
     }
-}
-
-/// Six hex digits no two runs of `init` share but by chance (1 in 16 million): the process's
-/// randomly seeded hasher over its id and the time. Written into the client id, so two plants
-/// made from one broker never take each other's connection.
-fn unique_suffix() -> String {
-    use std::hash::BuildHasher;
-    let now = std::time::SystemTime::now();
-    let h = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), now));
-    format!("{:06x}", h & 0xff_ffff)
 }
