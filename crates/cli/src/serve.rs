@@ -61,11 +61,14 @@ async fn start_engine_with(
                 closedloop_journal::shown_url(&plant.server.journal)
             )
         })?;
-    let drivers = closedloop_connect::build_drivers(&plant)
+    let mut drivers = closedloop_connect::build_drivers(&plant)
         .with_context(|| format!("{}", plant_path.display()))?;
+    let instance = instance.unwrap_or_else(closedloop_engine::ownership::host_name);
+    if journal.leases().is_some() {
+        drivers.per_instance_client_ids(&instance);
+    }
     let links = drivers.open(&plant.devices)?;
     crate::retention::keep_pruned(&closedloop_plant::JournalView::of(&plant), journal.clone());
-    let instance = instance.unwrap_or_else(closedloop_engine::ownership::host_name);
     let engine = Arc::new(Engine::start_as(Arc::new(plant), journal, links, instance).await?);
     engine.keep_leases().await;
     Ok(engine)

@@ -25,6 +25,17 @@ struct Opened {
 }
 
 impl Drivers {
+    /// Makes every MQTT client id this gateway's own (`<client_id>-<instance>`): gateways that
+    /// share a journal serve one plant file, and a broker keeps one connection per id, so with
+    /// one id they would close each other's connections in turn. Call before [`Drivers::open`].
+    pub fn per_instance_client_ids(&mut self, instance: &str) {
+        for connection in self.map.values_mut() {
+            if let Connection::Mqtt(config) = connection {
+                config.client_id = format!("{}-{instance}", config.client_id);
+            }
+        }
+    }
+
     /// A link for every device of `devices` (the plant the drivers were built from), on one
     /// clock; call inside a tokio runtime. Nothing reads yet: the engine runs each link.
     pub fn open(&self, devices: &[Arc<Device>]) -> Result<Links, ConnectError> {
