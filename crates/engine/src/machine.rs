@@ -194,12 +194,20 @@ impl Machine {
             self.finish(Outcome::readback_mismatch())
         } else if self.moved {
             self.finish(Outcome::timeout(Reason::NotReached))
-        } else if let Some(what_came) =
-            (self.no_value.take()).filter(|_| self.held_early || !self.settled_seen)
-        {
-            // It answered, with no value: not "reported nothing", not "never moved".
-            let reason = Reason::Unreadable(what_came);
-            self.finish(Outcome::failed(ErrorCode::NoFeedback, reason))
+        } else if let Some(what_came) = self.no_value.take() {
+            // Its last report had no value: what the signal is now is unknown — not "reported
+            // nothing", not "never moved", whatever values came before. A device no longer
+            // answering at the deadline is offline.
+            match answering {
+                true => {
+                    let reason = Reason::Unreadable(what_came);
+                    self.finish(Outcome::failed(ErrorCode::NoFeedback, reason))
+                }
+                false => self.finish(Outcome::failed(
+                    ErrorCode::DeviceOffline,
+                    Reason::NoFreshRead { answering },
+                )),
+            }
         } else if self.held_early {
             let code = match answering {
                 true => ErrorCode::NoFeedback,

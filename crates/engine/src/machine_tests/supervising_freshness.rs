@@ -145,7 +145,7 @@ fn supervising_deadline_after_a_payload_that_is_no_value_is_no_feedback_saying_w
         vec![]
     );
     assert_eq!(m.status(), Status::Running, "the judge waits for a value");
-    let fx = m.on(Event::Deadline { answering: false });
+    let fx = m.on(Event::Deadline { answering: true });
     let o = finish(&fx).clone();
     assert_eq!(
         (o.status, o.code, o.reason, o.verified),
@@ -157,6 +157,46 @@ fn supervising_deadline_after_a_payload_that_is_no_value_is_no_feedback_saying_w
         )
     );
     assert_eq!(fx[0], Effect::SafeState { write_cancel: true });
+}
+
+#[test]
+fn supervising_deadline_after_no_value_from_a_device_no_longer_answering_is_offline() {
+    // NO_FEEDBACK says the device is online: one gone silent after its payloads without a
+    // value is offline at the deadline (found by the ground-truth harness).
+    let mut m = supervising(profile());
+    m.on(Event::NoValue {
+        detail: "contact has had no value since t".into(),
+    });
+    let o = finish(&m.on(Event::Deadline { answering: false })).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Failed,
+            Some(ErrorCode::DeviceOffline),
+            Reason::NoFreshRead { answering: false }
+        )
+    );
+}
+
+#[test]
+fn supervising_deadline_after_a_value_then_only_no_value_is_no_feedback_not_never_moved() {
+    // A settled report showed it not done; every report after it had no value (the change may
+    // be among them): nothing shows it never moved (found by the ground-truth harness).
+    let mut m = supervising(profile());
+    m.on(reading(10, false, false));
+    let what = "contact has had no value since t".to_string();
+    m.on(Event::NoValue {
+        detail: what.clone(),
+    });
+    let o = finish(&m.on(Event::Deadline { answering: true })).clone();
+    assert_eq!(
+        (o.status, o.code, o.reason),
+        (
+            Status::Failed,
+            Some(ErrorCode::NoFeedback),
+            Reason::Unreadable(what)
+        )
+    );
 }
 
 #[test]

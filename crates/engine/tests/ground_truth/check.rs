@@ -10,6 +10,8 @@ mod board;
 mod cmd;
 #[path = "check/command.rs"]
 mod command;
+#[path = "check/no_value.rs"]
+mod no_value;
 #[path = "check/requires.rs"]
 mod requires;
 
@@ -36,6 +38,15 @@ pub struct Findings {
     pub exact: usize,
     /// Commands supervised across a restart.
     pub recovered: usize,
+    /// How many times each rarer situation a property looks at came up (for the summary).
+    pub covered: std::collections::BTreeMap<&'static str, usize>,
+}
+
+impl Findings {
+    /// Counts one more `what` for the coverage summary.
+    pub fn cover(&mut self, what: &'static str) {
+        *self.covered.entry(what).or_default() += 1;
+    }
 }
 
 /// Every property of a case's outcome: nothing lost or invented, then each command, then the
@@ -57,8 +68,8 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
     }
     check_writes(case, out, &cmds, &mut f.violations);
     check_groups(case, &cmds, &mut f.violations);
-    alarms::check_alarm(case, out, &cmds, &mut f.violations, &mut f.limitations);
-    requires::check_requires(case, out, &cmds, &mut f.violations, &mut f.limitations);
+    alarms::check_alarm(case, out, &cmds, &mut f);
+    requires::check_requires(case, out, &cmds, &mut f);
     f
 }
 

@@ -93,6 +93,10 @@ pub enum BoardMode {
     Silent,
     /// Reports, and ignores every write (acknowledged by its broker all the same).
     Deaf,
+    /// Reports (on its heartbeat and on every change it reads) and carries out writes, but every
+    /// report carries no value (`None`, an empty payload, JSON `null`, `nan`): a payload fault,
+    /// recorded as `Snapshot::no_value`.
+    Garbled,
 }
 
 /// One step of a script, after `delay_ms` of (virtual) time.
@@ -124,7 +128,8 @@ pub enum Op {
     /// exception 4 from now on (`on`), or reads again: one register failing while the rest of
     /// the device answers.
     Refuse { device: usize, on: bool },
-    /// Board `device % n` (a relay with `push`) reports, goes silent or goes deaf from now on.
+    /// Board `device % n` (a relay with `push`) reports, goes silent, goes deaf or sends reports
+    /// without a value from now on.
     Board { device: usize, mode: BoardMode },
 }
 

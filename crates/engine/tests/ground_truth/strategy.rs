@@ -51,30 +51,40 @@ pub fn fault() -> impl Strategy<Value = FaultSpec> {
 
 /// A board in front of a relay (kept only for relays, by `Case::resolve`): heartbeats from
 /// well inside its liveness window to beyond it, reports on time or late, some boards silent
-/// from the start.
-fn push() -> impl Strategy<Value = Option<Push>> {
+/// from the start, some sending reports without a value.
+pub fn push() -> impl Strategy<Value = Option<Push>> {
     let push = (
         prop_oneof![2 => 20..300u64, 2 => 300..1500u64, 1 => 1500..4000u64],
         prop_oneof![3 => Just(0u64), 1 => 1..150u64, 1 => 150..1500u64],
-        prop::bool::weighted(0.15),
+        prop_oneof![
+            17 => Just(BoardMode::Reports),
+            3 => Just(BoardMode::Silent),
+            2 => Just(BoardMode::Garbled),
+        ],
     )
-        .prop_map(|(heartbeat_ms, late_ms, silent)| Push {
+        .prop_map(|(heartbeat_ms, late_ms, start)| Push {
             heartbeat_ms,
             late_ms,
-            start: if silent {
-                BoardMode::Silent
-            } else {
-                BoardMode::Reports
-            },
+            start,
         });
     prop::option::weighted(0.3, push)
+}
+
+/// What `Op::Board` switches a board to.
+pub fn board_mode() -> impl Strategy<Value = BoardMode> {
+    prop_oneof![
+        2 => Just(BoardMode::Reports),
+        2 => Just(BoardMode::Silent),
+        1 => Just(BoardMode::Deaf),
+        2 => Just(BoardMode::Garbled),
+    ]
 }
 
 fn device() -> impl Strategy<Value = DeviceSpec> {
     (device_base(), push()).prop_map(|(d, push)| DeviceSpec { push, ..d })
 }
 
-fn device_base() -> impl Strategy<Value = DeviceSpec> {
+pub fn device_base() -> impl Strategy<Value = DeviceSpec> {
     (
         (
             model(),
@@ -156,8 +166,7 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         1 => any::<bool>().prop_map(|fresh| Op::Restart { fresh }),
         2 => (0..3usize, prop::bool::weighted(0.6)).prop_map(|(device, on)| Op::Refuse { device, on }),
-        3 => (0..3usize, prop_oneof![1 => Just(BoardMode::Reports), 2 => Just(BoardMode::Silent), 1 => Just(BoardMode::Deaf)])
-            .prop_map(|(device, mode)| Op::Board { device, mode }),
+        4 => (0..3usize, board_mode()).prop_map(|(device, mode)| Op::Board { device, mode }),
     ]
 }
 
@@ -173,7 +182,7 @@ fn alarm() -> impl Strategy<Value = Option<super::alarm::AlarmSpec>> {
     prop::option::weighted(0.35, spec)
 }
 
-fn delay() -> impl Strategy<Value = u64> {
+pub fn delay() -> impl Strategy<Value = u64> {
     prop_oneof![3 => 0..40u64, 2 => 40..400u64, 1 => 400..2500u64]
 }
 
@@ -186,9 +195,10 @@ fn quiet_step() -> impl Strategy<Value = Step> {
     (delay(), submit()).prop_map(|(delay_ms, op)| Step { delay_ms, op })
 }
 
-/// A whole case, resolved.
+/// A whole case, resolved: a random plant and script, or one built around a queue wait
+/// (`queue.rs`) or a board whose reports may carry no value (`garbled.rs`).
 pub fn case() -> impl Strategy<Value = Case> {
-    (
+    let random = (
         prop::collection::vec(device(), 1..=3),
         prop_oneof![
             1 => prop::collection::vec(quiet_step(), 1..=3),
@@ -203,7 +213,13 @@ pub fn case() -> impl Strategy<Value = Case> {
                 alarm,
             }
             .resolve()
-        })
+        });
+    // Boxed: their nested types made one value tree deep enough to overflow a test thread's stack.
+    prop_oneof![
+        7 => random.boxed(),
+        1 => super::queue::case().boxed(),
+        1 => super::garbled::case().boxed(),
+    ]
 }
 
 /// A fault that applies to `model` (faults of another model become `nak`/`latency`).

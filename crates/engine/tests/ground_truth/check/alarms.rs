@@ -2,15 +2,21 @@
 //! engine life: the board starts cleared at every start, and the journal's alarm rows say not
 //! which engine wrote them):
 //! - it never clears while its signal's block has answered exception 4 since its last good read
-//!   (two refused reads: the refusal was published before the clear);
+//!   (two refused reads, the second issued before the clear's millisecond: the refusal was
+//!   published before the clear);
 //! - a clear rests on a read, within the device's liveness window, that showed `when` physically
 //!   false (a relay whose contact reads inverted is a limitation);
 //! - a refusal that lasts (three refused reads over two alarm periods) finds it raised: it fails
 //!   safe;
 //! - a command of the device it blocks that was running when it was raised never completes (it
-//!   ends with the alarm's code, or with the silence that raised it).
+//!   ends with the alarm's code, or with the silence that raised it);
+//! - on a board's contact, reports without a value (`alarms/no_value.rs`): never cleared on one,
+//!   raised once the last report had none.
 
-use super::Cmd;
+#[path = "alarms/no_value.rs"]
+mod no_value;
+
+use super::{Cmd, Findings};
 use crate::alarm::AlarmSpec;
 use crate::rig::{Obs, ObsKind, Outcome};
 use crate::spec::Case;
@@ -27,14 +33,8 @@ struct Read<'a> {
     lied: bool,
 }
 
-/// The alarm's properties; violations and limitations pushed to `v` and `l`.
-pub fn check_alarm(
-    case: &Case,
-    out: &Outcome,
-    cmds: &[Cmd],
-    v: &mut Vec<String>,
-    l: &mut Vec<String>,
-) {
+/// The alarm's properties; violations and limitations pushed to `f`.
+pub fn check_alarm(case: &Case, out: &Outcome, cmds: &[Cmd], f: &mut Findings) {
     let (Some(alarm), [epoch]) = (&case.alarm, out.epochs.as_slice()) else {
         return;
     };
@@ -42,6 +42,7 @@ pub fn check_alarm(
         .map(|r| (epoch.start_ms + (r.at_ms - epoch.wall_ms), r.active))
         .collect();
     let reads = reads(case, alarm, out);
+    let (v, l) = (&mut f.violations, &mut f.limitations);
     for &(t, active) in &rows {
         if !active {
             cleared(case, alarm, &reads, t, v, l);
@@ -50,8 +51,9 @@ pub fn check_alarm(
     fails_safe(case, alarm, &reads, &rows, v);
     if case.devices[alarm.device].push.is_some() {
         fails_safe_when_silent(case, alarm, out, &reads, &rows, v);
+        no_value::check(case, alarm, out, &rows, f);
     }
-    stops_running(alarm, cmds, &rows, v);
+    stops_running(alarm, cmds, &rows, &mut f.violations);
 }
 
 /// The reads of the alarm's block, in the order they were issued; a board's reports in the
@@ -61,11 +63,16 @@ fn reads<'a>(case: &Case, alarm: &AlarmSpec, out: &'a Outcome) -> Vec<Read<'a>> 
         let mut reps: Vec<Read> = (out.obs.iter())
             .filter(|o| o.dev == alarm.device)
             .filter_map(|o| match o.kind {
-                ObsKind::Report { delivered_ms, lied } => Some(Read {
+                // One without a value is heard, and shows nothing.
+                ObsKind::Report {
+                    delivered_ms,
+                    lied,
+                    no_value,
+                } => Some(Read {
                     obs: o,
                     at_ms: delivered_ms,
                     done_ms: delivered_ms,
-                    answered: true,
+                    answered: !no_value,
                     refused: false,
                     lied,
                 }),
@@ -111,7 +118,11 @@ fn cleared(
     let before: Vec<&Read> = reads.iter().filter(|r| r.done_ms <= t).collect();
     let since_good = before.iter().rev().take_while(|r| !r.answered);
     let refused: Vec<&&Read> = since_good.filter(|r| r.refused).collect();
-    if refused.len() >= 2 {
+    // The second refused read was issued after the first one's cycle was published; issued in
+    // the clear's own millisecond (a cycle, a write and a cycle asked for at once), the clear
+    // may have been judged before either (a clear on the good read 59 ms before, 2026-12-07).
+    let published = refused.len() >= 2 && refused[refused.len() - 2].obs.t_ms() < t;
+    if published {
         let from = refused.last().map_or(t, |r| r.obs.t_ms());
         v.push(format!(
             "HOT cleared at {t} ms while its signal's block answered exception 4 since {from} ms \
@@ -139,7 +150,7 @@ fn cleared(
 }
 
 /// Whether the alarm is raised at case time `t`, by its rows.
-fn active_at(rows: &[(i64, bool)], t: i64) -> bool {
+pub(super) fn active_at(rows: &[(i64, bool)], t: i64) -> bool {
     rows.iter()
         .take_while(|(at, _)| *at <= t)
         .last()

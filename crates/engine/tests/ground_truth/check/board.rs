@@ -14,9 +14,13 @@
 //!   after the engine judged, and does not count;
 //! - `requires` on a board: dispatched on a report, delivered within the board's window before
 //!   the dispatch, that showed the precondition physically true.
+//!
+//! A report without a value (a garbled board) shows nothing: none of the above rests on one, and
+//! `no_value.rs` checks what the engine did with them.
 
 use super::Findings;
 use super::cmd::Cmd;
+use super::no_value::{self, Span};
 use crate::physical::{done_device, physically_done};
 use crate::rig::{ObsKind, Outcome};
 use crate::spec::{Case, Requires};
@@ -32,6 +36,8 @@ pub struct Rep<'a> {
     pub epoch: usize,
     pub state: &'a SimState,
     pub lied: bool,
+    /// Its payload carried no value.
+    pub no_value: bool,
 }
 
 /// The reports of board `dev`, in the order they arrived.
@@ -39,12 +45,17 @@ pub fn reports(out: &Outcome, dev: usize) -> Vec<Rep<'_>> {
     let mut reps: Vec<Rep> = (out.obs.iter())
         .filter(|o| o.dev == dev)
         .filter_map(|o| match o.kind {
-            ObsKind::Report { delivered_ms, lied } => Some(Rep {
+            ObsKind::Report {
+                delivered_ms,
+                lied,
+                no_value,
+            } => Some(Rep {
                 taken_ms: o.t_ms(),
                 delivered_ms,
                 epoch: o.epoch,
                 state: &o.state,
                 lied,
+                no_value,
             }),
             _ => None,
         })
@@ -97,8 +108,18 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
     let after: Vec<&Rep> = (reps.iter())
         .filter(|r| r.epoch == ep && r.delivered_ms > ack && r.delivered_ms <= end)
         .collect();
-    let done = |r: &&Rep| physically_done(case, c, r.state) && !r.lied;
+    let done = |r: &&Rep| !r.no_value && physically_done(case, c, r.state) && !r.lied;
     let lied = after.iter().any(|r| r.lied);
+    if after.iter().any(|r| r.no_value) {
+        f.cover("board commands with a report without a value after the ack");
+    }
+    let span = Span {
+        ack,
+        end,
+        epoch: ep,
+        after: after.clone(),
+    };
+    no_value::only_no_value(c, &reps, &span, label, f);
     match (c.status, c.code) {
         ("completed", _) if c.verified && !after.iter().any(done) => {
             let msg = format!(
@@ -106,15 +127,24 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
             );
             if lied { &mut f.limitations } else { &mut f.violations }.push(msg);
         }
-        ("failed", Some("FEEDBACK_MISMATCH")) => match after.last() {
-            None => f.violations.push(format!(
-                "{label}: FEEDBACK_MISMATCH at {end} ms, but no report arrived after the ack ({ack} ms)"
+        ("completed", _) if c.verified => {
+            no_value::completed_on_a_value(case, c, &reps, &span, label, f);
+        }
+        ("failed", Some("FEEDBACK_MISMATCH")) => match after.iter().rfind(|r| !r.no_value) {
+            // One in the ack's own millisecond may have come after the write.
+            None if !no_value::valued_at(&reps, ep, ack) => f.violations.push(format!(
+                "{label}: FEEDBACK_MISMATCH at {end} ms, but no report with a value arrived after the ack ({ack} ms): {}",
+                no_value::describe(&after)
             )),
+            None => {}
             Some(last) if done(last) => f.violations.push(format!(
-                "{label}: FEEDBACK_MISMATCH at {end} ms, but the last report (taken at {} ms, arrived {} ms) showed it physically done",
+                "{label}: FEEDBACK_MISMATCH at {end} ms, but the last report with a value (taken at {} ms, arrived {} ms) showed it physically done",
                 last.taken_ms, last.delivered_ms
             )),
-            Some(_) => hidden_by_lateness(case, c, &reps, (end, push.late_ms), label, f),
+            Some(_) => {
+                hidden_by_lateness(case, c, &reps, (end, push.late_ms), label, f);
+                no_value::moved_under_no_value(case, c, &span, label, f);
+            }
         },
         ("timeout", Some("TIMEOUT")) => {
             let settle = ack + (c.expect_s.unwrap_or(0.0) * 1000.0) as i64 + SLACK_MS;
@@ -127,9 +157,10 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
         }
         ("failed", Some("NO_FEEDBACK")) => {
             if !heard(&reps, ep, end - window - SLACK_MS, end) {
-                f.violations.push(format!(
+                let msg = format!(
                     "{label}: NO_FEEDBACK at {end} ms, but nothing arrived from the board within its {window} ms window: it was offline"
-                ));
+                );
+                no_value::offline_after_no_value(c, msg, f);
             }
             let settle = ack + (c.expect_s.unwrap_or(0.0) * 1000.0) as i64 + SLACK_MS;
             if let Some(r) = after.iter().find(|r| r.delivered_ms >= settle && done(r)) {
@@ -138,6 +169,7 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
                     r.delivered_ms
                 ));
             }
+            no_value::no_feedback_says_what_came(c, &reps, &span, label, f);
         }
         ("failed", Some("DEVICE_OFFLINE"))
             if dd == c.dev && heard(&reps, ep, end - window + SLACK_MS, end - SLACK_MS) =>
@@ -173,21 +205,24 @@ fn hidden_by_lateness(
 }
 
 /// A command dispatched under `requires` on a board: on a report delivered within the board's
-/// window before the dispatch that showed the precondition physically true (`holds`).
+/// window before the dispatch that showed the precondition physically true (`holds`), and the
+/// report judged at the dispatch carried a value that held (`no_value::requires_on_a_value`).
 pub fn requires(
     out: &Outcome,
     c: &Cmd,
     (r, window): (Requires, i64),
     holds: impl Fn(&SimState) -> Option<bool>,
-    (v, l): (&mut Vec<String>, &mut Vec<String>),
+    f: &mut Findings,
 ) {
     let Some((dispatched, epoch)) = c.dispatched else {
         return;
     };
     let reps = reports(out, r.device);
+    no_value::requires_on_a_value(c, &reps, &holds, f);
     let recent: Vec<&Rep> = (reps.iter())
         .filter(|x| x.epoch == epoch && x.delivered_ms <= dispatched)
         .filter(|x| x.delivered_ms >= dispatched - window - SLACK_MS)
+        .filter(|x| !x.no_value)
         .collect();
     if recent
         .iter()
@@ -201,8 +236,8 @@ pub fn requires(
         c.id
     );
     if recent.iter().any(|x| x.lied) {
-        l.push(msg);
+        f.limitations.push(msg);
     } else {
-        v.push(msg);
+        f.violations.push(msg);
     }
 }

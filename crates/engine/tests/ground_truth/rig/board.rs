@@ -3,9 +3,12 @@
 //! change it reads; each report may arrive `late_ms` after it was taken (a slow broker, a queue
 //! on the board) and then carries no time of its own, as an MQTT message does not. A write is
 //! acknowledged at once (a broker's PUBACK) and reaches the relay afterwards — unless the board
-//! is deaf. The script can silence it or make it deaf (`Op::Board`), and a board may be silent
-//! from the start. Every report is logged with the relay's physical state when it was taken
-//! (`ObsKind::Report`), every write as the register recorder logs one.
+//! is deaf. The script can silence it, make it deaf or garble its payloads (`Op::Board`), and a
+//! board may be silent or garbled from the start: a garbled board reports as often, but what it
+//! sends is no value (`None`, an empty payload, `null`, `nan`), recorded as an MQTT link records
+//! one (`Snapshot::no_value`, the board still heard). Every report is logged with the relay's
+//! physical state when it was taken (`ObsKind::Report`, `no_value` set for a garbled one), every
+//! write as the register recorder logs one.
 
 use super::record::{Log, ObsKind};
 use crate::spec::{BoardMode, Push};
@@ -53,7 +56,18 @@ struct Taken {
     state: SimState,
     contact: bool,
     commanded: bool,
+    /// Sent by a garbled board: its payload carries no value.
+    garbled: bool,
 }
+
+/// What a garbled board sends instead of a value, by report number: each a payload an MQTT
+/// decoder finds no value in.
+const GARBAGE: [&str; 4] = [
+    "\"None\", in neither true_values nor false_values",
+    "an empty payload",
+    "JSON null",
+    "\"nan\", which is not a number",
+];
 
 pub(crate) struct Board {
     pub(super) sim: SimDevice,
@@ -78,7 +92,7 @@ impl Board {
     }
 
     /// Reads the relay as the board's firmware does: `None` while it answers nothing.
-    async fn take(&self) -> Option<Taken> {
+    async fn take(&self, garbled: bool) -> Option<Taken> {
         let state = self.sim.peek();
         let at = Instant::now();
         let bit = |d: Data| match d {
@@ -93,6 +107,7 @@ impl Board {
             state,
             contact,
             commanded,
+            garbled,
         })
     }
 
@@ -102,12 +117,17 @@ impl Board {
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let at_ms = self.clock.wall_ms(now);
         self.tx.send_modify(|snap| {
-            snap.record("contact", Value::Bool(t.contact), at_ms, seq, || {
-                "board/contact".into()
-            });
-            snap.record("commanded", Value::Bool(t.commanded), at_ms, seq, || {
-                "board/commanded".into()
-            });
+            for (name, value) in [("contact", t.contact), ("commanded", t.commanded)] {
+                if t.garbled {
+                    let what = GARBAGE[seq as usize % GARBAGE.len()];
+                    let why = format!("a message on board/{name} held {what}");
+                    snap.no_value(name, why, at_ms, seq);
+                } else {
+                    snap.record(name, Value::Bool(value), at_ms, seq, || {
+                        format!("board/{name}")
+                    });
+                }
+            }
             snap.seq = seq;
             snap.last_valid = Some(now);
             snap.last_seen_ms = Some(at_ms);
@@ -115,7 +135,8 @@ impl Board {
         });
         let kind = ObsKind::Report {
             delivered_ms: self.log.now_ms(),
-            lied: t.state.contact.is_some_and(|c| c != t.contact),
+            lied: !t.garbled && t.state.contact.is_some_and(|c| c != t.contact),
+            no_value: t.garbled,
         };
         let t_us = t.at.duration_since(self.log.t0).as_micros() as u64;
         self.log.push_at(t_us, self.epoch, self.dev, kind, t.state);
@@ -123,16 +144,21 @@ impl Board {
 
     async fn listen(self: Arc<Self>, stop: Arc<Notify>) {
         let mut in_flight: VecDeque<Taken> = VecDeque::new();
-        let mut last: Option<(Instant, bool)> = None;
+        let mut last: Option<(Instant, bool, bool)> = None;
         let heartbeat = Duration::from_millis(self.push.heartbeat_ms);
         let late = Duration::from_millis(self.push.late_ms);
         loop {
-            if self.mode() != BoardMode::Silent
-                && let Some(t) = self.take().await
+            let mode = self.mode();
+            if mode != BoardMode::Silent
+                && let Some(t) = self.take(mode == BoardMode::Garbled).await
             {
-                let due = last.is_none_or(|(at, c)| at.elapsed() >= heartbeat || c != t.contact);
+                // On its heartbeat, on a change it reads, and as soon as its payloads turn
+                // garbled or whole again.
+                let due = last.is_none_or(|(at, c, g)| {
+                    at.elapsed() >= heartbeat || c != t.contact || g != t.garbled
+                });
                 if due {
-                    last = Some((t.at, t.contact));
+                    last = Some((t.at, t.contact, t.garbled));
                     in_flight.push_back(t);
                 }
             }

@@ -41,8 +41,13 @@ pub enum ObsKind {
     /// The script injected or cleared a fault.
     Fault(String),
     /// A board's report (`board.rs`), logged at the time it was taken with the state then;
-    /// `lied`: it reported the contact the other way round from the physical one.
-    Report { delivered_ms: i64, lied: bool },
+    /// `lied`: it reported the contact the other way round from the physical one; `no_value`:
+    /// its payload carried no value (a garbled board), recorded as `Snapshot::no_value`.
+    Report {
+        delivered_ms: i64,
+        lied: bool,
+        no_value: bool,
+    },
 }
 
 impl Obs {
