@@ -347,15 +347,17 @@ mod tests {
             checked: 9,
             v1: 3,
             covered_from: Some(4),
+            keyed_from: Some(7),
             rows_checked: 2,
             rows_uncovered: 1,
             head: Some((9, "ab".into())),
             ..VerifyReport::default()
         };
         let top = "checked 9 chained event(s)\n\
-                   checked 2 command row(s) against the chain\n\
+                   checked 2 command row(s) against the chain (their caller, device, action, params, idempotency key, status, error code and verified; detail, hint, evidence, times, dispatched and readback_matched are not covered: the timeline's events record what they say)\n\
                    command rows covered from seq 4: the 3 event(s) before it were hashed without them (v1)\n\
                    1 command row(s) not covered: written before the cover started, or their timeline pruned\n\
+                   keyed with the plant's journal_key from seq 7\n\
                    head seq 9 hash ab\n";
         assert_eq!(render(&report), format!("{top}intact\n"));
         report.broken = Some(BrokenLink {

@@ -175,7 +175,11 @@ impl CanLink {
             if !find_message(&self.dbc, m).is_ok_and(|found| found.name() == message.name()) {
                 continue;
             }
+            // Only a signal this frame carries (its multiplexer page selected) can be "not
+            // available" in it: another page's bits mean nothing for it.
+            let carried = decoded.iter().any(|(n, _)| *n == signal);
             if let Some((raw, label)) = (message.signal(signal))
+                .filter(|_| carried)
                 .and_then(|d| closedloop_can::not_available(d, &rx.frame.data))
             {
                 let why = format!(

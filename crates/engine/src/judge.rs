@@ -238,16 +238,27 @@ impl Supervisor {
     /// (MQTT): a deadline without a fresh read of them is then `NO_FEEDBACK` — they answer, but
     /// reported nothing — rather than `DEVICE_OFFLINE`. A device that can be asked was asked
     /// while the command ran: reads it did not answer are no answer.
+    ///
+    /// When the criteria's last report carried no value, that report was an answer (a polled
+    /// device answered with NaN, a board published `None`): they answer while all are online,
+    /// whatever their kind.
     pub(crate) fn answering(&self) -> bool {
+        let online = |d: &crate::device::DeviceRuntime| d.liveness() == Liveness::Online;
+        match self.machine.awaits_a_value() {
+            true => self.criterion_devices_all(online),
+            false => self.criterion_devices_all(|d| !d.can_be_asked() && online(d)),
+        }
+    }
+
+    /// Whether there are criterion devices and `ok` holds for each.
+    fn criterion_devices_all(&self, ok: impl Fn(&crate::device::DeviceRuntime) -> bool) -> bool {
         let others = self.criterion_refs().into_iter().map(|(d, _)| d);
         let mut ids: BTreeSet<String> = others.collect();
         if !self.criterion_names().is_empty() {
             ids.insert(self.dev.id().to_string());
         }
         let mut devices = ids.iter().map(|d| self.ctx.devices.get(d));
-        !ids.is_empty()
-            && devices
-                .all(|d| d.is_some_and(|d| !d.can_be_asked() && d.liveness() == Liveness::Online))
+        !ids.is_empty() && devices.all(|d| d.is_some_and(|d| ok(d)))
     }
 
     /// The criterion signals whose last read failed after the acknowledgement (own signals by

@@ -95,6 +95,11 @@ impl Machine {
         m
     }
 
+    /// Whether the criteria's last report carried no value (the judge waits for one).
+    pub fn awaits_a_value(&self) -> bool {
+        self.no_value.is_some()
+    }
+
     /// The current status.
     pub fn status(&self) -> Status {
         self.status

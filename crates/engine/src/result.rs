@@ -209,8 +209,11 @@ impl CommandResult {
                 format!(" (expected done by now; its deadline is in {d:.1} s)")
             }
             (_, Some(_)) => " (at its deadline)".to_string(),
-            (Some(_), None) => " (less than 0.1 s left)".to_string(),
-            (None, None) => String::new(),
+            // Queued: nothing is due yet, so nothing is "left".
+            (Some(_), None) if self.status == Status::Running => {
+                " (less than 0.1 s left)".to_string()
+            }
+            (_, None) => String::new(),
         }
     }
 

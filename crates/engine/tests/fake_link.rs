@@ -35,6 +35,8 @@ enum Behaviour {
     /// The write breaks the level gauge (it reads NaN from then on) and, 30 ms later, the tank
     /// overflows: its `overflow` contact closes.
     BreaksAndOverflows,
+    /// The write breaks the level gauge (it reads NaN from then on); nothing else happens.
+    BreaksGauge,
 }
 
 struct Tank {
@@ -195,6 +197,9 @@ impl Link for MemoryLink {
                 if t.behaviour == Behaviour::BreaksAndOverflows {
                     t.level = f64::NAN;
                     t.overflow_at = Some(Instant::now() + Duration::from_millis(30));
+                }
+                if t.behaviour == Behaviour::BreaksGauge {
+                    t.level = f64::NAN;
                 }
                 (t.seq, t.behaviour)
             };
@@ -416,5 +421,28 @@ async fn a_gauge_reading_nan_never_keeps_an_overflow_from_failing_the_command() 
         state.unreadable["level"].detail.contains("NaN"),
         "{state:#?}"
     );
+    engine.shutdown().await;
+}
+
+/// A polled gauge reading NaN from the write on answers every poll, with no value: at the
+/// deadline the command is `failed NO_FEEDBACK` saying what came, the device online — never
+/// `DEVICE_OFFLINE` (what the no-value deadline said for a polled device, a Modbus float
+/// register or a CAN value the DBC labels "SNA", for one commit).
+#[tokio::test]
+async fn a_polled_gauge_reading_nan_to_the_deadline_is_no_feedback_not_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, tank) = engine_with(Behaviour::BreaksGauge, &dir).await;
+    let r = fill(&engine, 42.0).await;
+    assert_eq!(
+        (
+            r.status,
+            r.error_code.as_ref().map(|c| c.as_str().to_string())
+        ),
+        (Status::Failed, Some("NO_FEEDBACK".to_string())),
+        "{r:#?}"
+    );
+    let detail = r.detail.clone().unwrap_or_default();
+    assert!(detail.contains("level has had no value since"), "{detail}");
+    assert!(tank.level().is_nan(), "ground truth: the gauge is broken");
     engine.shutdown().await;
 }

@@ -38,8 +38,13 @@ pub fn decode_signal(signal: &Signal, data: &[u8]) -> Option<f64> {
 /// too short to hold the signal.
 pub fn not_available<'s>(signal: &'s Signal, data: &[u8]) -> Option<(i128, &'s str)> {
     let raw = raw(signal, data)?;
+    // Files write a signed signal's marks as its bit pattern too (255 "SNA" for an 8-bit -1).
+    let bits = match raw < 0 {
+        true => raw + (1i128 << signal.length),
+        false => raw,
+    };
     (signal.not_available.iter())
-        .find(|(n, _)| *n == raw)
+        .find(|(n, _)| *n == raw || *n == bits)
         .map(|(n, label)| (*n, label.as_str()))
 }
 

@@ -121,3 +121,53 @@ async fn hashes_nulled_in_a_keyed_journal_do_not_pass_for_legacy_rows() {
     assert_eq!((kind, seq), (Break::Unkeyed, 4), "{detail}");
     assert!(detail.contains("its hashes removed"), "{detail}");
 }
+
+#[tokio::test]
+async fn every_event_deleted_is_rows_missing_at_the_end_keyed_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open_keyed(&url(&dir), Some(key())).await.unwrap();
+    journal(&j, 1, 3).await;
+    sql(&j, "PRAGMA foreign_keys = OFF; DELETE FROM events").await;
+    for r in [
+        j.verify().await.unwrap(),
+        j.verify_keyed(&[], &key()).await.unwrap(),
+    ] {
+        let (kind, seq, detail) = broken(&r);
+        assert_eq!((kind, seq), (Break::Truncated, 6), "{detail}");
+    }
+}
+
+#[tokio::test]
+async fn a_pruned_journal_counts_a_row_without_events_as_not_covered() {
+    // A prune deletes events and then rows, in two transactions: a verify between them sees
+    // finished rows without events. In a pruned journal that is no proof of an insertion.
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(&url(&dir)).await.unwrap();
+    for (id, at) in [("c1", 10), ("c2", 10), ("c3", 100)] {
+        let row = fixtures::row(id, "relay", "completed", at);
+        let events = [fixtures::ev(at, "received"), fixtures::ev(at, "completed")];
+        j.insert(&row, &events).await.unwrap();
+    }
+    assert!(j.prune(50).await.unwrap() > 0);
+    sql(
+        &j,
+        "INSERT INTO commands (command_id, request_id, device, action, params, status,
+         verified, verification, evidence, accepted_at_ms, updated_at_ms, dispatched)
+         VALUES ('c0', 'r', 'relay', 'switch', '{}', 'completed', 1, 'feedback', '{}', 5, 5, 1)",
+    )
+    .await;
+    let r = j.verify().await.unwrap();
+    assert!(r.intact(), "{r:?}");
+    assert_eq!((r.rows_checked, r.rows_uncovered), (1, 1));
+}
+
+#[tokio::test]
+async fn a_dropped_anchor_table_does_not_turn_the_chain_into_legacy_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(&url(&dir)).await.unwrap();
+    journal(&j, 1, 2).await;
+    sql(&j, "DROP TABLE chain_anchor").await;
+    let (kind, seq, detail) = broken(&j.verify().await.unwrap());
+    assert_eq!((kind, seq), (Break::LinkBroken, 0));
+    assert!(detail.contains("chain_anchor table is gone"), "{detail}");
+}

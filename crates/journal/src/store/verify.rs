@@ -253,6 +253,8 @@ impl Walk {
         let last = match (&self.report.head, &self.report.anchor) {
             (Some((seq, _)), _) => *seq,
             (None, Some(a)) if self.report.legacy == 0 => a.seq - 1,
+            // No chained row and no prune, yet rows were written: every one was deleted.
+            (None, None) if self.report.legacy == 0 => 0,
             // Not begun, or legacy rows last: the old prune deleted rows anywhere.
             _ => return,
         };
@@ -312,6 +314,18 @@ impl SqliteStore {
     ) -> Result<VerifyReport, JournalError> {
         let mut tx = self.reader.begin().await?;
         let digests = has_column(&mut tx, "row_digest").await?;
+        if has_column(&mut tx, "hash").await? && !chained(&mut tx).await? {
+            // One migration made the hash columns and the anchor table: a chained journal
+            // without the table had it dropped (its rows would pass for legacy ones).
+            let mut walk = Walk::new(None);
+            walk.report.broken = Some(BrokenLink {
+                seq: 0,
+                command_id: None,
+                kind: Break::LinkBroken,
+                detail: "the journal's events carry hashes but its chain_anchor table is gone: it was dropped, and the chain cannot be checked from where a prune left it".into(),
+            });
+            return Ok(walk.report);
+        }
         if !chained(&mut tx).await? {
             let legacy: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events")
                 .fetch_one(&mut *tx)

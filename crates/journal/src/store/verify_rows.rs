@@ -59,6 +59,12 @@ impl Walk {
 
     /// Checks one command row against the chain: `false` once it differs (the check stops).
     pub(crate) fn on_row(&mut self, row: &StoredRow) -> bool {
+        if !row.has_events && self.report.anchor.is_some() {
+            // A prune deletes a command's events and then its row, in two transactions: in a
+            // pruned journal a finished row without events may be one a prune is deleting.
+            self.report.rows_uncovered += 1;
+            return true;
+        }
         if !row.has_events {
             self.report.broken = Some(BrokenLink {
                 seq: 0,

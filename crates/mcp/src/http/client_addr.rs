@@ -38,11 +38,17 @@ impl Net {
             Some((a, l)) => (a, Some(l)),
             None => (text.trim(), None),
         };
-        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let written: IpAddr = addr.parse().map_err(|_| bad())?;
+        let max = if written.is_ipv4() { 32 } else { 128 };
         let len = match len {
             Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(bad)?,
             None => max,
+        };
+        // An IPv4-mapped block (`::ffff:10.0.0.0/104`) is its IPv4 block, as peers are.
+        let addr = canonical(written);
+        let len = match (written.is_ipv6(), addr.is_ipv4()) {
+            (true, true) => len.saturating_sub(96),
+            _ => len,
         };
         Ok(Net { addr, len })
     }
@@ -159,6 +165,13 @@ mod tests {
         let v6 = Net::parse("fd00::/8").unwrap();
         assert!(v6.contains(ip("fd12::1")) && !v6.contains(ip("fe80::1")));
         assert!(Net::parse("::1").unwrap().contains(ip("::1")));
+        let mapped = Net::parse("::ffff:10.0.0.0/104").unwrap();
+        assert!(mapped.contains(ip("10.9.9.9")) && !mapped.contains(ip("11.0.0.1")));
+        assert!(
+            Net::parse("::ffff:127.0.0.1")
+                .unwrap()
+                .contains(ip("127.0.0.1"))
+        );
         for bad in ["10.0.0.0/33", "proxy.lan", "10.0.0/8", "::/129", ""] {
             let e = Net::parse(bad).unwrap_err();
             assert!(e.contains("10.0.0.0/8"), "{bad}: {e}");

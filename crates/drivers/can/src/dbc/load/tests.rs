@@ -173,3 +173,17 @@ fn labels_that_say_not_available_are_recognised_whatever_their_spelling() {
         assert!(!means_not_available(label), "{label}");
     }
 }
+
+#[test]
+fn a_signed_signal_s_not_available_mark_written_as_its_bit_pattern_matches() {
+    // Temperature is 12 bits, signed: all ones reads -1, and files write the mark as 4095.
+    let text = format!("{FILE}\nVAL_ 496 Temperature 4095 \"SNA\" ;\n");
+    let dbc = Dbc::parse("t.dbc", &text).unwrap();
+    let t = dbc
+        .message("Engine")
+        .unwrap()
+        .signal("Temperature")
+        .unwrap();
+    assert_eq!(crate::not_available(t, &[0xFF; 8]), Some((4095, "SNA")));
+    assert_eq!(crate::not_available(t, &[0; 8]), None);
+}
