@@ -3,26 +3,17 @@
 
 #[test]
 fn the_deadline_is_expect_times_factor_plus_floor_plus_a_poll_or_a_silence_window_for_push() {
-    let src = r#"
-[[device]]
-id = "lamp"
-description = "Desk lamp"
-driver = { kind = "sim", model = "relay" }
-poll_ms = 50
-liveness = { max_silence_s = 4.0 }
-[device.signals]
-contact = { discrete_input = 0 }
-[[device.action]]
-name = "switch"
-description = "Switch the lamp."
-params = { on = { type = "bool" } }
-write = [{ coil = 0, value = "params.on" }]
-done_when = "contact == params.on"
-expect_s = 0.5
-timeout_factor = 2
-timeout_floor_ms = 250
-"#;
-    let plant = closedloop_plant::parse(src, "p.toml", std::path::Path::new("/srv")).unwrap();
+    // The shared lamp (tests/plants/lamp.toml) with a slower poll, a window, and a budget.
+    let src = include_str!("../../../tests/plants/lamp.toml")
+        .replace(
+            "poll_ms = 20",
+            "poll_ms = 50\nliveness = { max_silence_s = 4.0 }",
+        )
+        .replace(
+            "expect_s = 0.02",
+            "expect_s = 0.5\ntimeout_factor = 2\ntimeout_floor_ms = 250",
+        );
+    let plant = closedloop_plant::parse(&src, "p.toml", std::path::Path::new("/srv")).unwrap();
     let device = &plant.devices[0];
     let action = &device.actions[0];
     // 0.5 × 2 + 0.25 + 0.05

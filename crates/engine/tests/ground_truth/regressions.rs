@@ -181,8 +181,9 @@ fn board_already_off(push: spec::Push, silent_at_ms: Option<u64>) -> spec::Case 
     }
 }
 
-/// The one command of a case: status, code and detail as journaled, after the checks.
-pub fn only_outcome(case: &spec::Case) -> (String, Option<String>, String) {
+/// Runs `case` and asserts the checks found nothing wrong (the report printed with
+/// `GROUND_TRUTH_VERBOSE`).
+pub fn run_checked(case: &spec::Case) -> rig::Outcome {
     let out = fence::runtime().block_on(rig::run(case));
     let found = check::check(case, &out);
     assert!(
@@ -194,6 +195,12 @@ pub fn only_outcome(case: &spec::Case) -> (String, Option<String>, String) {
     if std::env::var_os("GROUND_TRUTH_VERBOSE").is_some() {
         eprintln!("{}", report::report(case, &out));
     }
+    out
+}
+
+/// The one command of a case: status, code and detail as journaled, after the checks.
+pub fn only_outcome(case: &spec::Case) -> (String, Option<String>, String) {
+    let out = run_checked(case);
     let j = out.journal.values().next().expect("one command");
     let detail = j.row.detail.clone().unwrap_or_default();
     (j.row.status.clone(), j.row.error_code.clone(), detail)

@@ -3,7 +3,7 @@
 //! again when the group frees — on what is read then, not on what admission read.
 
 use crate::regressions::one_device;
-use crate::{check, fence, report, rig, spec};
+use crate::{check, spec};
 
 /// A heater that requires relay 2 open waits (from 20 ms) behind a 2 s move of an axis in its
 /// exclusive group; `change` happens to relay 2 at 500 ms, while it waits. Relay 2 (liveness
@@ -51,17 +51,7 @@ fn queued_behind_a_long_move(change: spec::Op, push: Option<spec::Push>) -> spec
 /// The command on device `dev` (the only one there): when it was dispatched, status, code and
 /// detail as journaled, after the checks found nothing wrong.
 fn outcome_on(case: &spec::Case, dev: usize) -> (Option<i64>, String, Option<String>, String) {
-    let out = fence::runtime().block_on(rig::run(case));
-    let found = check::check(case, &out);
-    assert!(
-        found.violations.is_empty(),
-        "{:#?}\n{}",
-        found.violations,
-        report::report(case, &out)
-    );
-    if std::env::var_os("GROUND_TRUTH_VERBOSE").is_some() {
-        eprintln!("{}", report::report(case, &out));
-    }
+    let out = crate::regressions::run_checked(case);
     let cmds = check::commands(case, &out);
     let c = cmds.iter().find(|c| c.dev == dev).expect("a command there");
     let detail = c.j.row.detail.clone().unwrap_or_default();
