@@ -171,3 +171,19 @@ async fn a_dropped_anchor_table_does_not_turn_the_chain_into_legacy_rows() {
     assert_eq!((kind, seq), (Break::LinkBroken, 0));
     assert!(detail.contains("chain_anchor table is gone"), "{detail}");
 }
+
+#[tokio::test]
+async fn a_pruned_keyed_journal_verifies_with_its_key_from_the_anchor() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open_keyed(&url(&dir), Some(key())).await.unwrap();
+    for (id, at) in [("c1", 10), ("c2", 10), ("c3", 100)] {
+        let row = fixtures::row(id, "relay", "completed", at);
+        let events = [fixtures::ev(at, "received"), fixtures::ev(at, "completed")];
+        j.insert(&row, &events).await.unwrap();
+    }
+    assert!(j.prune(50).await.unwrap() > 0);
+    let r = j.verify_keyed(&[], &key()).await.unwrap();
+    assert!(r.intact(), "{r:?}");
+    assert_eq!((r.checked, r.keyed_from, r.rows_checked), (2, Some(5), 1));
+    assert!(r.anchor.is_some());
+}
