@@ -261,6 +261,10 @@ impl OpcuaLink {
                     status_code(&u.status),
                     format!("{} reads {}", u.node, u.status),
                 )),
+                (true, None) if u.holds_nothing() => Err((
+                    ErrorCode::NoFeedback,
+                    format!("{} holds no value (Good, with an empty variant)", u.node),
+                )),
                 (true, None) => Err((
                     ErrorCode::RegisterInvalid,
                     format!(
@@ -280,6 +284,9 @@ impl OpcuaLink {
             }
             match value {
                 Ok(value) => snap.record(&s.name, value, at_ms, seq, || s.source.describe()),
+                Err((_, why)) if u.good && u.holds_nothing() => {
+                    snap.no_value(&s.name, why, at_ms, seq)
+                }
                 Err((code, why)) => {
                     snap.last_error = Some(why.clone());
                     snap.refuse(&s.name, code, why, at_ms, seq);

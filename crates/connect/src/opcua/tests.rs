@@ -250,3 +250,55 @@ async fn a_sample_without_a_server_timestamp_is_never_fresh_only_a_read_is() {
     dev.take_update(&mut snap, &mut bad, &stamped);
     assert_eq!(snap.read_after("speed", 30), None);
 }
+
+#[tokio::test]
+async fn a_good_status_with_an_empty_variant_is_no_value_and_a_string_is_refused() {
+    let dev = pump();
+    let mut snap = dev.base.snapshot();
+    let mut bad = BTreeSet::new();
+    let speed = "ns=2;s=Pump1.Speed";
+    dev.take_update(
+        &mut snap,
+        &mut bad,
+        &update(speed, Some(Value::Number(10.0)), "Good", 5),
+    );
+    // Good, with nothing in it (a server whose device is starting): no value, the old number
+    // history only; it says nothing of the wiring, so it is no refusal.
+    let mut nothing = update(speed, None, "Good", 6);
+    nothing.value_type = "Empty".into();
+    dev.take_update(&mut snap, &mut bad, &nothing);
+    let reading = snap.reading("speed").unwrap();
+    assert_eq!(reading.current(), None);
+    let failure = reading.failure().expect("unreadable");
+    assert!(failure.no_value, "{failure:?}");
+    assert_eq!(failure.code, ErrorCode::NoFeedback);
+    assert_eq!(
+        failure.why,
+        format!("{speed} holds no value (Good, with an empty variant)")
+    );
+    assert_eq!(last(&snap, "speed").seq, 5);
+    // A Bad status without a value stays the status's refusal.
+    let mut dark = update(speed, None, "Bad_CommunicationError", 7);
+    dark.value_type = "Empty".into();
+    dev.take_update(&mut snap, &mut bad, &dark);
+    let failure = snap.reading("speed").unwrap().failure().unwrap().clone();
+    assert!(!failure.no_value);
+    assert_eq!(failure.code, ErrorCode::DeviceOffline);
+    // Good with a String: the plant names the wrong node or type, a refusal.
+    let mut text = update(speed, None, "Good", 8);
+    text.value_type = "String".into();
+    dev.take_update(&mut snap, &mut bad, &text);
+    let failure = snap.reading("speed").unwrap().failure().unwrap().clone();
+    assert!(!failure.no_value);
+    assert_eq!(failure.code, ErrorCode::RegisterInvalid);
+    // The next value is current again.
+    dev.take_update(
+        &mut snap,
+        &mut bad,
+        &update(speed, Some(Value::Number(11.0)), "Good", 9),
+    );
+    assert_eq!(
+        snap.reading("speed").unwrap().current().map(|v| v.value),
+        Some(Value::Number(11.0))
+    );
+}

@@ -45,6 +45,13 @@ pub struct Update {
 }
 
 impl Update {
+    /// Whether the server sent no value at all (a null variant or no value field): the node
+    /// holds nothing yet, which is no value — never a reading, and no sign that the plant names
+    /// the wrong node or type either (a server does this while a device it gateways is starting).
+    pub fn holds_nothing(&self) -> bool {
+        self.value.is_none() && self.value_type == "Empty"
+    }
+
     /// An update built from a data value received for `node`, by a Read request (`from_read`) or
     /// in a subscription's notification.
     pub(crate) fn from_data_value(
