@@ -12,12 +12,14 @@
 //! whitespace; a finite number written as text decodes to itself exactly, and inside a JSON
 //! document (through a pointer) to itself within 3 units in the last place (see the known issue
 //! below); a filter without wildcards
-//! matches itself, `#` matches every topic that does not start with `$`.
+//! matches itself, `#` matches every topic that does not start with `$`. The time a payload says
+//! its value was taken (`closedloop_mqtt::payload_time`, `time_json`): no panic, a time is after
+//! 1970, and a Unix time in milliseconds written into a document reads back as itself.
 
 #![no_main]
 
 use closedloop_driver::{Value, ValueType};
-use closedloop_mqtt::{Words, decode, topic_matches};
+use closedloop_mqtt::{Words, decode, payload_time, topic_matches};
 use libfuzzer_sys::fuzz_target;
 
 const TYPES: [ValueType; 9] = [
@@ -110,6 +112,17 @@ fuzz_target!(|data: &[u8]| {
                 );
             }
         }
+    }
+
+    // The time the payload says its value was taken.
+    if let Ok(t) = payload_time(payload, &pointer) {
+        assert!(t > 0, "{t}");
+    }
+    if payload.len() >= 8 {
+        let ms = i64::from_le_bytes(payload[..8].try_into().unwrap()).rem_euclid(1 << 45)
+            + 10_000_000_000;
+        let doc = format!(r#"{{"t": {ms}}}"#);
+        assert_eq!(payload_time(doc.as_bytes(), "/t"), Ok(ms), "{doc}");
     }
 
     // Topic filters, from the pointer and the payload as text.

@@ -7,6 +7,7 @@ Each test checks closedloop's answer against the firmware's relay as it physical
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -102,7 +103,7 @@ driver = {{ kind = "mqtt", broker = "mqtt://{host}:{port}", client_id = "closedl
 poll_ms = 50
 liveness = {{ max_silence_s = 30 }}
 [device.signals]
-temp_c = {{ topic = "{prefix}/probe", json = "/temperature", unit = "°C" }}
+temp_c = {{ topic = "{prefix}/probe", json = "/temperature", time_json = "/time", unit = "°C" }}
 
 [[device]]
 id = "ghost"
@@ -243,6 +244,52 @@ async def test_a_retained_state_is_no_baseline_for_already_so(
         assert outcome(sc) == ("completed", None), sc
         assert "already" not in sc, sc
     fw.ctl("retain -")
+
+
+def iso(unix_s: float) -> str:
+    """An RFC 3339 time with its zone, as a firmware with NTP writes it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(unix_s)) + f".{int(unix_s * 1000) % 1000:03d}+00:00"
+
+
+async def test_a_retained_value_whose_payload_carries_its_time_is_shown_as_old_as_that(
+    closedloop_bin: Path, rig: tuple[Firmware, Path], request: pytest.FixtureRequest
+) -> None:
+    fw, plant = rig
+    taken = time.time() - 21.7
+    fw.ctl(f'probe-retain {{"temperature": 20.0, "time": "{iso(taken)}"}}')
+    try:
+        async with serve(closedloop_bin, plant, request) as session:
+            with anyio.fail_after(10):
+                while "temp_c" not in (state := await call(session, "get_device_state", {"device": "probe"}))["signals"]:
+                    await anyio.sleep(0.05)
+            shown = state["signals"]["temp_c"]
+            # As old as its payload says (never the 0.x s since the broker handed it over).
+            assert shown["retained"] is True and shown["value"] == 20.0, shown
+            assert 21_700 <= shown["age_ms"] < 21_700 + 15_000, shown
+            assert shown["at"] == iso(taken).replace("+00:00", "Z"), shown
+            # Still never decided on: the alarm that reads it fails safe.
+            alarm = (await call(session, "list_alarms", {}))["alarms"][0]
+            assert alarm["active"] is True, alarm
+            # A live value is as old as it says it is; one dated in the future (a clock ahead
+            # of ours), or not dated at all, counts from its arrival; a time without a zone dates nothing.
+            for body, least, most in (
+                (f'{{"temperature": 21.0, "time": "{iso(time.time() - 5)}"}}', 5_000, 15_000),
+                (f'{{"temperature": 22.0, "time": "{iso(time.time() + 60)}"}}', 0, 5_000),
+                ('{"temperature": 23.0, "time": "2026-12-07T17:00:00"}', 0, 5_000),
+                (f'{{"temperature": 24.0, "time": {int((time.time() - 9) * 1000)}}}', 9_000, 19_000),
+            ):
+                value = json.loads(body)["temperature"]
+                fw.ctl(f"probe {body}")
+                with anyio.fail_after(10):
+                    while (shown := (await call(session, "get_device_state", {"device": "probe"}))["signals"]["temp_c"])["value"] != value:
+                        await anyio.sleep(0.05)
+                assert not shown.get("retained"), shown
+                assert least <= shown["age_ms"] < most, (body, shown)
+            with anyio.fail_after(10):
+                while (await call(session, "list_alarms", {}))["alarms"][0]["active"]:
+                    await anyio.sleep(0.05)
+    finally:
+        fw.ctl("probe-retain -")
 
 
 async def test_a_fault_flag_sent_only_on_change_stands_while_the_device_is_online(

@@ -188,7 +188,8 @@ impl MqttLink {
     /// One message of a signal topic into the snapshot.
     fn take_message(&self, snap: &mut Snapshot, m: &closedloop_mqtt::Message) {
         // Retained: the broker's memory of some earlier moment — a value to show, never
-        // evidence (sequence 0) and never a sign of life.
+        // evidence (sequence 0) and never a sign of life; of an age known only when its
+        // payload carries the time the plant names (`time_json`).
         let seq = if m.retained { 0 } else { m.seq };
         let at_ms = self.base.clock.wall_ms(m.received_at);
         let mut undecoded = Vec::new();
@@ -199,6 +200,7 @@ impl MqttLink {
                 true_values,
                 false_values,
                 ty,
+                time_json,
             } = &s.source
             else {
                 continue;
@@ -215,8 +217,19 @@ impl MqttLink {
                 on: true_values,
                 off: false_values,
             };
+            let taken = (time_json.as_deref())
+                .and_then(|p| closedloop_mqtt::payload_time(&m.payload, p).ok());
+            let describe = || s.source.describe();
             match closedloop_mqtt::decode(&m.payload, json.as_deref(), words, ty) {
-                Ok(value) => snap.record(&s.name, value, at_ms, seq, || s.source.describe()),
+                Ok(value) if m.retained => {
+                    snap.record_retained(&s.name, value, taken, at_ms, describe);
+                }
+                // A live message is as old as its payload says, never younger than its arrival
+                // (a device clock ahead of ours dates nothing in the future).
+                Ok(value) => {
+                    let at_ms = taken.map_or(at_ms, |t| t.min(at_ms));
+                    snap.record(&s.name, value, at_ms, seq, describe);
+                }
                 Err(what) => {
                     let why = format!("a message on {} held {what}", m.topic);
                     snap.no_value(&s.name, why, at_ms, seq);

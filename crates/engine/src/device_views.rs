@@ -99,14 +99,14 @@ impl Engine {
                 .readings()
                 .filter_map(|(name, r)| {
                     let v = r.last_good()?;
-                    // Numbered 0: not read by this gateway, a message its broker retained.
-                    let retained = v.seq == 0;
+                    // Numbered 0: not read by this gateway, a message its broker retained —
+                    // of an age known only when its payload carries a time the plant names.
                     let signal = SignalState {
                         value: plan::value_json(v.value),
                         unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
-                        at: (!retained).then(|| rfc3339(v.at_ms)),
-                        age_ms: (!retained).then(|| (now - v.at_ms).max(0)),
-                        retained,
+                        at: v.taken_ms().map(rfc3339),
+                        age_ms: v.taken_ms().map(|t| (now - t).max(0)),
+                        retained: v.seq == 0,
                         source: v.source.clone(),
                         unreadable: r.failure().is_some(),
                     };

@@ -62,10 +62,13 @@ pub(crate) fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_
             let v = r.last_good()?;
             let mut shown = json!({"value": crate::plan::value_json(v.value), "source": v.source});
             if v.seq == 0 {
-                // Known only from a retained message: no age at the owner, none at a reader.
+                // Known only from a retained message: its age at a reader is the owner's, known
+                // only when its payload carried a time.
                 shown["retained"] = json!(true);
-            } else if old(v.at_ms) {
-                shown["at_ms"] = json!(v.at_ms);
+            }
+            match v.taken_ms() {
+                Some(t) if v.seq == 0 || old(t) => shown["at_ms"] = json!(t),
+                _ => {}
             }
             Some((name.to_string(), shown))
         })
@@ -184,11 +187,13 @@ pub(crate) fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Devi
         .map(|(name, v)| {
             let age_ms = age_of(v["at_ms"].as_i64());
             let retained = v["retained"] == true;
+            // A retained value has an age only when the owner read a time in its payload.
+            let dated = !retained || v["at_ms"].is_i64();
             let signal = SignalState {
                 value: v["value"].clone(),
                 unit: spec.signal(name).and_then(|s| s.unit.clone()),
-                at: (!retained).then(|| rfc3339(now_ms - age_ms)),
-                age_ms: (!retained).then_some(age_ms),
+                at: dated.then(|| rfc3339(now_ms - age_ms)),
+                age_ms: dated.then_some(age_ms),
                 retained,
                 source: v["source"].as_str().unwrap_or_default().to_string(),
                 unreadable: state.unreadable.contains_key(name),

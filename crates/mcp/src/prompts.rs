@@ -162,6 +162,10 @@ fn signal_line(name: &str, s: &closedloop_engine::SignalState) -> String {
         .map(|u| format!(" {u}"))
         .unwrap_or_default();
     match (s.age_ms, &s.at) {
+        (Some(age), Some(at)) if s.retained => format!(
+            "{name} = {}{unit} (from {}, only a retained message, taken {age} ms ago at {at})",
+            s.value, s.source
+        ),
         (Some(age), Some(at)) => format!(
             "{name} = {}{unit} (from {}, read {age} ms ago at {at})",
             s.value, s.source

@@ -62,9 +62,9 @@ pub fn device_state() -> Value {
                     "properties": {
                         "value": {},
                         "unit": {"type": "string"},
-                        "at": {"type": ["string", "null"], "description": "When it was read; null for a value known only from a retained message."},
-                        "age_ms": {"type": ["integer", "null"], "description": "How old it is; null when its age is unknown (retained)."},
-                        "retained": {"type": "boolean", "description": "Only from a message the broker retained, sent at an unknown earlier time: shown, never decided on."},
+                        "at": {"type": ["string", "null"], "description": "When it was read (taken, for a retained message whose payload carries a time the plant names); null for a value known only from a retained message without one."},
+                        "age_ms": {"type": ["integer", "null"], "description": "How old it is; null when its age is unknown (retained, no time in its payload)."},
+                        "retained": {"type": "boolean", "description": "Only from a message the broker retained, sent at an earlier time (unknown unless its payload carries one): shown, never decided on."},
                         "source": {"type": "string"},
                         "unreadable": {"type": "boolean", "description": "The signal's last read failed (see unreadable): this is its last good value, as old as age_ms says, not a current one."}
                     },

@@ -151,6 +151,7 @@ pub(crate) struct RawSignal {
     pub description: Option<String>,
     pub topic: Option<String>,
     pub json: Option<String>,
+    pub time_json: Option<String>,
     pub true_values: Option<Vec<String>>,
     pub false_values: Option<Vec<String>>,
     pub node: Option<String>,

@@ -339,6 +339,9 @@ pub enum Source {
         topic: String,
         /// JSON pointer into the payload; the raw payload when absent.
         json: Option<String>,
+        /// JSON pointer to the time the payload says its value was taken (`time_json`): a
+        /// retained message is then as old as that, and a live one never younger.
+        time_json: Option<String>,
         /// Plain payloads that mean `true` (then the signal is a bool).
         true_values: Vec<String>,
         /// Plain payloads that mean `false`: named beside `true_values`, so that a payload in

@@ -358,3 +358,37 @@ fn true_values_need_false_values_beside_them_and_status_json_a_status_topic() {
     let desk = p.devices.iter().find(|d| d.id == "desk").expect("desk");
     assert_eq!(desk.liveness.status_json.as_deref(), Some("/state"));
 }
+
+/// `time_json` is a pointer beside `json`: a payload that is the value itself carries no time.
+#[test]
+fn time_json_is_a_pointer_beside_json() {
+    let dir = plant_dir();
+    let driver = r#"{ kind = "mqtt", broker = "mqtt://broker.lan", client_id = "cl" }"#;
+    let signal = r#"on = { topic = "desk/state", json = "/on", type = "bool" }"#;
+    let with = |s: &str| plant(driver).replace(signal, s);
+    let cases = [
+        (
+            r#"on = { topic = "desk/state", json = "/on", time_json = "time", type = "bool" }"#,
+            "\"time\" is not a JSON pointer; write it with a leading slash, e.g. \"/time\"",
+        ),
+        (
+            r#"on = { topic = "desk/state", time_json = "/time", type = "bool" }"#,
+            "name the value with json = \"/...\" too",
+        ),
+    ];
+    for (src, words) in cases {
+        let errs = errors(&with(src), dir.path());
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        assert_eq!(errs[0].key.as_deref(), Some("signals.on.time_json"));
+        assert!(errs[0].message.contains(words), "{}", errs[0]);
+    }
+    let ok = with(
+        r#"on = { topic = "desk/state", json = "/on", time_json = "/last_seen", type = "bool" }"#,
+    );
+    let p = parse_with_env(&ok, "workshop.toml", dir.path(), &common::env).expect("valid");
+    let desk = p.devices.iter().find(|d| d.id == "desk").expect("desk");
+    let closedloop_plant::Source::Topic { time_json, .. } = &desk.signals[0].source else {
+        panic!("a topic signal")
+    };
+    assert_eq!(time_json.as_deref(), Some("/last_seen"));
+}

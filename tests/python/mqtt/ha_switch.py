@@ -15,6 +15,7 @@ stdin takes control lines, each answered `ok WORD` on stdout:
 - `fault TEXT`       publish TEXT on `{prefix}/heater/fault` (a fault flag sent only on change);
 - `probe BODY`       publish BODY as it is on the probe topic (`{"temperature": 45.0}`, `nan`,
                      `{"temperature": null}`);
+- `probe-retain BODY` publish BODY retained on the probe topic (`-` clears it);
 - `relay?`           answered `ok relay? on|off`: the relay as it physically is (ground truth).
 
 Prints `ha_switch: connected` once the broker accepted it.
@@ -103,6 +104,8 @@ def main() -> None:
             publish(f"{args.prefix}/heater/fault", rest)
         elif word == "probe":
             publish(f"{args.prefix}/probe", rest)
+        elif word == "probe-retain":
+            publish(f"{args.prefix}/probe", rest, retain=True)
         elif word == "relay?":
             with lock:
                 rest = "on" if state["relay"] else "off"

@@ -29,6 +29,18 @@ pub struct SignalValue {
     /// was read after the write was acknowledged. 0: not read by this gateway at all (an MQTT
     /// message the broker retained).
     pub seq: u64,
+    /// Whether `at_ms` is when the value was taken: always for a value this gateway read; for a
+    /// retained message only when its payload carries a time the plant names (`time_json`) —
+    /// otherwise `at_ms` is when the broker handed it over, and its age is unknown.
+    pub dated: bool,
+}
+
+impl SignalValue {
+    /// When the value was taken, when that is known: `None` for a retained message without a
+    /// time in it (sent at some moment nobody can tell). Every view shows its age from here.
+    pub fn taken_ms(&self) -> Option<i64> {
+        self.dated.then_some(self.at_ms)
+    }
 }
 
 /// Why the last read of a signal failed, and since when it has been failing.
@@ -135,8 +147,10 @@ impl Unusable<'_> {
                 shown(v.value)
             ),
             Unusable::Retained(v) => format!(
-                "{name} = {} only from a retained message, not read since the gateway started",
-                shown(v.value)
+                "{name} = {} only from a retained message{}, not read since the gateway started",
+                shown(v.value),
+                v.taken_ms()
+                    .map_or(String::new(), |_| format!(" taken {} ago", age(v)))
             ),
             Unusable::Silent(l) => format!("{name}'s device is {}", l.as_str()),
         }
@@ -236,6 +250,32 @@ impl super::Snapshot {
         seq: u64,
         source: impl FnOnce() -> String,
     ) {
+        self.put(name, value, (at_ms, seq != 0), seq, source);
+    }
+
+    /// Records a value known only from a message the broker retained (numbered 0: never
+    /// evidence, never decided on), arrived at `arrival_ms`; `taken_ms` is the time its payload
+    /// says it was taken, when the plant names one (`time_json`) — else its age is unknown.
+    pub fn record_retained(
+        &mut self,
+        name: &str,
+        value: Value,
+        taken_ms: Option<i64>,
+        arrival_ms: i64,
+        source: impl FnOnce() -> String,
+    ) {
+        let at = taken_ms.map_or((arrival_ms, false), |t| (t.min(arrival_ms), true));
+        self.put(name, value, at, 0, source);
+    }
+
+    fn put(
+        &mut self,
+        name: &str,
+        value: Value,
+        (at_ms, dated): (i64, bool),
+        seq: u64,
+        source: impl FnOnce() -> String,
+    ) {
         if let Value::Number(n) = value
             && !n.is_finite()
         {
@@ -248,13 +288,14 @@ impl super::Snapshot {
         };
         reading.failed = None;
         match &mut reading.good {
-            Some(v) => (v.value, v.at_ms, v.seq) = (value, at_ms, seq),
+            Some(v) => (v.value, v.at_ms, v.seq, v.dated) = (value, at_ms, seq, dated),
             None => {
                 reading.good = Some(SignalValue {
                     value,
                     at_ms,
                     source: source(),
                     seq,
+                    dated,
                 })
             }
         }

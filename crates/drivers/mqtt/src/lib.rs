@@ -16,6 +16,7 @@ mod broker;
 mod codec;
 mod contract;
 mod error;
+mod taken;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -23,3 +24,4 @@ pub use broker::{Ack, BrokerConfig, BrokerTls, Link, Message, MqttBroker, Subscr
 pub use codec::{Words, decode, expiry_secs, parse_broker_url, topic_matches};
 pub use contract::write_error;
 pub use error::Error;
+pub use taken::payload_time;

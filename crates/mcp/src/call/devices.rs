@@ -99,9 +99,12 @@ impl Server {
                 let unit = (s.unit.as_deref())
                     .map(|u| format!(" {u}"))
                     .unwrap_or_default();
-                match s.age_ms {
-                    Some(age) => format!("{k} = {}{unit} ({age} ms old)", s.value),
-                    None => format!("{k} = {}{unit} (retained, age unknown)", s.value),
+                match (s.age_ms, s.retained) {
+                    (Some(age), false) => format!("{k} = {}{unit} ({age} ms old)", s.value),
+                    (Some(age), true) => {
+                        format!("{k} = {}{unit} (retained, {age} ms old)", s.value)
+                    }
+                    (None, _) => format!("{k} = {}{unit} (retained, age unknown)", s.value),
                 }
             })
             .collect();

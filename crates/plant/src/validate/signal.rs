@@ -112,10 +112,12 @@ fn source(
             {
                 dev.err(sink, &format!("{key}.json"), format!("\"{p}\" is not a JSON pointer; write it with a leading slash, e.g. \"/{p}\""));
             }
+            time_json_fits(raw, key, dev, sink);
             let ty = raw.ty.unwrap_or(default);
             Source::Topic {
                 topic: raw.topic.clone().unwrap_or_default(),
                 json: raw.json.clone(),
+                time_json: raw.time_json.clone(),
                 true_values,
                 false_values,
                 ty,
@@ -144,6 +146,23 @@ fn source(
     })
 }
 
+/// `time_json` is a JSON pointer, into a payload whose value `json` selects (a payload that is
+/// the value itself holds no time).
+fn time_json_fits(raw: &RawSignal, key: &str, dev: &Dev, sink: &mut Sink) {
+    let Some(p) = raw.time_json.as_deref() else {
+        return;
+    };
+    let at = format!("{key}.time_json");
+    if !p.starts_with('/') {
+        let m =
+            format!("\"{p}\" is not a JSON pointer; write it with a leading slash, e.g. \"/{p}\"");
+        dev.err(sink, &at, m);
+    } else if raw.json.is_none() {
+        let m = "time_json reads a time beside the value in a JSON payload; name the value with json = \"/...\" too (a payload that is the value itself carries no time)";
+        dev.err(sink, &at, m);
+    }
+}
+
 /// The keys a signal source may have, by family.
 const SIGNAL_KEYS: &[(SourceFamily, &[&str])] = &[
     (
@@ -168,6 +187,7 @@ const SIGNAL_KEYS: &[(SourceFamily, &[&str])] = &[
         &[
             "topic",
             "json",
+            "time_json",
             "true_values",
             "false_values",
             "type",

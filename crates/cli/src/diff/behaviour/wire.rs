@@ -227,14 +227,18 @@ fn source(s: &Signal) -> String {
             true_values,
             false_values,
             ty,
+            time_json,
         } => {
             let trues = if true_values.is_empty() && false_values.is_empty() {
                 String::new()
             } else {
                 format!(" true={true_values:?} false={false_values:?}")
             };
+            let time = time_json
+                .as_deref()
+                .map_or(String::new(), |t| format!(" taken at {t}"));
             format!(
-                "topic {topic} {} {ty}{trues}",
+                "topic {topic} {} {ty}{trues}{time}",
                 json.as_deref().unwrap_or("(raw payload)")
             )
         }

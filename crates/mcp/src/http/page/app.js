@@ -48,11 +48,12 @@ function notice(text, error) {
 
 const fmtValue = (v, unit) => window.words.value(v, unit);
 
-function fmtAge(ms) {
+function fmtAge(ms, retained) {
   if (ms === null || ms === undefined) return "retained, age unknown";
-  if (ms < 1000) return (ms / 1000).toFixed(1) + " s";
-  if (ms < 60000) return Math.round(ms / 1000) + " s";
-  return Math.round(ms / 60000) + " min";
+  const age = ms < 1000 ? (ms / 1000).toFixed(1) + " s"
+    : ms < 60000 ? Math.round(ms / 1000) + " s"
+    : Math.round(ms / 60000) + " min";
+  return retained ? age + ", retained" : age;
 }
 
 // ---- devices ----
@@ -65,11 +66,12 @@ function renderDevice(name) {
   const refused = st.unreadable || {};
   const rows = Object.entries(st.signals || {}).map(([sig, s]) => {
     const why = refused[sig];
-    return el("tr", { "data-signal": sig, "data-age": s.age_ms, class: why ? "unreadable" : "" },
+    return el("tr", { "data-signal": sig, "data-age": s.age_ms, "data-retained": !!s.retained, class: why ? "unreadable" : "" },
       el("th", { scope: "row" }, sig),
       el("td", { class: "value", title: why ? "cannot be read since " + words.time(why.since) + ": " + why.detail : "" },
         fmtValue(s.value, s.unit), why ? el("span", { class: "refused" }, " unreadable") : null),
-      el("td", { class: "age", title: s.at ? "read at " + words.time(s.at) + ", " + words.zone(s.at) : "a retained message, sent at an unknown earlier time" }, fmtAge(s.age_ms)));
+      el("td", { class: "age", title: !s.at ? "a retained message, sent at an unknown earlier time"
+        : (s.retained ? "a retained message, taken at " : "read at ") + words.time(s.at) + ", " + words.zone(s.at) }, fmtAge(s.age_ms, s.retained)));
   });
   const how = d.reporting || {};
   const li = el("li", { class: "device", "data-device": name, "data-liveness": live },
@@ -99,9 +101,10 @@ function tickAges() {
     const li = document.querySelector('.device[data-device="' + CSS.escape(name) + '"]');
     if (!li || !d.state) continue;
     const since = performance.now() - d.received;
-    for (const tr of li.querySelectorAll("tr[data-signal]")) {
+    // A row without an age (retained, no time in it) has none to go on.
+    for (const tr of li.querySelectorAll("tr[data-signal][data-age]")) {
       const age = Number(tr.dataset.age) + since;
-      tr.querySelector(".age").textContent = fmtAge(age);
+      tr.querySelector(".age").textContent = fmtAge(age, tr.hasAttribute("data-retained"));
       tr.classList.toggle("old", age > 5000);
     }
   }
