@@ -240,6 +240,15 @@ async def test_a_temperature_the_dbc_labels_sna_is_no_value_raises_the_alarm_and
                     await anyio.sleep(0.05)
             sc = await call(session, "pump_set_speed", {"rpm": 10.0})
             assert outcome(sc) == ("rejected", "INTERLOCK"), sc
+            # The raw tools say the same: no 87.5 made of the mark's bits.
+            seen = by_name((await call(session, "can_signals", {"device": "pump", "names": ["Temperature"]}))["signals"])
+            assert seen["Temperature"]["value"] is None, seen
+            assert seen["Temperature"]["not_available"] == 'raw 255, labelled "SNA"', seen
+            assert seen["Temperature"]["age_s"] is not None, seen
+            decoded = await call(session, "can_decode", {"device": "pump", "id": 400, "data_hex": sna.hex()})
+            got = {d["name"]: d for d in decoded["signals"]}
+            assert got["Temperature"]["value"] is None and "SNA" in got["Temperature"]["not_available"], got
+            assert got["Running"]["value"] == 1 and "not_available" not in got["Running"], got
     finally:
         stop(adapter.proc)
         request.node.add_report_section("teardown", "slcan_adapter.py stderr", adapter.log.read_text()[-20000:])

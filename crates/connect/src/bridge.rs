@@ -20,8 +20,13 @@ pub struct CanSignalState {
     pub name: String,
     /// The message that carries it.
     pub message: String,
-    /// Its physical value, or `None` when no frame of its message has been seen yet.
+    /// Its physical value; `None` when no frame of its message has been seen yet, or when the
+    /// last one carried a raw value the DBC labels not available.
     pub value: Option<f64>,
+    /// When the last frame carried a raw value the DBC labels not available: what and which
+    /// (`raw 255, labelled "SNA"`) — never its scaled number, which is no reading.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_available: Option<String>,
     /// The DBC's unit (may be empty).
     pub unit: String,
     /// When its frame arrived.
@@ -39,9 +44,28 @@ pub struct CanDecoded {
     pub id: u32,
     /// Whether the id is extended (29-bit).
     pub extended: bool,
-    /// Each signal the frame carries (multiplexed ones only when selected), physical value and
-    /// unit.
-    pub signals: Vec<(String, f64, String)>,
+    /// Each signal the frame carries (multiplexed ones only when selected).
+    pub signals: Vec<CanDecodedSignal>,
+}
+
+/// One signal of a decoded frame.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CanDecodedSignal {
+    /// The DBC signal.
+    pub name: String,
+    /// Its physical value; `None` when the frame carries a raw value the DBC labels not
+    /// available.
+    pub value: Option<f64>,
+    /// The DBC's unit (may be empty).
+    pub unit: String,
+    /// What the frame carries instead of a value (`raw 255, labelled "SNA"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_available: Option<String>,
+}
+
+/// A raw value and the label that says it is none, in words.
+fn not_available_words(raw: i128, label: &str) -> String {
+    format!("raw {raw}, labelled {label:?}")
 }
 
 fn refuse(code: ErrorCode, detail: impl Into<String>) -> RawError {
@@ -96,10 +120,14 @@ pub fn can_signals(
         .filter(|(_, s)| names.is_none_or(|n| n.contains(&s.name)))
         .map(|(message, s)| {
             let last = seen.get(&s.name).filter(|(_, _, m)| m == message);
+            let field = last.map(|(f, _, _)| f);
             CanSignalState {
                 name: s.name.clone(),
                 message: message.to_string(),
-                value: last.map(|(v, _, _)| *v),
+                value: field.and_then(|f| f.as_ref().ok().copied()),
+                not_available: field
+                    .and_then(|f| f.as_ref().err())
+                    .map(|(raw, label)| not_available_words(*raw, label)),
                 unit: s.unit.clone(),
                 at: last.map(|(_, at, _)| rfc3339(*at)),
                 age_s: last.map(|(_, at, _)| (now - at).max(0) as f64 / 1000.0),
@@ -131,14 +159,20 @@ pub fn can_decode(link: &dyn Link, id: u32, data: &[u8]) -> Result<CanDecoded, R
             ),
         ));
     }
-    let signals = closedloop_can::decode(message, data)
+    let signals = closedloop_can::read(message, data)
         .into_iter()
-        .map(|(name, v)| {
-            let unit = message
-                .signal(name)
+        .map(|(name, field)| CanDecodedSignal {
+            name: name.to_string(),
+            value: field.value(),
+            unit: (message.signal(name))
                 .map(|s| s.unit.clone())
-                .unwrap_or_default();
-            (name.to_string(), v, unit)
+                .unwrap_or_default(),
+            not_available: match field {
+                closedloop_can::Field::NotAvailable { raw, label } => {
+                    Some(not_available_words(raw, label))
+                }
+                closedloop_can::Field::Value(_) => None,
+            },
         })
         .collect();
     Ok(CanDecoded {

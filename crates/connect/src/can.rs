@@ -7,7 +7,7 @@
 //! every device on it is offline with the reason.
 
 use crate::base::Base;
-use closedloop_can::{CanPort, Dbc, Frame, Message, Received};
+use closedloop_can::{CanPort, Dbc, Field, Frame, Message, Received};
 use closedloop_driver::{BoxFuture, Value};
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, Snapshot, SnapshotTx,
@@ -53,14 +53,18 @@ impl Encoded for CanWrite {
     }
 }
 
+/// One DBC signal as last seen on the bus: its physical value, or the raw value and label that
+/// say the sender had none (`Err((raw, "SNA"))`); when; in which message.
+pub type Seen = (Result<f64, (i128, String)>, i64, String);
+
 /// A CAN node: its bus port (shared), its DBC, and every DBC signal seen on the bus.
 pub struct CanLink {
     base: Base,
     port: Arc<CanPort>,
     dbc: Arc<Dbc>,
-    /// Latest value of every DBC signal of every message of the DBC seen on the bus (for
-    /// `can_signals`): name → (value, wall ms, message).
-    seen: Mutex<BTreeMap<String, (f64, i64, String)>>,
+    /// Latest field of every DBC signal of every message of the DBC seen on the bus (for
+    /// `can_signals`): name → (value or not available, wall ms, message).
+    seen: Mutex<BTreeMap<String, Seen>>,
 }
 
 impl CanLink {
@@ -81,7 +85,7 @@ impl CanLink {
     }
 
     /// Every DBC signal seen on the bus: name → (value, wall ms, message).
-    pub fn seen(&self) -> BTreeMap<String, (f64, i64, String)> {
+    pub fn seen(&self) -> BTreeMap<String, Seen> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -155,11 +159,18 @@ impl CanLink {
             return;
         };
         let at_ms = self.base.clock.wall_ms(rx.at);
-        let decoded = closedloop_can::decode(message, &rx.frame.data);
+        let decoded = closedloop_can::read(message, &rx.frame.data);
         {
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            for (name, v) in &decoded {
-                seen.insert((*name).to_string(), (*v, at_ms, message.name().to_string()));
+            for (name, field) in &decoded {
+                let value = match *field {
+                    Field::Value(v) => Ok(v),
+                    Field::NotAvailable { raw, label } => Err((raw, label.to_string())),
+                };
+                seen.insert(
+                    (*name).to_string(),
+                    (value, at_ms, message.name().to_string()),
+                );
             }
         }
         if !mine.contains(&(rx.frame.id, rx.frame.extended)) {
@@ -175,26 +186,25 @@ impl CanLink {
             if !find_message(&self.dbc, m).is_ok_and(|found| found.name() == message.name()) {
                 continue;
             }
-            // Only a signal this frame carries (its multiplexer page selected) can be "not
-            // available" in it: another page's bits mean nothing for it.
-            let carried = decoded.iter().any(|(n, _)| *n == signal);
-            if let Some((raw, label)) = (message.signal(signal))
-                .filter(|_| carried)
-                .and_then(|d| closedloop_can::not_available(d, &rx.frame.data))
-            {
-                let why = format!(
-                    "{} read raw {raw}, which {} labels \"{label}\": not available",
-                    s.source.describe(),
-                    self.dbc.file()
-                );
-                snap.no_value(&s.name, why, at_ms, rx.seq);
-            } else if let Some((_, v)) = decoded.iter().find(|(n, _)| *n == signal) {
-                let value = if s.source.is_bool() {
-                    Value::Bool(*v != 0.0)
-                } else {
-                    Value::Number(*v)
-                };
-                snap.record(&s.name, value, at_ms, rx.seq, || s.source.describe());
+            // Only a signal this frame carries (its multiplexer page selected) is read from it:
+            // another page's bits mean nothing for it.
+            match decoded.iter().find(|(n, _)| *n == signal).map(|(_, f)| *f) {
+                Some(Field::NotAvailable { raw, label }) => {
+                    let why = format!(
+                        "{} read raw {raw}, which {} labels \"{label}\": not available",
+                        s.source.describe(),
+                        self.dbc.file()
+                    );
+                    snap.no_value(&s.name, why, at_ms, rx.seq);
+                }
+                Some(Field::Value(v)) => {
+                    let value = match s.source.is_bool() {
+                        true => Value::Bool(v != 0.0),
+                        false => Value::Number(v),
+                    };
+                    snap.record(&s.name, value, at_ms, rx.seq, || s.source.describe());
+                }
+                None => {}
             }
         }
         snap.seq = snap.seq.max(rx.seq);
@@ -373,7 +383,7 @@ level = { message = "0x101", signal = "Level", unit = "%" }"#,
         };
         dev.take_frame(&mine, &mut snap, &other);
         assert!(snap.readings().next().is_none() && snap.last_valid.is_none());
-        assert_eq!(dev.seen()["Noise"].0, 7.0);
+        assert_eq!(dev.seen()["Noise"].0, Ok(7.0));
         let lamp = Received {
             frame: Frame::data(257, false, vec![0b0000_0101]),
             seq: 5,

@@ -102,7 +102,7 @@ fn can_tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
     let obj = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
     let mut signals = Tool::new(
         "can_signals",
-        "Every signal of a CAN device's DBC file (or only the named ones) with its latest value on the bus, its unit and its age in seconds; a signal whose message has not been seen has value null. Read-only.",
+        "Every signal of a CAN device's DBC file (or only the named ones) with its latest value on the bus, its unit and its age in seconds; a signal whose message has not been seen has value null, and one whose last frame carried a raw value the DBC labels not available (SNA) has value null and says so in not_available. Read-only.",
         obj(json!({
             "type": "object",
             "properties": {
@@ -116,7 +116,7 @@ fn can_tools(plant: &closedloop_plant::Plant) -> Vec<Tool> {
     signals.annotations = read_only();
     let mut decode = Tool::new(
         "can_decode",
-        "Decode one CAN frame through a device's DBC file: the message its id names and each signal's physical value and unit. Read-only; nothing is sent.",
+        "Decode one CAN frame through a device's DBC file: the message its id names and each signal's physical value and unit (null, with not_available, for a raw value the DBC labels not available). Read-only; nothing is sent.",
         obj(json!({
             "type": "object",
             "properties": {
@@ -280,8 +280,11 @@ impl Server {
         };
         let text = list
             .iter()
-            .map(|s| match (s.value, s.age_s) {
-                (Some(v), Some(age)) => format!("{} = {v} {} ({age:.1} s ago)", s.name, s.unit),
+            .map(|s| match (s.value, &s.not_available, s.age_s) {
+                (Some(v), _, Some(age)) => format!("{} = {v} {} ({age:.1} s ago)", s.name, s.unit),
+                (None, Some(na), Some(age)) => {
+                    format!("{} = not available: {na} ({age:.1} s ago)", s.name)
+                }
                 _ => format!("{} = (not seen yet)", s.name),
             })
             .collect::<Vec<_>>()
@@ -300,19 +303,19 @@ impl Server {
             Ok(d) => d,
             Err(e) => return refused(device, e),
         };
-        let text = d
-            .signals
-            .iter()
-            .map(|(n, v, u)| format!("{n} = {v} {u}"))
+        let text = (d.signals.iter())
+            .map(|s| match (s.value, &s.not_available) {
+                (Some(v), _) => format!("{} = {v} {}", s.name, s.unit),
+                (None, na) => format!(
+                    "{} = not available: {}",
+                    s.name,
+                    na.as_deref().unwrap_or("")
+                ),
+            })
             .collect::<Vec<_>>()
             .join(", ");
-        let signals: Vec<Value> = d
-            .signals
-            .iter()
-            .map(|(n, v, u)| json!({"name": n, "value": v, "unit": u}))
-            .collect();
         let mut out = CallToolResult::structured(json!({
-            "device": device, "message": d.message, "id": d.id, "extended": d.extended, "signals": signals
+            "device": device, "message": d.message, "id": d.id, "extended": d.extended, "signals": d.signals
         }));
         out.content = vec![ContentBlock::text(format!("{}: {text}", d.message))];
         out

@@ -27,6 +27,49 @@ pub fn decode<'m>(message: &'m Message, data: &[u8]) -> Vec<(&'m str, f64)> {
         .collect()
 }
 
+/// What a frame says of one signal, as anything that shows or decides on it must take it: its
+/// physical value, or the raw value and label the file's `VAL_` table gives to say the device
+/// has none (`SNA`) — whose scaled number is no reading at all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Field<'m> {
+    /// raw × factor + offset.
+    Value(f64),
+    /// The raw value carries a label that says "not available" ([`Signal::not_available`]).
+    NotAvailable {
+        /// The raw field value.
+        raw: i128,
+        /// The file's label for it (`SNA`, `Invalid`).
+        label: &'m str,
+    },
+}
+
+impl Field<'_> {
+    /// The physical value, when it is one.
+    pub fn value(self) -> Option<f64> {
+        match self {
+            Field::Value(v) => Some(v),
+            Field::NotAvailable { .. } => None,
+        }
+    }
+}
+
+/// The signals a frame carries, like [`decode`], each as a [`Field`]: a value, or not available
+/// in this frame. The one reading every consumer of received frames uses (the device's signals,
+/// the bus's last-seen table, the raw `can_decode` tool).
+pub fn read<'m>(message: &'m Message, data: &[u8]) -> Vec<(&'m str, Field<'m>)> {
+    decode(message, data)
+        .into_iter()
+        .map(|(name, v)| {
+            let mark = (message.signal(name)).and_then(|s| not_available(s, data));
+            let field = match mark {
+                Some((raw, label)) => Field::NotAvailable { raw, label },
+                None => Field::Value(v),
+            };
+            (name, field)
+        })
+        .collect()
+}
+
 /// One signal's physical value in `data`, regardless of multiplexing; `None` when its bits lie
 /// beyond `data`.
 pub fn decode_signal(signal: &Signal, data: &[u8]) -> Option<f64> {

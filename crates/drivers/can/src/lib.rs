@@ -31,7 +31,7 @@ pub mod slcan;
 mod socketcan;
 
 pub use bus::{ANSWER_TIMEOUT, CanBus, FRAME_BUFFER, Frames, Interface, SEND_QUEUE, Stats};
-pub use codec::{decode, decode_signal, encode, not_available};
+pub use codec::{Field, decode, decode_signal, encode, not_available, read};
 pub use contract::write_error;
 pub use dbc::{ByteOrder, Dbc, Message, Mux, Signal};
 pub use error::{BusError, DbcError, EncodeError, FrameError};

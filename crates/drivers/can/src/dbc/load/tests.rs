@@ -155,6 +155,29 @@ fn values_the_file_labels_not_available_decode_to_no_value_and_the_rest_to_numbe
             .0,
         1
     );
+    // `read`, which every consumer of received frames uses, says the same per signal: a
+    // value, or not available — never the scaled number of the mark.
+    let fields = crate::read(engine, &all_ones);
+    let field = |name: &str| fields.iter().find(|(n, _)| *n == name).map(|(_, f)| *f);
+    let sna = crate::Field::NotAvailable {
+        raw: 65535,
+        label: "SNA",
+    };
+    assert_eq!(field("Speed"), Some(sna));
+    assert_eq!(field("Speed").and_then(crate::Field::value), None);
+    let decoded = crate::decode(engine, &all_ones);
+    assert_eq!(fields.len(), decoded.len(), "the same signals as decode");
+    for ((n, f), (m, v)) in fields.iter().zip(&decoded) {
+        assert_eq!(n, m);
+        if *n != "Speed" {
+            assert_eq!(*f, crate::Field::Value(*v), "{n}");
+        }
+    }
+    let error = crate::read(engine, &error);
+    assert!(matches!(
+        error.iter().find(|(n, _)| *n == "Speed"),
+        Some((_, crate::Field::Value(_)))
+    ));
 }
 
 #[test]
