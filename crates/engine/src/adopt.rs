@@ -126,7 +126,7 @@ impl Engine {
         }
         tracing::info!(command_id, device = %row.device, epoch = fence.epoch, "command taken over");
         if cancelled {
-            let mut machine = Machine::new(inert_profile());
+            let mut machine = Machine::new(crate::profile::inert());
             machine.on(Event::Accept);
             let detail = "Cancelled on request before it ran; nothing was written.".to_string();
             self.end_adopted(&cmd, machine, Event::CancelRequested, detail)
@@ -149,7 +149,7 @@ impl Engine {
             .plant
             .device(&row.device)
             .and_then(|d| d.action(&row.action));
-        let mut machine = Machine::new(action.map_or_else(inert_profile, profile));
+        let mut machine = Machine::new(action.map_or_else(crate::profile::inert, profile));
         machine.on(Event::Accept);
         let Some(action) = action else {
             let detail = format!(
@@ -259,18 +259,6 @@ impl Engine {
 /// The timeline entry a gateway that does not run a command adds when asked to cancel it: the
 /// gateway that takes the command over later ends it `cancelled` instead of running it.
 pub(crate) const CANCEL_REQUESTED: &str = "cancel_requested";
-
-/// The profile of an action this gateway's plant lacks, or of a command ended before it runs.
-fn inert_profile() -> crate::machine::Profile {
-    crate::machine::Profile {
-        check: crate::machine::Check::Feedback,
-        idempotent: false,
-        has_cancel: false,
-        has_started_when: false,
-        hold_ms: 0,
-        max_attempts: 1,
-    }
-}
 
 /// Reads the feed until the engine is gone; re-opens it (after a pause) when it fails.
 async fn feed_loop(engine: Weak<Engine>) {

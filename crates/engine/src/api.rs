@@ -196,7 +196,11 @@ pub(crate) fn new_row(
         params: serde_json::to_value(params).unwrap_or(serde_json::Value::Null),
         status: status.as_str().into(),
         verified: false,
-        verification: action.verification.as_str().into(),
+        // A feedback criterion that reads only what the action writes verifies by readback.
+        verification: match &action.readback_only {
+            Some(_) => closedloop_plant::Verification::Readback.as_str().into(),
+            None => action.verification.as_str().into(),
+        },
         error_code: None,
         detail: None,
         hint: None,

@@ -186,6 +186,7 @@ impl Machine {
         }
         match self.profile.check {
             Check::Readback => self.finish(Outcome::read_back()),
+            _ if self.profile.readback_only => self.finish(Outcome::read_back()),
             _ if r.already && !self.moved => self.finish(Outcome::already_so()),
             _ => self.finish(Outcome::confirmed()),
         }

@@ -17,6 +17,22 @@ pub(crate) fn profile(action: &Action) -> Profile {
         has_started_when: action.started_when.is_some(),
         hold_ms: action.hold_ms,
         max_attempts: if action.idempotent { MAX_ATTEMPTS } else { 1 },
+        readback_only: action.readback_only.is_some(),
+    }
+}
+
+/// The profile of an action this gateway's plant lacks, or of a command ended before it runs
+/// (a take-over of a command ended elsewhere, an unsupervised restart): nothing to cancel, one
+/// attempt.
+pub(crate) fn inert() -> Profile {
+    Profile {
+        check: Check::Feedback,
+        idempotent: false,
+        has_cancel: false,
+        has_started_when: false,
+        hold_ms: 0,
+        max_attempts: 1,
+        readback_only: false,
     }
 }
 

@@ -6,7 +6,7 @@ use crate::clock::rfc3339;
 use crate::contract::Status;
 use crate::engine::Engine;
 use crate::live::LiveCommand;
-use crate::machine::{Check, Effect, Event, Found, Machine, Profile};
+use crate::machine::{Effect, Event, Found, Machine};
 use crate::profile::profile;
 use crate::supervisor::Supervisor;
 use crate::terminal::Ending;
@@ -182,14 +182,7 @@ impl Engine {
         recovery: &crate::detail::Recovery,
     ) -> Result<(), EngineError> {
         // No cancel plan is known here (the action may be gone): the machine cannot ask for one.
-        let mut machine = Machine::new(Profile {
-            check: Check::Feedback,
-            idempotent: false,
-            has_cancel: false,
-            has_started_when: false,
-            hold_ms: 0,
-            max_attempts: 1,
-        });
+        let mut machine = Machine::new(crate::profile::inert());
         let Some(Effect::Finish(o)) = machine.on(Event::Restarted(found)).pop() else {
             unreachable!("an unsupervised restart always ends at once");
         };

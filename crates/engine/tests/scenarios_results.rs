@@ -253,3 +253,37 @@ async fn an_expected_duration_that_is_no_number_fails_the_command_before_anythin
     assert!(r.detail.as_deref().unwrap().contains("expect_s"), "{r:#?}");
     assert!(!rig.sim("lamp").peek().coils[0], "nothing was written");
 }
+
+/// Issue 56: a `done_when` on the coil the action itself writes is a readback, never feedback —
+/// with a browned-out relay whose contact never closes, the command completes on the coil it
+/// wrote, and says so: `verification: "readback"`, `verified: false`, "Completed by readback
+/// only", never "confirmed by the device's feedback".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_when_on_the_written_coil_completes_as_readback_never_as_feedback() {
+    let plant = relay(r#"{ kind = "brownout" }"#).replace(
+        "done_when = \"contact == params.on\"",
+        "done_when = \"commanded == params.on\"",
+    );
+    assert!(plant.contains("commanded == params.on"), "{plant}");
+    let rig = rig(&plant).await;
+    rig.online("lamp").await;
+    let r = rig.act("lamp", "switch", json!({"on": true}), 5.0).await;
+    assert_eq!(
+        (
+            r.status,
+            r.verified,
+            r.readback_matched,
+            r.verification.as_str()
+        ),
+        (Status::Completed, false, Some(true), "readback"),
+        "{r:#?}"
+    );
+    let text = r.summary();
+    assert!(text.starts_with("Completed by readback only"), "{text}");
+    assert!(
+        !text.contains("confirmed by the device's feedback"),
+        "{text}"
+    );
+    // Ground truth: the relay never closed.
+    assert_eq!(rig.sim("lamp").peek().contact, Some(false));
+}

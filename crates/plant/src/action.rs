@@ -10,6 +10,9 @@ use closedloop_driver::{Area, Encoding};
 pub struct Action {
     /// Its name (`move_to`).
     pub name: String,
+    /// When `done_when` reads only what this action itself writes (`running reads coil:0,
+    /// which switch writes`): its completion is a readback, never feedback (`readback.rs`).
+    pub readback_only: Option<String>,
     /// Business text for the tool description.
     pub description: String,
     /// Declared parameters, sorted by name; all required.

@@ -44,6 +44,7 @@ mod model;
 mod params;
 mod plant;
 mod rate;
+mod readback;
 #[cfg(test)]
 mod repository_plants;
 mod schema;

@@ -102,8 +102,8 @@ impl Action {
         d.push(' ');
         d.push_str(&outcome_text(default_wait_s));
         match self.verification {
-            Verification::Feedback => {}
-            Verification::Readback => d.push_str(
+            Verification::Feedback if self.readback_only.is_none() => {}
+            Verification::Feedback | Verification::Readback => d.push_str(
                 " The device can only confirm that it holds the written value; the physical \
                  effect is not sensed.",
             ),

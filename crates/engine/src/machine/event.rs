@@ -29,6 +29,9 @@ pub struct Profile {
     pub hold_ms: u64,
     /// Most write attempts for an idempotent action (the deadline bounds them too).
     pub max_attempts: u32,
+    /// `done_when` reads only what the action itself writes: when it holds, the write read
+    /// back — a readback completion, never feedback (`closedloop_plant::Action::readback_only`).
+    pub readback_only: bool,
 }
 
 /// One fresh read, already judged by the shell against the action's expressions.

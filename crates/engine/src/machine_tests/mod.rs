@@ -17,6 +17,7 @@ fn profile() -> Profile {
         has_started_when: false,
         hold_ms: 0,
         max_attempts: 3,
+        readback_only: false,
     }
 }
 

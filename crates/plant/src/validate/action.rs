@@ -104,6 +104,7 @@ impl ActionCheck<'_> {
         }
         Some(Action {
             name: raw.name,
+            readback_only: None,
             description: raw.description,
             params,
             requires,

@@ -316,7 +316,10 @@ fn devices(pending: Vec<Pending>, catalog: &Catalog, sink: &mut Sink) -> Vec<Dev
     let mut devices = Vec::with_capacity(pending.len());
     let mut tool_names: BTreeMap<String, String> = BTreeMap::new();
     for mut p in pending {
-        let actions = action::actions(&mut p, catalog, sink);
+        let mut actions = action::actions(&mut p, catalog, sink);
+        for a in &mut actions {
+            a.readback_only = crate::readback::readback_only(&p.signals, a);
+        }
         tool_name_clashes(&p, &actions, &mut tool_names, sink);
         if let (Some(id), Some(driver)) = (p.id, p.driver) {
             devices.push(Device {
