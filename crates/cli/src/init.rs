@@ -112,10 +112,8 @@ fn generate(o: &Options) -> Result<(), String> {
         Source::Opcua(src) => from_opcua(src, base)?,
     };
     let label = target.map_or("generated plant".into(), |p| p.display().to_string());
-    // Discovered entities report their state after every command (Home Assistant's contract):
-    // the deadlines pass's warning about slow reporters does not apply to them.
-    let deadlines = matches!(o.source, Source::Dbc { .. });
-    let warnings = validate(&text, base, &label, deadlines)?;
+    // The same passes as `check`: what init prints is what `check` will print on the file.
+    let warnings = validate(&text, base, &label)?;
     match target {
         Some(out) => std::fs::write(out, &text).map_err(|e| format!("{}: {e}", out.display()))?,
         None => print!("{text}"),
@@ -290,7 +288,7 @@ fn parse_error(e: &str) -> String {
 /// Loads the text as `check` would (the loader, then the drivers), with `CAN_INTERFACE` and
 /// `MQTT_PASSWORD` from the environment or, when unset, a placeholder: nothing is opened. Returns the warnings
 /// of `check`'s deadlines and confirmers passes (`label` names the file in them).
-fn validate(text: &str, base: &Path, label: &str, deadlines: bool) -> Result<Vec<Finding>, String> {
+fn validate(text: &str, base: &Path, label: &str) -> Result<Vec<Finding>, String> {
     let env = |k: &str| {
         std::env::var(k)
             .ok()
@@ -307,16 +305,12 @@ fn validate(text: &str, base: &Path, label: &str, deadlines: bool) -> Result<Vec
     let plant = closedloop_plant::parse_with_env(text, "generated plant", base, &env)
         .map_err(|e| refuse(e.to_string()))?;
     closedloop_connect::build_drivers(&plant).map_err(|e| refuse(e.to_string()))?;
-    Ok(warnings(&plant, label, deadlines))
+    Ok(warnings(&plant, label))
 }
 
-/// The findings of `check`'s deadlines (when asked) and confirmers passes (warnings, never
-/// refusals).
-fn warnings(plant: &closedloop_plant::Plant, label: &str, deadlines: bool) -> Vec<Finding> {
-    let mut out = match deadlines {
-        true => crate::check::deadlines_lint(plant, label),
-        false => Vec::new(),
-    };
+/// The findings of `check`'s deadlines and confirmers passes (warnings, never refusals).
+fn warnings(plant: &closedloop_plant::Plant, label: &str) -> Vec<Finding> {
+    let mut out = crate::check::deadlines_lint(plant, label);
     out.extend(crate::check::confirmers_lint(plant, label));
     out
 }
@@ -417,7 +411,7 @@ confirm = true
 "#,
             h = "0".repeat(64)
         );
-        let found = validate(&text, Path::new("."), "plant.toml", true).expect("loads");
+        let found = validate(&text, Path::new("."), "plant.toml").expect("loads");
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0]

@@ -77,6 +77,45 @@ async fn retained_discovery_configs_become_a_plant_printed_or_written() {
     }
     let lint = closedloop().arg("lint").arg(&fresh).output().unwrap();
     assert!(String::from_utf8_lossy(&lint.stdout).ends_with(": 0 warnings\n"));
+    // Its header and `check` agree: the board reports after every command, the file says so,
+    // and neither init nor check warns about its deadline (issue 56).
+    let written = std::fs::read_to_string(&fresh).unwrap();
+    assert!(
+        written.contains("reports_after_command = true"),
+        "{written}"
+    );
+    assert!(written.contains("so `check` does not warn"), "{written}");
+    let warned = |e: &str| {
+        e.lines()
+            .filter(|l| l.starts_with("warning:"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let checked = closedloop().arg("check").arg(&fresh).output().unwrap();
+    assert_eq!(
+        warned(&stderr(&checked)),
+        warned(&stderr(&wrote)),
+        "init and check differ"
+    );
+    assert!(
+        !stderr(&checked).contains("max_silence_s"),
+        "{}",
+        stderr(&checked)
+    );
+    // Without the promise, check warns — and so would init: the same pass.
+    let silent = dir.path().join("silent.toml");
+    std::fs::write(
+        &silent,
+        written.replace(", reports_after_command = true", ""),
+    )
+    .unwrap();
+    let checked = closedloop().arg("check").arg(&silent).output().unwrap();
+    assert!(checked.status.success());
+    assert!(
+        stderr(&checked).contains("shorter than desk_board's max_silence_s"),
+        "{}",
+        stderr(&checked)
+    );
 
     let plant = dir.path().join("plant.toml");
     std::fs::write(&plant, "# mine\n").unwrap();

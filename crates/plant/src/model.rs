@@ -64,6 +64,7 @@ pub(crate) struct RawLiveness {
     pub status_json: Option<String>,
     pub online: Option<String>,
     pub offline: Option<String>,
+    pub reports_after_command: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

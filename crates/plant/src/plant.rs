@@ -306,6 +306,10 @@ pub struct Liveness {
     pub online: String,
     /// Payload of the status topic meaning offline.
     pub offline: String,
+    /// The device publishes its state right after every command it carries out (Home
+    /// Assistant's contract for an entity with a state topic): a deadline shorter than
+    /// `max_silence_s` still sees its report, so `check` does not warn about it. MQTT only.
+    pub reports_after_command: bool,
 }
 
 /// A named value read from a device.

@@ -81,8 +81,10 @@ fn reported_by<'a>(
         .into_iter()
         .flat_map(|d| d.devices().iter())
         .filter_map(|(id, _)| plant.device(id));
-    own.chain(others)
-        .filter(|d| matches!(d.driver, DriverConfig::Mqtt { .. }))
+    // A device that reports right after every command is heard whatever its silence window.
+    own.chain(others).filter(|d| {
+        matches!(d.driver, DriverConfig::Mqtt { .. }) && !d.liveness.reports_after_command
+    })
 }
 
 #[cfg(test)]
@@ -131,5 +133,32 @@ idempotent = true
         assert!(lint(&plant("1.0", 3.0), "t.toml").is_empty());
         assert!(lint(&plant("0.2", 0.5), "t.toml").is_empty());
         assert!(lint(&plant("\"params.on ? 0.2 : 0.3\"", 3.0), "t.toml").is_empty());
+    }
+
+    #[test]
+    fn a_device_that_reports_after_every_command_is_not_warned_about() {
+        let text = String::from(
+            r#"[[device]]
+id = "lamp"
+description = "A lamp on an ESP32 board"
+driver = { kind = "mqtt", broker = "mqtt://127.0.0.1:1883", client_id = "t" }
+liveness = { status_topic = "lab/lamp/status", max_silence_s = 3.0, reports_after_command = true }
+[device.signals]
+power = { topic = "lab/lamp/state", true_values = ["ON"], false_values = ["OFF"] }
+[[device.action]]
+name = "switch"
+description = "Switch the lamp."
+params = { on = { type = "bool" } }
+write = [{ topic = "lab/lamp/cmd", payload = "${params.on}" }]
+done_when = "power == params.on"
+expect_s = 0.2
+"#,
+        );
+        let p = closedloop_plant::parse(&text, "t.toml", std::path::Path::new(".")).unwrap();
+        assert!(p.devices[0].liveness.reports_after_command);
+        assert!(lint(&p, "t.toml").is_empty());
+        let silent = text.replace(", reports_after_command = true", "");
+        let p = closedloop_plant::parse(&silent, "t.toml", std::path::Path::new(".")).unwrap();
+        assert_eq!(lint(&p, "t.toml").len(), 1);
     }
 }

@@ -34,8 +34,11 @@ pub fn render(m: &Mapped, h: &Header) -> String {
     );
     out.push_str("# Review descriptions, ranges and deadlines before serving. An entity with a state topic\n");
     out.push_str("# reports its state right after every command (Home Assistant's contract): expect_s = 0 lets\n");
-    out.push_str("# that report confirm it, timeout_floor_ms is how long it has to come, and `check`'s warning\n");
-    out.push_str("# about devices that report less often than a deadline does not apply.\n");
+    out.push_str("# that report confirm it, timeout_floor_ms is how long it has to come, and its liveness says\n");
+    out.push_str("# reports_after_command = true, so `check` does not warn that its deadline is shorter than\n");
+    out.push_str(
+        "# max_silence_s. Remove it for a device that does not report after every command.\n",
+    );
     if h.username.is_some() {
         out.push_str("# The broker's password comes from the environment: MQTT_PASSWORD.\n");
     }
@@ -84,6 +87,10 @@ fn board(out: &mut String, b: &Board, driver: &str) {
         live.push(format!("online = {}, offline = {}", quote(on), quote(off)));
     }
     live.push(format!("max_silence_s = {}", float(b.max_silence_s)));
+    if !b.signals.is_empty() {
+        // Its entities have state topics: Home Assistant's contract is a report after each command.
+        live.push("reports_after_command = true".into());
+    }
     let _ = writeln!(out, "liveness = {{ {} }}", live.join(", "));
     if !b.signals.is_empty() {
         out.push_str("[device.signals]\n");

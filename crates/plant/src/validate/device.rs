@@ -338,6 +338,7 @@ fn liveness(
         ),
         _ => {}
     }
+    reports_after_command_fits(raw, driver, dev, sink);
     Liveness {
         max_silence_s,
         counter: raw.counter.as_ref().map(|c| c.holding),
@@ -345,5 +346,26 @@ fn liveness(
         status_json: raw.status_json.clone(),
         online: raw.online.clone().unwrap_or_else(|| "online".into()),
         offline: raw.offline.clone().unwrap_or_else(|| "offline".into()),
+        reports_after_command: raw.reports_after_command.unwrap_or(false),
+    }
+}
+
+/// `reports_after_command` is a promise of a device that reports when it likes (MQTT): a polled
+/// device is read every `poll_ms` whatever it promises.
+fn reports_after_command_fits(
+    raw: &RawLiveness,
+    driver: Option<&DriverConfig>,
+    dev: &Dev,
+    sink: &mut Sink,
+) {
+    if raw.reports_after_command == Some(true)
+        && driver.is_some_and(|d| !matches!(d, DriverConfig::Mqtt { .. }))
+    {
+        dev.err(
+            sink,
+            "liveness.reports_after_command",
+            "reports_after_command is what an MQTT device promises (its state right after every \
+             command); this device is read every poll_ms instead, so remove it",
+        );
     }
 }
