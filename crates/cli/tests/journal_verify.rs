@@ -175,7 +175,7 @@ async fn an_edited_confirmation_is_named(plant: &Path, db: &Db, id: &str) {
     let again = event_hash_v2(&prev, seq, id, at_ms, "accepted", data, digest.as_deref());
     let good = seq - 1;
     let expected = format!(
-        "checked {good} chained event(s)\nlast good seq {good} hash {prev}\nBROKEN at seq {seq} (command {id}): content changed: the row hashes to {again}, not to its stored {stored}\n"
+        "checked {good} chained event(s)\nlast good seq {good} hash {prev}\nBROKEN at seq {seq} (command {id}): content changed: the row hashes to {again}, not to its stored {stored} (if the plant sets [server] journal_key, verify with it: keyed rows need the key)\n"
     );
     assert_eq!(verify(plant), (Some(1), expected));
 }

@@ -30,8 +30,9 @@ impl Walk {
         let digest = row.row_digest.as_deref();
         let v2 = || event_hash_v2(prev, row.seq, id, at, event, data, digest);
         let v1 = || event_hash(prev, row.seq, id, at, event, data);
-        if let Some(key) = &self.key {
-            let keyed = event_hash_v3(key, prev, row.seq, id, at, event, data, digest);
+        let keyed = (self.key.as_ref())
+            .map(|key| event_hash_v3(key, prev, row.seq, id, at, event, data, digest));
+        if let Some(keyed) = &keyed {
             if keyed == hash {
                 return Ok(Encoding::V3);
             }
@@ -52,9 +53,18 @@ impl Walk {
             }
         }
         let changed = |again: String| {
-            let mut detail = format!("the row hashes to {again}, not to its stored {hash}");
-            // The first row failing is how a keyed journal looks to a verify without the key.
-            if self.key.is_none() && self.report.checked == 0 {
+            // Before the first keyed row, a row that fails may have been the first keyed one.
+            let mut detail = match &keyed {
+                Some(k) => format!(
+                    "the row hashes to {again} (to {k} with the journal key), not to its stored {hash}"
+                ),
+                None => format!("the row hashes to {again}, not to its stored {hash}"),
+            };
+            // A row failing without the key is how a keyed row looks to a verify without it —
+            // the first row of a keyed journal, or the first keyed row of one keyed part-way
+            // (only rows of the v2 era can be keyed).
+            let v2_era = self.report.covered_from.is_some() || digest.is_some();
+            if self.key.is_none() && (self.report.checked == 0 || v2_era) {
                 detail.push_str(" (if the plant sets [server] journal_key, verify with it: keyed rows need the key)");
             }
             (Break::ContentChanged, detail)

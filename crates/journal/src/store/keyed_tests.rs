@@ -109,6 +109,38 @@ async fn a_journal_keyed_part_way_checks_old_rows_unkeyed_and_new_ones_keyed() {
     assert_eq!((kind, seq), (Break::Unkeyed, 7));
 }
 
+/// A verify without the key of a journal keyed part-way breaks at its first keyed row, and says
+/// to verify with the key there too (not only when the very first row fails); with the key, an
+/// edited row before any keyed one quotes both hashes it could have had.
+#[tokio::test]
+async fn a_verify_without_the_key_names_the_key_at_the_first_keyed_row_of_any_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::open(&url(&dir)).await.unwrap();
+    journal(&j, 1, 2).await;
+    j.close().await;
+    let j = Journal::open_keyed(&url(&dir), Some(key())).await.unwrap();
+    journal(&j, 3, 3).await;
+    let (kind, seq, detail) = broken(&j.verify().await.unwrap());
+    assert_eq!((kind, seq), (Break::ContentChanged, 5), "{detail}");
+    assert!(
+        detail.contains("verify with it: keyed rows need the key"),
+        "{detail}"
+    );
+    // With the key, an edit of an unkeyed row (before the first keyed one).
+    sql(
+        &j,
+        "UPDATE events SET data = '{\"forged\":true}' WHERE seq = 2",
+    )
+    .await;
+    let (kind, seq, detail) = broken(&j.verify_keyed(&[], &key()).await.unwrap());
+    assert_eq!((kind, seq), (Break::ContentChanged, 2), "{detail}");
+    assert!(
+        detail.contains(" with the journal key), not to its stored"),
+        "{detail}"
+    );
+    assert!(!detail.contains("verify with it"), "{detail}");
+}
+
 #[tokio::test]
 async fn hashes_nulled_in_a_keyed_journal_do_not_pass_for_legacy_rows() {
     let dir = tempfile::tempdir().unwrap();
