@@ -308,10 +308,12 @@ fn validate(text: &str, base: &Path, label: &str) -> Result<Vec<Finding>, String
     Ok(warnings(&plant, label))
 }
 
-/// The findings of `check`'s deadlines and confirmers passes (warnings, never refusals).
+/// The findings of `check`'s deadlines, confirmers and readback passes (warnings, never
+/// refusals).
 fn warnings(plant: &closedloop_plant::Plant, label: &str) -> Vec<Finding> {
     let mut out = crate::check::deadlines_lint(plant, label);
     out.extend(crate::check::confirmers_lint(plant, label));
+    out.extend(crate::check::readback_lint(plant, label));
     out
 }
 

@@ -21,12 +21,27 @@ pub(crate) async fn open_url(url: &str, named_by: &str) -> Result<Journal> {
             "{named_by}: the journal is {url}, which lives only inside the serving process: nothing to read here"
         );
     }
-    if let Some(path) = sqlite_path(url)
-        && !path.exists()
-    {
-        bail!("no journal at {} yet: nothing has run", path.display());
+    if let Some(path) = sqlite_path(url) {
+        match path.try_exists() {
+            Ok(true) => {}
+            Ok(false) => bail!("no journal at {} yet: nothing has run", path.display()),
+            Err(e) => bail!("{}", unreadable(&path, &e)),
+        }
     }
     Ok(Journal::open_read_only(url).await?)
+}
+
+/// Why the journal file at `path` cannot even be looked at. A service instance's state directory
+/// belongs to the service's own user (systemd's `DynamicUser=`), so an operator reads it as root.
+fn unreadable(path: &std::path::Path, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot look at the journal {}: {e}; a service's state directory belongs to the \
+             service's user: run this command as root (sudo)",
+            path.display()
+        ),
+        _ => format!("cannot look at the journal {}: {e}", path.display()),
+    }
 }
 
 /// The file of a `sqlite://PATH` or `sqlite:PATH` URL (without `?options`).
@@ -135,6 +150,21 @@ pub async fn trace(plant: &JournalView, command_id: &str) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_journal_it_may_not_look_at_is_not_said_to_be_missing_and_root_is_named() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let said = super::unreadable(
+            std::path::Path::new("/var/lib/closedloop-workshop/journal.db"),
+            &denied,
+        );
+        assert!(
+            said.contains("/var/lib/closedloop-workshop/journal.db")
+                && said.contains("as root (sudo)")
+                && !said.contains("nothing has run"),
+            "{said}"
+        );
+    }
+
     #[test]
     fn sqlite_paths_are_read_from_the_url() {
         assert_eq!(

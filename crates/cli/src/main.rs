@@ -4,7 +4,8 @@
 //! loaded and its drivers built as `serve` would, then a summary or the tool surface), `init` (a
 //! first plant from a DBC), `generate` (man pages and completions for the packages), `lint` (warnings about that surface), `diff` (two plants' surfaces
 //! compared for clients), `serve` (MCP over stdio or Streamable HTTP), `demo` (the bundled
-//! workshop through a real MCP client session), `journal_cmds` (`commands` and `trace`, reading
+//! workshop through a real MCP client session), `instance` (an unset `STATE_DIRECTORY` taken as
+//! the service instance's state directory by `check` and the journal commands), `journal_cmds` (`commands` and `trace`, reading
 //! the journal's location alone, read-only), `audit` (`audit` and `journal verify`, read-only too), `report`
 //! (per-tool figures from the journal, read-only as well) and `sim` (the simulated devices over
 //! Modbus TCP, MQTT, CAN and OPC UA, and their run-time faults).
@@ -28,6 +29,7 @@ mod demo;
 mod diff;
 mod generate;
 mod init;
+mod instance;
 mod journal_cmds;
 mod lint;
 mod logfile;
@@ -288,10 +290,15 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// Reads what the journal commands need of a plant file (where the journal is, its retention,
-/// its rates and tools), never its drivers: `${env:…}` is resolved in those keys alone.
+/// its rates and tools), never its drivers: `${env:…}` is resolved in those keys alone. An unset
+/// `STATE_DIRECTORY` is the state directory of the file's service instance, noted on stderr.
 fn journal_view(path: &std::path::Path) -> Result<closedloop_plant::JournalView> {
-    closedloop_plant::load_journal_view(path, &|k| std::env::var(k).ok())
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    let env = instance::Env::of(path);
+    let view = closedloop_plant::load_journal_view(path, &|k| env.get(k));
+    if let Some(note) = env.note() {
+        eprintln!("{note}");
+    }
+    view.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Loads a plant file, turning its errors into one message per line.

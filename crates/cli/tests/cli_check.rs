@@ -217,6 +217,8 @@ done_when = "level == params.level"
             "warning: plc.toml: device \"plc\", key signals.level.holding: holding = 40001 looks like a 1-based register number: did you mean holding = 0? Addresses are 0-based PDU addresses; 40001 is holding = 0",
             "warning: plc.toml: device \"plc\", key signals.pressure.input: input = 30002 looks like a 1-based register number: did you mean input = 1? Addresses are 0-based PDU addresses; 30001 is input = 0",
             "warning: plc.toml: device \"plc\", key action.set_level.write[0].holding: holding = 40001 looks like a 1-based register number: did you mean holding = 0? Addresses are 0-based PDU addresses; 40001 is holding = 0",
+            // Its done_when reads the register it writes: readback, said (issue 56).
+            "warning: plc.toml: device \"plc\", key action.set_level.done_when: set_level's done_when reads only what it writes (level reads holding:40001, which set_level writes): that shows the write landed, not that the device acted, so its completions are reported as readback (verified: false). Read a signal that senses the effect (a contact, an encoder, a current), or write verification = \"readback\" to say so",
         ]
     );
 }

@@ -77,7 +77,6 @@ impl fmt::Display for Status {
 /// A contract error code. `Signal` carries any code a plant file names in `fail_when`
 /// (`MOTOR_STALL` among them).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum ErrorCode {
     /// Parameter missing, wrong type, out of range, or not representable.
     InvalidParams,

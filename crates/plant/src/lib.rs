@@ -77,6 +77,16 @@ use std::path::Path;
 /// Reads, parses and validates the plant file at `path`. Relative paths in it (journal, DBC
 /// files) resolve against the file's folder; `${env:NAME}` reads the process environment.
 pub fn load(path: &Path) -> Result<Plant, PlantErrors> {
+    load_with_env(path, &|k| std::env::var(k).ok())
+}
+
+/// [`load`] with `${env:NAME}` answered by `env` instead of the process environment: the
+/// commands an operator runs on a service's plant file answer its unit's variables
+/// (`STATE_DIRECTORY`) the way the unit would.
+pub fn load_with_env(
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plant, PlantErrors> {
     let label = path.display().to_string();
     let src = std::fs::read_to_string(path).map_err(|e| {
         PlantErrors(vec![PlantError {
@@ -95,13 +105,12 @@ pub fn load(path: &Path) -> Result<Plant, PlantErrors> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or(label.clone());
-    let mut plant =
-        parse_with_env(&src, &name, base, &|k| std::env::var(k).ok()).map_err(|mut e| {
-            for err in &mut e.0 {
-                err.file = label.clone();
-            }
-            e
-        })?;
+    let mut plant = parse_with_env(&src, &name, base, env).map_err(|mut e| {
+        for err in &mut e.0 {
+            err.file = label.clone();
+        }
+        e
+    })?;
     plant.file = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     Ok(plant)
 }

@@ -171,7 +171,9 @@ impl Device {
             DriverConfig::Sim(c) => c.timeout_ms.unwrap_or(closedloop_sim::DEFAULT_TIMEOUT_MS),
             DriverConfig::ModbusTcp { timeout_ms, .. }
             | DriverConfig::ModbusRtu { timeout_ms, .. } => *timeout_ms,
-            _ => DEFAULT_TIMEOUT_MS,
+            DriverConfig::Mqtt { .. } | DriverConfig::Opcua { .. } | DriverConfig::Can { .. } => {
+                DEFAULT_TIMEOUT_MS
+            }
         }
     }
 }

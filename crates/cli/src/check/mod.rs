@@ -7,9 +7,13 @@
 
 mod confirmers;
 mod deadlines;
+mod readback;
 pub mod sim_map;
 mod summary;
-pub(crate) use {confirmers::lint as confirmers_lint, deadlines::lint as deadlines_lint};
+pub(crate) use {
+    confirmers::lint as confirmers_lint, deadlines::lint as deadlines_lint,
+    readback::lint as readback_lint,
+};
 
 use sim_map::{Finding, Severity};
 use std::path::Path;
@@ -19,7 +23,13 @@ use std::process::ExitCode;
 /// after every tool's description and input schema; with `lint`, `closedloop lint`'s warnings
 /// come before both, so that the verdict stays the last line.
 pub fn run(path: &Path, tools: bool, lint: bool) -> ExitCode {
-    let plant = match closedloop_plant::load(path) {
+    // An unset STATE_DIRECTORY is the one the service closedloop@NAME gives NAME.toml, noted.
+    let env = crate::instance::Env::of(path);
+    let loaded = crate::instance::load(path, &env);
+    if let Some(note) = env.note() {
+        eprintln!("{note}");
+    }
+    let plant = match loaded {
         Ok(plant) => plant,
         Err(errors) => {
             eprintln!("{errors}");
@@ -34,6 +44,7 @@ pub fn run(path: &Path, tools: bool, lint: bool) -> ExitCode {
     let mut findings = sim_map::lint(&plant, &label);
     findings.extend(deadlines::lint(&plant, &label));
     findings.extend(confirmers::lint(&plant, &label));
+    findings.extend(readback::lint(&plant, &label));
     for f in &findings {
         eprintln!("{f}");
     }

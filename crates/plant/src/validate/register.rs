@@ -51,7 +51,9 @@ impl SourceFamily {
             DriverConfig::Mqtt { .. } => "topic = \"...\"",
             DriverConfig::Opcua { .. } => "node = \"ns=2;s=...\"",
             DriverConfig::Can { .. } => "message = \"...\"",
-            _ => "coil, discrete_input, holding or input",
+            DriverConfig::Sim(_)
+            | DriverConfig::ModbusTcp { .. }
+            | DriverConfig::ModbusRtu { .. } => "coil, discrete_input, holding or input",
         };
         Err(format!(
             "{} needs {needs}, but this device's driver is {}; use {instead}",

@@ -13,7 +13,7 @@ pub(super) fn reporting(d: &Device) -> Value {
     let kind = d.driver.kind();
     let polled = d.driver.is_register_based();
     let text = match &d.driver {
-        _ if polled => {
+        DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. } => {
             let beat = d.liveness.counter.map_or(String::new(), |h| {
                 format!(", or when its heartbeat (holding register {h}) stops changing")
             });
@@ -39,7 +39,6 @@ pub(super) fn reporting(d: &Device) -> Value {
         DriverConfig::Can { .. } => {
             format!("sends CAN frames of its own accord · offline after {silence} without a frame")
         }
-        _ => format!("sends its values itself ({kind}) · offline after {silence} of silence"),
     };
     let mut v = json!({
         "kind": if polled { "polled" } else { "pushed" },
