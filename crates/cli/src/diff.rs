@@ -114,7 +114,7 @@ pub(crate) struct Found {
 /// when asked), prints the report; exit 1 when `--fail-on` says so or a file does not load.
 pub fn run(old: &Path, new: &Path, opts: &Options) -> ExitCode {
     let load = |which: &str, path: &Path| {
-        closedloop_plant::load(path).map_err(|e| {
+        crate::instance::load_noted(path).map_err(|e| {
             eprintln!(
                 "error: the {which} plant file {} does not load:\n{e}",
                 path.display()

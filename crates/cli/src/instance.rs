@@ -60,6 +60,12 @@ impl Env {
         Some(dir.display().to_string())
     }
 
+    /// The state directory taken for an unset `STATE_DIRECTORY`, when the file needed it.
+    pub(crate) fn stood_in(&self) -> Option<String> {
+        let dir = self.state_dir.as_ref().filter(|_| self.stood_in.get())?;
+        Some(dir.display().to_string())
+    }
+
     /// What an operator is told when the file was read with the instance's state directory for
     /// an unset `STATE_DIRECTORY`; `None` when it was not.
     pub(crate) fn note(&self) -> Option<String> {
@@ -73,6 +79,20 @@ impl Env {
             dir.display()
         ))
     }
+}
+
+/// [`load`] in the process environment with the instance's state directory for an unset
+/// `STATE_DIRECTORY`, the note (if any) printed on stderr: for commands an operator runs on a
+/// service's plant that never write to its journal (`check`, `lint`, `diff`).
+pub(crate) fn load_noted(
+    path: &Path,
+) -> Result<closedloop_plant::Plant, closedloop_plant::PlantErrors> {
+    let env = Env::of(path);
+    let loaded = load(path, &env);
+    if let Some(note) = env.note() {
+        eprintln!("{note}");
+    }
+    loaded
 }
 
 /// Reads, parses and validates the plant file at `path` as `closedloop_plant::load` does, with

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 /// Lints the plant at `path`; `strict` fails on any warning, `examples` also ranks the tools
 /// for every action's example requests.
 pub fn run(path: &Path, strict: bool, examples: bool) -> ExitCode {
-    let plant = match closedloop_plant::load(path) {
+    let plant = match crate::instance::load_noted(path) {
         Ok(plant) => plant,
         Err(errors) => {
             eprintln!("{errors}");

@@ -231,7 +231,19 @@ fn run_journal(cmd: Cmd) -> Result<ExitCode> {
             rt.block_on(journal_cmds::commands(&plant, device, status, limit))
         }
         Cmd::Journal(JournalCmd::Prune { plant, older_than }) => {
-            rt.block_on(retention::prune(&journal_view(&plant)?, older_than))
+            // Deleting rows is never done on a guessed state directory.
+            let env = instance::Env::of(&plant);
+            let view = closedloop_plant::load_journal_view(&plant, &|k| env.get(k));
+            if let Some(dir) = env.stood_in() {
+                anyhow::bail!(
+                    "journal prune deletes rows, so it never guesses where the journal is: \
+                     STATE_DIRECTORY is not set; run it with the service's, e.g. \
+                     sudo env STATE_DIRECTORY={dir} closedloop journal prune {}",
+                    plant.display()
+                );
+            }
+            let view = view.map_err(|e| anyhow::anyhow!("{e}"))?;
+            rt.block_on(retention::prune(&view, older_than))
         }
         Cmd::Journal(JournalCmd::Verify { plant, heads }) => {
             rt.block_on(audit::verify(&journal_view(&plant)?, &heads))

@@ -135,6 +135,52 @@ fn serve_never_takes_a_state_directory_it_was_not_given() {
     assert!(!said.contains("/var/lib/closedloop-"), "{said}");
 }
 
+/// `journal prune` deletes rows: on a service's plant without `STATE_DIRECTORY` it refuses,
+/// naming the variable and the instance's directory, and deletes nothing anywhere.
+#[test]
+fn journal_prune_never_guesses_the_state_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plant, name) = instance_plant(dir.path(), "prune");
+    let out = bare()
+        .args(["journal", "prune"])
+        .arg(&plant)
+        .args(["--older-than", "1h"])
+        .output()
+        .unwrap();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("never guesses where the journal is"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("STATE_DIRECTORY=/var/lib/closedloop-{name}")),
+        "{said}"
+    );
+    not_for_an_mcp_client(&said);
+}
+
+/// `lint` and `diff` on a service's plant read it as `check` does, with the note.
+#[test]
+fn lint_and_diff_read_a_service_plant_as_check_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plant, name) = instance_plant(dir.path(), "lint");
+    for args in [vec!["lint"], vec!["diff"]] {
+        let mut c = bare();
+        c.args(&args).arg(&plant);
+        if args[0] == "diff" {
+            c.arg(&plant);
+        }
+        let out = c.output().unwrap();
+        let said = stderr(&out);
+        assert!(
+            said.contains(&format!("taken as /var/lib/closedloop-{name}")),
+            "{args:?}: {said}"
+        );
+        not_for_an_mcp_client(&said);
+    }
+}
+
 /// The package's postinst and postrm, run with `/etc/closedloop` moved into `root` (and no
 /// systemd to reload): `ACTION` is dpkg's first argument.
 fn maintainer_script(script: &str, root: &Path, action: &str) {

@@ -17,6 +17,17 @@
 //! call, a CAN frame) and says what a failed write means in the contract's words through its
 //! protocol crate. [`bridge`] holds the read-only tools of one protocol each (`can_signals`,
 //! `can_decode`, `opcua_browse`, `opcua_read`).
+//!
+//! Every link keeps a `base::Base`: the device's declaration, its `SnapshotTx`, the clock its
+//! samples are stamped with (one for all links, which `Engine::start` keeps, so the journal's
+//! times and the samples' agree), when reading began, and its request timeout. Devices on one
+//! broker must agree on `client_id` and credentials: one connection is one identity; gateways
+//! sharing a journal connect as `<client_id>-<instance>` (`Drivers::per_instance_client_ids`). An
+//! MQTT device stays `unknown`, not offline, until its broker connection's first attempt has
+//! ended (`mqtt::broker_down`). A CAN device's values and signs of life come only from the frames
+//! of the messages its signals are in; a CAN write entry with `cycle_ms` answers `repeat_every`,
+//! and the engine re-sends it while the command runs. `bridge::opcua_browse` pages hold
+//! [`bridge::MAX_BROWSE`] nodes.
 
 mod base;
 pub mod bridge;

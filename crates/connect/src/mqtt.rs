@@ -217,19 +217,12 @@ impl MqttLink {
                 on: true_values,
                 off: false_values,
             };
+            // The time its payload says it was taken dates what is shown, never a decision.
             let taken = (time_json.as_deref())
                 .and_then(|p| closedloop_mqtt::payload_time(&m.payload, p).ok());
             let describe = || s.source.describe();
             match closedloop_mqtt::decode(&m.payload, json.as_deref(), words, ty) {
-                Ok(value) if m.retained => {
-                    snap.record_retained(&s.name, value, taken, at_ms, describe);
-                }
-                // A live message is as old as its payload says, never younger than its arrival
-                // (a device clock ahead of ours dates nothing in the future).
-                Ok(value) => {
-                    let at_ms = taken.map_or(at_ms, |t| t.min(at_ms));
-                    snap.record(&s.name, value, at_ms, seq, describe);
-                }
+                Ok(value) => snap.record_taken(&s.name, value, (at_ms, taken), seq, describe),
                 Err(what) => {
                     let why = format!("a message on {} held {what}", m.topic);
                     snap.no_value(&s.name, why, at_ms, seq);

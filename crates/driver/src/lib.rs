@@ -18,6 +18,20 @@
 //! become (numbered values and liveness) and the channel that publishes them: protocol-neutral,
 //! so a protocol crate can publish samples and name error codes without the engine.
 //!
+//! [`sample`] also holds the one rule of which values may be decided on. A signal's
+//! [`sample::Reading`] keeps its last good value apart from a [`sample::Failure`] of its last read
+//! (the contract's code, the device's answer, since when). Every decoder's value passes
+//! `Snapshot::record`, which turns a number that is no number (NaN) into `Snapshot::no_value`; such
+//! a failure is unreadable to every consumer, though admission does not refuse on it. A consumer
+//! asks `Snapshot::read_after` (a value read after a write's fence: the judge, `stopped_when`),
+//! `Snapshot::usable` or `usable_values` with a [`sample::Freshness`] (`requires`, alarms, the
+//! scope of expressions), `readable_values` (the judge's and a stop plan's scope: there every value
+//! is fenced by number, and a stop is written whatever the values' age), or `readings` and
+//! `unreadable` (views, each value with its own age). With an unusable value an alarm's `when`
+//! holds and its `clear_when` does not, `requires` refuses `INTERLOCK`, and views show the value
+//! with its age and the failure. A transport failure is no answer rather than a refusal: it ages
+//! the values and, past the liveness window, makes the device offline.
+//!
 //! [`endpoint`] says where a device is reached (a broker URL, an OPC UA security mode, a CAN
 //! interface): parsed once by the plant loader, taken as typed values by the protocol crates.
 //!

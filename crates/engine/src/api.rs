@@ -95,11 +95,12 @@ pub struct SignalState {
     /// Its unit, if declared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit: Option<String>,
-    /// When it was read; `None` for a value known only from a message the broker retained,
-    /// which was sent at some earlier moment nobody can tell.
+    /// When it was read, or taken when its payload says so (`time_json`); `None` for a value
+    /// known only from a retained message without such a time, sent at a moment nobody can tell.
     pub at: Option<String>,
-    /// How old it is now; `None` with `retained` (its age is unknown, never the time since the
-    /// gateway received it: a 21.7 s old retained value was once shown 1.4 s old).
+    /// How old it is now; `None` with `retained` and no time in its payload (its age is unknown,
+    /// never the time since the gateway received it: a 21.7 s old retained value was once shown
+    /// 1.4 s old).
     pub age_ms: Option<i64>,
     /// The value comes only from a retained message: shown, never decided on.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -197,10 +198,7 @@ pub(crate) fn new_row(
         status: status.as_str().into(),
         verified: false,
         // A feedback criterion that reads only what the action writes verifies by readback.
-        verification: match &action.readback_only {
-            Some(_) => closedloop_plant::Verification::Readback.as_str().into(),
-            None => action.verification.as_str().into(),
-        },
+        verification: action.effective_verification().as_str().into(),
         error_code: None,
         detail: None,
         hint: None,

@@ -104,8 +104,8 @@ impl Engine {
                     let signal = SignalState {
                         value: plan::value_json(v.value),
                         unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
-                        at: v.taken_ms().map(rfc3339),
-                        age_ms: v.taken_ms().map(|t| (now - t).max(0)),
+                        at: v.shown_ms().map(rfc3339),
+                        age_ms: v.shown_ms().map(|t| (now - t).max(0)),
                         retained: v.seq == 0,
                         source: v.source.clone(),
                         unreadable: r.failure().is_some(),

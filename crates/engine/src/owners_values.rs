@@ -66,8 +66,11 @@ pub(crate) fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_
                 // only when its payload carried a time.
                 shown["retained"] = json!(true);
             }
-            match v.taken_ms() {
-                Some(t) if v.seq == 0 || old(t) => shown["at_ms"] = json!(t),
+            // A retained value's age is its payload's time; a live one's, its read time once old.
+            match (v.seq, v.taken_ms) {
+                (0, Some(t)) => shown["at_ms"] = json!(t),
+                (0, None) => {}
+                _ if old(v.at_ms) => shown["at_ms"] = json!(v.at_ms),
                 _ => {}
             }
             Some((name.to_string(), shown))

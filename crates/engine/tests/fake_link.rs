@@ -245,7 +245,7 @@ description = "A tank whose level follows a set-point."
 driver = { kind = "modbus-tcp", address = "127.0.0.1:9", unit = 1 }
 poll_ms = 10
 [device.signals]
-level = { holding = 0, unit = "mm" }
+level = { input = 0, unit = "mm" }
 overflow = { discrete_input = 0 }
 [[device.action]]
 name = "fill"

@@ -14,6 +14,39 @@
 //! digest of their command's row (`chain::row`), so [`Journal::verify`] finds an event edited,
 //! deleted or reordered after it was written, and a command row whose caller, device, action,
 //! params, idempotency key, status, error code or verified flag was edited.
+//!
+//! Where things are:
+//!
+//! - `journal.rs`: [`Journal`], one API over both stores: open (a database that does not answer
+//!   is `JournalError::Unreachable`, its URL shown without the password), `open_read_only` for
+//!   `commands`, `trace`, `audit` and `journal verify` (creates nothing, takes no write), the
+//!   audit read (`Journal::audit`: commands accepted since a time, `confirmed_by` from the
+//!   `accepted` event), `close` (commits what was handed over, then closes the writer).
+//! - `group.rs`: group commit, generic over a store's `Committer`. SQLite's writer runs SQLite
+//!   itself on a connection and thread of its own (`store/raw.rs`, `store/batch.rs`: each
+//!   statement prepared once); sqlx's one writing connection runs the migrations (plain SQL), the
+//!   alarms, prune (`BEGIN IMMEDIATE`) and the final checkpoint; PostgreSQL's writer sends
+//!   multi-row statements (`pg/batch.rs`). The outcome rules are shared.
+//! - `store/`: SQLite in WAL mode with `synchronous = FULL`, a read pool, WAL checkpoints on a
+//!   thread of their own (`store/checkpoint.rs`), `sqlite::memory:` as a temporary file
+//!   (`store/temp.rs`), retention (`store/prune.rs`) and verify (`store/verify.rs` names the first
+//!   broken link, `store/verify_rows.rs` the first edited, inserted or deleted command row,
+//!   `store/encoding.rs` the order v1 → v2 → v3 of the chain's encodings).
+//! - `pg/`: PostgreSQL, its DDL in `schema.rs` (`PG_MIGRATIONS`) created under an advisory lock;
+//!   a trigger announcing every insert and change of state of a command on the channel
+//!   `closedloop_commands`, read by [`ChangeFeed`]; the shared confirmations
+//!   ([`SharedConfirmations`]), the device values owners publish ([`DeviceValues`]), the device
+//!   leases ([`Leases`]), the per-device rate lock ([`RateLock`]); prune and verify in
+//!   `pg/upkeep.rs`, on SQLite's walk.
+//! - [`chain`]: each event's SHA-256 covers the previous one's, computed by the writer with the
+//!   head kept in memory (loaded at open; on PostgreSQL the `chain_head` row every write
+//!   transaction locks and moves). From v2 the last event of every write that sets a command's row
+//!   carries the row's digest (`chain/row.rs`, `events.row_digest`). With `[server] journal_key`
+//!   events are linked under the keyed v3 encoding (`chain/keyed.rs`: HMAC-SHA256 over `sha2`).
+//!   docs/journal.md describes the encodings.
+//! - `alarms.rs`: standing alarms' raises and clears (`alarm_events`), written by the engine's
+//!   alarm watchers outside group commit and the chain.
+//! - The `testing` feature: `Journal::fail_writes`, a journal that stops taking writes.
 
 mod alarms;
 pub mod chain;

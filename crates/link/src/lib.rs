@@ -11,6 +11,22 @@
 //! read before the device acknowledged the write. Only samples numbered above the fence count as
 //! evidence that the write took effect; a poll already in flight during the write can never
 //! confirm it. [`fence_passed`] is that rule in code.
+//!
+//! What the seam holds:
+//!
+//! - [`Link`]: `describe`, `reporting`, `samples` (the device's [`SnapshotTx`]), `current`,
+//!   `fence`, `encode` (a write entry into a [`Request`], or a [`PlanError`]), `send` (→ the
+//!   fence), `ask` (a read now), `fresh` (a read taken from now on, bounded), `read_back` (a
+//!   written request read back, where the protocol can), `last_poll` (for metrics), `run` (the
+//!   reader), `registers` (the raw register tools, register links only) and `as_any` (for the
+//!   bridge tools of one protocol).
+//! - [`Reporting`], which decides what a fresh read can be: `Polled` (the simulator, Modbus),
+//!   `Frames` (CAN), `ChangesOnly` (OPC UA), `WhenItLikes` (MQTT, which cannot be asked).
+//! - [`Encoded`]: a request as its link encoded it (`Display` for the journal, `repeat_every` for
+//!   cyclic CAN frames); [`Evaluated`]: a write entry's expressions evaluated in order, or an MQTT
+//!   payload rendered; [`ReadBack`], [`RawError`], [`Links`] (every device's link on one clock).
+//! - [`ask_and_wait`], [`judge_liveness`], [`value_json`], and [`clock`], which maps the monotonic
+//!   clock to wall-clock milliseconds (re-exported as `closedloop_engine::clock`).
 
 pub mod clock;
 

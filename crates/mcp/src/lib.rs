@@ -16,7 +16,19 @@
 //! - `session_commands.rs`: the dead-man commands each HTTP session started, ended with the
 //!   session.
 //! - [`Caller`]: who calls and with which scopes (a bearer token's over HTTP, every scope over
-//!   stdio).
+//!   stdio). A reading tool needs `read`; an actuation without `actuate:<device>` is journaled
+//!   `rejected UNAUTHORIZED`; `modbus_write` needs `admin`, the other raw and bridge tools
+//!   `admin` or `actuate:<device>` (`raw.rs`, `gate`). `tools/list` shows a caller only the
+//!   action tools it may call.
+//! - `stdio.rs`: the stdio transport, lines bounded at rmcp's 16 MiB; `tools/call` and
+//!   `tools/list` lines parsed straight into rmcp's types (`stdio/reading.rs`), an unchanged
+//!   `tools/list` answer written from bytes serialised once (`stdio/listing.rs`).
+//! - [`http`]: Streamable HTTP behind the `guard`, `auth` and `limit` layers, the connection
+//!   listener with its caps and timeouts, TLS, sessions bound to the token that opened them, the
+//!   operator page (`http/page.rs`) and `/metrics`; `[server] confirm_by` is applied in
+//!   `call/confirming.rs`.
+//! - [`metrics`]: the Prometheus recorder and its families; `otlp/`: a span per finished command,
+//!   posted as OTLP.
 //!
 //! This crate turns the engine's results into MCP content and nothing more: every decision about a
 //! command is the engine's. Nothing depends on this crate except the binary.

@@ -109,6 +109,16 @@ impl Action {
         self.params.iter().filter(|p| p.ask.is_some())
     }
 
+    /// The verification its completions carry: `readback` for a `feedback` action whose
+    /// `done_when` reads only what it writes ([`Action::readback_only`]), else as declared. What
+    /// a model, a diff or a listing is told; the machine's deadlines follow the declared one.
+    pub fn effective_verification(&self) -> Verification {
+        match self.readback_only {
+            Some(_) => Verification::Readback,
+            None => self.verification,
+        }
+    }
+
     /// Every signal of its own device that one of its expressions reads.
     pub fn signals_read(&self) -> std::collections::BTreeSet<String> {
         let exprs = self

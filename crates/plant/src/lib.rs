@@ -7,6 +7,27 @@
 //! surprise the engine at run time is refused with messages that name the file, the device, the
 //! key and the fix — `closedloop check` and `closedloop serve` run exactly this pass.
 //!
+//! Where things are:
+//!
+//! - `validate/document.rs`: the text parsed one `[[device]]` or `[[alarm]]` at a time where that
+//!   gives the same table as the whole text, else whole; `validate/mod.rs` checks each device as
+//!   soon as its piece is parsed, so a hall's TOML tree never exists whole. The report keeps the
+//!   order of the whole-file steps (`error.rs`, `Section`); unset `${env:NAME}` are reported per
+//!   part (`validate/unset.rs`, `env.rs`).
+//! - `model.rs`: the raw serde model (`deny_unknown_fields`), each piece typed through a reference
+//!   to its TOML tree (`borrowed.rs`). Addresses are parsed once into the driver crate's typed
+//!   values ([`BrokerUrl`], [`OpcuaSecurity`], [`CanInterface`]): nothing after loading parses
+//!   them again.
+//! - `expr.rs`: CEL expressions ([`Expr`]), compiled and dry-run at load (`validate/exprs.rs`);
+//!   [`other_device`] parses `devices.<id>.<signal>`. `params.rs`: parameter checking;
+//!   `template.rs`: MQTT payload templates.
+//! - `action.rs`: an action, its [`Verification`] and `Action::deadline_s`, the one deadline
+//!   formula dispatch, `check` and the prompts use; `readback.rs`: readback dressed as feedback.
+//! - `schema.rs`: the tool surface (names, descriptions, JSON Schemas); [`lint`]: warnings about
+//!   that surface, and BM25 over the tools for each action's `examples`.
+//! - `cells.rs`: devices joined by exclusive groups, placed and handed over together among
+//!   gateways; `journal_view.rs`: the few keys the journal commands read, without any driver.
+//!
 //! ```
 //! let src = r#"
 //! [[device]]

@@ -101,9 +101,9 @@ impl Action {
         }
         d.push(' ');
         d.push_str(&outcome_text(default_wait_s));
-        match self.verification {
-            Verification::Feedback if self.readback_only.is_none() => {}
-            Verification::Feedback | Verification::Readback => d.push_str(
+        match self.effective_verification() {
+            Verification::Feedback => {}
+            Verification::Readback => d.push_str(
                 " The device can only confirm that it holds the written value; the physical \
                  effect is not sensed.",
             ),
@@ -259,7 +259,7 @@ fn render_action(
         out,
         "\n  tool {}  (verification {}, {}, {})",
         action.tool_name,
-        action.verification.as_str(),
+        action.effective_verification().as_str(),
         if action.idempotent {
             "idempotent"
         } else {

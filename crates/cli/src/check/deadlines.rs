@@ -81,9 +81,11 @@ fn reported_by<'a>(
         .into_iter()
         .flat_map(|d| d.devices().iter())
         .filter_map(|(id, _)| plant.device(id));
-    // A device that reports right after every command is heard whatever its silence window.
-    own.chain(others).filter(|d| {
-        matches!(d.driver, DriverConfig::Mqtt { .. }) && !d.liveness.reports_after_command
+    // A device that reports right after every command it receives is heard after this one's
+    // write whatever its silence window; another device receives nothing from it.
+    own.chain(others).filter(move |d| {
+        let answers = d.id == device.id && d.liveness.reports_after_command;
+        matches!(d.driver, DriverConfig::Mqtt { .. }) && !answers
     })
 }
 

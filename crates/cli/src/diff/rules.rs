@@ -73,8 +73,9 @@ fn action_changes(old: (&Device, &Action), new: (&Device, &Action)) -> Vec<Chang
     let tool = oa.tool_name.as_str();
     let mut out = Vec::new();
     let mut push = |what: String, verdict| out.push(Change::new(tool, what, verdict));
-    if oa.verification != na.verification {
-        let (a, b) = (oa.verification.as_str(), na.verification.as_str());
+    let (ov, nv) = (oa.effective_verification(), na.effective_verification());
+    if ov != nv {
+        let (a, b) = (ov.as_str(), nv.as_str());
         push(format!("verification {a} → {b}"), Breaking);
     }
     match (oa.confirm, na.confirm) {

@@ -87,8 +87,9 @@ fn board(out: &mut String, b: &Board, driver: &str) {
         live.push(format!("online = {}, offline = {}", quote(on), quote(off)));
     }
     live.push(format!("max_silence_s = {}", float(b.max_silence_s)));
-    if !b.signals.is_empty() {
-        // Its entities have state topics: Home Assistant's contract is a report after each command.
+    if !b.signals.is_empty() && !b.actions.is_empty() {
+        // Entities it commands report their state topics after each command (Home Assistant's
+        // contract); a board of sensors only receives no command.
         live.push("reports_after_command = true".into());
     }
     let _ = writeln!(out, "liveness = {{ {} }}", live.join(", "));

@@ -29,17 +29,18 @@ pub struct SignalValue {
     /// was read after the write was acknowledged. 0: not read by this gateway at all (an MQTT
     /// message the broker retained).
     pub seq: u64,
-    /// Whether `at_ms` is when the value was taken: always for a value this gateway read; for a
-    /// retained message only when its payload carries a time the plant names (`time_json`) —
-    /// otherwise `at_ms` is when the broker handed it over, and its age is unknown.
-    pub dated: bool,
+    /// When its payload says it was taken (`time_json`), if that is not after `at_ms`: shown,
+    /// never decided on — every decision, fence and freshness window uses `at_ms`, the time
+    /// this gateway read it, so a device clock behind ours cannot hold a command back.
+    pub taken_ms: Option<i64>,
 }
 
 impl SignalValue {
-    /// When the value was taken, when that is known: `None` for a retained message without a
-    /// time in it (sent at some moment nobody can tell). Every view shows its age from here.
-    pub fn taken_ms(&self) -> Option<i64> {
-        self.dated.then_some(self.at_ms)
+    /// When the value was taken, as every view shows it: its payload's time when it names one,
+    /// else when it was read; `None` for a retained message without a time in it (sent at some
+    /// moment nobody can tell).
+    pub fn shown_ms(&self) -> Option<i64> {
+        self.taken_ms.or((self.seq != 0).then_some(self.at_ms))
     }
 }
 
@@ -149,8 +150,10 @@ impl Unusable<'_> {
             Unusable::Retained(v) => format!(
                 "{name} = {} only from a retained message{}, not read since the gateway started",
                 shown(v.value),
-                v.taken_ms()
-                    .map_or(String::new(), |_| format!(" taken {} ago", age(v)))
+                v.taken_ms.map_or(String::new(), |t| format!(
+                    " taken {:.1} s ago",
+                    (now_ms - t).max(0) as f64 / 1000.0
+                ))
             ),
             Unusable::Silent(l) => format!("{name}'s device is {}", l.as_str()),
         }
@@ -250,32 +253,22 @@ impl super::Snapshot {
         seq: u64,
         source: impl FnOnce() -> String,
     ) {
-        self.put(name, value, (at_ms, seq != 0), seq, source);
+        self.record_taken(name, value, (at_ms, None), seq, source);
     }
 
-    /// Records a value known only from a message the broker retained (numbered 0: never
-    /// evidence, never decided on), arrived at `arrival_ms`; `taken_ms` is the time its payload
-    /// says it was taken, when the plant names one (`time_json`) — else its age is unknown.
-    pub fn record_retained(
+    /// [`Snapshot::record`] of a value whose payload says when it was taken (`taken_ms`, the
+    /// plant's `time_json`): `at_ms` stays when it was read, and `taken_ms` only dates what is
+    /// shown — a retained message (`seq` 0) gets an age, a live one is shown as old as it says.
+    /// A time after `at_ms` (a device clock ahead of ours) dates nothing.
+    pub fn record_taken(
         &mut self,
         name: &str,
         value: Value,
-        taken_ms: Option<i64>,
-        arrival_ms: i64,
-        source: impl FnOnce() -> String,
-    ) {
-        let at = taken_ms.map_or((arrival_ms, false), |t| (t.min(arrival_ms), true));
-        self.put(name, value, at, 0, source);
-    }
-
-    fn put(
-        &mut self,
-        name: &str,
-        value: Value,
-        (at_ms, dated): (i64, bool),
+        (at_ms, taken_ms): (i64, Option<i64>),
         seq: u64,
         source: impl FnOnce() -> String,
     ) {
+        let taken_ms = taken_ms.filter(|t| *t <= at_ms);
         if let Value::Number(n) = value
             && !n.is_finite()
         {
@@ -288,14 +281,14 @@ impl super::Snapshot {
         };
         reading.failed = None;
         match &mut reading.good {
-            Some(v) => (v.value, v.at_ms, v.seq, v.dated) = (value, at_ms, seq, dated),
+            Some(v) => (v.value, v.at_ms, v.seq, v.taken_ms) = (value, at_ms, seq, taken_ms),
             None => {
                 reading.good = Some(SignalValue {
                     value,
                     at_ms,
                     source: source(),
                     seq,
-                    dated,
+                    taken_ms,
                 })
             }
         }
@@ -382,6 +375,46 @@ mod tests {
             "input:4"
         );
         assert!(!snap.has_unreadable());
+    }
+
+    /// A payload's time dates what is shown only: a value read at 9_900 whose payload says it
+    /// was taken at 5_000 is decided on as read at 9_900 (a device clock behind ours holds
+    /// nothing back) and shown 5 s old; a retained one gets an age but still never decides; a
+    /// time after the read (a clock ahead) dates nothing.
+    #[test]
+    fn a_payload_s_time_dates_what_is_shown_never_what_is_decided() {
+        let mut snap = online();
+        snap.record_taken(
+            "live",
+            Value::Bool(true),
+            (9_900, Some(5_000)),
+            3,
+            String::new,
+        );
+        let v = snap.usable("live", RULE).expect("decided on its read time");
+        assert_eq!((v.at_ms, v.shown_ms()), (9_900, Some(5_000)));
+        snap.record_taken(
+            "ret",
+            Value::Bool(true),
+            (9_900, Some(1_000)),
+            0,
+            String::new,
+        );
+        let Err(Unusable::Retained(v)) = snap.usable("ret", RULE) else {
+            panic!("a retained value never decides")
+        };
+        assert_eq!(v.shown_ms(), Some(1_000));
+        let said = Unusable::Retained(v).describe("ret", 10_000, |t| t.to_string());
+        assert!(said.contains("retained message taken 9.0 s ago"), "{said}");
+        // A clock ahead of ours: retained, no age; live, shown as read.
+        let ahead = (9_950, Some(60_000));
+        let shown = |snap: &mut Snapshot, seq| {
+            snap.record_taken("ahead", Value::Bool(true), ahead, seq, String::new);
+            let v = snap.reading("ahead").and_then(Reading::last_good);
+            v.and_then(SignalValue::shown_ms)
+        };
+        assert_eq!(shown(&mut snap, 0), None);
+        assert_eq!(shown(&mut snap, 4), Some(9_950));
     }
 
     #[test]

@@ -7,13 +7,16 @@
 //!   error naming the file, the message and the signal, never mis-decoded.
 //! - [`decode`] and [`encode`] are written here, bit for bit as cantools lays signals out (the
 //!   Python test `tests/python/test_dbc_cantools.py` holds them to that). Encoding never
-//!   saturates: a value the field cannot hold is an [`EncodeError`].
+//!   saturates: a value the field cannot hold is an [`EncodeError`]. [`read`] is the one reading
+//!   of a received frame every consumer uses: each signal a value, or not available in this
+//!   frame — a raw value the DBC labels not available ([`not_available`]) is no value.
 //! - [`CanBus`] is one handle over every transport: [`slcan`] adapters on a serial port, and
 //!   SocketCAN with the `socketcan` cargo feature. A transport failure ends the bus with an error
 //!   that every waiting caller receives; nothing hangs.
 //!
-//! - [`CanPort`] keeps one interface open for every device on it (reopened with backoff after a
-//!   failure), numbers its frames as they arrive, and returns a sent frame's fence.
+//! - [`CanPort`] keeps one interface open for every device on it (reopened after a failure with
+//!   backoff from 100 ms up to 5 s), numbers its frames as they arrive, and returns a sent
+//!   frame's fence.
 //!
 //! CAN is push, like MQTT: this crate does not implement the register-oriented
 //! `closedloop_driver::Driver`; the CAN link of `closedloop-connect` listens to a [`CanPort`],

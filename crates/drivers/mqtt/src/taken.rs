@@ -80,7 +80,11 @@ fn rfc3339_ms(s: &str) -> Result<i64, String> {
     };
     let days = days_from_civil(y, mo, d);
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec.min(59) - offset_min * 60;
-    Ok(secs * 1000 + ms)
+    // Before 1970 is a clock that was never set, as a Unix time of 0 is.
+    match secs * 1000 + ms {
+        t if t > 0 => Ok(t),
+        _ => Err("a time before 1970: the device's clock was never set".into()),
+    }
 }
 
 /// `+01:00`, `-0530` as minutes east of UTC.
@@ -90,8 +94,13 @@ fn zone_minutes(o: &str) -> Option<i64> {
         b'-' => -1,
         _ => return None,
     };
-    let digits: String = o[1..].chars().filter(|c| *c != ':').collect();
-    if digits.len() != 4 || !digits.bytes().all(|c| c.is_ascii_digit()) || o.len() > 6 {
+    // `+HH:MM` or `+HHMM`, nothing else.
+    let digits: String = match (o.len(), o.as_bytes().get(3)) {
+        (6, Some(b':')) => format!("{}{}", o.get(1..3)?, o.get(4..6)?),
+        (5, _) => o.get(1..5)?.to_string(),
+        _ => return None,
+    };
+    if !digits.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
     let (h, m): (i64, i64) = (digits[..2].parse().ok()?, digits[2..].parse().ok()?);
@@ -172,6 +181,10 @@ mod tests {
             "[1]",
             r#""2026-12-07T17:00:00.Z""#,
             r#""２０２６-12-07T17:00:00Z""#,
+            r#""2026-12-07T17:00:00+0:100""#,
+            r#""2026-12-07T17:00:00+01:0""#,
+            r#""1970-01-01T00:00:00Z""#,
+            r#""1969-12-31T23:59:59Z""#,
         ] {
             let r = at(&format!(r#"{{"ts":{v}}}"#), "/ts");
             assert!(r.is_err(), "{v} -> {r:?}");

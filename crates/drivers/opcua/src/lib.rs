@@ -21,6 +21,15 @@
 //! [`classify`] maps every [`Error`] onto the contract's error codes (`REGISTER_INVALID`,
 //! `DEVICE_OFFLINE`, `BUS_NAK`); the OPC UA status name always stays in the text.
 //!
+//! Built on async-opcua 0.19 with pure-Rust crypto. A session reconnects and keeps itself alive;
+//! monitored items fall back to polled reads where the server refuses subscriptions; writes go in
+//! the node's own data type, refused, never saturated (`convert.rs`); browse is bounded
+//! (`browse.rs`). Security is None or Basic256Sha256 (sign, or sign and encrypt) against a pinned
+//! server certificate; the identity is anonymous or a user name sent under the user-token policy
+//! the server names in GetEndpoints (`identity.rs`), and a refused identity is named in the
+//! link's reason. The `testing` feature gives every crate's tests a client with short timeouts
+//! and bounded waits.
+//!
 //! The simulated OPC UA server that serves closedloop's simulated devices lives in
 //! closedloop-sim-server (`opcua_sim::SimServer`), so this crate knows neither the simulator nor
 //! the plant.

@@ -66,7 +66,7 @@ impl Server {
                 "name": a.name,
                 "description": a.tool_description(device, wait_s),
                 "input_schema": a.input_schema(wait_s),
-                "verification": a.verification.as_str(),
+                "verification": a.effective_verification().as_str(),
                 "idempotent": a.idempotent,
                 "destructive": a.destructive,
                 "confirm": a.confirm,

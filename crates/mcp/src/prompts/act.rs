@@ -120,7 +120,7 @@ fn confirm_text(t: &mut String, d: &Device, a: &Action) {
 
 /// What a completed command of this verification level proves, and what it does not.
 fn verification_text(t: &mut String, a: &Action) {
-    let _ = match a.verification {
+    let _ = match a.effective_verification() {
         Verification::Feedback => writeln!(
             t,
             "Verification: feedback — an independent signal senses the effect, so a completed \

@@ -109,8 +109,9 @@ fn completion(place: &str, (a, b): (&Action, &Action), cx: &Context) -> Vec<Shif
         let nums = (format!("{} ms", a.hold_ms), format!("{} ms", b.hold_ms));
         out.push(Shift::new(place, "hold_ms", nums, meaning, class));
     }
-    if a.verification != b.verification {
-        out.push(verification(place, a.verification, b.verification));
+    let (av, bv) = (a.effective_verification(), b.effective_verification());
+    if av != bv {
+        out.push(verification(place, av, bv));
     }
     out
 }
