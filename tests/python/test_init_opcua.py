@@ -1,7 +1,7 @@
 """`closedloop init --opcua` held to an asyncua server (opcua/pump_skid_server.py): the pump skid's
 address space becomes a plant — variables as signals with their engineering units, the writable
 setpoint as an action bounded by its EURange, methods as call actions with their input arguments
-— and through it `closedloop serve` writes the setpoint (completed, verified on the node) and
+— and through it `closedloop serve` writes the setpoint (completed, read back from the node) and
 calls Start() (sent), each checked against the server's own state.
 
 A missing prerequisite (asyncua) fails the test; nothing here skips.
@@ -80,7 +80,9 @@ async def test_a_pump_skid_surveyed_becomes_a_plant_that_writes_and_calls(
                 await anyio.sleep(0.1)
         sc = await act(session, "pump_skid_set_speed_setpoint", {"value": 1200.0})
         assert outcome(sc) == ("completed", None), sc
-        assert sc["verified"] is True and sc["evidence"]["speed_setpoint"]["value"] == 1200.0, sc
+        # Read back from the node it wrote: the node holds it, said as readback (issue 56).
+        assert (sc["verified"], sc["verification"], sc["readback_matched"]) == (False, "readback", True), sc
+        assert sc["evidence"]["ns=2;s=PumpSkid.SpeedSetpoint"]["value"] == 1200.0, sc
         assert float(skid.state()["setpoint"]) == 1200.0
         refused = await call(session, "pump_skid_set_speed_setpoint", {"value": 5000.0})
         assert outcome(refused) == ("rejected", "INVALID_PARAMS"), refused

@@ -156,7 +156,7 @@ fn device(
             actions.contains(&c.to_string())
         });
         actions.push(action.clone());
-        set_action(out, m, (id, &action), (name, v, k));
+        set_action(out, m, (id, &action), (v, k));
     }
     for method in children.iter().filter(|n| n.class == "Method") {
         let action = unique(&snake(&method.browse_name), room, |c| {
@@ -169,12 +169,13 @@ fn device(
     m.actions += actions.len();
 }
 
-/// A writable variable's `set_<name>`: the value written, confirmed on the same node.
+/// A writable variable's `set_<name>`: the value written, read back from the same node
+/// (`verification = "readback"`: the node holds it; nothing says the effect happened).
 fn set_action(
     out: &mut String,
     m: &mut Mapped,
     (id, action): (&str, &str),
-    (signal, v, k): (&str, &Surveyed, &str),
+    (v, k): (&Surveyed, &str),
 ) {
     let mut p = vec![format!("type = {}", quote(k))];
     if let Some((lo, hi)) = v.range.filter(|_| k != "bool") {
@@ -192,12 +193,6 @@ fn set_action(
         "description = {}",
         quote(&format!("the new value of {}", v.display_name))
     ));
-    let done = match k {
-        "number" => {
-            format!("abs({signal} - params.value) <= max(abs(params.value) * 0.000001, 0.000001)")
-        }
-        _ => format!("{signal} == params.value"),
-    };
     let _ = writeln!(out, "[[device.action]]\nname = {}", quote(action));
     let what = format!(
         "Write {}; confirmed when the node reads the value back.",
@@ -210,10 +205,11 @@ fn set_action(
         "write = [{{ node = {}, value = \"params.value\" }}]",
         quote(&v.node_id)
     );
+    // The node it writes, read back: a readback, never feedback that the effect happened
+    // (a done_when on the same node would be readback dressed as feedback).
     let _ = writeln!(
         out,
-        "done_when = {}\nexpect_s = 1.0\nidempotent = true",
-        quote(&done)
+        "verification = \"readback\"\nexpect_s = 1.0\nidempotent = true"
     );
 }
 
