@@ -7,7 +7,6 @@ mod common;
 use common::{act, call, connect, sc};
 use serde_json::json;
 use std::path::Path;
-use std::process::Command;
 
 const PLANT: &str = r#"
 [server]
@@ -34,17 +33,12 @@ idempotent = true
 
 /// `closedloop ARGS... DIR/plant.toml MORE...`: (exit code, stdout, stderr).
 fn run(args: &[&str], plant: &Path, more: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+    let out = common::closedloop()
         .args(args)
         .arg(plant)
         .args(more)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .output();
+    common::said(&out.unwrap())
 }
 
 /// Serves the plant over stdio and runs a command, a raw write and a refused call through it.

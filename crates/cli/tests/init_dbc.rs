@@ -46,10 +46,6 @@ fn generated() -> tempfile::TempDir {
     dir
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 #[test]
 fn generated_plant_passes_check_with_the_nodes_signals_and_actions() {
     let dir = generated();

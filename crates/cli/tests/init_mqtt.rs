@@ -10,16 +10,7 @@
 mod common;
 
 use closedloop_mqtt::testing::{Mosquitto, publish_retained};
-use common::closedloop;
-use std::process::Output;
-
-fn init(args: &[&str]) -> Output {
-    closedloop().arg("init").args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{closedloop, init, stderr};
 
 const RELAY: &str = r#"{"name":"Relay","stat_t":"desk/relay/state","cmd_t":"desk/relay/set","avty_t":"desk/status","dev":{"ids":"d1","name":"Desk board","mf":"espressif"}}"#;
 

@@ -9,15 +9,6 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::process::Output;
-
-fn init(args: &[&str]) -> Output {
-    closedloop().arg("init").args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The workshop's OPC UA server on a free port; its endpoint.
 fn workshop(dir: &Path) -> (Running, String) {

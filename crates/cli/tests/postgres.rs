@@ -12,7 +12,6 @@ use serde_json::json;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
 use std::path::Path;
-use std::process::Command;
 
 /// The journal tests' lamp plant (`common::lamp_plant`), journaled to `journal`.
 fn plant(journal: &str) -> String {
@@ -21,16 +20,7 @@ fn plant(journal: &str) -> String {
 
 /// `closedloop ARGS... PLANT`: (exit code, stdout, stderr).
 fn run(args: &[&str], plant: &Path) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .args(args)
-        .arg(plant)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::said(&common::closedloop().args(args).arg(plant).output().unwrap())
 }
 
 #[tokio::test]

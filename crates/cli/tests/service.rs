@@ -11,19 +11,15 @@ mod common;
 #[path = "cli_readme/commands.rs"]
 mod commands;
 
-use common::{closedloop, repo};
+use common::{closedloop, repo, stderr};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// `closedloop` with no environment at all, as `env -i` starts it.
 fn bare() -> Command {
     let mut c = closedloop();
     c.env_clear();
     c
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The packaged example copied to `DIR/NAME.toml`, NAME unique to this test process.

@@ -28,6 +28,22 @@ pub fn closedloop() -> Command {
     Command::new(env!("CARGO_BIN_EXE_closedloop"))
 }
 
+/// What a finished `closedloop` said on stderr, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A finished command's exit code, stdout and stderr, as text.
+pub fn said(o: &Output) -> (Option<i32>, String, String) {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    (o.status.code(), out, stderr(o))
+}
+
+/// `closedloop init ARGS…`, finished.
+pub fn init(args: &[&str]) -> Output {
+    closedloop().arg("init").args(args).output().unwrap()
+}
+
 /// `path` relative to the repository's root.
 pub fn repo(path: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
