@@ -286,4 +286,73 @@ mod tests {
             "going stale is a change"
         );
     }
+    /// A plant with one MQTT lamp: what `from_owner` shows is judged against its poll period.
+    fn lamp() -> std::sync::Arc<Device> {
+        let src = "[[device]]\nid = \"lamp\"\ndescription = \"d\"\n\
+                   driver = { kind = \"sim\", model = \"relay\" }\n\
+                   [device.signals]\ncontact = { discrete_input = 0 }\n";
+        let plant = closedloop_plant::parse(src, "p.toml", std::path::Path::new("/srv"));
+        plant.expect("a plant").devices.remove(0)
+    }
+
+    fn empty_state() -> DeviceState {
+        DeviceState {
+            device: "lamp".into(),
+            liveness: Liveness::Unknown,
+            last_seen: None,
+            last_seen_ms: None,
+            signals: Default::default(),
+            unreadable: Default::default(),
+            alarms: vec![],
+            detail: None,
+            owner: None,
+            epoch: None,
+            read_by: None,
+        }
+    }
+
+    #[test]
+    fn a_retained_value_dated_by_its_payload_reaches_other_gateways_as_old_as_that() {
+        let mut snap = crate::device::Snapshot::before_first_read();
+        // Retained (read 0) at 10 s, its payload taken at 1 s; another retained, undated.
+        snap.record_taken(
+            "contact",
+            closedloop_driver::Value::Bool(true),
+            (10_000, Some(1_000)),
+            0,
+            || "t".into(),
+        );
+        snap.record_taken(
+            "level",
+            closedloop_driver::Value::Number(3.0),
+            (10_000, None),
+            0,
+            || "t".into(),
+        );
+        let state = published_state(&snap, 100, 10_050);
+        assert_eq!(state["values"]["contact"]["retained"], true, "{state}");
+        assert_eq!(state["values"]["contact"]["at_ms"], 1_000, "{state}");
+        assert_eq!(state["values"]["level"]["retained"], true, "{state}");
+        assert!(
+            state["values"]["level"]["at_ms"].is_null(),
+            "no time, no age: {state}"
+        );
+        let mut shown = empty_state();
+        from_owner(&mut shown, &published(50, state), &lamp(), 10_050);
+        let contact = &shown.signals["contact"];
+        assert!(contact.retained);
+        assert_eq!(
+            contact.age_ms,
+            Some(9_050),
+            "as old as its payload says: {contact:?}"
+        );
+        assert_eq!(contact.at.as_deref(), Some(rfc3339(1_000).as_str()));
+        let level = &shown.signals["level"];
+        assert!(level.retained);
+        assert_eq!(
+            (level.at.as_deref(), level.age_ms),
+            (None, None),
+            "undated: {level:?}"
+        );
+    }
 }
