@@ -154,15 +154,21 @@ impl Supervisor {
     /// Sets the deadline and journals `dispatched`; `None` when the journal did not take it.
     async fn commit_dispatch(&mut self, p: &Prepared) -> Option<Instant> {
         let now = Instant::now();
-        let deadline = now + Duration::from_secs_f64(self.budget_s(p.expect_s));
+        let budget_s = self.budget_s(p.expect_s);
+        let deadline = now + Duration::from_secs_f64(budget_s);
         self.deadline = Some(deadline);
         self.cmd
             .set_expected_end(now + Duration::from_secs_f64(p.expect_s));
         self.cmd.set_deadline(deadline);
         let deadline_ms = self.ctx.clock.wall_ms(deadline);
         let writes: Vec<String> = p.writes.iter().map(|w| w.to_string()).collect();
+        // The budget and `done_when`'s values at dispatch: what a replay of the journal needs
+        // to count the deadline and the early rule as this command did (`crate::verdict`).
+        let baseline: serde_json::Map<String, serde_json::Value> = (self.baseline.iter())
+            .map(|(k, v)| (k.clone(), crate::plan::value_json(*v)))
+            .collect();
         let mut data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": p.expect_s,
-                          "writes": writes});
+                          "budget_s": budget_s, "writes": writes, "baseline": baseline});
         if self.ctx.ownership.shared() {
             // Which gateway wrote it: a gateway that takes the device over says whose it was.
             data["by"] = json!(self.ctx.ownership.instance());

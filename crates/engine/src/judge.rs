@@ -35,6 +35,9 @@ pub(crate) struct View {
     /// Wall-clock ms of the newest criterion value: when the reading was read, journaled with
     /// it (`read_at`) so that a chart draws it where it happened, not where it was recorded.
     pub newest_ms: i64,
+    /// Wall-clock ms of the oldest criterion value, journaled (`read_from`) so that a replay
+    /// of the early rule knows the reading's feedback was read no sooner.
+    pub first_ms: i64,
     /// Value, time, source (and unit) of every criterion value, for `evidence`.
     pub evidence: serde_json::Map<String, serde_json::Value>,
 }
@@ -154,6 +157,7 @@ impl Supervisor {
         let mut key = Vec::new();
         let mut oldest_ms = i64::MAX;
         let mut newest_ms = i64::MIN;
+        let mut first_ms = i64::MAX;
         let mut evidence = serde_json::Map::new();
         let unit_of = |dev: &crate::device::DeviceRuntime, n: &str| {
             dev.spec.signal(n).and_then(|s| s.unit.clone())
@@ -161,6 +165,7 @@ impl Supervisor {
         let mut note = |name: String, v: &SignalValue, unit: Option<String>| {
             key.push(v.seq);
             newest_ms = newest_ms.max(v.at_ms);
+            first_ms = first_ms.min(v.at_ms);
             if self.is_feedback(&name) {
                 oldest_ms = oldest_ms.min(v.at_ms);
             }
@@ -208,6 +213,7 @@ impl Supervisor {
             key,
             oldest_ms: if oldest_ms == i64::MAX { 0 } else { oldest_ms },
             newest_ms: newest_ms.max(0),
+            first_ms: first_ms.min(newest_ms).max(0),
             evidence,
         })
     }
@@ -390,20 +396,14 @@ impl Supervisor {
         }
         self.last_sample = Some(view.key.clone());
         let action = Arc::clone(&self.action);
-        let (failed, done, started, stopped) =
-            self.in_scope(&view.signals, &view.devices, |scope| {
-                let holds = |e: &Expr| e.eval_bool(scope).unwrap_or(false);
-                let failed = action
-                    .fail_when
-                    .iter()
-                    .find(|(_, e)| holds(e))
-                    .map(|(c, _)| c.clone());
-                let done = action.done_when.as_ref().is_some_and(holds);
-                let started = action.started_when.as_ref().is_none_or(holds);
-                let stopped = action.stopped_when.as_ref().is_some_and(holds)
-                    || action.started_when.as_ref().is_some_and(|s| !holds(s));
-                (failed, done, started, stopped)
-            });
+        let crate::verdict::Holds {
+            failed,
+            done,
+            started,
+            stopped,
+        } = self.in_scope(&view.signals, &view.devices, |scope| {
+            crate::verdict::holds(&action, scope)
+        });
         let moved = self
             .baseline
             .iter()
@@ -416,7 +416,8 @@ impl Supervisor {
             .collect();
         let values = serde_json::Value::Object(values);
         let read_at = crate::clock::rfc3339(view.newest_ms);
-        let entry = json!({"values": values, "read_at": read_at});
+        let read_from = crate::clock::rfc3339(view.first_ms);
+        let entry = json!({"values": values, "read_at": read_at, "read_from": read_from});
         if done || failed.is_some() {
             // Journaled with the outcome it may decide (`Supervisor::deciding`).
             self.deciding = Some(("signal", entry));

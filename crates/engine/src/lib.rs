@@ -233,6 +233,7 @@ mod submit;
 mod supervise;
 mod supervisor;
 mod terminal;
+pub mod verdict;
 
 // The API the MCP layer and the CLI use; everything else stays inside the crate.
 pub use alarms::AlarmInfo;

@@ -82,6 +82,49 @@ pub fn rfc3339(ms: i64) -> String {
     )
 }
 
+/// Reads back what [`rfc3339`] writes (`2026-11-29T16:00:00.123Z`, the milliseconds optional):
+/// the times the journal keeps. Anything else — another zone, a missing field, a day that does
+/// not exist — is `None`, never a guess.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let num = |t: &str, len: usize| {
+        (t.len() == len && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse::<i64>().ok())?
+    };
+    let mut d = date.split('-');
+    let (y, m, day) = (num(d.next()?, 4)?, num(d.next()?, 2)?, num(d.next()?, 2)?);
+    let (hms, millis) = match time.split_once('.') {
+        Some((hms, ms)) => (hms, num(ms, 3)?),
+        None => (time, 0),
+    };
+    let mut t = hms.split(':');
+    let (h, mi, sec) = (num(t.next()?, 2)?, num(t.next()?, 2)?, num(t.next()?, 2)?);
+    if d.next().is_some()
+        || t.next().is_some()
+        || !(1..=12).contains(&m)
+        || h > 23
+        || mi > 59
+        || sec > 59
+    {
+        return None;
+    }
+    let days = days_from_civil(y, m as u32, day as u32)?;
+    Some(((days * 86_400 + h * 3600 + mi * 60 + sec) * 1000) + millis)
+}
+
+/// A proleptic Gregorian date to days since 1970-01-01, `None` for a day the month lacks.
+fn days_from_civil(y: i64, m: u32, d: u32) -> Option<i64> {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp as i64 + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let back = civil_from_days(days);
+    (d >= 1 && back.1 == m && back.2 == d).then_some(days)
+}
+
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -107,6 +150,35 @@ mod tests {
         assert_eq!(rfc3339(1_764_432_000_123), "2025-11-29T16:00:00.123Z");
         assert_eq!(rfc3339(1_795_968_000_123), "2026-11-29T16:00:00.123Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn reads_back_what_it_writes_and_nothing_else() {
+        for ms in [
+            0,
+            951_782_400_000,
+            1_795_968_000_123,
+            -86_400_001,
+            4_102_444_800_999,
+        ] {
+            assert_eq!(parse_rfc3339(&rfc3339(ms)), Some(ms), "{ms}");
+        }
+        assert_eq!(
+            parse_rfc3339("2026-11-29T16:00:00Z"),
+            Some(1_795_968_000_000)
+        );
+        for bad in [
+            "2026-02-30T00:00:00Z",
+            "2026-11-29T16:00:00+01:00",
+            "2026-11-29 16:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-11-29T24:00:00Z",
+            "2026-11-29T16:00:00.12Z",
+            "",
+            "Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

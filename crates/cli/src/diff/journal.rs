@@ -1,6 +1,6 @@
 //! `closedloop diff OLD NEW --journal PLANT_OR_URL`: yesterday's commands and readings, judged
 //! again under the new file. Every recorded command's readings go through the new action's
-//! criteria ([`verdict::judge`]); every command whose verdict would differ from the one the
+//! criteria by the engine's own rules ([`verdict::judge`]); every command whose verdict would differ from the one the
 //! journal recorded is named, with the reading that decides it. Every recorded reading goes,
 //! in journal order, through the alarms of both files ([`alarms`]); every reading from which an
 //! alarm would stand otherwise (active under one file, not under the other) is named.
@@ -20,8 +20,9 @@ pub(crate) mod verdict;
 use super::behaviour::Recorded;
 use anyhow::Result;
 use closedloop_engine::clock::rfc3339;
+use closedloop_engine::verdict::Timeline;
 use closedloop_journal::{AuditFilter, CommandRow, Journal};
-use closedloop_plant::{Action, Plant, Verification};
+use closedloop_plant::{Action, Device, Plant, Verification};
 use verdict::{Reading, Verdict};
 
 /// Commands read per page.
@@ -66,6 +67,9 @@ pub(crate) struct Totals {
     /// Commands the new criteria could not be judged on, by the first name they read that the
     /// journal never kept for them.
     pub unjournaled: std::collections::BTreeMap<String, u64>,
+    /// Commands not judged again because the engine's decision would rest on what the journal
+    /// does not keep, by the reason (`closedloop_engine::verdict::replay`).
+    pub unreplayable: std::collections::BTreeMap<String, u64>,
     /// Moves that let more through: a command that would now complete, an alarm active under
     /// the old file and not under the new.
     pub looser: u64,
@@ -121,7 +125,7 @@ pub(crate) async fn commands(
                 totals.unjudged += 1;
                 continue;
             }
-            let readings = readings_of(journal, row).await?;
+            let (timeline, readings) = readings_of(journal, row).await?;
             if let Some(name) = (!readings.is_empty())
                 .then(|| verdict::unjournaled(b, &row.device, &readings))
                 .flatten()
@@ -129,8 +133,18 @@ pub(crate) async fn commands(
                 *totals.unjournaled.entry(name).or_default() += 1;
                 continue;
             }
+            let device = new
+                .device(&row.device)
+                .expect("the new file has the action's device");
+            let m = match one(row, (device, b), was, &timeline, &readings) {
+                Ok(m) => m,
+                Err(why) => {
+                    *totals.unreplayable.entry(why).or_default() += 1;
+                    continue;
+                }
+            };
             totals.judged += 1;
-            if let Some(m) = one(row, b, was, &readings) {
+            if let Some(m) = m {
                 totals.moved += 1;
                 totals.looser += u64::from(m.new == Verdict::Completed);
                 moved(m);
@@ -147,39 +161,46 @@ fn action_of<'p>(plant: &'p Plant, row: &CommandRow) -> Option<&'p Action> {
     plant.device(&row.device)?.action(&row.action)
 }
 
-/// The command's journaled readings, in order.
-async fn readings_of(journal: &Journal, row: &CommandRow) -> Result<Vec<Reading>> {
+/// The command's timeline as the replay reads it, and its journaled readings, in order.
+async fn readings_of(journal: &Journal, row: &CommandRow) -> Result<(Timeline, Vec<Reading>)> {
     let events = journal.events(&row.command_id).await?;
-    Ok(events
-        .iter()
+    let readings = (events.iter())
         .filter(|e| e.event == "signal")
         .filter_map(|e| Reading::from_event(&e.data))
-        .collect())
+        .collect();
+    Ok((Timeline::of(&events), readings))
 }
 
-/// The command's verdict under `b`, when it differs from the recorded one.
-fn one(row: &CommandRow, b: &Action, was: Verdict, readings: &[Reading]) -> Option<Moved> {
+/// The command's verdict under `b` (of `device`), when it differs from the recorded one; `Err`
+/// with the reason when the journal cannot replay it.
+fn one(
+    row: &CommandRow,
+    (device, b): (&Device, &Action),
+    was: Verdict,
+    timeline: &Timeline,
+    readings: &[Reading],
+) -> std::result::Result<Option<Moved>, String> {
     let args = row.params.as_object().cloned().unwrap_or_default();
     let (now, at) = match b.check_params(&args) {
-        Ok(params) => verdict::judge(b, &row.device, &params, readings),
+        Ok(params) => verdict::judge(b, device, &params, timeline, readings)?,
         Err(e) => (Verdict::Refused(e.to_string()), None),
     };
     if now == was {
-        return None;
+        return Ok(None);
     }
     let reading = match (at, readings.last()) {
-        (Some(i), _) => readings[i].words(),
-        (None, Some(last)) => format!("none decides it; the last was {}", last.words()),
+        (Some(i), _) => verdict::words(&readings[i]),
+        (None, Some(last)) => format!("none decides it; the last was {}", verdict::words(last)),
         (None, None) => "no reading was journaled".to_string(),
     };
-    Some(Moved {
+    Ok(Some(Moved {
         command_id: row.command_id.clone(),
         at: rfc3339(row.accepted_at_ms),
         action: format!("{}.{}", row.device, row.action),
         old: was,
         new: now,
         reading,
-    })
+    }))
 }
 
 /// Adds a reading's values to the bounded sample, by the names alarms and other devices'

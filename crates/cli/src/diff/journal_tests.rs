@@ -53,20 +53,40 @@ fn row(id: &str, status: &str, code: Option<&str>) -> CommandRow {
     }
 }
 
-fn reading(at_ms: i64, temp: f64) -> EventRow {
+fn event(at_ms: i64, event: &str, data: serde_json::Value) -> EventRow {
     EventRow {
         at_ms,
-        event: "signal".into(),
-        data: json!({"values": {"temp_c": temp}, "read_at": "t"}),
+        event: event.into(),
+        data,
     }
 }
 
+/// A command's timeline as the engine journals it: dispatched at 1.01 s (deadline 2.5 s later,
+/// the oven at 20 °C then), acknowledged at 1.02 s, one reading at 1.5 s; without the
+/// acknowledgement when `acked` is false.
+fn timeline(temp: f64, acked: bool) -> Vec<EventRow> {
+    let at = closedloop_engine::clock::rfc3339;
+    let dispatched = json!({"deadline": at(3_510), "budget_s": 2.5, "expect_s": 1.0,
+                            "baseline": {"temp_c": 20.0}});
+    let read = json!({"values": {"temp_c": temp}, "read_at": at(1_500), "read_from": at(1_500)});
+    let mut events = vec![event(1_010, "dispatched", dispatched)];
+    if acked {
+        events.push(event(1_020, "device_ack", json!(null)));
+    }
+    events.push(event(1_500, "signal", read));
+    events
+}
+
 async fn journal_with(rows: &[(CommandRow, f64)]) -> (tempfile::TempDir, Journal) {
+    journal_of(rows, true).await
+}
+
+async fn journal_of(rows: &[(CommandRow, f64)], acked: bool) -> (tempfile::TempDir, Journal) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("j.db").display());
     let j = Journal::open(&url).await.unwrap();
     for (r, temp) in rows {
-        j.insert(r, &[reading(1_500, *temp)]).await.unwrap();
+        j.insert(r, &timeline(*temp, acked)).await.unwrap();
     }
     (dir, j)
 }
@@ -120,4 +140,27 @@ async fn a_new_criterion_on_a_signal_never_journaled_is_said_not_judged() {
         text.contains("could not judge 2 command(s): `overcurrent` is not journaled (2)"),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn a_command_whose_acknowledgement_is_not_journaled_is_said_not_judged_again() {
+    let (_dir, j) = journal_of(
+        &[(row("c1", "failed", Some("FEEDBACK_MISMATCH")), 79.0)],
+        false,
+    )
+    .await;
+    let (old, new) = (plant("0.5", ""), plant("2.0", ""));
+    let mut totals = Totals::default();
+    let mut moved = Vec::new();
+    commands(&j, (&old, &new), &mut totals, |m| moved.push(m))
+        .await
+        .unwrap();
+    assert!(
+        moved.is_empty(),
+        "never a verdict without the acknowledgement: {moved:?}"
+    );
+    assert_eq!(totals.judged, 0, "{totals:?}");
+    let text = super::render::journal(&totals, &moved, &[]);
+    let want = "could not judge 1 command(s) again by the engine's rules: its acknowledgement is not journaled (1)";
+    assert!(text.contains(want), "{text}");
 }

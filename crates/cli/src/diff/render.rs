@@ -112,6 +112,17 @@ pub(crate) fn journal(t: &Totals, moved: &[Moved], alarms: &[AlarmMove]) -> Stri
             names.join(", ")
         );
     }
+    if !t.unreplayable.is_empty() {
+        let n: u64 = t.unreplayable.values().sum();
+        let why: Vec<String> = (t.unreplayable.iter())
+            .map(|(why, k)| format!("{why} ({k})"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "could not judge {n} command(s) again by the engine's rules: {}",
+            why.join("; ")
+        );
+    }
     for m in moved {
         let _ = writeln!(
             out,
@@ -154,11 +165,12 @@ pub(crate) fn json(found: &Found, rule: FailOn, fails: bool) -> serde_json::Valu
         let alarms: Vec<_> = (alarms.iter())
             .map(|a| json!({"alarm": a.alarm, "at": a.at, "old": a.old, "new": a.new, "reading": a.reading}))
             .collect();
-        json!({
-            "commands": commands,
-            "alarms": alarms,
-            "totals": {"commands": t.commands, "judged": t.judged, "unjudged": t.unjudged, "moved": t.moved, "gone": t.gone, "readings": t.readings, "alarm_moves": t.alarm_moves, "looser": t.looser, "unjournaled": t.unjournaled},
-        })
+        let mut totals = json!({"commands": t.commands, "judged": t.judged, "unjudged": t.unjudged, "moved": t.moved, "gone": t.gone, "readings": t.readings, "alarm_moves": t.alarm_moves, "looser": t.looser, "unjournaled": t.unjournaled});
+        if !t.unreplayable.is_empty() {
+            // Named only when there are some: the rules' replay said why it could not judge.
+            totals["unreplayable"] = json!(t.unreplayable);
+        }
+        json!({"commands": commands, "alarms": alarms, "totals": totals})
     });
     json!({
         "surface": surface,

@@ -12,6 +12,8 @@ mod cmd;
 mod command;
 #[path = "check/no_value.rs"]
 mod no_value;
+#[path = "check/replayed.rs"]
+mod replayed;
 #[path = "check/requires.rs"]
 mod requires;
 
@@ -70,6 +72,9 @@ pub fn check(case: &Case, out: &Outcome) -> Findings {
     check_groups(case, &cmds, &mut f.violations);
     alarms::check_alarm(case, out, &cmds, &mut f);
     requires::check_requires(case, out, &cmds, &mut f);
+    let toml = super::spec::case_toml(case);
+    let plant = closedloop_plant::parse(&toml, "case.toml", std::path::Path::new("."));
+    replayed::check_replay(&plant.expect("the case's plant"), &cmds, &mut f);
     f
 }
 

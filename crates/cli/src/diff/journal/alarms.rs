@@ -142,7 +142,7 @@ pub(crate) async fn replay(
                         at: rfc3339(row.at_ms),
                         old: stands(now.0),
                         new: stands(now.1),
-                        reading: format!("{}: {}", row.device, reading.words()),
+                        reading: format!("{}: {}", row.device, super::verdict::words(&reading)),
                     });
                 }
                 *was = now;
