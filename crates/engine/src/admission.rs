@@ -4,13 +4,18 @@
 //! expected duration, `requires`, a failure already on, and a place in the exclusive group's
 //! queue. The first that fails says in words why nothing will be written.
 
+pub(crate) mod refusal;
+pub(crate) mod rules;
+pub(crate) mod submit;
+
+use crate::Submission;
+use crate::admission::refusal::Refusal;
 use crate::context::{Full, QUEUE_CAPACITY};
 use crate::contract::ErrorCode;
 use crate::device::offline_detail;
 use crate::device::{DeviceRuntime, Liveness, Snapshot};
+use crate::dispatch::plan;
 use crate::engine::Engine;
-use crate::refusal::Refusal;
-use crate::{Submission, plan};
 use closedloop_journal::{CommandRow, EventRow, JournalError};
 use closedloop_plant::{Action, Params, Scope};
 use std::time::Duration;
@@ -48,10 +53,14 @@ impl Engine {
         readable_criteria(action, &snap)?;
         let signals = dev.usable_values(&snap, self.ctx.clock.now_ms());
         let devices = self.ctx.scope_for(action);
-        let devices =
-            crate::admit::required_values(action, &self.ctx.devices, devices, &self.ctx.clock)
-                .await
-                .map_err(|why| (ErrorCode::Interlock, why))?;
+        let devices = crate::admission::rules::required_values(
+            action,
+            &self.ctx.devices,
+            devices,
+            &self.ctx.clock,
+        )
+        .await
+        .map_err(|why| (ErrorCode::Interlock, why))?;
         // The command has no id yet; any id renders the same way, so a placeholder checks the
         // plan (an MQTT payload's `${command_id}`) as the dispatch will evaluate it.
         let scope = Scope {
@@ -66,10 +75,10 @@ impl Engine {
                 format!("{e}; nothing was written."),
             )
         })?;
-        crate::admit::expected_duration(action, &scope)
+        crate::admission::rules::expected_duration(action, &scope)
             .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
         requires_holds(action, &scope)?;
-        if let Some(why) = crate::admit::failure_already_on(action, &scope) {
+        if let Some(why) = crate::admission::rules::failure_already_on(action, &scope) {
             return Err((ErrorCode::Interlock, format!("{}.", capitalised(&why))));
         }
         self.reserve_place(action)
@@ -175,7 +184,7 @@ fn requires_holds(action: &Action, scope: &Scope<'_>) -> Result<(), Refused> {
             req.source()
         ),
     };
-    let values = crate::admit::values_read(req, scope);
+    let values = crate::admission::rules::values_read(req, scope);
     Err((
         ErrorCode::Interlock,
         format!("{why}{values}; nothing was written."),

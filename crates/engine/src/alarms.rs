@@ -3,6 +3,7 @@
 //! a command running on one of them is stopped (its cancel plan written) with the alarm's name
 //! as its code.
 
+pub(crate) mod envelope;
 pub(crate) mod watch;
 
 use closedloop_plant::Alarm;

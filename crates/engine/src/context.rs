@@ -1,8 +1,8 @@
 //! State shared by the engine's tasks: devices, exclusive groups, live commands, the journal.
 
 use crate::clock::Clock;
+use crate::context::live::LiveCommand;
 use crate::device::DeviceRuntime;
-use crate::live::LiveCommand;
 use closedloop_driver::Value;
 use closedloop_journal::{CommandRow, Journal};
 use closedloop_plant::Plant;
@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, watch};
 
 mod group;
+pub(crate) mod live;
 mod taking;
 #[cfg(test)]
 mod tests;
@@ -46,11 +47,11 @@ pub struct Context {
     /// Runtime of every device, by id.
     pub devices: BTreeMap<String, Arc<DeviceRuntime>>,
     groups: Mutex<HashMap<String, Arc<Group>>>,
-    /// Commands being taken over from the journal here (`adopt.rs`): one taker at a time.
+    /// Commands being taken over from the journal here (`ownership/adopt.rs`): one taker at a time.
     taking: Mutex<std::collections::HashSet<String>>,
     live: Mutex<HashMap<String, Arc<LiveCommand>>>,
-    /// The results of recently finished commands (`finished.rs`).
-    pub finished: crate::finished::Finished,
+    /// The results of recently finished commands (`views/finished.rs`).
+    pub finished: crate::views::finished::Finished,
     /// Change notifications (bounded: a slow subscriber misses changes, never blocks the engine).
     pub changes: broadcast::Sender<Change>,
     shutdown: watch::Sender<bool>,
@@ -58,8 +59,8 @@ pub struct Context {
     pub alarms: crate::alarms::AlarmBoard,
     /// Which devices this gateway may write to (every one, unless several share the journal).
     pub ownership: crate::ownership::Ownership,
-    /// The values this gateway publishes and the owners' it shows (`owners_values.rs`).
-    pub(crate) owners_values: crate::owners_values::OwnersValues,
+    /// The values this gateway publishes and the owners' it shows (`ownership/values.rs`).
+    pub(crate) owners_values: crate::ownership::values::OwnersValues,
 }
 
 impl Context {
@@ -81,7 +82,7 @@ impl Context {
             groups: Mutex::new(HashMap::new()),
             taking: Mutex::new(Default::default()),
             live: Mutex::new(HashMap::new()),
-            finished: crate::finished::Finished::default(),
+            finished: crate::views::finished::Finished::default(),
             changes: broadcast::channel(1024).0,
             shutdown: watch::channel(false).0,
             owners_values: Default::default(),
@@ -125,7 +126,7 @@ impl Context {
     }
 
     /// Registers a live command unless one of its id is live already; whether it did. A
-    /// gateway's own fresh command and a take-over of it from the journal (`adopt.rs`) may
+    /// gateway's own fresh command and a take-over of it from the journal (`ownership/adopt.rs`) may
     /// race: one wins, and only that one runs.
     pub fn remember_new(&self, cmd: Arc<LiveCommand>) -> bool {
         let id = cmd.row().command_id;

@@ -5,7 +5,7 @@
 //! a write plan. The rule that makes a value evidence is the link's to keep: a sample numbered
 //! above a write's fence was read after the write was acknowledged (`closedloop-link`).
 
-use crate::plan::WriteError;
+use crate::dispatch::plan::WriteError;
 use closedloop_driver::{Answer, Area, Data, TransportError, Write};
 use closedloop_link::{Link, ReadBack, Reporting, Request};
 use closedloop_plant::Device;

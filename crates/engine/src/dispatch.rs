@@ -4,14 +4,16 @@
 //! anything goes out ([`Supervisor::commit_dispatch`]); then the plan is written, re-sent only
 //! as the machine allows ([`Supervisor::write_plan`]).
 
+pub(crate) mod plan;
+
 use crate::contract::ErrorCode;
 use crate::device::offline_detail;
 use crate::device::{Liveness, Snapshot};
 use crate::machine::{Effect, Event};
-use crate::plan::{self, Request, WriteError};
-use crate::supervisor::{Supervisor, shutdown_signal};
+use crate::supervision::{Supervisor, shutdown_signal};
 use closedloop_link::Reporting;
 use closedloop_plant::Scope;
+use plan::{Request, WriteError};
 use serde_json::json;
 use std::time::Duration;
 use tokio::time::{Instant, sleep_until};
@@ -80,7 +82,7 @@ impl Supervisor {
         self.own_requires_judgeable(&snap, now_ms)?;
         let signals = self.dev.usable_values(&snap, now_ms);
         let devices = self.ctx.scope_for(&self.action);
-        let devices = crate::admit::required_values(
+        let devices = crate::admission::rules::required_values(
             &self.action,
             &self.ctx.devices,
             devices,
@@ -127,19 +129,19 @@ impl Supervisor {
             let detail = format!(
                 "The precondition `{}` no longer held when the device became free{}; nothing was written.",
                 req.source(),
-                crate::admit::values_read(req, scope)
+                crate::admission::rules::values_read(req, scope)
             );
             return Err((ErrorCode::Interlock, detail));
         }
-        if let Some(why) = crate::admit::failure_already_on(&self.action, scope) {
+        if let Some(why) = crate::admission::rules::failure_already_on(&self.action, scope) {
             let detail = format!("On a fresh read of {}, {why}.", self.dev.id());
             return Err((ErrorCode::Interlock, detail));
         }
         let writes = plan::evaluate(&self.action.write, scope, self.dev.link().as_ref())
             .map_err(|e| (ErrorCode::InvalidParams, e.to_string()))?;
-        let expect_s = crate::admit::expected_duration(&self.action, scope)
+        let expect_s = crate::admission::rules::expected_duration(&self.action, scope)
             .map_err(|detail| (ErrorCode::InvalidParams, detail))?;
-        let baseline = crate::judge::baseline_of(&self.action, scope);
+        let baseline = crate::supervision::judge::baseline_of(&self.action, scope);
         Ok((Prepared { writes, expect_s }, baseline))
     }
 
@@ -163,9 +165,9 @@ impl Supervisor {
         let deadline_ms = self.ctx.clock.wall_ms(deadline);
         let writes: Vec<String> = p.writes.iter().map(|w| w.to_string()).collect();
         // The budget and `done_when`'s values at dispatch: what a replay of the journal needs
-        // to count the deadline and the early rule as this command did (`crate::verdict`).
+        // to count the deadline and the early rule as this command did (`crate::supervision::verdict`).
         let baseline: serde_json::Map<String, serde_json::Value> = (self.baseline.iter())
-            .map(|(k, v)| (k.clone(), crate::plan::value_json(*v)))
+            .map(|(k, v)| (k.clone(), crate::dispatch::plan::value_json(*v)))
             .collect();
         let mut data = json!({"deadline": crate::clock::rfc3339(deadline_ms), "expect_s": p.expect_s,
                           "budget_s": budget_s, "writes": writes, "baseline": baseline});

@@ -4,8 +4,8 @@
 use crate::EngineError;
 use crate::context::{Change, Context};
 use crate::device::DeviceRuntime;
-use crate::result::CommandResult;
-use crate::supervisor::Supervisor;
+use crate::supervision::Supervisor;
+use crate::views::result::CommandResult;
 use closedloop_journal::{Journal, ListFilter};
 use closedloop_link::Links;
 use closedloop_plant::Plant;
@@ -89,10 +89,13 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Runs a command's supervisor; a panic in it ends the command (`crash.rs`).
+    /// Runs a command's supervisor; a panic in it ends the command (`supervision/crash.rs`).
     pub(crate) fn spawn(&self, sup: Supervisor) {
-        let remains = crate::crash::Remains::of(&sup);
-        self.spawn_task(crate::crash::ended_if_it_panics(remains, sup.run()));
+        let remains = crate::supervision::crash::Remains::of(&sup);
+        self.spawn_task(crate::supervision::crash::ended_if_it_panics(
+            remains,
+            sup.run(),
+        ));
     }
 
     /// Runs a command's task, tracked so that shutdown waits for it.
@@ -243,7 +246,7 @@ impl Engine {
     ) -> Result<CommandResult, EngineError> {
         let Some(cmd) = self.ctx.live(command_id) else {
             // Terminal (or unknown): terminal states never change. Unfinished and run by
-            // another gateway (several on one journal): asked there (`handover.rs`).
+            // another gateway (several on one journal): asked there (`ownership/handover.rs`).
             let now = self.read_journal(command_id).await?;
             if self.ctx.ownership.shared() && !now.status.is_terminal() {
                 return self.cancel_elsewhere(command_id, wait).await;

@@ -195,45 +195,26 @@
 //! - Every log line about a command carries its `request_id` and `command_id`; rejected commands
 //!   are journaled too, with their own `command_id`.
 
+// The floors, one folder per stage of a command (docs/architecture.md has the map):
+// admission (submission and its checks), dispatch (the write), supervision (judging fresh reads
+// to an outcome), alarms (the standing envelope), ownership (several gateways), recovery (after
+// a restart), views (what the engine shows: results, device states, their words).
 mod admission;
-mod admit;
-mod adopt;
 mod alarms;
 mod api;
 mod context;
-pub mod crash;
-mod dead_man_elsewhere;
-pub mod detail;
 mod device;
-mod device_views;
 mod dispatch;
 mod engine;
-mod envelope;
-mod finished;
 #[cfg(test)]
 mod fixtures;
-mod handover;
-mod judge;
-mod live;
 pub mod machine;
 pub mod metrics;
-mod others;
-mod owners_rounds;
-mod owners_values;
 pub mod ownership;
-mod plan;
-mod profile;
 mod raw;
 mod recovery;
-mod refusal;
-mod result;
-mod state_text;
-mod stop;
-mod submit;
-mod supervise;
-mod supervisor;
-mod terminal;
-pub mod verdict;
+mod supervision;
+mod views;
 
 // The API the MCP layer and the CLI use; everything else stays inside the crate.
 pub use alarms::AlarmInfo;
@@ -246,8 +227,10 @@ pub use contract::{ErrorCode, Status};
 pub use device::{Failure, Freshness, Liveness, Reading, SignalValue, Snapshot, Unusable};
 pub use engine::{Engine, MAX_WAIT};
 pub use raw::{MAX_RAW_COUNT, RawError, RawRead};
-pub use result::{CommandResult, TimelineEntry};
-pub use state_text::unknown_means;
+pub use supervision::{crash, verdict};
+pub use views::detail;
+pub use views::result::{CommandResult, TimelineEntry};
+pub use views::state_text::unknown_means;
 
 use thiserror::Error;
 

@@ -14,6 +14,7 @@
 mod event;
 mod outcome;
 mod phases;
+pub(crate) mod profile;
 
 pub use event::{Check, Event, Found, Profile, Reading};
 pub use outcome::{CrashStop, Effect, Outcome, Reason};

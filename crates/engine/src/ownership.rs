@@ -208,7 +208,12 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "gateway".to_string())
 }
 
+pub(crate) mod adopt;
+pub(crate) mod dead_man;
+pub(crate) mod handover;
 pub(crate) mod keeper;
+pub(crate) mod rounds;
+pub(crate) mod values;
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,8 @@
 //! supervises it, nothing confirms its effect, and the answer says so.
 
 use crate::contract::ErrorCode;
+use crate::dispatch::plan;
 use crate::engine::Engine;
-use crate::plan;
 use closedloop_driver::{Area, Data, Exception, TransportError, Write};
 use closedloop_plant::Source;
 use serde::Serialize;

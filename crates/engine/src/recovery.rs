@@ -3,13 +3,13 @@
 
 use crate::EngineError;
 use crate::clock::rfc3339;
+use crate::context::live::LiveCommand;
 use crate::contract::Status;
 use crate::engine::Engine;
-use crate::live::LiveCommand;
+use crate::machine::profile::profile;
 use crate::machine::{Effect, Event, Found, Machine};
-use crate::profile::profile;
-use crate::supervisor::Supervisor;
-use crate::terminal::Ending;
+use crate::supervision::Supervisor;
+use crate::supervision::terminal::Ending;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ impl Engine {
     /// no task here supervises under this lease (a dead or paused owner's, or this gateway's
     /// own under a lease it lost since), by the same rules as at start-up — except the ones
     /// accepted and never dispatched: nothing was written for those, and they move to this
-    /// gateway with the device (taken over once it is recovered, `adopt.rs`), as queued
+    /// gateway with the device (taken over once it is recovered, `ownership/adopt.rs`), as queued
     /// commands should.
     pub(crate) async fn recover_device(&self, device: &str) -> Result<(), EngineError> {
         let epoch = self
@@ -104,41 +104,61 @@ impl Engine {
                 self.end_unsupervised(&cmd, found, &recovery).await?;
                 continue;
             };
-            // Among gateways, which one recovered it and under which lease: the timeline of a
-            // move whose owner died says who judged the rest.
-            let mut recovered = json!({"deadline": rfc3339(deadline_ms)});
-            if let Some(f) = &fence {
-                recovered["by"] = json!(f.owner);
-                recovered["epoch"] = json!(f.epoch);
-            }
-            self.ctx
-                .record_or_fail(&cmd, |_| {}, vec![("recovered", recovered)])
+            let found = (action, params, deadline_ms);
+            let at = (&events_for_rule[..], fence.as_ref());
+            self.supervise_recovered(&row, cmd, at, found, recovery)
                 .await?;
-            let action = Arc::new(action.clone());
-            let dev = Arc::clone(&self.ctx.devices[&row.device]);
-            let permit = self.ctx.group(&action.exclusive).try_acquire();
-            self.ctx.remember(Arc::clone(&cmd));
-            let machine = Machine::recovered(profile(&action));
-            // The "already so" rule survives the restart: without the values from before the
-            // write, a done_when that holds counts only on reads taken expect_s after the ack.
-            let ack_ms =
-                cmd_events_at(&events_for_rule, "device_ack").unwrap_or(row.accepted_at_ms);
-            let expect_s = events_for_rule
-                .iter()
-                .find(|e| e.event == "dispatched")
-                .and_then(|e| e.data.get("expect_s"))
-                .and_then(|v| v.as_f64())
-                .unwrap_or(0.0);
-            let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
-            sup.deadline = Some(self.ctx.clock.instant_of(deadline_ms));
-            sup.cmd.set_deadline(self.ctx.clock.instant_of(deadline_ms));
-            crate::supervisor::hold(&sup.permit, permit);
-            sup.baseline_done = true;
-            sup.recovery = recovery;
-            sup.expect_s = expect_s;
-            sup.settle_until_ms = ack_ms + (expect_s * 1000.0).round() as i64;
-            self.spawn(sup);
         }
+        Ok(())
+    }
+
+    /// An acknowledged command of a declared action, supervised again until its journaled
+    /// deadline: `recovered` journaled (by whom, under which lease), the device's permit taken
+    /// back, and the early rule kept ("already so" counts only on reads `expect_s` after the ack).
+    async fn supervise_recovered(
+        &self,
+        row: &closedloop_journal::CommandRow,
+        cmd: Arc<LiveCommand>,
+        (events_for_rule, fence): (
+            &[closedloop_journal::EventRow],
+            Option<&closedloop_journal::Fence>,
+        ),
+        (action, params, deadline_ms): (&closedloop_plant::Action, closedloop_plant::Params, i64),
+        recovery: crate::views::detail::Recovery,
+    ) -> Result<(), EngineError> {
+        // Among gateways, which one recovered it and under which lease: the timeline of a
+        // move whose owner died says who judged the rest.
+        let mut recovered = json!({"deadline": rfc3339(deadline_ms)});
+        if let Some(f) = fence {
+            recovered["by"] = json!(f.owner);
+            recovered["epoch"] = json!(f.epoch);
+        }
+        self.ctx
+            .record_or_fail(&cmd, |_| {}, vec![("recovered", recovered)])
+            .await?;
+        let action = Arc::new(action.clone());
+        let dev = Arc::clone(&self.ctx.devices[&row.device]);
+        let permit = self.ctx.group(&action.exclusive).try_acquire();
+        self.ctx.remember(Arc::clone(&cmd));
+        let machine = Machine::recovered(profile(&action));
+        // The "already so" rule survives the restart: without the values from before the
+        // write, a done_when that holds counts only on reads taken expect_s after the ack.
+        let ack_ms = cmd_events_at(events_for_rule, "device_ack").unwrap_or(row.accepted_at_ms);
+        let expect_s = events_for_rule
+            .iter()
+            .find(|e| e.event == "dispatched")
+            .and_then(|e| e.data.get("expect_s"))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0);
+        let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
+        sup.deadline = Some(self.ctx.clock.instant_of(deadline_ms));
+        sup.cmd.set_deadline(self.ctx.clock.instant_of(deadline_ms));
+        crate::supervision::hold(&sup.permit, permit);
+        sup.baseline_done = true;
+        sup.recovery = recovery;
+        sup.expect_s = expect_s;
+        sup.settle_until_ms = ack_ms + (expect_s * 1000.0).round() as i64;
+        self.spawn(sup);
         Ok(())
     }
 }
@@ -152,7 +172,7 @@ impl Engine {
         cmd: Arc<LiveCommand>,
         action: &closedloop_plant::Action,
         params: closedloop_plant::Params,
-        recovery: crate::detail::Recovery,
+        recovery: crate::views::detail::Recovery,
     ) {
         let action = Arc::new(action.clone());
         let row = cmd.row();
@@ -163,9 +183,9 @@ impl Engine {
         let machine = Machine::new(profile(&action));
         let mut sup = Supervisor::new(Arc::clone(&self.ctx), cmd, dev, action, params, machine);
         sup.recovery = recovery;
-        crate::supervisor::hold(&sup.permit, permit);
-        let remains = crate::crash::Remains::of(&sup);
-        self.spawn_task(crate::crash::ended_if_it_panics(
+        crate::supervision::hold(&sup.permit, permit);
+        let remains = crate::supervision::crash::Remains::of(&sup);
+        self.spawn_task(crate::supervision::crash::ended_if_it_panics(
             remains,
             sup.stop_after_restart(),
         ));
@@ -179,14 +199,18 @@ impl Engine {
         &self,
         cmd: &LiveCommand,
         found: Found,
-        recovery: &crate::detail::Recovery,
+        recovery: &crate::views::detail::Recovery,
     ) -> Result<(), EngineError> {
         // No cancel plan is known here (the action may be gone): the machine cannot ask for one.
-        let mut machine = Machine::new(crate::profile::inert());
+        let mut machine = Machine::new(crate::machine::profile::inert());
         let Some(Effect::Finish(o)) = machine.on(Event::Restarted(found)).pop() else {
             unreachable!("an unsupervised restart always ends at once");
         };
-        let end = Ending::new(o, Some(crate::detail::restart_text(found, recovery)), None);
+        let end = Ending::new(
+            o,
+            Some(crate::views::detail::restart_text(found, recovery)),
+            None,
+        );
         self.ctx
             .record_or_fail(cmd, |r| end.apply(r), end.events())
             .await?;
@@ -198,18 +222,21 @@ impl Engine {
     /// Who recovers a command with this timeline: this gateway at its start, or — when the
     /// gateway that last ran it (the `by` of its last `dispatched`, `claimed` or `recovered`
     /// entry) is another — this gateway taking the device over from it.
-    fn recovery_of(&self, events: &[closedloop_journal::EventRow]) -> crate::detail::Recovery {
+    fn recovery_of(
+        &self,
+        events: &[closedloop_journal::EventRow],
+    ) -> crate::views::detail::Recovery {
         let here = self.ctx.ownership.instance();
         let ran = ["dispatched", "claimed", "recovered"];
         let by = (events.iter().rev())
             .filter(|e| ran.contains(&e.event.as_str()))
             .find_map(|e| e.data.get("by")?.as_str());
         match by {
-            Some(from) if from != here => crate::detail::Recovery::TakenOver {
+            Some(from) if from != here => crate::views::detail::Recovery::TakenOver {
                 from: from.to_string(),
                 here: here.to_string(),
             },
-            _ => crate::detail::Recovery::AtStart,
+            _ => crate::views::detail::Recovery::AtStart,
         }
     }
 }

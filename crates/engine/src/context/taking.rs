@@ -1,4 +1,4 @@
-//! Which commands are being taken over from the journal here (`adopt.rs`): one taker at a time
+//! Which commands are being taken over from the journal here (`ownership/adopt.rs`): one taker at a time
 //! per command, so the change feed and a keeper round finding the same command do not both
 //! take it.
 

@@ -2,7 +2,7 @@
 //! command let go of never takes its successor of the same id down with it.
 
 use super::Context;
-use crate::live::LiveCommand;
+use crate::context::live::LiveCommand;
 use closedloop_journal::Journal;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -70,7 +70,7 @@ pub enum Reason {
     RestartStop { failed: Option<String> },
 }
 
-/// What was done about a command whose supervisor panicked (`crash.rs`).
+/// What was done about a command whose supervisor panicked (`supervision/crash.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum CrashStop {
     /// Nothing had been sent to the device.

@@ -214,7 +214,7 @@ impl Watch {
         let (signals, params) = (BTreeMap::new(), Params::new());
         let devices = values(&self.reads);
         let scope = scope(&signals, &params, &devices);
-        let values = crate::admit::values_read(cond, &scope);
+        let values = crate::admission::rules::values_read(cond, &scope);
         format!("`{}`{values}", cond.source())
     }
 }

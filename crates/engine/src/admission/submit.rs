@@ -1,19 +1,19 @@
 //! Submission: from a tool call to an accepted (journaled) or rejected command, in small steps
 //! — scope, idempotency key, parameters, the operation rate, then the device's ownership (a
-//! device another gateway drives: the call is handed to it, `handover.rs`), then
+//! device another gateway drives: the call is handed to it, `ownership/handover.rs`), then
 //! `Engine::admit`'s checks in order (`admission.rs`) — each returning the reason nothing will
 //! be written, or passing on.
 
+use crate::admission::refusal::Refusal;
 use crate::api::new_row;
 use crate::context::Change;
+use crate::context::live::LiveCommand;
 use crate::contract::{ErrorCode, Status};
 use crate::engine::{Engine, MAX_WAIT};
-use crate::live::LiveCommand;
+use crate::machine::profile::profile;
 use crate::machine::{Event, Machine};
-use crate::profile::profile;
-use crate::refusal::Refusal;
-use crate::result::CommandResult;
-use crate::supervisor::Supervisor;
+use crate::supervision::Supervisor;
+use crate::views::result::CommandResult;
 use crate::{EngineError, Submission};
 use closedloop_journal::{CommandRow, EventRow};
 use closedloop_plant::{Action, Params, Scope};
@@ -153,7 +153,9 @@ impl Engine {
                     .await;
             }
         };
-        if let Some((wait_s, detail)) = crate::admit::rate_wait(&self.ctx, device, action).await? {
+        if let Some((wait_s, detail)) =
+            crate::admission::rules::rate_wait(&self.ctx, device, action).await?
+        {
             // A transient refusal: the key stays free, so the same call can be made again later.
             return self
                 .reject(
@@ -166,7 +168,7 @@ impl Engine {
         }
         if let Err(refusal) = self.owned(&sub.device) {
             // Another gateway drives the device (or this one is still settling it): the call is
-            // accepted here and run there (`handover.rs`), or refused naming where to send it.
+            // accepted here and run there (`ownership/handover.rs`), or refused naming where to send it.
             return match self.hand_to(device) {
                 Some(owner) => {
                     self.hand(sub, request_id, action, params, wait, owner)
@@ -195,7 +197,7 @@ impl Engine {
         wait: Duration,
     ) -> Result<CommandResult, EngineError> {
         // As a rejection journals them (normalised, or a digest of what did not validate).
-        let args = crate::refusal::journaled_args(action, &sub.args);
+        let args = crate::admission::refusal::journaled_args(action, &sub.args);
         if prev.device == sub.device && prev.action == sub.action && prev.params == args {
             return (self.status_of(&prev.command_id, wait, sub.caller.as_deref())).await;
         }
@@ -299,7 +301,7 @@ impl Engine {
             .ctx
             .group_free_at(&action.exclusive)
             .map_or_else(Instant::now, |t| t.max(Instant::now()));
-        if let Some(end) = crate::admit::expected_duration(action, &scope)
+        if let Some(end) = crate::admission::rules::expected_duration(action, &scope)
             .ok()
             .and_then(|s| start.checked_add(Duration::from_secs_f64(s)))
         {

@@ -5,9 +5,9 @@
 use crate::api::new_row;
 use crate::contract::ErrorCode;
 use crate::engine::Engine;
+use crate::machine::profile::profile;
 use crate::machine::{Event, Machine};
-use crate::profile::profile;
-use crate::result::CommandResult;
+use crate::views::result::CommandResult;
 use crate::{EngineError, Submission};
 use closedloop_journal::EventRow;
 use closedloop_plant::{Action, Params};
@@ -32,7 +32,7 @@ impl Engine {
         } = refusal;
         // The machine decides what a rejection is (status, code, no verification), as it does
         // for every other outcome; this only journals it.
-        let detail = crate::detail::tidy(&detail);
+        let detail = crate::views::detail::tidy(&detail);
         let mut machine = Machine::new(profile(action));
         let reject = Event::Reject {
             code,
@@ -47,7 +47,9 @@ impl Engine {
         row.params = journaled_args(action, &sub.args);
         row.verified = o.verified;
         row.error_code = Some(code.as_str().into());
-        row.hint = hint.map(Into::into).or_else(|| crate::detail::hint(&o));
+        row.hint = hint
+            .map(Into::into)
+            .or_else(|| crate::views::detail::hint(&o));
         let detail = clipped(&detail, MAX_DETAIL);
         row.detail = Some(detail.clone());
         if !keep_key {

@@ -11,18 +11,18 @@
 //! task as `failed` with a JSON-RPC error, the Tasks extension's shape for a server-side failure.
 
 use crate::context::Context;
+use crate::context::live::LiveCommand;
 use crate::contract::ErrorCode;
 use crate::device::DeviceRuntime;
-use crate::live::LiveCommand;
 use crate::machine::{CrashStop, Machine, Outcome, Reason};
-use crate::supervisor::{PermitSlot, Supervisor, release};
-use crate::terminal::Ending;
+use crate::supervision::terminal::Ending;
+use crate::supervision::{PermitSlot, Supervisor, release};
 use closedloop_plant::{Action, Params};
 use std::future::Future;
 use std::sync::Arc;
 
-pub use crate::terminal::INTERNAL_ERROR;
-use crate::terminal::internal_error_event;
+pub use crate::supervision::terminal::INTERNAL_ERROR;
+use crate::supervision::terminal::internal_error_event;
 
 /// What the panic handler keeps of a supervisor: enough to write the stop and end the command.
 #[derive(Clone)]
@@ -75,7 +75,7 @@ pub(crate) async fn ended_if_it_panics(
         return;
     }
     let r = remains.clone();
-    let machine = Machine::new(crate::profile::profile(&r.action));
+    let machine = Machine::new(crate::machine::profile::profile(&r.action));
     let stopper = Supervisor::new(r.ctx, r.cmd, r.dev, r.action, r.params, machine);
     let stopper = Supervisor {
         permit: r.permit,
@@ -102,7 +102,7 @@ async fn end(r: &Remains, crash: Option<(String, CrashStop)>) {
     if let Some((why, stop)) = crash
         && !r.cmd.status().is_terminal()
     {
-        let detail = crate::detail::crashed_text(&why, &stop);
+        let detail = crate::views::detail::crashed_text(&why, &stop);
         let outcome = Outcome::failed(
             ErrorCode::Interrupted,
             Reason::Crashed {

@@ -10,9 +10,9 @@
 
 use crate::device::offline_detail;
 use crate::device::{Liveness, SignalValue, Snapshot};
+use crate::dispatch::plan::{self, Request};
 use crate::machine::{Event, Reading};
-use crate::plan::{self, Request};
-use crate::supervisor::Supervisor;
+use crate::supervision::Supervisor;
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Expr, Scope, other_device, other_device_name};
 use serde_json::json;
@@ -396,13 +396,13 @@ impl Supervisor {
         }
         self.last_sample = Some(view.key.clone());
         let action = Arc::clone(&self.action);
-        let crate::verdict::Holds {
+        let crate::supervision::verdict::Holds {
             failed,
             done,
             started,
             stopped,
         } = self.in_scope(&view.signals, &view.devices, |scope| {
-            crate::verdict::holds(&action, scope)
+            crate::supervision::verdict::holds(&action, scope)
         });
         let moved = self
             .baseline

@@ -1,12 +1,12 @@
 //! What the engine shows of its devices: a page of them (`list_devices`), one device's state
 //! (`get_device_state`, with the owner's values when this gateway cannot read it:
-//! `owners_values.rs`), their health for `/metrics`, and a watch on one.
+//! `ownership/values.rs`), their health for `/metrics`, and a watch on one.
 
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::rfc3339;
 use crate::device::Liveness;
+use crate::dispatch::plan;
 use crate::engine::Engine;
-use crate::plan;
 
 impl Engine {
     /// Up to `limit` devices from the `from`-th on (plant order), with their liveness: a page
@@ -30,7 +30,7 @@ impl Engine {
                     liveness: (self.ctx.owners_values).liveness(
                         &d.id,
                         own,
-                        crate::owners_values::window_ms(d),
+                        crate::ownership::values::window_ms(d),
                     ),
                     unreadable: self.ctx.owners_values.unreadable(&d.id, own, unreadable),
                     actions: d.actions.iter().map(|a| a.name.clone()).collect(),
@@ -83,11 +83,11 @@ impl Engine {
         let now = self.ctx.clock.now_ms();
         let (owner, epoch) = self.ctx.ownership.owner_of(device).unzip();
         let here = self.ctx.ownership.instance();
-        let at = crate::state_text::Where {
+        let at = crate::views::state_text::Where {
             here,
             owner: owner.as_deref(),
         };
-        let detail = crate::state_text::detail(dev, &snap, at);
+        let detail = crate::views::state_text::detail(dev, &snap, at);
         let mut state = DeviceState {
             owner,
             epoch,
@@ -131,7 +131,7 @@ impl Engine {
                 .blocking_names(&self.ctx.plant.alarms, device),
             read_by: None,
         };
-        crate::owners_rounds::overlay(&self.ctx, dev, &mut state, now);
+        crate::ownership::rounds::overlay(&self.ctx, dev, &mut state, now);
         Some(state)
     }
 

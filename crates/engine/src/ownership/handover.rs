@@ -1,7 +1,7 @@
 //! One endpoint, any gateway (several gateways on one PostgreSQL journal): a call for a device
 //! another gateway drives is accepted here all the same — journaled `accepted` with the gateway
 //! it is handed to, which the journal's change feed wakes — and run by the device's owner, which
-//! takes it over (`adopt.rs`). The caller waits here, on the journal.
+//! takes it over (`ownership/adopt.rs`). The caller waits here, on the journal.
 //!
 //! # Invariants
 //! - A handed command is journaled before the call returns, like any accepted command, but
@@ -15,14 +15,14 @@
 //!   would wait for whoever comes next. One whose lease is between owners goes to the live
 //!   gateway it falls to, which claims it within a keeper round. A dead-man action is handed
 //!   too: its caller's renewals here and its session's end are announced to the owner
-//!   (`dead_man_elsewhere.rs`).
+//!   (`ownership/dead_man.rs`).
 
+use crate::admission::refusal::Refusal;
 use crate::api::new_row;
 use crate::context::Change;
 use crate::contract::Status;
 use crate::engine::{Engine, MAX_WAIT};
-use crate::refusal::Refusal;
-use crate::result::CommandResult;
+use crate::views::result::CommandResult;
 use crate::{EngineError, Submission};
 use closedloop_journal::EventRow;
 use closedloop_plant::{Action, Device, Params};
@@ -43,7 +43,7 @@ impl Engine {
     /// gateway may drive it. A rate-limited action is handed like any other (its budget was
     /// counted here, from the shared journal, under the device's lock for every gateway:
     /// `submit`), and so is a dead-man action (its renewals and its lapse announced to the
-    /// owner: `dead_man_elsewhere.rs`).
+    /// owner: `ownership/dead_man.rs`).
     pub(crate) fn hand_to(&self, device: &Device) -> Option<String> {
         let own = &self.ctx.ownership;
         if own.recovering(&device.id) {
@@ -76,7 +76,7 @@ impl Engine {
         if let Some(by) = &sub.confirmed_by {
             accepted["confirmed_by"] = json!(by);
         }
-        let received = crate::submit::received(&sub, &request_id);
+        let received = crate::admission::submit::received(&sub, &request_id);
         let events =
             [("received", received), ("accepted", accepted)].map(|(event, data)| EventRow {
                 at_ms: now,
@@ -159,7 +159,7 @@ impl Engine {
         let by = json!({"gateway": self.ctx.ownership.instance()});
         let entry = EventRow {
             at_ms: self.ctx.clock.now_ms(),
-            event: crate::adopt::CANCEL_REQUESTED.into(),
+            event: crate::ownership::adopt::CANCEL_REQUESTED.into(),
             data: by,
         };
         self.ctx.journal.append(command_id, &[entry]).await?;

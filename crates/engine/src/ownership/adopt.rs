@@ -1,4 +1,4 @@
-//! The owner's side of a handed command (`handover.rs`): a gateway that holds a device's lease
+//! The owner's side of a handed command (`ownership/handover.rs`): a gateway that holds a device's lease
 //! takes over the commands other gateways accepted for it — woken by the journal's change feed,
 //! and on every keeper round in case a notification was lost — checks them where the device's
 //! values are, and runs them as its own. Also how queued commands move when a device changes
@@ -17,11 +17,11 @@
 //!   that waited longer while its device changed hands ends `timeout`, never sent late.
 
 use crate::context::Change;
+use crate::context::live::LiveCommand;
 use crate::engine::Engine;
-use crate::live::LiveCommand;
+use crate::machine::profile::profile;
 use crate::machine::{Effect, Event, Machine};
-use crate::profile::profile;
-use crate::terminal::Ending;
+use crate::supervision::terminal::Ending;
 use crate::{EngineError, Submission};
 use closedloop_journal::CommandRow;
 use closedloop_plant::Action;
@@ -109,7 +109,7 @@ impl Engine {
         let events = self.ctx.journal.events(command_id).await?;
         let cancelled = events.iter().any(|e| e.event == CANCEL_REQUESTED);
         let lapsed = (events.iter())
-            .find(|e| e.event == crate::dead_man_elsewhere::LAPSE_REQUESTED)
+            .find(|e| e.event == crate::ownership::dead_man::LAPSE_REQUESTED)
             .map(|e| e.data["why"].as_str().unwrap_or_default().to_string());
         let cmd = Arc::new(LiveCommand::new(row.clone(), events, Some(fence.epoch)));
         if !self.ctx.remember_new(Arc::clone(&cmd)) {
@@ -126,7 +126,7 @@ impl Engine {
         }
         tracing::info!(command_id, device = %row.device, epoch = fence.epoch, "command taken over");
         if cancelled {
-            let mut machine = Machine::new(crate::profile::inert());
+            let mut machine = Machine::new(crate::machine::profile::inert());
             machine.on(Event::Accept);
             let detail = "Cancelled on request before it ran; nothing was written.".to_string();
             self.end_adopted(&cmd, machine, Event::CancelRequested, detail)
@@ -149,7 +149,7 @@ impl Engine {
             .plant
             .device(&row.device)
             .and_then(|d| d.action(&row.action));
-        let mut machine = Machine::new(action.map_or_else(crate::profile::inert, profile));
+        let mut machine = Machine::new(action.map_or_else(crate::machine::profile::inert, profile));
         machine.on(Event::Accept);
         let Some(action) = action else {
             let detail = format!(
@@ -182,7 +182,7 @@ impl Engine {
                 self.supervise(cmd, action, params, machine, accepted);
             }
             Err((code, detail)) => {
-                let detail = crate::detail::tidy(&format!(
+                let detail = crate::views::detail::tidy(&format!(
                     "Refused by the gateway that drives the device: {detail}"
                 ));
                 let refused = Event::Reject {

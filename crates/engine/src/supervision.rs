@@ -1,13 +1,21 @@
 //! The async shell around one command's [`Machine`]: it waits for the device, writes the plan,
 //! judges fresh reads, keeps the deadline, and carries out every effect the machine asks for.
 
+pub mod crash;
+pub(crate) mod judge;
+pub(crate) mod others;
+pub(crate) mod stop;
+pub(crate) mod terminal;
+pub mod verdict;
+pub(crate) mod wait;
+
 use crate::context::Context;
+use crate::context::live::LiveCommand;
 use crate::contract::{ErrorCode, Status};
 use crate::device::DeviceRuntime;
-use crate::live::LiveCommand;
+use crate::dispatch::plan::Request;
 use crate::machine::{CrashStop, Effect, Event, Found, Machine, Outcome, Reason};
-use crate::plan::Request;
-use crate::terminal::Ending;
+use crate::supervision::terminal::Ending;
 use closedloop_driver::Value;
 use closedloop_plant::{Action, Params};
 use serde_json::json;
@@ -30,7 +38,7 @@ pub(crate) struct Supervisor {
     /// Journaled deadline, for a recovered command.
     pub deadline: Option<Instant>,
     /// The exclusive group's permit, shared with the task that ends the command if this
-    /// supervisor panics (`crash.rs`): it is let go only once the end is on record.
+    /// supervisor panics (`supervision/crash.rs`): it is let go only once the end is on record.
     pub permit: PermitSlot,
     /// Read cycles up to this number were issued before the write was acknowledged.
     pub ack_seq: u64,
@@ -51,7 +59,7 @@ pub(crate) struct Supervisor {
     pub deciding: Option<(&'static str, serde_json::Value)>,
     /// Who recovered the command, when it was recovered: its ending's words say whether this
     /// gateway restarted or took the device over from the gateway that ran it.
-    pub recovery: crate::detail::Recovery,
+    pub recovery: crate::views::detail::Recovery,
     /// Evidence of the last fresh reading.
     pub evidence: serde_json::Value,
     /// Whether a stop was written and the device must be held until `stopped_when`.
@@ -165,7 +173,7 @@ impl Supervisor {
         release(&self.permit);
     }
 
-    /// After this command's first supervisor panicked (`crash.rs`) with the write possibly
+    /// After this command's first supervisor panicked (`supervision/crash.rs`) with the write possibly
     /// sent: writes the cancel plan, ends the command `failed INTERRUPTED` saying whether the
     /// stop went out, and holds the device until `stopped_when` holds.
     pub async fn stop_after_crash(mut self, why: String) {
@@ -174,7 +182,7 @@ impl Supervisor {
             Event::CancelFailed { detail, .. } => CrashStop::Failed(detail),
             _ => CrashStop::Failed("the stop was not written".into()),
         };
-        let events = vec![crate::terminal::internal_error_event(&why)];
+        let events = vec![crate::supervision::terminal::internal_error_event(&why)];
         self.ctx.record(&self.cmd, |_| {}, events).await;
         self.finish(Outcome::failed(
             ErrorCode::Interrupted,
@@ -309,12 +317,10 @@ impl Supervisor {
     async fn finish(&mut self, o: Outcome) {
         self.stop_cycling();
         let detail = match (&o.reason, self.cmd.lapse_reason()) {
-            (Reason::Deadman { stop_written }, Some(why)) => Some(crate::detail::ended_early(
-                &why,
-                *stop_written,
-                &self.evidence,
-            )),
-            _ => crate::detail::render(
+            (Reason::Deadman { stop_written }, Some(why)) => Some(
+                crate::views::detail::ended_early(&why, *stop_written, &self.evidence),
+            ),
+            _ => crate::views::detail::render(
                 &o,
                 &self.action,
                 &self.dev.spec,

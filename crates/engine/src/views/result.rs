@@ -15,7 +15,7 @@ pub struct TimelineEntry {
     /// RFC 3339 UTC with milliseconds.
     pub at: String,
     /// `received`, `accepted`, `dispatched`, `device_ack`, `signal`, `retry`, `cancel_sent`,
-    /// `internal_error` (closedloop itself failed supervising it; `crash.rs`), or the terminal
+    /// `internal_error` (closedloop itself failed supervising it; `supervision/crash.rs`), or the terminal
     /// status.
     pub event: String,
     /// Event details (signal values, error text), flattened into the entry.

@@ -2,7 +2,7 @@
 //! command that just ended costs no journal read. A terminal result never changes, so a copy
 //! cannot go stale; the journal stays the record, and anything not kept here is read from it.
 
-use crate::result::CommandResult;
+use crate::views::result::CommandResult;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 

@@ -4,7 +4,7 @@
 
 use crate::contract::Status;
 use crate::machine::{Found, Outcome, Reason};
-use crate::result::evidence_text;
+use crate::views::result::evidence_text;
 use closedloop_plant::{Action, Device, Params};
 
 /// Who finishes a command its gateway left unfinished: that gateway after its own restart, or
@@ -63,6 +63,18 @@ impl Recovery {
     }
 }
 
+/// What every `detail` text may say besides its reason: the evidence, the parameters asked
+/// for, the deadline, `done_when`, and whose device it was.
+struct Words<'a> {
+    ev: String,
+    asked: String,
+    within: String,
+    done: String,
+    action: &'a Action,
+    device: &'a Device,
+    recovery: &'a Recovery,
+}
+
 /// The `detail` text: present exactly for `rejected`, `failed`, `timeout` and `cancelled`.
 /// `recovery` says who recovered the command, when it was recovered.
 pub fn render(
@@ -80,7 +92,6 @@ pub fn render(
     ) {
         return None;
     }
-    let ev = evidence_text(evidence);
     let asked = if params.is_empty() {
         String::new()
     } else {
@@ -90,19 +101,48 @@ pub fn render(
             .collect();
         format!(" Asked for: {}.", p.join(", "))
     };
-    let within = budget_s
-        .map(|b| format!(" within its {b:.2} s deadline"))
-        .unwrap_or_default();
-    let done = action
-        .done_when
-        .as_ref()
-        .map(|d| d.source().to_string())
-        .unwrap_or_default();
-    let text = match &o.reason {
+    let w = Words {
+        ev: evidence_text(evidence),
+        asked,
+        within: budget_s
+            .map(|b| format!(" within its {b:.2} s deadline"))
+            .unwrap_or_default(),
+        done: (action.done_when.as_ref())
+            .map(|d| d.source().to_string())
+            .unwrap_or_default(),
+        action,
+        device,
+        recovery,
+    };
+    let text = reason_text(o, &w);
+    Some(tidy(&text))
+}
+
+/// The text of an outcome the readings decided (or could not): what held, what never moved
+/// (`reason_text` sends only those here).
+fn judged_text(o: &Outcome, w: &Words) -> String {
+    let Words {
+        ev,
+        asked,
+        within,
+        done,
+        action,
+        device,
+        recovery,
+    } = w;
+    match &o.reason {
         Reason::FailSignal => {
             let code = o.code.as_ref().map(|c| c.as_str()).unwrap_or("");
-            let expr = action.fail_when.iter().find(|(c, _)| c == code).map(|(_, e)| e.source()).unwrap_or("");
-            format!("The failure condition {code} (`{expr}`) held on a fresh read of {}. {ev}{asked}", device.id)
+            let expr = action
+                .fail_when
+                .iter()
+                .find(|(c, _)| c == code)
+                .map(|(_, e)| e.source())
+                .unwrap_or("");
+            format!(
+                "The failure condition {code} (`{expr}`) held on a fresh read of {}. {ev}{asked}",
+                device.id
+            )
         }
         Reason::NeverMoved => format!(
             "The feedback never moved: `{done}` did not hold and its signals kept their values from before the write{within}. {ev}{asked}"
@@ -131,17 +171,33 @@ pub fn render(
                 "no read taken after the action's expected duration came back"
             }
         ),
+        Reason::StoppedShort => format!(
+            "{}; fresh reads since show {} standing still short of `{done}`. {ev}{asked}",
+            recovery.restarted_while(),
+            device.id
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The text of an outcome's reason: the readings' (`judged_text`), the device's, the queue's,
+/// a cancel's, a restart's, a crash's. Exhaustive: a new reason needs its words here.
+fn reason_text(o: &Outcome, w: &Words) -> String {
+    let Words {
+        ev,
+        within,
+        action,
+        device,
+        recovery,
+        ..
+    } = w;
+    match &o.reason {
         Reason::Unreadable(t) => format!("{t} {ev}"),
         Reason::Alarm(t) => format!("{t}. {ev}"),
         Reason::Deadman { stop_written } => format!(
             "Nobody asked about this command within its keepalive_s = {} s, so it was stopped{}. {ev}",
             action.keepalive_s.unwrap_or_default(),
             if *stop_written { ": the cancel plan (stop) was written" } else { "; it has no cancel plan, nothing was written" }
-        ),
-        Reason::StoppedShort => format!(
-            "{}; fresh reads since show {} standing still short of `{done}`. {ev}{asked}",
-            recovery.restarted_while(),
-            device.id
         ),
         Reason::ReadbackMismatch => format!("The written registers did not read back the written values{within}. {ev}"),
         Reason::QueueExpired => format!(
@@ -168,8 +224,15 @@ pub fn render(
         Reason::Crashed { why, stop } => crashed_text(why, stop),
         Reason::Interrupted => restart_text(Found::Acknowledged, recovery),
         Reason::Confirmed | Reason::AlreadySo | Reason::Delivered => String::new(),
-    };
-    Some(tidy(&text))
+        Reason::FailSignal
+        | Reason::NeverMoved
+        | Reason::NotReached
+        | Reason::NoBaseline
+        | Reason::NoFreshRead { .. }
+        | Reason::AlreadyUnconfirmed { .. }
+        | Reason::StoppedShort => judged_text(o, w),
+
+    }
 }
 
 /// The `detail` of a dead-man action ended before its keepalive ran out, because its renewals
@@ -186,7 +249,7 @@ pub(crate) fn ended_early(why: &str, stop_written: bool, evidence: &serde_json::
     ))
 }
 
-/// What a command whose supervisor panicked says (see `crash.rs`).
+/// What a command whose supervisor panicked says (see `supervision/crash.rs`).
 pub(crate) fn crashed_text(why: &str, stop: &crate::machine::CrashStop) -> String {
     use crate::machine::CrashStop;
     let what = match stop {

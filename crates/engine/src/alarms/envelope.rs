@@ -27,7 +27,7 @@ impl Engine {
     /// is dropped instead: nothing was sent.
     ///
     /// A command not known here, on a journal several gateways share, may run at another: the
-    /// lapse is announced to it (`dead_man_elsewhere.rs`), and this returns false.
+    /// lapse is announced to it (`ownership/dead_man.rs`), and this returns false.
     pub fn lapse(&self, command_id: &str, why: &str) -> bool {
         let Some(cmd) = self.ctx.live(command_id) else {
             self.lapse_elsewhere(command_id, why);

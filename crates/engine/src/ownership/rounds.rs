@@ -1,4 +1,4 @@
-//! The rounds that share device values among gateways (`owners_values.rs` holds what they
+//! The rounds that share device values among gateways (`ownership/values.rs` holds what they
 //! publish and read): every [`ROUND`] a gateway publishes the changed states of the devices it
 //! holds and reads the owners' rows of the devices it does not read online, and
 //! [`overlay`] puts the owner's values in a device state this gateway cannot read itself.
@@ -6,7 +6,7 @@
 use crate::api::DeviceState;
 use crate::device::Liveness;
 use crate::engine::Engine;
-use crate::owners_values::{ROUND, fingerprint, from_owner, lock, published_state};
+use crate::ownership::values::{ROUND, fingerprint, from_owner, lock, published_state};
 use std::collections::HashMap;
 use std::time::Instant;
 

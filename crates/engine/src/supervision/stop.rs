@@ -4,9 +4,9 @@
 
 use crate::contract::ErrorCode;
 use crate::device::Snapshot;
+use crate::dispatch::plan::{self, WriteError};
 use crate::machine::Event;
-use crate::plan::{self, WriteError};
-use crate::supervisor::Supervisor;
+use crate::supervision::Supervisor;
 use serde_json::json;
 use std::time::Duration;
 use tokio::time::Instant;

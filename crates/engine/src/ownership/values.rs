@@ -60,7 +60,8 @@ pub(crate) fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_
         .readings()
         .filter_map(|(name, r)| {
             let v = r.last_good()?;
-            let mut shown = json!({"value": crate::plan::value_json(v.value), "source": v.source});
+            let mut shown =
+                json!({"value": crate::dispatch::plan::value_json(v.value), "source": v.source});
             if v.seq == 0 {
                 // Known only from a retained message: its age at a reader is the owner's, known
                 // only when its payload carried a time.

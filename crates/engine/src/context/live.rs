@@ -3,7 +3,7 @@
 
 use crate::clock::Clock;
 use crate::contract::Status;
-use crate::result::CommandResult;
+use crate::views::result::CommandResult;
 use closedloop_journal::{CommandRow, EventRow, Journal, JournalError};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,8 +1,8 @@
 //! [`replay`]: a recorded command's journaled readings through the engine's own [`Machine`].
 
 use super::{Journaled, Timeline, Verdict, holds, scope_of};
+use crate::machine::profile::profile;
 use crate::machine::{Effect, Event, Machine, Reading};
-use crate::profile::profile;
 use closedloop_plant::{Action, Device, Params, Scope};
 
 /// The clocks' give: the engine times `hold_ms` when it judges a sample and the journal keeps
@@ -135,7 +135,7 @@ impl<'a> AtDispatch<'a> {
             (None, Some(_)) => None,
             (Some(_), Some(done)) => done.eval_bool(&scope).ok(),
         };
-        let expect_s = crate::admit::expected_duration(action, &scope).ok();
+        let expect_s = crate::admission::rules::expected_duration(action, &scope).ok();
         let deadline = tl.dispatched_ms.zip(expect_s).map(|(from, e)| {
             let ms = |pushed| (action.deadline_s(device, e, pushed) * 1000.0).round() as i64;
             (from, ms(false), ms(already != Some(false)))

@@ -1,6 +1,6 @@
 //! The one place a terminal row is made. Every command that ends after acceptance — judged,
 //! cancelled, failed, or found unfinished at start-up — is journaled through [`Ending`], built
-//! from the machine's [`Outcome`]; rejections are inserted whole by `submit.rs`, from the
+//! from the machine's [`Outcome`]; rejections are inserted whole by `admission/submit.rs`, from the
 //! machine's outcome too.
 
 use crate::contract::ErrorCode;
@@ -29,7 +29,7 @@ pub(crate) struct Ending {
 impl Ending {
     /// The ending of `outcome`, its `detail` already rendered; the hint follows from the outcome.
     pub(crate) fn new(outcome: Outcome, detail: Option<String>, evidence: Option<Value>) -> Ending {
-        let hint = crate::detail::hint(&outcome);
+        let hint = crate::views::detail::hint(&outcome);
         Ending {
             outcome,
             detail,

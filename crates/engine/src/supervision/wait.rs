@@ -9,9 +9,9 @@
 //! - At the deadline, samples already delivered are judged before the verdict.
 
 use crate::device::Snapshot;
+use crate::machine::profile::AsCheck;
 use crate::machine::{Check, Event};
-use crate::profile::AsCheck;
-use crate::supervisor::{Supervisor, shutdown_signal};
+use crate::supervision::{Supervisor, shutdown_signal};
 use closedloop_link::Reporting;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -118,10 +118,11 @@ impl Supervisor {
     /// Sets up what the loop waits on.
     fn watches(&self) -> Watch {
         let others: BTreeSet<String> = self.criterion_refs().into_iter().map(|(d, _)| d).collect();
-        let (forwarders, others) = match crate::others::wakes(&self.ctx, self.dev.id(), &others) {
-            Some((set, rx)) => (Some(set), Some(rx)),
-            None => (None, None),
-        };
+        let (forwarders, others) =
+            match crate::supervision::others::wakes(&self.ctx, self.dev.id(), &others) {
+                Some((set, rx)) => (Some(set), Some(rx)),
+                None => (None, None),
+            };
         let readback = self.action.verification.as_check() == Check::Readback;
         let poll_every = Duration::from_millis(self.dev.spec.poll_ms.max(1));
         let settle_ms = self.settle_until_ms - self.ctx.clock.now_ms();
