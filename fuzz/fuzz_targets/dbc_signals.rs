@@ -46,23 +46,9 @@ fn same(a: f64, b: f64) -> bool {
     a == b || (a.is_nan() && b.is_nan())
 }
 
+/// Every property above, for one accepted message and one frame.
 fn check(m: &Message, frame: &[u8]) {
-    assert!(m.size() <= closedloop_can::dbc::MAX_SIZE);
-    for s in m.signals() {
-        assert!((1..=64).contains(&s.length), "{s:?}");
-        for b in s.bits() {
-            assert!(
-                b < 8 * m.size() as u32,
-                "{}: {s:?} bit {b} outside",
-                m.name()
-            );
-        }
-        let expected = raw(s, frame).map(|r| r as f64 * s.factor + s.offset);
-        match (decode_signal(s, frame), expected) {
-            (Some(a), Some(b)) => assert!(same(a, b), "{}: {s:?}: {a} != {b}", m.name()),
-            (a, b) => assert_eq!(a.is_some(), b.is_some(), "{}: {s:?}", m.name()),
-        }
-    }
+    layout(m, frame);
     let selected = m.switch().and_then(|s| raw(s, frame));
     let decoded = decode(m, frame);
     let want: Vec<&Signal> = m
@@ -82,6 +68,38 @@ fn check(m: &Message, frame: &[u8]) {
     if frame.len() < m.size() {
         return;
     }
+    round_trip(m, frame, selected, &decoded, &want);
+}
+
+/// Each signal's bits lie inside the message, and `decode_signal` reads what `raw` reads.
+fn layout(m: &Message, frame: &[u8]) {
+    assert!(m.size() <= closedloop_can::dbc::MAX_SIZE);
+    for s in m.signals() {
+        assert!((1..=64).contains(&s.length), "{s:?}");
+        for b in s.bits() {
+            assert!(
+                b < 8 * m.size() as u32,
+                "{}: {s:?} bit {b} outside",
+                m.name()
+            );
+        }
+        let expected = raw(s, frame).map(|r| r as f64 * s.factor + s.offset);
+        match (decode_signal(s, frame), expected) {
+            (Some(a), Some(b)) => assert!(same(a, b), "{}: {s:?}: {a} != {b}", m.name()),
+            (a, b) => assert_eq!(a.is_some(), b.is_some(), "{}: {s:?}", m.name()),
+        }
+    }
+}
+
+/// `encode(decode(frame))` on a frame long enough for `m`: refused for an undefined switch
+/// value, else (when every value's raw number is exact) the frame with the other bits cleared.
+fn round_trip(
+    m: &Message,
+    frame: &[u8],
+    selected: Option<i128>,
+    decoded: &[(&str, f64)],
+    want: &[&Signal],
+) {
     let defined: Vec<u64> = m
         .signals()
         .iter()
@@ -103,7 +121,7 @@ fn check(m: &Message, frame: &[u8]) {
         );
         return;
     }
-    for s in &want {
+    for s in want {
         let r = raw(s, frame).expect("checked above");
         let v = r as f64 * s.factor + s.offset;
         let exact = r.unsigned_abs() < 1 << 53
@@ -121,7 +139,7 @@ fn check(m: &Message, frame: &[u8]) {
         )
     });
     let mut masked = vec![0u8; m.size()];
-    for s in &want {
+    for s in want {
         for b in s.bits() {
             masked[(b / 8) as usize] |= frame[(b / 8) as usize] & (1 << (b % 8));
         }

@@ -76,70 +76,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             strict,
             examples,
         } => Ok(lint::run(&plant, strict, examples)),
-        Cmd::Init {
-            dbc,
-            mqtt,
-            opcua,
-            nodes,
-            bitrate,
-            interface,
-            depth,
-            security,
-            server_cert,
-            prefix,
-            listen,
-            username,
-            ca_file,
-            client_cert,
-            client_key,
-            out,
-            force,
-            dry_run,
-        } => {
-            let password = std::env::var("MQTT_PASSWORD").ok();
-            let source = match (&dbc, &mqtt, &opcua) {
-                (Some(dbc), _, _) => init::Source::Dbc {
-                    dbc,
-                    nodes: &nodes,
-                    bitrate,
-                    interface: interface.as_deref(),
-                },
-                (None, None, Some(endpoint)) => {
-                    if nodes.len() > 1 {
-                        eprintln!(
-                            "closedloop init --opcua: give one --node to start from, not {}",
-                            nodes.len()
-                        );
-                        return Ok(ExitCode::from(2));
-                    }
-                    init::Source::Opcua(init::opcua::Source {
-                        endpoint,
-                        node: nodes.first().map_or("i=85", String::as_str),
-                        depth,
-                        security: &security,
-                        server_cert: server_cert.as_deref(),
-                        username: username.as_deref(),
-                    })
-                }
-                (None, Some(url), _) => init::Source::Mqtt(init::mqtt::Source {
-                    url,
-                    prefix: &prefix,
-                    listen,
-                    username: username.as_deref(),
-                    password: username.as_ref().and(password.as_deref()),
-                    ca_file: ca_file.as_deref(),
-                    client_cert: client_cert.as_deref(),
-                    client_key: client_key.as_deref(),
-                }),
-                (None, None, None) => unreachable!("clap requires --dbc, --mqtt or --opcua"),
-            };
-            Ok(init::run(&init::Options {
-                source,
-                out: out.as_deref(),
-                force,
-                dry_run,
-            }))
-        }
+        cmd @ Cmd::Init { .. } => Ok(run_init(&cmd)),
         Cmd::Diff {
             old,
             new,
@@ -169,6 +106,91 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         cmd => run_journal(cmd),
     }
+}
+
+/// `init`, from a DBC, a broker's discovery messages or an OPC UA server.
+fn run_init(cmd: &Cmd) -> ExitCode {
+    let Cmd::Init {
+        out,
+        force,
+        dry_run,
+        ..
+    } = cmd
+    else {
+        unreachable!("run_init is given init only");
+    };
+    let password = std::env::var("MQTT_PASSWORD").ok();
+    let Some(source) = init_source(cmd, password.as_deref()) else {
+        return ExitCode::from(2);
+    };
+    init::run(&init::Options {
+        source,
+        out: out.as_deref(),
+        force: *force,
+        dry_run: *dry_run,
+    })
+}
+
+/// Where `init` starts from, as its flags say; `None` (said on stderr) when they are bad usage.
+fn init_source<'a>(cmd: &'a Cmd, password: Option<&'a str>) -> Option<init::Source<'a>> {
+    let Cmd::Init {
+        dbc,
+        mqtt,
+        opcua,
+        nodes,
+        bitrate,
+        interface,
+        depth,
+        security,
+        server_cert,
+        prefix,
+        listen,
+        username,
+        ca_file,
+        client_cert,
+        client_key,
+        ..
+    } = cmd
+    else {
+        unreachable!("init_source is given init only");
+    };
+    let source = match (dbc, mqtt, opcua) {
+        (Some(dbc), _, _) => init::Source::Dbc {
+            dbc,
+            nodes,
+            bitrate: *bitrate,
+            interface: interface.as_deref(),
+        },
+        (None, None, Some(endpoint)) => {
+            if nodes.len() > 1 {
+                eprintln!(
+                    "closedloop init --opcua: give one --node to start from, not {}",
+                    nodes.len()
+                );
+                return None;
+            }
+            init::Source::Opcua(init::opcua::Source {
+                endpoint,
+                node: nodes.first().map_or("i=85", String::as_str),
+                depth: *depth,
+                security,
+                server_cert: server_cert.as_deref(),
+                username: username.as_deref(),
+            })
+        }
+        (None, Some(url), _) => init::Source::Mqtt(init::mqtt::Source {
+            url,
+            prefix,
+            listen: *listen,
+            username: username.as_deref(),
+            password: username.as_ref().and(password),
+            ca_file: ca_file.as_deref(),
+            client_cert: client_cert.as_deref(),
+            client_key: client_key.as_deref(),
+        }),
+        (None, None, None) => unreachable!("clap requires --dbc, --mqtt or --opcua"),
+    };
+    Some(source)
 }
 
 /// `serve`, over stdio or `--http`.

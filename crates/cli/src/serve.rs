@@ -251,49 +251,11 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
         .and_then(|()| closedloop_mcp::http::check_allowed_hosts(&args.allow_hosts, &plant))
         .map_err(|e| anyhow::anyhow!("{}: {e}", plant_path.display()))?;
     let mut opts = closedloop_mcp::http::HttpOptions::default();
-    // A literal IP in `Host` cannot come from DNS rebinding, so the address listened on is safe
-    // to accept as a name.
-    if !args.addr.ip().is_unspecified() && !args.addr.ip().is_loopback() {
-        opts.allowed_hosts.push(match args.addr.ip() {
-            IpAddr::V4(ip) => ip.to_string(),
-            IpAddr::V6(ip) => format!("[{ip}]"),
-        });
-    }
-    // Listening on every interface (0.0.0.0 or [::]): clients reach it by this host's addresses,
-    // which are literal IPs too, so they are accepted as Host and announced.
-    let mut others = Vec::new();
-    if args.addr.ip().is_unspecified() {
-        others = host_addresses(args.addr.ip());
-        // [::] takes IPv4 connections too unless the system says v6-only (Linux's default).
-        let dual =
-            std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").is_ok_and(|v| v.trim() == "0");
-        if args.addr.is_ipv6() && dual {
-            others.extend(host_addresses(std::net::Ipv4Addr::UNSPECIFIED.into()));
-        }
-    }
-    opts.allowed_hosts.extend(others.iter().map(|ip| match ip {
-        IpAddr::V4(ip) => ip.to_string(),
-        IpAddr::V6(ip) => format!("[{ip}]"),
-    }));
+    let others = own_hosts(&mut opts, args.addr);
+    limits(&mut opts, &args)?;
     opts.allowed_hosts.extend(args.allow_hosts);
     opts.allowed_origins.extend(args.allow_origins);
     opts.trusted_proxies = args.trusted_proxies;
-    if args.max_connections == 0 {
-        anyhow::bail!(
-            "--max-connections 0 would refuse every client: give at least 1 (default 256)"
-        );
-    }
-    opts.max_connections = args.max_connections;
-    opts.idle_timeout = seconds("--idle-timeout", args.idle_timeout_s, 60)?;
-    opts.handshake_timeout = seconds("--handshake-timeout", args.handshake_timeout_s, 5)?;
-    if let Some((cert, key)) = &args.tls {
-        opts.tls = Some(closedloop_mcp::http::Tls::load(cert, key)?);
-    } else if !args.addr.ip().is_loopback() {
-        // Refusing would break every set-up behind a TLS-terminating proxy on another host;
-        // saying it plainly at start is the least.
-        eprintln!("{}", plain_http_warning(args.addr));
-        tracing::warn!(addr = %args.addr, "serving plain HTTP beyond loopback");
-    }
     opts.validate()?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -327,6 +289,57 @@ pub async fn serve_http(plant_path: &Path, args: HttpArgs) -> Result<()> {
     }
     tracing::info!("shut down cleanly");
     result.context("serving HTTP")
+}
+
+/// Accepts as `Host` the address listened on, or this host's addresses when that is every
+/// interface; returns the latter, which are announced too.
+fn own_hosts(opts: &mut closedloop_mcp::http::HttpOptions, addr: SocketAddr) -> Vec<IpAddr> {
+    // A literal IP in `Host` cannot come from DNS rebinding, so the address listened on is safe
+    // to accept as a name.
+    if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+        opts.allowed_hosts.push(match addr.ip() {
+            IpAddr::V4(ip) => ip.to_string(),
+            IpAddr::V6(ip) => format!("[{ip}]"),
+        });
+    }
+    // Listening on every interface (0.0.0.0 or [::]): clients reach it by this host's addresses,
+    // which are literal IPs too, so they are accepted as Host and announced.
+    let mut others = Vec::new();
+    if addr.ip().is_unspecified() {
+        others = host_addresses(addr.ip());
+        // [::] takes IPv4 connections too unless the system says v6-only (Linux's default).
+        let dual =
+            std::fs::read_to_string("/proc/sys/net/ipv6/bindv6only").is_ok_and(|v| v.trim() == "0");
+        if addr.is_ipv6() && dual {
+            others.extend(host_addresses(std::net::Ipv4Addr::UNSPECIFIED.into()));
+        }
+    }
+    opts.allowed_hosts.extend(others.iter().map(|ip| match ip {
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+    }));
+    others
+}
+
+/// `--max-connections`, the timeouts and TLS, each refused with the flag named when unusable.
+fn limits(opts: &mut closedloop_mcp::http::HttpOptions, args: &HttpArgs) -> Result<()> {
+    if args.max_connections == 0 {
+        anyhow::bail!(
+            "--max-connections 0 would refuse every client: give at least 1 (default 256)"
+        );
+    }
+    opts.max_connections = args.max_connections;
+    opts.idle_timeout = seconds("--idle-timeout", args.idle_timeout_s, 60)?;
+    opts.handshake_timeout = seconds("--handshake-timeout", args.handshake_timeout_s, 5)?;
+    if let Some((cert, key)) = &args.tls {
+        opts.tls = Some(closedloop_mcp::http::Tls::load(cert, key)?);
+    } else if !args.addr.ip().is_loopback() {
+        // Refusing would break every set-up behind a TLS-terminating proxy on another host;
+        // saying it plainly at start is the least.
+        eprintln!("{}", plain_http_warning(args.addr));
+        tracing::warn!(addr = %args.addr, "serving plain HTTP beyond loopback");
+    }
+    Ok(())
 }
 
 /// Completes on SIGINT or SIGTERM.

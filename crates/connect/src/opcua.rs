@@ -132,8 +132,15 @@ impl OpcuaLink {
                 (Some(a), b) => a == b,
                 (None, _) => false,
             };
-        let at = closedloop_link::clock::rfc3339(self.base.clock.now_ms());
-        let evidence = json!({"value": u.value, "status": u.status, "at": at, "source": node});
+        let shown = closedloop_link::Shown {
+            value: json!(u.value),
+            at_ms: self.base.clock.now_ms(),
+            source: node,
+            unit: None,
+        };
+        // The one evidence shape, and the node's status beside it.
+        let mut evidence = shown.evidence();
+        evidence["status"] = json!(u.status);
         ReadBack {
             matched,
             evidence: Some((node.to_string(), evidence)),

@@ -110,18 +110,20 @@ impl RegisterLink {
                 evidence: None,
             };
         };
-        let at = closedloop_link::clock::rfc3339(self.base.clock.now_ms());
         let value = match &data {
             Data::Bits(b) => json!(b),
             Data::Words(ws) => json!(ws),
         };
         let source = format!("{area}:{start}");
+        let shown = closedloop_link::Shown {
+            value,
+            at_ms: self.base.clock.now_ms(),
+            source: &source,
+            unit: None,
+        };
         ReadBack {
             matched: matches(&data, w),
-            evidence: Some((
-                source.clone(),
-                json!({"value": value, "at": at, "source": source}),
-            )),
+            evidence: Some((source.clone(), shown.evidence())),
         }
     }
 }

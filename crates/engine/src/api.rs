@@ -113,6 +113,28 @@ pub struct SignalState {
     pub unreadable: bool,
 }
 
+impl SignalState {
+    /// A sample as a device state shows it at `now_ms`: dated by its payload's time when it
+    /// names one ([`SignalValue::shown_ms`]), undated when only a retained message without a
+    /// time gave it (numbered 0: not read by this gateway).
+    pub(crate) fn of(
+        v: &crate::SignalValue,
+        unit: Option<String>,
+        now_ms: i64,
+        unreadable: bool,
+    ) -> SignalState {
+        SignalState {
+            value: closedloop_link::value_json(v.value),
+            unit,
+            at: v.shown_ms().map(crate::clock::rfc3339),
+            age_ms: v.shown_ms().map(|t| (now_ms - t).max(0)),
+            retained: v.seq == 0,
+            source: v.source.clone(),
+            unreadable,
+        }
+    }
+}
+
 /// A device's health as `/metrics` reports it at each scrape (`Engine::health`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceHealth<'a> {

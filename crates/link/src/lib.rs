@@ -29,6 +29,7 @@
 //!   clock to wall-clock milliseconds (re-exported as `closedloop_engine::clock`).
 
 pub mod clock;
+pub mod shown;
 
 use closedloop_driver::Value;
 pub use closedloop_driver::contract::WriteError;
@@ -43,6 +44,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 pub use clock::Clock;
+pub use shown::Shown;
 
 /// How a device's values reach closedloop, which decides what a fresh read can be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

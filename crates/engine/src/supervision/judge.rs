@@ -14,6 +14,7 @@ use crate::dispatch::plan::{self, Request};
 use crate::machine::{Event, Reading};
 use crate::supervision::Supervisor;
 use closedloop_driver::Value;
+use closedloop_link::Shown;
 use closedloop_plant::{Action, Expr, Scope, other_device, other_device_name};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -169,12 +170,7 @@ impl Supervisor {
             if self.is_feedback(&name) {
                 oldest_ms = oldest_ms.min(v.at_ms);
             }
-            let mut e =
-                json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
-            if let Some(u) = unit {
-                e["unit"] = json!(u);
-            }
-            evidence.insert(name, e);
+            evidence.insert(name, Shown::read(v, unit.as_deref()).evidence());
         };
         for n in self.criterion_names() {
             let v = match snap.read_after(&n, self.ack_seq) {
@@ -324,8 +320,8 @@ impl Supervisor {
         for n in self.criterion_names() {
             if let Some(v) = snap.read_after(&n, self.ack_seq) {
                 fresh.insert(n.clone(), v.value);
-                let at = crate::clock::rfc3339(v.at_ms);
-                evidence.insert(n, json!({"value": v.value, "at": at, "source": v.source}));
+                let unit = self.dev.spec.signal(&n).and_then(|s| s.unit.as_deref());
+                evidence.insert(n, Shown::read(v, unit).evidence());
             }
         }
         let devices = BTreeMap::new();

@@ -99,10 +99,8 @@ impl Supervisor {
         let mut evidence = serde_json::Map::new();
         for n in names {
             if let Some(v) = snap.reading(n).and_then(|r| r.current()) {
-                let mut e = json!({"value": v.value, "at": crate::clock::rfc3339(v.at_ms), "source": v.source});
-                if let Some(u) = self.dev.spec.signal(n).and_then(|s| s.unit.clone()) {
-                    e["unit"] = json!(u);
-                }
+                let unit = self.dev.spec.signal(n).and_then(|s| s.unit.as_deref());
+                let e = closedloop_link::Shown::read(v, unit).evidence();
                 evidence.insert(n.clone(), e);
             }
         }

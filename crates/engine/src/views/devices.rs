@@ -5,7 +5,6 @@
 use crate::api::{DeviceInfo, DeviceState, SignalState, UnreadableSignal};
 use crate::clock::rfc3339;
 use crate::device::Liveness;
-use crate::dispatch::plan;
 use crate::engine::Engine;
 
 impl Engine {
@@ -99,17 +98,8 @@ impl Engine {
                 .readings()
                 .filter_map(|(name, r)| {
                     let v = r.last_good()?;
-                    // Numbered 0: not read by this gateway, a message its broker retained —
-                    // of an age known only when its payload carries a time the plant names.
-                    let signal = SignalState {
-                        value: plan::value_json(v.value),
-                        unit: dev.spec.signal(name).and_then(|s| s.unit.clone()),
-                        at: v.shown_ms().map(rfc3339),
-                        age_ms: v.shown_ms().map(|t| (now - t).max(0)),
-                        retained: v.seq == 0,
-                        source: v.source.clone(),
-                        unreadable: r.failure().is_some(),
-                    };
+                    let unit = dev.spec.signal(name).and_then(|s| s.unit.clone());
+                    let signal = SignalState::of(v, unit, now, r.failure().is_some());
                     Some((name.to_string(), signal))
                 })
                 .collect(),

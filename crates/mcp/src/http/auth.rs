@@ -129,7 +129,7 @@ pub(super) fn is_loopback_name(host: &str) -> bool {
 }
 
 /// The axum middleware: attaches the `Caller` or answers 401 with `WWW-Authenticate: Bearer`.
-pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
+pub(super) async fn layer(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> Response {
     let endpoint = req
         .extensions()
         .get::<ConnectInfo<Endpoint>>()
@@ -167,55 +167,71 @@ pub(super) async fn layer(State(auth): State<Arc<Auth>>, mut req: Request, next:
                 let principal = auth.has_tokens().then_some(caller.name.as_str());
                 conn.authenticated(caller.may_act(), principal);
             }
-            let share = match &auth.shares {
-                Some(shares) => match shares.take(&caller.name) {
-                    Some(share) => Some(share),
-                    None => return share_spent(&caller.name, shares.cap()),
-                },
-                None => None,
-            };
-            if let Some(s) = &share {
-                req.extensions_mut()
-                    .insert(super::limit::Holding(s.before()));
-            }
-            req.extensions_mut().insert(caller);
-            let answer = next.run(req).await;
-            match share {
-                Some(_share) => answer
-                    .map(|inner| axum::body::Body::new(super::shares::Holding { inner, _share })),
-                None => answer,
-            }
+            run_as(&auth, caller, req, next).await
         }
         // The sign-in form and its assets are served to whoever is not signed in yet.
         Err(_) if page == Some(super::page::Access::Public) => next.run(req).await,
-        Err(denied) => {
-            if let (Denied::Invalid, Some(ip)) = (denied, peer) {
-                if let Err(wait_s) = auth.guessing.check(ip, std::time::Instant::now()) {
-                    return held_back(ip, wait_s);
-                }
-                guessed(&auth.guessing, ip);
-            }
-            let (challenge, why) = match denied {
-                Denied::Missing => (
-                    r#"Bearer realm="closedloop""#,
-                    "this server needs a bearer token: send Authorization: Bearer <secret> for a [[server.token]] of the plant",
-                ),
-                Denied::Invalid => (
-                    r#"Bearer realm="closedloop", error="invalid_token""#,
-                    "the bearer token matches no [[server.token]] of the plant",
-                ),
-            };
-            if let Some(left_out) = super::throttle::unauthorized().allow() {
-                tracing::warn!(remote = ?endpoint.map(|e| e.remote), client = ?peer, left_out, "HTTP request refused: {why}");
-            }
-            (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, challenge)],
-                format!("{why}\n"),
-            )
-                .into_response()
-        }
+        Err(denied) => refuse(&auth, denied, peer, endpoint),
     }
+}
+
+/// Runs an authenticated request as `caller`, holding one of its token's share of the requests
+/// in flight until the answer's body is dropped (503 when the share is spent).
+async fn run_as(auth: &Auth, caller: Caller, mut req: Request, next: Next) -> Response {
+    let share = match &auth.shares {
+        Some(shares) => match shares.take(&caller.name) {
+            Some(share) => Some(share),
+            None => return share_spent(&caller.name, shares.cap()),
+        },
+        None => None,
+    };
+    if let Some(s) = &share {
+        req.extensions_mut()
+            .insert(super::limit::Holding(s.before()));
+    }
+    req.extensions_mut().insert(caller);
+    let answer = next.run(req).await;
+    match share {
+        Some(_share) => {
+            answer.map(|inner| axum::body::Body::new(super::shares::Holding { inner, _share }))
+        }
+        None => answer,
+    }
+}
+
+/// 401 for a request without a valid token, a wrong one counted as a guess from its address
+/// (429 once that address is held back).
+fn refuse(
+    auth: &Auth,
+    denied: Denied,
+    peer: Option<std::net::IpAddr>,
+    endpoint: Option<Endpoint>,
+) -> Response {
+    if let (Denied::Invalid, Some(ip)) = (denied, peer) {
+        if let Err(wait_s) = auth.guessing.check(ip, std::time::Instant::now()) {
+            return held_back(ip, wait_s);
+        }
+        guessed(&auth.guessing, ip);
+    }
+    let (challenge, why) = match denied {
+        Denied::Missing => (
+            r#"Bearer realm="closedloop""#,
+            "this server needs a bearer token: send Authorization: Bearer <secret> for a [[server.token]] of the plant",
+        ),
+        Denied::Invalid => (
+            r#"Bearer realm="closedloop", error="invalid_token""#,
+            "the bearer token matches no [[server.token]] of the plant",
+        ),
+    };
+    if let Some(left_out) = super::throttle::unauthorized().allow() {
+        tracing::warn!(remote = ?endpoint.map(|e| e.remote), client = ?peer, left_out, "HTTP request refused: {why}");
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        format!("{why}\n"),
+    )
+        .into_response()
 }
 
 /// A failed guess from `ip`, counted; logged (at most once a second) when it holds the address

@@ -34,30 +34,8 @@ pub(crate) fn from_serde(
         .map(|p| p.split('.').collect())
         .unwrap_or_default();
     match Problem::parse(message) {
-        Problem::UnknownKey { key, allowed } => {
-            let mut allowed = allowed;
-            if inner.is_empty() && !keys.is_empty() {
-                let mut all: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-                all.extend(allowed.into_iter().filter(|k| !keys.contains(&k.as_str())));
-                allowed = all;
-            }
-            let mut segs = inner.clone();
-            segs.push(key);
-            let path = locate(piece, &segs, &|_| true);
-            (join(prefix, &path), unknown_key(key, &allowed))
-        }
-        Problem::MissingKey { key } => {
-            let path = locate(piece, &inner, &|v| {
-                v.as_table().is_some_and(|t| !t.contains_key(key))
-            });
-            let example = words::example(key, Kind::Other)
-                .map(|x| format!(", like {key} = {x}"))
-                .unwrap_or_default();
-            (
-                join(prefix, &join(&path, key)),
-                format!("missing key \"{key}\"; add it{example}"),
-            )
-        }
+        Problem::UnknownKey { key, allowed } => unknown(piece, prefix, &inner, keys, key, allowed),
+        Problem::MissingKey { key } => missing(piece, prefix, &inner, key),
         Problem::UnknownValue { value, allowed } => {
             let path = locate(piece, &inner, &|v| v.as_str() == Some(value));
             let leaf = inner.last().copied().unwrap_or("value");
@@ -71,20 +49,7 @@ pub(crate) fn from_serde(
             );
             (join(prefix, &path), msg)
         }
-        Problem::Wrong { found, expected } => {
-            let path = locate(piece, &inner, &|v| words::unexpected(v) == found);
-            // Serde sometimes names no value ("unit variant" for an enum given a number):
-            // then show the value written at the path.
-            let written = match Found::parse(found) {
-                Found::Unknown => at(piece, &path).map(words::unexpected),
-                _ => None,
-            };
-            let found = Found::parse(written.as_deref().unwrap_or(found));
-            let mut msg = words::must_be(&subject(prefix, &path), &inner, found, expected);
-            let key = join(prefix, &path);
-            msg.push_str(&misplaced(&key));
-            (key, msg)
-        }
+        Problem::Wrong { found, expected } => wrong(piece, prefix, &inner, found, expected),
         Problem::Length { found, expected } => {
             let path = locate(piece, &inner, &|v| {
                 v.as_array().is_some_and(|a| a.len().to_string() == found)
@@ -98,6 +63,64 @@ pub(crate) fn from_serde(
             (join(prefix, &path), message.to_string())
         }
     }
+}
+
+/// An unknown key at `inner`: at the piece's top level, the keys taken out before typing are
+/// listed among those allowed too.
+fn unknown(
+    piece: &toml::Value,
+    prefix: &str,
+    inner: &[&str],
+    keys: &[&str],
+    key: &str,
+    mut allowed: Vec<String>,
+) -> (String, String) {
+    if inner.is_empty() && !keys.is_empty() {
+        let mut all: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        all.extend(allowed.into_iter().filter(|k| !keys.contains(&k.as_str())));
+        allowed = all;
+    }
+    let mut segs = inner.to_vec();
+    segs.push(key);
+    let path = locate(piece, &segs, &|_| true);
+    (join(prefix, &path), unknown_key(key, &allowed))
+}
+
+/// A missing key, found in the first table at `inner` that lacks it, with an example value.
+fn missing(piece: &toml::Value, prefix: &str, inner: &[&str], key: &str) -> (String, String) {
+    let path = locate(piece, inner, &|v| {
+        v.as_table().is_some_and(|t| !t.contains_key(key))
+    });
+    let example = words::example(key, Kind::Other)
+        .map(|x| format!(", like {key} = {x}"))
+        .unwrap_or_default();
+    (
+        join(prefix, &join(&path, key)),
+        format!("missing key \"{key}\"; add it{example}"),
+    )
+}
+
+/// A value of the wrong type or form, said with what it must be (and where it belongs when it
+/// is a device's key written among the signals).
+fn wrong(
+    piece: &toml::Value,
+    prefix: &str,
+    inner: &[&str],
+    found: &str,
+    expected: &str,
+) -> (String, String) {
+    let path = locate(piece, inner, &|v| words::unexpected(v) == found);
+    // Serde sometimes names no value ("unit variant" for an enum given a number):
+    // then show the value written at the path.
+    let written = match Found::parse(found) {
+        Found::Unknown => at(piece, &path).map(words::unexpected),
+        _ => None,
+    };
+    let found = Found::parse(written.as_deref().unwrap_or(found));
+    let mut msg = words::must_be(&subject(prefix, &path), inner, found, expected);
+    let key = join(prefix, &path);
+    msg.push_str(&misplaced(&key));
+    (key, msg)
 }
 
 /// A device's own key written below its `[device.signals]` header, where TOML makes it a

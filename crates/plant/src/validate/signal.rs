@@ -58,6 +58,7 @@ pub(crate) fn signals(
     out
 }
 
+/// A signal's source, its family told by its keys and checked against the device's driver.
 fn source(
     raw: &RawSignal,
     keys: &[String],
@@ -75,74 +76,87 @@ fn source(
         dev.err(sink, key, m);
         return None;
     }
-    Some(match fam {
-        SourceFamily::Register => {
-            let reg = RegKeys::from(raw);
-            let (area, address, encoding) = reg
-                .resolve()
-                .map_err(|(k, m)| dev.err(sink, &crate::error::join(key, &k), m))
-                .ok()?;
-            Source::Register {
-                area,
-                address,
-                encoding,
-            }
-        }
-        SourceFamily::Topic => {
-            let true_values = raw.true_values.clone().unwrap_or_default();
-            let false_values = raw.false_values.clone().unwrap_or_default();
-            if let Some((given, missing, example)) =
-                match (true_values.is_empty(), false_values.is_empty()) {
-                    (false, true) => Some(("true_values", "false_values", "[\"OFF\", \"0\"]")),
-                    (true, false) => Some(("false_values", "true_values", "[\"ON\", \"1\"]")),
-                    _ => None,
-                }
-            {
-                dev.err(sink, &format!("{key}.{missing}"), format!("{given} needs {missing} beside it: a payload in neither list (Home Assistant's \"None\" or \"unknown\", an empty message) is no value, never the other state; write e.g. {missing} = {example}"));
-            }
-            let default = if true_values.is_empty() {
-                ValueType::F64
-            } else {
-                ValueType::Bool
-            };
-            if let Some(p) = raw
-                .json
-                .as_deref()
-                .filter(|p| !p.is_empty() && !p.starts_with('/'))
-            {
-                dev.err(sink, &format!("{key}.json"), format!("\"{p}\" is not a JSON pointer; write it with a leading slash, e.g. \"/{p}\""));
-            }
-            time_json_fits(raw, key, dev, sink);
-            let ty = raw.ty.unwrap_or(default);
-            Source::Topic {
-                topic: raw.topic.clone().unwrap_or_default(),
-                json: raw.json.clone(),
-                time_json: raw.time_json.clone(),
-                true_values,
-                false_values,
-                ty,
-            }
-        }
-        SourceFamily::Node | SourceFamily::Method => Source::Node {
+    match fam {
+        SourceFamily::Register => register(raw, key, dev, sink),
+        SourceFamily::Topic => Some(topic(raw, key, dev, sink)),
+        SourceFamily::Node | SourceFamily::Method => Some(Source::Node {
             node: raw.node.clone().unwrap_or_default(),
             ty: raw.ty.unwrap_or(ValueType::F64),
-        },
-        SourceFamily::Can => {
-            let Some(signal) = raw.signal.clone() else {
-                dev.err(
-                    sink,
-                    &format!("{key}.signal"),
-                    "a CAN source needs signal = \"<DBC signal name>\" beside message",
-                );
-                return None;
-            };
-            let message = raw.message.clone().map(|m| m.0).unwrap_or_default();
-            Source::Can {
-                message,
-                signal,
-                ty: raw.ty.unwrap_or(ValueType::F64),
-            }
-        }
+        }),
+        SourceFamily::Can => can(raw, key, dev, sink),
+    }
+}
+
+/// A Modbus register source; `None` (said in `sink`) when its area, address or encoding is bad.
+fn register(raw: &RawSignal, key: &str, dev: &Dev, sink: &mut Sink) -> Option<Source> {
+    let reg = RegKeys::from(raw);
+    let (area, address, encoding) = reg
+        .resolve()
+        .map_err(|(k, m)| dev.err(sink, &crate::error::join(key, &k), m))
+        .ok()?;
+    Some(Source::Register {
+        area,
+        address,
+        encoding,
+    })
+}
+
+/// An MQTT topic source. Its mistakes are said in `sink` but still give a source, so every
+/// key of the signal is checked in one pass.
+fn topic(raw: &RawSignal, key: &str, dev: &Dev, sink: &mut Sink) -> Source {
+    let true_values = raw.true_values.clone().unwrap_or_default();
+    let false_values = raw.false_values.clone().unwrap_or_default();
+    if let Some((given, missing, example)) = match (true_values.is_empty(), false_values.is_empty())
+    {
+        (false, true) => Some(("true_values", "false_values", "[\"OFF\", \"0\"]")),
+        (true, false) => Some(("false_values", "true_values", "[\"ON\", \"1\"]")),
+        _ => None,
+    } {
+        dev.err(sink, &format!("{key}.{missing}"), format!("{given} needs {missing} beside it: a payload in neither list (Home Assistant's \"None\" or \"unknown\", an empty message) is no value, never the other state; write e.g. {missing} = {example}"));
+    }
+    let default = if true_values.is_empty() {
+        ValueType::F64
+    } else {
+        ValueType::Bool
+    };
+    if let Some(p) = raw
+        .json
+        .as_deref()
+        .filter(|p| !p.is_empty() && !p.starts_with('/'))
+    {
+        dev.err(
+            sink,
+            &format!("{key}.json"),
+            format!("\"{p}\" is not a JSON pointer; write it with a leading slash, e.g. \"/{p}\""),
+        );
+    }
+    time_json_fits(raw, key, dev, sink);
+    let ty = raw.ty.unwrap_or(default);
+    Source::Topic {
+        topic: raw.topic.clone().unwrap_or_default(),
+        json: raw.json.clone(),
+        time_json: raw.time_json.clone(),
+        true_values,
+        false_values,
+        ty,
+    }
+}
+
+/// A CAN source: a DBC message and one of its signals, which must be named.
+fn can(raw: &RawSignal, key: &str, dev: &Dev, sink: &mut Sink) -> Option<Source> {
+    let Some(signal) = raw.signal.clone() else {
+        dev.err(
+            sink,
+            &format!("{key}.signal"),
+            "a CAN source needs signal = \"<DBC signal name>\" beside message",
+        );
+        return None;
+    };
+    let message = raw.message.clone().map(|m| m.0).unwrap_or_default();
+    Some(Source::Can {
+        message,
+        signal,
+        ty: raw.ty.unwrap_or(ValueType::F64),
     })
 }
 

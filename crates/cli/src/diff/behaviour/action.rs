@@ -31,6 +31,27 @@ pub(super) fn compare(
 /// `done_when`, each `fail_when` code, `started_when`, `stopped_when`, `requires`, `hold_ms`,
 /// `verification`.
 fn completion(place: &str, (a, b): (&Action, &Action), cx: &Context) -> Vec<Shift> {
+    let mut out = conditions(place, (a, b), cx);
+    out.extend(fail_when(place, (a, b), cx));
+    if a.hold_ms != b.hold_ms {
+        let meaning = format!(
+            "done_when must hold {} ms across reads before completed, not {} ms",
+            b.hold_ms, a.hold_ms
+        );
+        let class = Class::wider(b.hold_ms < a.hold_ms);
+        let nums = (format!("{} ms", a.hold_ms), format!("{} ms", b.hold_ms));
+        out.push(Shift::new(place, "hold_ms", nums, meaning, class));
+    }
+    let (av, bv) = (a.effective_verification(), b.effective_verification());
+    if av != bv {
+        out.push(verification(place, av, bv));
+    }
+    out
+}
+
+/// `requires`, `done_when`, `started_when`, `stopped_when`: the criteria with one key each,
+/// told apart only by what their holding means.
+fn conditions(place: &str, (a, b): (&Action, &Action), cx: &Context) -> Vec<Shift> {
     let role = |holds, more_is_looser, absent_holds| Role {
         holds,
         more_is_looser,
@@ -66,11 +87,15 @@ fn completion(place: &str, (a, b): (&Action, &Action), cx: &Context) -> Vec<Shif
     // completion is a readback (or nothing), not a criterion that never holds.
     let with_verification =
         a.verification != b.verification && (a.done_when.is_none() || b.done_when.is_none());
-    let mut out: Vec<Shift> = pairs
+    pairs
         .iter()
         .filter(|(key, ..)| !(with_verification && *key == "done_when"))
         .filter_map(|(key, o, n, role)| criteria::shift(place, key, (*o, *n), role, cx))
-        .collect();
+        .collect()
+}
+
+/// Each `fail_when` code in either version, compared by code so a reordering is no change.
+fn fail_when(place: &str, (a, b): (&Action, &Action), cx: &Context) -> Vec<Shift> {
     let codes: std::collections::BTreeSet<&String> = a
         .fail_when
         .iter()
@@ -83,6 +108,7 @@ fn completion(place: &str, (a, b): (&Action, &Action), cx: &Context) -> Vec<Shif
             .find(|(c, _)| c == code)
             .map(|(_, e)| e.clone())
     };
+    let mut out = Vec::new();
     for code in codes {
         let holds = format!("failed {code}");
         let role = Role {
@@ -99,19 +125,6 @@ fn completion(place: &str, (a, b): (&Action, &Action), cx: &Context) -> Vec<Shif
             &role,
             cx,
         ));
-    }
-    if a.hold_ms != b.hold_ms {
-        let meaning = format!(
-            "done_when must hold {} ms across reads before completed, not {} ms",
-            b.hold_ms, a.hold_ms
-        );
-        let class = Class::wider(b.hold_ms < a.hold_ms);
-        let nums = (format!("{} ms", a.hold_ms), format!("{} ms", b.hold_ms));
-        out.push(Shift::new(place, "hold_ms", nums, meaning, class));
-    }
-    let (av, bv) = (a.effective_verification(), b.effective_verification());
-    if av != bv {
-        out.push(verification(place, av, bv));
     }
     out
 }
@@ -142,33 +155,46 @@ fn verification(place: &str, a: Verification, b: Verification) -> Shift {
 /// `expect_s`, `timeout_factor`, `timeout_floor_ms`, `queue_timeout_s`, `queue`, `exclusive`,
 /// `idempotent`: how long closedloop waits, and what runs beside what.
 fn timing(place: &str, (a, b): (&Action, &Action)) -> Vec<Shift> {
-    let mut out = Vec::new();
+    let mut out: Vec<Shift> = expect(place, (a, b)).into_iter().collect();
+    out.extend(deadlines(place, (a, b)));
+    out.extend(sharing(place, (a, b)));
+    out
+}
+
+/// `expect_s`: a number moves the deadline; an expression on either side computes it another
+/// way, which says nothing about longer or shorter.
+fn expect(place: &str, (a, b): (&Action, &Action)) -> Option<Shift> {
     let (ea, eb) = (a.expect_s.source(), b.expect_s.source());
-    if ea != eb {
-        let words = (ea.to_string(), eb.to_string());
-        let shift = match (ea.trim().parse::<f64>(), eb.trim().parse::<f64>()) {
-            (Ok(x), Ok(y)) => Shift::new(
-                place,
-                "expect_s",
-                words,
-                format!(
-                    "TIMEOUT after about {} × expect_s: {} s expected, not {} s",
-                    num(b.timeout_factor),
-                    num(y),
-                    num(x)
-                ),
-                Class::wider(y > x),
-            ),
-            _ => Shift::new(
-                place,
-                "expect_s",
-                words,
-                "the expected duration, and so the deadline, is computed another way",
-                Class::Changed,
-            ),
-        };
-        out.push(shift);
+    if ea == eb {
+        return None;
     }
+    let words = (ea.to_string(), eb.to_string());
+    let shift = match (ea.trim().parse::<f64>(), eb.trim().parse::<f64>()) {
+        (Ok(x), Ok(y)) => Shift::new(
+            place,
+            "expect_s",
+            words,
+            format!(
+                "TIMEOUT after about {} × expect_s: {} s expected, not {} s",
+                num(b.timeout_factor),
+                num(y),
+                num(x)
+            ),
+            Class::wider(y > x),
+        ),
+        _ => Shift::new(
+            place,
+            "expect_s",
+            words,
+            "the expected duration, and so the deadline, is computed another way",
+            Class::Changed,
+        ),
+    };
+    Some(shift)
+}
+
+/// `timeout_factor`, `timeout_floor_ms`, `queue_timeout_s`: waits where longer is looser.
+fn deadlines(place: &str, (a, b): (&Action, &Action)) -> Vec<Shift> {
     let longer = |key: &str, x: f64, y: f64, unit: &str, what: &str| {
         (x != y).then(|| {
             let words = (format!("{}{unit}", num(x)), format!("{}{unit}", num(y)));
@@ -182,6 +208,7 @@ fn timing(place: &str, (a, b): (&Action, &Action)) -> Vec<Shift> {
             )
         })
     };
+    let mut out = Vec::new();
     out.extend(longer(
         "timeout_factor",
         a.timeout_factor,
@@ -204,6 +231,12 @@ fn timing(place: &str, (a, b): (&Action, &Action)) -> Vec<Shift> {
         " s",
         "a queued command gives up",
     ));
+    out
+}
+
+/// `queue`, `exclusive`, `idempotent`: what happens beside a busy device or a failed write.
+fn sharing(place: &str, (a, b): (&Action, &Action)) -> Vec<Shift> {
+    let mut out = Vec::new();
     if a.queue != b.queue {
         let meaning = if b.queue {
             "a busy device queues the command instead of refusing it DEVICE_BUSY"
@@ -257,35 +290,7 @@ fn envelope(place: &str, (a, b): (&Action, &Action)) -> Vec<Shift> {
         a.max_rate.as_ref(),
         b.max_rate.as_ref(),
     ));
-    if a.keepalive_s != b.keepalive_s {
-        let (meaning, class) = match (a.keepalive_s, b.keepalive_s) {
-            (None, Some(k)) => (
-                format!(
-                    "stops DEADMAN unless its caller asks about it every {} s",
-                    num(k)
-                ),
-                Class::Stricter,
-            ),
-            (Some(_), None) => (
-                "runs on when its caller goes silent (no dead man)".to_string(),
-                Class::Looser,
-            ),
-            (Some(x), Some(y)) => (
-                format!(
-                    "stops DEADMAN after {} s without its caller, not {} s",
-                    num(y),
-                    num(x)
-                ),
-                Class::wider(y > x),
-            ),
-            (None, None) => unreachable!("they differ"),
-        };
-        let words = (
-            or_none(a.keepalive_s.map(num)),
-            or_none(b.keepalive_s.map(num)),
-        );
-        out.push(Shift::new(place, "keepalive_s", words, meaning, class));
-    }
+    out.extend(keepalive(place, (a, b)));
     if a.confirm != b.confirm {
         let meaning = if b.confirm {
             "nothing moves until a person confirms"
@@ -300,35 +305,74 @@ fn envelope(place: &str, (a, b): (&Action, &Action)) -> Vec<Shift> {
             Class::wider(!b.confirm),
         ));
     }
-    if a.checklist != b.checklist {
-        let removed: Vec<&String> = a
-            .checklist
-            .iter()
-            .filter(|c| !b.checklist.contains(c))
-            .collect();
-        let added: Vec<&String> = b
-            .checklist
-            .iter()
-            .filter(|c| !a.checklist.contains(c))
-            .collect();
-        let class = match (removed.is_empty(), added.is_empty()) {
-            (false, true) => Class::Looser,
-            (true, false) => Class::Stricter,
-            _ => Class::Changed,
-        };
-        let list = |v: &[String]| format!("{} item(s)", v.len());
-        let meaning = format!(
-            "the person confirming no longer checks {removed:?}; now also checks {added:?}"
-        );
-        out.push(Shift::new(
-            place,
-            "checklist",
-            (list(&a.checklist), list(&b.checklist)),
-            meaning,
-            class,
-        ));
-    }
+    out.extend(checklist(place, (a, b)));
     out
+}
+
+/// `keepalive_s`: a dead man added is stricter, one dropped looser, a longer one looser.
+fn keepalive(place: &str, (a, b): (&Action, &Action)) -> Option<Shift> {
+    if a.keepalive_s == b.keepalive_s {
+        return None;
+    }
+    let (meaning, class) = match (a.keepalive_s, b.keepalive_s) {
+        (None, Some(k)) => (
+            format!(
+                "stops DEADMAN unless its caller asks about it every {} s",
+                num(k)
+            ),
+            Class::Stricter,
+        ),
+        (Some(_), None) => (
+            "runs on when its caller goes silent (no dead man)".to_string(),
+            Class::Looser,
+        ),
+        (Some(x), Some(y)) => (
+            format!(
+                "stops DEADMAN after {} s without its caller, not {} s",
+                num(y),
+                num(x)
+            ),
+            Class::wider(y > x),
+        ),
+        (None, None) => unreachable!("they differ"),
+    };
+    let words = (
+        or_none(a.keepalive_s.map(num)),
+        or_none(b.keepalive_s.map(num)),
+    );
+    Some(Shift::new(place, "keepalive_s", words, meaning, class))
+}
+
+/// `checklist`: items only dropped is looser, only added stricter, both changed.
+fn checklist(place: &str, (a, b): (&Action, &Action)) -> Option<Shift> {
+    if a.checklist == b.checklist {
+        return None;
+    }
+    let removed: Vec<&String> = a
+        .checklist
+        .iter()
+        .filter(|c| !b.checklist.contains(c))
+        .collect();
+    let added: Vec<&String> = b
+        .checklist
+        .iter()
+        .filter(|c| !a.checklist.contains(c))
+        .collect();
+    let class = match (removed.is_empty(), added.is_empty()) {
+        (false, true) => Class::Looser,
+        (true, false) => Class::Stricter,
+        _ => Class::Changed,
+    };
+    let list = |v: &[String]| format!("{} item(s)", v.len());
+    let meaning =
+        format!("the person confirming no longer checks {removed:?}; now also checks {added:?}");
+    Some(Shift::new(
+        place,
+        "checklist",
+        (list(&a.checklist), list(&b.checklist)),
+        meaning,
+        class,
+    ))
 }
 
 /// A rate limit's line (actions and devices have one each): `none` → `6/min` is stricter.

@@ -58,7 +58,39 @@ fn clears(a: &Alarm) -> Expr {
     })
 }
 
+/// Every difference between two versions of one alarm.
 fn one(place: &str, a: &Alarm, b: &Alarm, cx: &Context) -> Vec<Shift> {
+    let mut out = conditions(place, a, b, cx);
+    if a.for_ms != b.for_ms {
+        let meaning = format!(
+            "raised once `when` has held {} ms on fresh values, not {} ms",
+            b.for_ms, a.for_ms
+        );
+        let words = (format!("{} ms", a.for_ms), format!("{} ms", b.for_ms));
+        out.push(Shift::new(
+            place,
+            "for_ms",
+            words,
+            meaning,
+            Class::wider(b.for_ms > a.for_ms),
+        ));
+    }
+    out.extend(blocks(place, a, b));
+    out.extend(when_offline(place, a, b));
+    if a.severity != b.severity {
+        out.push(Shift::new(
+            place,
+            "severity",
+            (a.severity.clone(), b.severity.clone()),
+            "reported with another severity",
+            Class::Changed,
+        ));
+    }
+    out
+}
+
+/// `when` and `clear_when`: the states the alarm is raised and cleared in.
+fn conditions(place: &str, a: &Alarm, b: &Alarm, cx: &Context) -> Vec<Shift> {
     let raised = Role {
         holds: "raised",
         more_is_looser: false,
@@ -84,69 +116,56 @@ fn one(place: &str, a: &Alarm, b: &Alarm, cx: &Context) -> Vec<Shift> {
         );
         out.push(shift);
     }
-    if a.for_ms != b.for_ms {
-        let meaning = format!(
-            "raised once `when` has held {} ms on fresh values, not {} ms",
-            b.for_ms, a.for_ms
-        );
-        let words = (format!("{} ms", a.for_ms), format!("{} ms", b.for_ms));
-        out.push(Shift::new(
-            place,
-            "for_ms",
-            words,
-            meaning,
-            Class::wider(b.for_ms > a.for_ms),
-        ));
-    }
+    out
+}
+
+/// `blocks`: devices only added is stricter, only dropped looser, both changed.
+fn blocks(place: &str, a: &Alarm, b: &Alarm) -> Option<Shift> {
     let added: Vec<&String> = b.blocks.iter().filter(|d| !a.blocks.contains(d)).collect();
     let gone: Vec<&String> = a.blocks.iter().filter(|d| !b.blocks.contains(d)).collect();
-    if !added.is_empty() || !gone.is_empty() {
-        let class = match (added.is_empty(), gone.is_empty()) {
-            (false, true) => Class::Stricter,
-            (true, false) => Class::Looser,
-            _ => Class::Changed,
-        };
-        let meaning =
-            format!("while raised it now also blocks {added:?} and no longer blocks {gone:?}");
-        out.push(Shift::new(
-            place,
-            "blocks",
-            (a.blocks.join(", "), b.blocks.join(", ")),
-            meaning,
-            class,
-        ));
+    if added.is_empty() && gone.is_empty() {
+        return None;
     }
-    if a.when_offline != b.when_offline {
-        let word = |w: WhenOffline| match w {
-            WhenOffline::Block => "block",
-            WhenOffline::Ignore => "ignore",
-        };
-        let meaning = match b.when_offline {
-            WhenOffline::Block => "a silent device it reads counts as the alarm (fail safe)",
-            WhenOffline::Ignore => {
-                "a silent device it reads leaves the alarm as it was: nothing known, nothing blocked"
-            }
-        };
-        let words = (
-            word(a.when_offline).to_string(),
-            word(b.when_offline).to_string(),
-        );
-        out.push(Shift::new(
-            place,
-            "when_offline",
-            words,
-            meaning,
-            Class::wider(b.when_offline == WhenOffline::Ignore),
-        ));
+    let class = match (added.is_empty(), gone.is_empty()) {
+        (false, true) => Class::Stricter,
+        (true, false) => Class::Looser,
+        _ => Class::Changed,
+    };
+    let meaning =
+        format!("while raised it now also blocks {added:?} and no longer blocks {gone:?}");
+    Some(Shift::new(
+        place,
+        "blocks",
+        (a.blocks.join(", "), b.blocks.join(", ")),
+        meaning,
+        class,
+    ))
+}
+
+/// `when_offline`: ignoring a silent device is looser than counting it as the alarm.
+fn when_offline(place: &str, a: &Alarm, b: &Alarm) -> Option<Shift> {
+    if a.when_offline == b.when_offline {
+        return None;
     }
-    if a.severity != b.severity {
-        out.push(Shift::new(
-            place,
-            "severity",
-            (a.severity.clone(), b.severity.clone()),
-            "reported with another severity",
-            Class::Changed,
-        ));
-    }
-    out
+    let word = |w: WhenOffline| match w {
+        WhenOffline::Block => "block",
+        WhenOffline::Ignore => "ignore",
+    };
+    let meaning = match b.when_offline {
+        WhenOffline::Block => "a silent device it reads counts as the alarm (fail safe)",
+        WhenOffline::Ignore => {
+            "a silent device it reads leaves the alarm as it was: nothing known, nothing blocked"
+        }
+    };
+    let words = (
+        word(a.when_offline).to_string(),
+        word(b.when_offline).to_string(),
+    );
+    Some(Shift::new(
+        place,
+        "when_offline",
+        words,
+        meaning,
+        Class::wider(b.when_offline == WhenOffline::Ignore),
+    ))
 }

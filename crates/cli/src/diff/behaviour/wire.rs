@@ -65,6 +65,21 @@ pub(super) fn driver(d: &DriverConfig) -> String {
 /// The device's own settings and signals.
 pub(super) fn device(a: &Device, b: &Device) -> Vec<Shift> {
     let place = a.id.as_str();
+    let mut out = connection(place, a, b);
+    out.extend(liveness(place, &a.liveness, &b.liveness));
+    out.extend(access(place, a, b));
+    out.extend(rate(
+        place,
+        "max_rate",
+        a.max_rate.as_ref(),
+        b.max_rate.as_ref(),
+    ));
+    out.extend(signals(place, &a.signals, &b.signals));
+    out
+}
+
+/// `driver` and `poll_ms`: which connection is read, and how often.
+fn connection(place: &str, a: &Device, b: &Device) -> Vec<Shift> {
     let mut out = Vec::new();
     let mut push = |key: &str, words: (String, String), meaning: String, class| {
         out.push(Shift::new(place, key, words, meaning, class));
@@ -86,7 +101,19 @@ pub(super) fn device(a: &Device, b: &Device) -> Vec<Shift> {
         );
         push("poll_ms", words, meaning, Class::Changed);
     }
-    let (la, lb) = (&a.liveness, &b.liveness);
+    out
+}
+
+/// `liveness.*`: when the device counts as online, so when commands to it are refused.
+fn liveness(
+    place: &str,
+    la: &closedloop_plant::Liveness,
+    lb: &closedloop_plant::Liveness,
+) -> Vec<Shift> {
+    let mut out = Vec::new();
+    let mut push = |key: &str, words: (String, String), meaning: String, class| {
+        out.push(Shift::new(place, key, words, meaning, class));
+    };
     if la.max_silence_s != lb.max_silence_s {
         let words = (
             format!("{} s", num(la.max_silence_s)),
@@ -131,35 +158,36 @@ pub(super) fn device(a: &Device, b: &Device) -> Vec<Shift> {
             Class::Changed,
         );
     }
+    out
+}
+
+/// `raw_access` and `gateways`: who may reach the device besides its actions.
+fn access(place: &str, a: &Device, b: &Device) -> Vec<Shift> {
+    let mut out = Vec::new();
     if a.raw_access != b.raw_access {
         let meaning = if b.raw_access {
             "raw register writes allowed beside its actions"
         } else {
             "raw register writes refused"
         };
-        push(
+        out.push(Shift::new(
+            place,
             "raw_access",
             (a.raw_access.to_string(), b.raw_access.to_string()),
-            meaning.into(),
+            meaning,
             Class::wider(b.raw_access),
-        );
+        ));
     }
     if a.gateways != b.gateways {
         let words = (format!("{:?}", a.gateways), format!("{:?}", b.gateways));
-        push(
+        out.push(Shift::new(
+            place,
             "gateways",
             words,
-            "served by other gateways".into(),
+            "served by other gateways",
             Class::Changed,
-        );
+        ));
     }
-    out.extend(rate(
-        place,
-        "max_rate",
-        a.max_rate.as_ref(),
-        b.max_rate.as_ref(),
-    ));
-    out.extend(signals(place, &a.signals, &b.signals));
     out
 }
 
