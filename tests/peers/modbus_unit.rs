@@ -154,71 +154,15 @@ fn answer(s: &mut State, peer: SocketAddr, unit: u8, pdu: &[u8]) -> Vec<u8> {
     let end = usize::from(address) + usize::from(arg);
     match function {
         1..=4 if arg == 0 || end > SIZE => refuse(2),
-        1 | 2 => {
-            let table = if function == 1 { &t.coils } else { &t.discrete };
-            let bits: Vec<bool> = (address..address + arg)
-                .map(|a| table.get(&a).copied().unwrap_or(false))
-                .collect();
-            let mut out = vec![function, bits.len().div_ceil(8) as u8];
-            for chunk in bits.chunks(8) {
-                let byte =
-                    (chunk.iter().enumerate()).fold(0u8, |b, (i, on)| b | (u8::from(*on) << i));
-                out.push(byte);
-            }
-            out
-        }
-        3 | 4 => {
-            if let Some(code) = (address..address + arg).find_map(|a| t.refused.get(&(function, a)))
-            {
-                return refuse(*code);
-            }
-            let table = if function == 3 { &t.holding } else { &t.input };
-            let mut out = vec![function, (arg * 2) as u8];
-            for a in address..address + arg {
-                out.extend_from_slice(&table.get(&a).copied().unwrap_or(0).to_be_bytes());
-            }
-            out
-        }
+        1 | 2 => read_bits(t, function, address, arg),
+        3 | 4 => match read_words(t, function, address, arg) {
+            Ok(out) => out,
+            Err(code) => refuse(code),
+        },
         5 | 6 if usize::from(address) >= SIZE => refuse(2),
-        5 => {
-            set_coil(t, address, arg == 0xFF00);
-            s.writes.push(Written {
-                from: peer,
-                unit,
-                function,
-                address,
-            });
-            pdu[..5].to_vec()
-        }
-        6 => {
-            t.holding.insert(address, arg);
-            s.writes.push(Written {
-                from: peer,
-                unit,
-                function,
-                address,
-            });
-            pdu[..5].to_vec()
-        }
         15 | 16 if arg == 0 || end > SIZE => refuse(2),
-        15 => {
-            for i in 0..arg {
-                let byte = pdu.get(6 + usize::from(i / 8)).copied().unwrap_or(0);
-                set_coil(t, address + i, byte & (1 << (i % 8)) != 0);
-            }
-            s.writes.push(Written {
-                from: peer,
-                unit,
-                function,
-                address,
-            });
-            pdu[..5].to_vec()
-        }
-        16 => {
-            for i in 0..arg {
-                let v = word(pdu, 6 + 2 * usize::from(i)).unwrap_or(0);
-                t.holding.insert(address + i, v);
-            }
+        5 | 6 | 15 | 16 => {
+            apply_write(t, function, address, arg, pdu);
             s.writes.push(Written {
                 from: peer,
                 unit,
@@ -228,6 +172,57 @@ fn answer(s: &mut State, peer: SocketAddr, unit: u8, pdu: &[u8]) -> Vec<u8> {
             pdu[..5].to_vec()
         }
         _ => refuse(1),
+    }
+}
+
+/// Function 1 (coils) or 2 (discrete inputs): `count` bits from `address`, packed.
+fn read_bits(t: &Tables, function: u8, address: u16, count: u16) -> Vec<u8> {
+    let table = if function == 1 { &t.coils } else { &t.discrete };
+    let bits: Vec<bool> = (address..address + count)
+        .map(|a| table.get(&a).copied().unwrap_or(false))
+        .collect();
+    let mut out = vec![function, bits.len().div_ceil(8) as u8];
+    for chunk in bits.chunks(8) {
+        let byte = (chunk.iter().enumerate()).fold(0u8, |b, (i, on)| b | (u8::from(*on) << i));
+        out.push(byte);
+    }
+    out
+}
+
+/// Function 3 (holding) or 4 (input): `count` registers from `address`, or the exception a
+/// refused one among them answers.
+fn read_words(t: &Tables, function: u8, address: u16, count: u16) -> Result<Vec<u8>, u8> {
+    if let Some(code) = (address..address + count).find_map(|a| t.refused.get(&(function, a))) {
+        return Err(*code);
+    }
+    let table = if function == 3 { &t.holding } else { &t.input };
+    let mut out = vec![function, (count * 2) as u8];
+    for a in address..address + count {
+        out.extend_from_slice(&table.get(&a).copied().unwrap_or(0).to_be_bytes());
+    }
+    Ok(out)
+}
+
+/// Function 5, 6, 15 or 16 (its range checked): the write applied to the tables. `arg` is the
+/// value (5, 6) or the count (15, 16).
+fn apply_write(t: &mut Tables, function: u8, address: u16, arg: u16, pdu: &[u8]) {
+    match function {
+        5 => set_coil(t, address, arg == 0xFF00),
+        6 => {
+            t.holding.insert(address, arg);
+        }
+        15 => {
+            for i in 0..arg {
+                let byte = pdu.get(6 + usize::from(i / 8)).copied().unwrap_or(0);
+                set_coil(t, address + i, byte & (1 << (i % 8)) != 0);
+            }
+        }
+        _ => {
+            for i in 0..arg {
+                let v = word(pdu, 6 + 2 * usize::from(i)).unwrap_or(0);
+                t.holding.insert(address + i, v);
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{act, call, connect, sc};
+use common::{act, call, connect, run, sc};
 use serde_json::json;
 use std::path::Path;
 
@@ -30,16 +30,6 @@ done_when = "contact == params.on"
 expect_s = 0.02
 idempotent = true
 "#;
-
-/// `closedloop ARGS... DIR/plant.toml MORE...`: (exit code, stdout, stderr).
-fn run(args: &[&str], plant: &Path, more: &[&str]) -> (Option<i32>, String, String) {
-    let out = common::closedloop()
-        .args(args)
-        .arg(plant)
-        .args(more)
-        .output();
-    common::said(&out.unwrap())
-}
 
 /// Serves the plant over stdio and runs a command, a raw write and a refused call through it.
 async fn journal_three_calls(dir: &Path) {

@@ -52,9 +52,32 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
     liveness(&c, "lamp", "online").await;
     liveness(&c, "slide", "online").await;
 
-    let on = json!({"on": true, "wait_s": 3});
-    let off = json!({"on": false, "wait_s": 3});
-    let (status, _, r) = act(&c, "lamp_switch", on.clone()).await;
+    the_lamp_completes_and_the_bridge_tools_read_it(&c).await;
+    each_relay_fault_never_completes(&c, &control).await;
+    a_node_without_power_is_offline_until_it_returns(&c, &control).await;
+    the_slide_moves_and_a_stall_latches_its_fault(&c, &control).await;
+    a_node_dying_mid_move_is_offline(&c, &control).await;
+    a_reboot_after_the_command_is_offline(&c, &control).await;
+
+    // Faults with no CAN meaning are refused by the control endpoint, by name.
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["sim", "fault", "--control", &control, "lamp", "nak"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nak"));
+    c.cancel().await.unwrap();
+}
+
+/// The lamp's switch, its `on` argument (`on`), waited on for 3 s.
+fn switch(on: bool) -> serde_json::Value {
+    json!({"on": on, "wait_s": 3})
+}
+
+/// The lamp completes on its CAN contact; the bridge tools list every DBC signal with its age
+/// and decode a frame.
+async fn the_lamp_completes_and_the_bridge_tools_read_it(c: &Client) {
+    let (status, _, r) = act(c, "lamp_switch", switch(true)).await;
     assert_eq!(status, "completed", "{r}");
     assert_eq!(r["verified"], json!(true));
     assert_eq!(r["evidence"]["contact"]["value"], json!(true));
@@ -65,7 +88,7 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
 
     // The bridge tools: every DBC signal with its age, and a frame decoded.
     let s = call(
-        &c,
+        c,
         "can_signals",
         json!({"device": "lamp", "names": ["Contact"]}),
     )
@@ -77,14 +100,16 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
     );
     assert!(contact["age_s"].as_f64().unwrap() < 1.0, "{contact}");
     let d = call(
-        &c,
+        c,
         "can_decode",
         json!({"device": "lamp", "id": 257, "data_hex": "02"}),
     )
     .await;
     assert_eq!(sc(&d)["message"], "LampStatus");
+}
 
-    // Each relay fault, at run time: the right code, never `completed`.
+/// Each relay fault, at run time: the right code, never `completed`.
+async fn each_relay_fault_never_completes(c: &Client, control: &str) {
     let cases: [(&[&str], &[&str]); 4] = [
         (&["brownout"], &["FEEDBACK_MISMATCH"]),
         (&["swapped_contacts"], &["FEEDBACK_MISMATCH", "TIMEOUT"]),
@@ -95,42 +120,51 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
         (&["drop_rate", "p=1.0"], &["FEEDBACK_MISMATCH"]),
     ];
     for (fault, codes) in cases {
-        let (status, _, r) = act(&c, "lamp_switch", off.clone()).await;
+        let (status, _, r) = act(c, "lamp_switch", switch(false)).await;
         assert_eq!(status, "completed", "{r}");
         let mut words = vec!["fault", "lamp"];
         words.extend_from_slice(fault);
-        sim_ctl(&control, &words);
-        let (status, code, r) = act(&c, "lamp_switch", on.clone()).await;
+        sim_ctl(control, &words);
+        let (status, code, r) = act(c, "lamp_switch", switch(true)).await;
         assert_ne!(status, "completed", "{fault:?}: {r}");
         assert!(codes.contains(&code.as_str()), "{fault:?}: {code} {r}");
-        sim_ctl(&control, &["clear", "lamp"]);
+        sim_ctl(control, &["clear", "lamp"]);
         tokio::time::sleep(Duration::from_millis(1100)).await;
     }
+}
 
-    // A node that loses power goes silent: offline, refused; back when power returns.
-    sim_ctl(&control, &["fault", "lamp", "power_off"]);
-    liveness(&c, "lamp", "offline").await;
-    let (status, code, r) = act(&c, "lamp_switch", on.clone()).await;
+/// A node that loses power goes silent: offline, refused; back when power returns.
+async fn a_node_without_power_is_offline_until_it_returns(c: &Client, control: &str) {
+    sim_ctl(control, &["fault", "lamp", "power_off"]);
+    liveness(c, "lamp", "offline").await;
+    let (status, code, r) = act(c, "lamp_switch", switch(true)).await;
     assert_eq!(
         (status.as_str(), code.as_str()),
         ("rejected", "DEVICE_OFFLINE"),
         "{r}"
     );
-    sim_ctl(&control, &["clear", "lamp"]);
-    liveness(&c, "lamp", "online").await;
-    let (status, _, r) = act(&c, "lamp_switch", on.clone()).await;
+    sim_ctl(control, &["clear", "lamp"]);
+    liveness(c, "lamp", "online").await;
+    let (status, _, r) = act(c, "lamp_switch", switch(true)).await;
     assert_eq!(status, "completed", "{r}");
+}
 
-    // The slide moves, with evidence from the big-endian position.
-    let mv = |t: f64| json!({"target_mm": t, "wait_s": 5});
-    let (status, _, r) = act(&c, "slide_move_to", mv(150.0)).await;
+/// A move to the slide's target `t`, waited on for 5 s.
+fn move_to(t: f64) -> serde_json::Value {
+    json!({"target_mm": t, "wait_s": 5})
+}
+
+/// The slide moves, with evidence from the big-endian position; a stall on the way back
+/// latches the drive's fault until the node is power-cycled.
+async fn the_slide_moves_and_a_stall_latches_its_fault(c: &Client, control: &str) {
+    let (status, _, r) = act(c, "slide_move_to", move_to(150.0)).await;
     assert_eq!(status, "completed", "{r}");
     let pos = r["evidence"]["position_mm"]["value"].as_f64().unwrap();
     assert!((pos - 150.0).abs() <= 0.2, "{pos}");
 
     // A stall on the way back: MOTOR_STALL near the obstruction, and the stop is sent.
-    sim_ctl(&control, &["fault", "slide", "stall", "at_mm=100"]);
-    let (status, code, r) = act(&c, "slide_move_to", mv(20.0)).await;
+    sim_ctl(control, &["fault", "slide", "stall", "at_mm=100"]);
+    let (status, code, r) = act(c, "slide_move_to", move_to(20.0)).await;
     assert_eq!(
         (status.as_str(), code.as_str()),
         ("failed", "MOTOR_STALL"),
@@ -138,13 +172,13 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
     );
     let pos = r["evidence"]["position_mm"]["value"].as_f64().unwrap();
     assert!((pos - 100.0).abs() <= 0.5, "{pos}");
-    sim_ctl(&control, &["clear", "slide"]);
+    sim_ctl(control, &["clear", "slide"]);
     // The stop written after the stall holds the slide until a fresh frame shows it stopped
     // (the safe state); let that frame come before the node is cut off below, or the hold would
     // wait out its bound and the next command would expire in the queue.
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The drive's fault is latched: a move is refused before anything is sent, naming it.
-    let (status, code, r) = act(&c, "slide_move_to", mv(280.0)).await;
+    let (status, code, r) = act(c, "slide_move_to", move_to(280.0)).await;
     assert_eq!(
         (status.as_str(), code.as_str()),
         ("rejected", "INTERLOCK"),
@@ -152,20 +186,17 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
     );
     assert!(r["detail"].as_str().unwrap().contains("MOTOR_STALL"), "{r}");
     // Power-cycling the node resets its drive.
-    sim_ctl(&control, &["fault", "slide", "power_off"]);
-    liveness(&c, "slide", "offline").await;
-    sim_ctl(&control, &["clear", "slide"]);
-    liveness(&c, "slide", "online").await;
+    sim_ctl(control, &["fault", "slide", "power_off"]);
+    liveness(c, "slide", "offline").await;
+    sim_ctl(control, &["clear", "slide"]);
+    liveness(c, "slide", "online").await;
+}
 
-    // The slide's node dies mid-move: DEVICE_OFFLINE, never `completed`.
-    let r = call(
-        &c,
-        "slide_move_to",
-        json!({"target_mm": 280.0, "wait_s": 0}),
-    )
-    .await;
-    sim_ctl(&control, &["fault", "slide", "power_off"]);
-    let r = settle(&c, r).await;
+/// The slide's node dies mid-move: DEVICE_OFFLINE, never `completed`.
+async fn a_node_dying_mid_move_is_offline(c: &Client, control: &str) {
+    let r = call(c, "slide_move_to", json!({"target_mm": 280.0, "wait_s": 0})).await;
+    sim_ctl(control, &["fault", "slide", "power_off"]);
+    let r = settle(c, r).await;
     assert_ne!(sc(&r)["status"], "completed", "{:?}", r.structured_content);
     assert_eq!(
         outcome(&r).1,
@@ -173,29 +204,22 @@ async fn fault_matrix_over_can_never_completes_under_a_fault() {
         "{:?}",
         r.structured_content
     );
-    sim_ctl(&control, &["clear", "slide"]);
+    sim_ctl(control, &["clear", "slide"]);
+}
 
-    // A reboot right after the command arrives: the output comes back off.
-    let (status, _, r) = act(&c, "lamp_switch", off.clone()).await;
+/// A reboot right after the command arrives: the output comes back off.
+async fn a_reboot_after_the_command_is_offline(c: &Client, control: &str) {
+    let (status, _, r) = act(c, "lamp_switch", switch(false)).await;
     assert_eq!(status, "completed", "{r}");
     sim_ctl(
-        &control,
+        control,
         &["fault", "lamp", "reboot", "down_ms=1000", "after_ms=0"],
     );
-    let (status, code, r) = act(&c, "lamp_switch", on.clone()).await;
+    let (status, code, r) = act(c, "lamp_switch", switch(true)).await;
     // Silent for 1 s from the frame on: no fresh state frame before the deadline.
     assert_eq!(
         (status.as_str(), code.as_str()),
         ("failed", "DEVICE_OFFLINE"),
         "{r}"
     );
-
-    // Faults with no CAN meaning are refused by the control endpoint, by name.
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .args(["sim", "fault", "--control", &control, "lamp", "nak"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nak"));
-    c.cancel().await.unwrap();
 }

@@ -2,8 +2,9 @@
 //! the exit code a plant repository's CI reads (1 on anything breaking, 0 otherwise), and a
 //! file that does not load named as old or new.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
+
+use common::run_in;
 
 const OLD: &str = r#"
 [server]
@@ -61,23 +62,9 @@ fn diff_with(old: &str, new: &str, args: &[&str]) -> (Option<i32>, String, Strin
     for (name, text) in [("old.toml", old), ("new.toml", new)] {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
-    let mut all = vec!["old.toml", "new.toml"];
+    let mut all = vec!["diff", "old.toml", "new.toml"];
     all.extend(args);
     run_in(dir.path(), &all)
-}
-
-fn run_in(dir: &Path, files: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .current_dir(dir)
-        .arg("diff")
-        .args(files)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// OLD with the lamp's action followed by PULSE.
@@ -212,7 +199,7 @@ fn a_plant_that_does_not_load_is_named_as_old_or_new() {
     );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("new.toml"), OLD).unwrap();
-    let (code, _, err) = run_in(dir.path(), &["missing.toml", "new.toml"]);
+    let (code, _, err) = run_in(dir.path(), &["diff", "missing.toml", "new.toml"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.starts_with("error: the old plant file missing.toml does not load:\nmissing.toml: cannot read the plant file"),

@@ -125,80 +125,9 @@ async fn guessing_from_one_address_is_slowed_and_a_token_from_another_is_not() {
     // The operator works behind the same address (a shared proxy) and has signed in before.
     let before = client::mcp(&gw, guesser, OPERATOR, "list_devices", "{}").await;
     assert_eq!(before.status, 200, "{}", before.head);
-    let mut statuses: Vec<u16> = Vec::new();
-    let mut retry_after = Vec::new();
-    for i in 0..400 {
-        let r = match i % 2 {
-            0 => {
-                request(
-                    &gw,
-                    guesser,
-                    "POST",
-                    "/signin",
-                    &[("Content-Type", "application/x-www-form-urlencoded")],
-                    &format!("token=guess-{i}"),
-                )
-                .await
-            }
-            _ => client::mcp(&gw, guesser, &format!("guess-{i}"), "list_devices", "{}").await,
-        };
-        statuses.push(r.status);
-        if r.status == 429 {
-            retry_after.push(
-                r.header("retry-after")
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0),
-            );
-        }
-    }
-    // Five wrong tokens, then held back; never more than five in a row get looked at, and
-    // each hold is at least as long as the one before.
-    assert_eq!(
-        &statuses[..6],
-        &[401, 401, 401, 401, 401, 429],
-        "{statuses:?}"
-    );
-    let looked_at: Vec<usize> = (statuses.split(|s| *s == 429)).map(<[u16]>::len).collect();
-    assert!(looked_at.iter().all(|n| *n <= 5), "{statuses:?}");
-    let held = statuses.iter().filter(|s| **s == 429).count();
-    assert!(held >= 380, "only {held} of 400 held back: {statuses:?}");
-    assert_eq!(retry_after.first(), Some(&1), "{retry_after:?}");
-    // A correct token is served at once from another address, and from the guesser's own when
-    // it authenticated there before (the operator behind the attacker's proxy); a token never
-    // seen there meets the hold like a guess (a guesser learns nothing faster); none lifts it.
-    let ok = call_as(&gw, OPERATOR_AT, OPERATOR, "list_devices", "{}").await;
-    assert!(ok["devices"].is_array(), "{ok}");
-    let served = client::mcp(&gw, guesser, OPERATOR, "list_devices", "{}").await;
-    assert_eq!(served.status, 200, "{}", served.head);
-    let unseen = client::mcp(&gw, guesser, VIEWER, "list_devices", "{}").await;
-    assert_eq!(unseen.status, 429, "{}", unseen.head);
-    let signed_in = request(
-        &gw,
-        guesser,
-        "POST",
-        "/signin",
-        &[("Content-Type", "application/x-www-form-urlencoded")],
-        &format!("token={OPERATOR}"),
-    )
-    .await;
-    assert_eq!(signed_in.status, 303, "{}", signed_in.head);
-    let waits = client::mcp(&gw, guesser, "guess-after", "list_devices", "{}").await;
-    assert_eq!(waits.status, 429, "{}", waits.head);
-    let left: u64 = waits
-        .header("retry-after")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    // After the hold, five more wrong guesses: held back longer than the first time.
-    tokio::time::sleep(Duration::from_millis(left * 1000 + 100)).await;
-    for i in 0..5 {
-        client::mcp(&gw, guesser, &format!("again-{i}"), "list_devices", "{}").await;
-    }
-    let again = client::mcp(&gw, guesser, "again", "list_devices", "{}").await;
-    let longer: u64 = again
-        .header("retry-after")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    assert!(again.status == 429 && longer >= 2, "{}", again.head);
+    four_hundred_guesses_are_held_back(&gw, guesser).await;
+    a_known_token_is_served_and_an_unseen_one_held(&gw, guesser).await;
+    the_next_hold_is_longer(&gw, guesser).await;
     let metrics = request(
         &gw,
         OPERATOR_AT,
@@ -215,4 +144,88 @@ async fn guessing_from_one_address_is_slowed_and_a_token_from_another_is_not() {
     });
     assert!(held_back.is_some_and(|n| n >= 395.0), "{}", metrics.body);
     cancelled(&gw, &id, 300.0, "400 wrong tokens from one address").await;
+}
+
+/// 400 wrong tokens from `guesser`, sign-ins and bearer tokens in turn: five wrong tokens, then
+/// held back; never more than five in a row get looked at, and each hold is at least as long as
+/// the one before.
+async fn four_hundred_guesses_are_held_back(gw: &Gateway, guesser: [u8; 4]) {
+    let mut statuses: Vec<u16> = Vec::new();
+    let mut retry_after = Vec::new();
+    for i in 0..400 {
+        let r = match i % 2 {
+            0 => {
+                request(
+                    gw,
+                    guesser,
+                    "POST",
+                    "/signin",
+                    &[("Content-Type", "application/x-www-form-urlencoded")],
+                    &format!("token=guess-{i}"),
+                )
+                .await
+            }
+            _ => client::mcp(gw, guesser, &format!("guess-{i}"), "list_devices", "{}").await,
+        };
+        statuses.push(r.status);
+        if r.status == 429 {
+            retry_after.push(
+                r.header("retry-after")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0),
+            );
+        }
+    }
+    assert_eq!(
+        &statuses[..6],
+        &[401, 401, 401, 401, 401, 429],
+        "{statuses:?}"
+    );
+    let looked_at: Vec<usize> = (statuses.split(|s| *s == 429)).map(<[u16]>::len).collect();
+    assert!(looked_at.iter().all(|n| *n <= 5), "{statuses:?}");
+    let held = statuses.iter().filter(|s| **s == 429).count();
+    assert!(held >= 380, "only {held} of 400 held back: {statuses:?}");
+    assert_eq!(retry_after.first(), Some(&1), "{retry_after:?}");
+}
+
+/// A correct token is served at once from another address, and from the guesser's own when
+/// it authenticated there before (the operator behind the attacker's proxy); a token never
+/// seen there meets the hold like a guess (a guesser learns nothing faster); none lifts it.
+async fn a_known_token_is_served_and_an_unseen_one_held(gw: &Gateway, guesser: [u8; 4]) {
+    let ok = call_as(gw, OPERATOR_AT, OPERATOR, "list_devices", "{}").await;
+    assert!(ok["devices"].is_array(), "{ok}");
+    let served = client::mcp(gw, guesser, OPERATOR, "list_devices", "{}").await;
+    assert_eq!(served.status, 200, "{}", served.head);
+    let unseen = client::mcp(gw, guesser, VIEWER, "list_devices", "{}").await;
+    assert_eq!(unseen.status, 429, "{}", unseen.head);
+    let signed_in = request(
+        gw,
+        guesser,
+        "POST",
+        "/signin",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        &format!("token={OPERATOR}"),
+    )
+    .await;
+    assert_eq!(signed_in.status, 303, "{}", signed_in.head);
+}
+
+/// After the hold, five more wrong guesses: held back longer than the first time.
+async fn the_next_hold_is_longer(gw: &Gateway, guesser: [u8; 4]) {
+    let waits = client::mcp(gw, guesser, "guess-after", "list_devices", "{}").await;
+    assert_eq!(waits.status, 429, "{}", waits.head);
+    let left: u64 = waits
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    tokio::time::sleep(Duration::from_millis(left * 1000 + 100)).await;
+    for i in 0..5 {
+        client::mcp(gw, guesser, &format!("again-{i}"), "list_devices", "{}").await;
+    }
+    let again = client::mcp(gw, guesser, "again", "list_devices", "{}").await;
+    let longer: u64 = again
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(again.status == 429 && longer >= 2, "{}", again.head);
 }

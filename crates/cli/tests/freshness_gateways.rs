@@ -106,7 +106,17 @@ async fn a_value_read_by_the_owner_is_shown_as_old_and_as_unreadable_at_every_ga
     let at_a = probe_at(&a_at, |_| true).await;
     let at_b = probe_at(&b_at, |s| s["read_by"] == "a").await;
     let elapsed = broke.elapsed().as_millis() as i64;
-    for (gw, s) in [("a", &at_a), ("b", &at_b)] {
+    each_shows_the_last_value_unreadable_and_as_old(&at_a, &at_b, elapsed);
+    both_list_it_unreadable_read_at_one_time(&a_at, &b_at, &at_a, &at_b).await;
+    b_s_metrics_agree_and_follow_the_owner_freezing(&a, &b_at).await;
+    common::gateways::signal(&a, "-CONT");
+    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
+}
+
+/// At a and at b (`at_a`, `at_b`): the temperature 45 °C read before the register broke,
+/// `elapsed` ms ago, unreadable since one time with the exception; the door readable.
+fn each_shows_the_last_value_unreadable_and_as_old(at_a: &Value, at_b: &Value, elapsed: i64) {
+    for (gw, s) in [("a", at_a), ("b", at_b)] {
         let temp = &s["signals"]["temp_c"];
         assert_eq!(temp["value"], 45.0, "{gw}: {s}");
         assert_eq!(temp["unreadable"], true, "{gw}: {s}");
@@ -130,7 +140,17 @@ async fn a_value_read_by_the_owner_is_shown_as_old_and_as_unreadable_at_every_ga
         at_a["unreadable"]["temp_c"]["since"],
         at_b["unreadable"]["temp_c"]["since"]
     );
-    for at in [&a_at, &b_at] {
+}
+
+/// Both gateways list the temperature unreadable; both show it read at one time, b's age no
+/// younger than a's; a value read fresh is no younger at b than the owner's round allows.
+async fn both_list_it_unreadable_read_at_one_time(
+    a_at: &str,
+    b_at: &str,
+    at_a: &Value,
+    at_b: &Value,
+) {
+    for at in [a_at, b_at] {
         let listed = call(at, "list_devices", "{}").await;
         let probe = &listed["devices"][0];
         assert_eq!(
@@ -154,21 +174,26 @@ async fn a_value_read_by_the_owner_is_shown_as_old_and_as_unreadable_at_every_ga
     // A value read fresh is shown no younger at b than the owner's round allows.
     let door_b = at_b["signals"]["door"]["age_ms"].as_i64().unwrap();
     assert!((20..=1000).contains(&door_b), "{at_b}");
-    // b's /metrics agrees with b's own device state: the owner's liveness and unreadable list
-    // (it once said device_up 0, unreadable 0 beside an online state with one unreadable).
+}
+
+/// b's /metrics agrees with b's own device state: the owner's liveness and unreadable list
+/// (it once said device_up 0, unreadable 0 beside an online state with one unreadable). Then
+/// the owner `a` freezes (left stopped): within its window and a round, b no longer shows the
+/// probe online.
+async fn b_s_metrics_agree_and_follow_the_owner_freezing(a: &std::process::Child, b_at: &str) {
     let metric = |series: &'static str| {
-        let b_at = b_at.clone();
+        let b_at = b_at.to_string();
         async move { common::gateways::metric(&b_at, series).await }
     };
     let up = metric(r#"closedloop_device_up{device="probe"}"#).await;
     let unreadable = metric(r#"closedloop_device_unreadable_signals{device="probe"}"#).await;
-    let state = probe_at(&b_at, |s| s["read_by"] == "a").await;
+    let state = probe_at(b_at, |s| s["read_by"] == "a").await;
     assert_eq!(state["liveness"], "online", "{state}");
     assert_eq!((up, unreadable), (Some(1.0), Some(1.0)), "{state}");
     // The owner freezes: within its window and a round, b no longer shows the probe online.
-    common::gateways::signal(&a, "-STOP");
+    common::gateways::signal(a, "-STOP");
     let frozen = Instant::now();
-    let gone = probe_at(&b_at, |s| s["liveness"] != "online").await;
+    let gone = probe_at(b_at, |s| s["liveness"] != "online").await;
     println!(
         "b showed the probe {} {} ms after its owner froze (window 500 ms)",
         gone["liveness"],
@@ -176,8 +201,6 @@ async fn a_value_read_by_the_owner_is_shown_as_old_and_as_unreadable_at_every_ga
     );
     let down = metric(r#"closedloop_device_up{device="probe"}"#).await;
     assert_eq!(down, Some(0.0), "/metrics agrees: {gone}");
-    common::gateways::signal(&a, "-CONT");
-    common::gateways::wind_up(db, &mut [&mut a, &mut b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,12 +28,48 @@ async fn retained_discovery_configs_become_a_plant_printed_or_written() {
     )
     .await
     .unwrap();
-    let url = broker.url.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        init(&["--mqtt", &url, "--listen", "500ms", "--dry-run"])
+    printed_the_relay_is_mapped_and_the_broken_config_skipped(&broker.url).await;
+
+    // Written, it passes `check` and `lint`: its descriptions are worded for a model.
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("fresh.toml");
+    let wrote = written_it_passes_check_and_lint(&broker.url, &fresh).await;
+    let written = std::fs::read_to_string(&fresh).unwrap();
+    init_and_check_agree_on_the_deadline(&fresh, &written, &wrote);
+    // Without the promise, check warns — and so would init: the same pass.
+    let silent = dir.path().join("silent.toml");
+    std::fs::write(
+        &silent,
+        written.replace(", reports_after_command = true", ""),
+    )
+    .unwrap();
+    let checked = closedloop().arg("check").arg(&silent).output().unwrap();
+    assert!(checked.status.success());
+    assert!(
+        stderr(&checked).contains("shorter than desk_board's max_silence_s"),
+        "{}",
+        stderr(&checked)
+    );
+
+    an_existing_file_is_never_overwritten(&broker.url, &dir.path().join("plant.toml")).await;
+}
+
+/// `init --mqtt URL ARGS…` on a blocking thread, finished.
+async fn init_mqtt(url: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--mqtt".to_string(), url.to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    tokio::task::spawn_blocking(move || {
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        init(&all)
     })
     .await
-    .unwrap();
+    .unwrap()
+}
+
+/// `--dry-run` prints the plant: the relay as a device, a signal and an action; the config that
+/// is not JSON skipped, saying why.
+async fn printed_the_relay_is_mapped_and_the_broken_config_skipped(url: &str) {
+    let out = init_mqtt(url, &["--listen", "500ms", "--dry-run"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout.clone()).unwrap();
     assert!(text.contains("id = \"desk_board\""), "{text}");
@@ -51,26 +87,33 @@ async fn retained_discovery_configs_become_a_plant_printed_or_written() {
         err.contains("  skipped: homeassistant/switch/desk/broken/config: the payload is not JSON"),
         "{err}"
     );
+}
 
-    // Written, it passes `check` and `lint`: its descriptions are worded for a model.
-    let dir = tempfile::tempdir().unwrap();
-    let fresh = dir.path().join("fresh.toml");
-    let (url, to) = (broker.url.clone(), fresh.display().to_string());
-    let wrote = tokio::task::spawn_blocking(move || {
-        init(&["--mqtt", &url, "--listen", "300ms", "--out", &to])
-    })
-    .await
-    .unwrap();
+/// `--out fresh` writes the plant, which passes `check` and `lint` without a warning: what init
+/// said.
+async fn written_it_passes_check_and_lint(
+    url: &str,
+    fresh: &std::path::Path,
+) -> std::process::Output {
+    let to = fresh.display().to_string();
+    let wrote = init_mqtt(url, &["--listen", "300ms", "--out", &to]).await;
     assert!(wrote.status.success(), "{}", stderr(&wrote));
     for tool in ["check", "lint"] {
-        let o = closedloop().arg(tool).arg(&fresh).output().unwrap();
+        let o = closedloop().arg(tool).arg(fresh).output().unwrap();
         assert!(o.status.success(), "{tool}: {}", stderr(&o));
     }
-    let lint = closedloop().arg("lint").arg(&fresh).output().unwrap();
+    let lint = closedloop().arg("lint").arg(fresh).output().unwrap();
     assert!(String::from_utf8_lossy(&lint.stdout).ends_with(": 0 warnings\n"));
-    // Its header and `check` agree: the board reports after every command, the file says so,
-    // and neither init nor check warns about its deadline (issue 56).
-    let written = std::fs::read_to_string(&fresh).unwrap();
+    wrote
+}
+
+/// Its header and `check` agree: the board reports after every command, the file says so,
+/// and neither init nor check warns about its deadline (issue 56).
+fn init_and_check_agree_on_the_deadline(
+    fresh: &std::path::Path,
+    written: &str,
+    wrote: &std::process::Output,
+) {
     assert!(
         written.contains("reports_after_command = true"),
         "{written}"
@@ -82,10 +125,10 @@ async fn retained_discovery_configs_become_a_plant_printed_or_written() {
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
-    let checked = closedloop().arg("check").arg(&fresh).output().unwrap();
+    let checked = closedloop().arg("check").arg(fresh).output().unwrap();
     assert_eq!(
         warned(&stderr(&checked)),
-        warned(&stderr(&wrote)),
+        warned(&stderr(wrote)),
         "init and check differ"
     );
     assert!(
@@ -93,37 +136,21 @@ async fn retained_discovery_configs_become_a_plant_printed_or_written() {
         "{}",
         stderr(&checked)
     );
-    // Without the promise, check warns — and so would init: the same pass.
-    let silent = dir.path().join("silent.toml");
-    std::fs::write(
-        &silent,
-        written.replace(", reports_after_command = true", ""),
-    )
-    .unwrap();
-    let checked = closedloop().arg("check").arg(&silent).output().unwrap();
-    assert!(checked.status.success());
-    assert!(
-        stderr(&checked).contains("shorter than desk_board's max_silence_s"),
-        "{}",
-        stderr(&checked)
-    );
+}
 
-    let plant = dir.path().join("plant.toml");
-    std::fs::write(&plant, "# mine\n").unwrap();
-    let (url, to) = (broker.url.clone(), plant.display().to_string());
-    let refused = tokio::task::spawn_blocking(move || {
-        init(&["--mqtt", &url, "--listen", "300ms", "--out", &to])
-    })
-    .await
-    .unwrap();
+/// `--out` onto an existing file is refused, and the file kept as it was.
+async fn an_existing_file_is_never_overwritten(url: &str, plant: &std::path::Path) {
+    std::fs::write(plant, "# mine\n").unwrap();
+    let to = plant.display().to_string();
+    let refused = init_mqtt(url, &["--listen", "300ms", "--out", &to]).await;
     assert_eq!(refused.status.code(), Some(1));
     assert!(stderr(&refused).contains("exists; pass --force to overwrite it"));
     assert_eq!(
-        std::fs::read_to_string(&plant).unwrap(),
+        std::fs::read_to_string(plant).unwrap(),
         "# mine\n",
         "nothing lost"
     );
-    let checked = closedloop().arg("check").arg(&plant).output().unwrap();
+    let checked = closedloop().arg("check").arg(plant).output().unwrap();
     assert!(!checked.status.success(), "the placeholder is no plant");
 }
 

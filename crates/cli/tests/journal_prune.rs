@@ -2,7 +2,10 @@
 //! timelines; unfinished ones and recent ones stay; a missing or bad retention is refused with
 //! what to give; what prune leaves still passes `closedloop journal verify`.
 
+mod common;
+
 use closedloop_journal::{CommandRow, EventRow, Journal};
+use common::run;
 use serde_json::json;
 use std::process::Command;
 
@@ -43,20 +46,6 @@ fn row(id: &str, status: &str, updated_at_ms: i64) -> CommandRow {
     }
 }
 
-fn prune(plant: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .args(["journal", "prune"])
-        .arg(plant)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[tokio::test]
 async fn prune_deletes_finished_commands_past_retention_and_keeps_the_rest() {
     let dir = tempfile::tempdir().unwrap();
@@ -91,7 +80,7 @@ async fn prune_deletes_finished_commands_past_retention_and_keeps_the_rest() {
         .unwrap();
     j.close().await;
 
-    let (code, out, err) = prune(&plant, &["--older-than", "1d"]);
+    let (code, out, err) = run(&["journal", "prune"], &plant, &["--older-than", "1d"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert_eq!(out.trim(), "pruned 1 finished command(s) older than 24 h");
 
@@ -128,13 +117,13 @@ fn prune_without_a_retention_or_with_a_bad_one_says_what_to_give() {
     let dir = tempfile::tempdir().unwrap();
     let plant = dir.path().join("prune.toml");
     std::fs::write(&plant, PLANT).unwrap();
-    let (code, _, err) = prune(&plant, &[]);
+    let (code, _, err) = run(&["journal", "prune"], &plant, &[]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("no [server] retain and no --older-than") && err.contains("--older-than 30d"),
         "{err}"
     );
-    let (code, _, err) = prune(&plant, &["--older-than", "5"]);
+    let (code, _, err) = run(&["journal", "prune"], &plant, &["--older-than", "5"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("--older-than: retain = \"5\" is not a retention"),

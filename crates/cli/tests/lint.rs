@@ -2,18 +2,10 @@
 //! problems, the exit codes of plain, `--strict` and `--examples` runs, a missing file, and
 //! every bundled plant passing `lint --strict --examples`.
 
+mod common;
+
+use common::{closedloop, repo, run_in};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn closedloop() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_closedloop"))
-}
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
-}
 
 /// A lamp with jargon, a short description and a name without a verb, whose second example
 /// the slide wins; a slide whose target has no unit and no max.
@@ -56,13 +48,11 @@ const WARNINGS: &[&str] = &[
     "warning: bad.toml: device \"slide\", key action.move_to.params.target_mm: target_mm is a motion target without max: a model sends any number the schema allows, and the axis goes there or crashes trying; add min and max (the travel limits)",
 ];
 
-/// Runs `closedloop ARGS` in `dir`: (exit code, stdout lines, stderr).
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<String>, String) {
-    let out = closedloop().current_dir(dir).args(args).output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines = stdout.lines().map(str::to_string).collect();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out.status.code(), lines, stderr)
+/// [`run_in`]: `closedloop ARGS` in `dir`, with stdout as lines: (exit code, stdout lines,
+/// stderr).
+fn run_lines(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<String>, String) {
+    let (code, stdout, stderr) = run_in(dir, args);
+    (code, stdout.lines().map(str::to_string).collect(), stderr)
 }
 
 fn bad_dir() -> tempfile::TempDir {
@@ -74,13 +64,13 @@ fn bad_dir() -> tempfile::TempDir {
 #[test]
 fn warnings_name_file_device_and_key_and_fail_only_with_strict() {
     let dir = bad_dir();
-    let (code, lines, err) = run(dir.path(), &["lint", "bad.toml"]);
+    let (code, lines, err) = run_lines(dir.path(), &["lint", "bad.toml"]);
     assert_eq!(code, Some(0), "{err}");
     let mut want: Vec<String> = WARNINGS.iter().map(|s| s.to_string()).collect();
     want.push("bad.toml: 5 warnings".into());
     assert_eq!(lines, want);
 
-    let (code, lines, _) = run(dir.path(), &["lint", "bad.toml", "--strict"]);
+    let (code, lines, _) = run_lines(dir.path(), &["lint", "bad.toml", "--strict"]);
     assert_eq!(code, Some(1));
     assert_eq!(lines[..5], want[..5]);
     assert_eq!(lines[5], "bad.toml: 5 warnings — FAIL (--strict)");
@@ -89,7 +79,7 @@ fn warnings_name_file_device_and_key_and_fail_only_with_strict() {
 #[test]
 fn examples_report_the_request_another_tool_wins_and_fail() {
     let dir = bad_dir();
-    let (code, lines, err) = run(dir.path(), &["lint", "bad.toml", "--examples"]);
+    let (code, lines, err) = run_lines(dir.path(), &["lint", "bad.toml", "--examples"]);
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(
         lines[..5],
@@ -109,7 +99,7 @@ fn examples_report_the_request_another_tool_wins_and_fail() {
 #[test]
 fn check_with_lint_prints_the_warnings_and_keeps_the_exit_code() {
     let dir = bad_dir();
-    let (code, lines, err) = run(dir.path(), &["check", "bad.toml", "--lint"]);
+    let (code, lines, err) = run_lines(dir.path(), &["check", "bad.toml", "--lint"]);
     assert_eq!(code, Some(0), "{err}");
     // The warnings first, counted in the summary; the verdict is the last line.
     assert_eq!(lines[..5], *WARNINGS, "{lines:#?}");
@@ -123,7 +113,7 @@ fn check_with_lint_prints_the_warnings_and_keeps_the_exit_code() {
 #[test]
 fn a_missing_or_broken_plant_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, lines, err) = run(dir.path(), &["lint", "nowhere.toml", "--strict"]);
+    let (code, lines, err) = run_lines(dir.path(), &["lint", "nowhere.toml", "--strict"]);
     assert_eq!(code, Some(1));
     assert!(lines.is_empty(), "{lines:?}");
     assert!(
@@ -131,7 +121,7 @@ fn a_missing_or_broken_plant_is_an_error() {
         "{err}"
     );
     std::fs::write(dir.path().join("broken.toml"), "[[device]]\nid = \"x\"\n").unwrap();
-    let (code, _, err) = run(dir.path(), &["lint", "broken.toml"]);
+    let (code, _, err) = run_lines(dir.path(), &["lint", "broken.toml"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("broken.toml: device \"x\""), "{err}");
 }

@@ -9,56 +9,27 @@ mod common;
 use common::*;
 use rmcp::ServiceExt;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// Starts `closedloop sim` on free ports and writes the plant `serve` should use (the same file,
-/// with the announced port as every device's address). Returns the sim and its control address.
-fn start_sim(dir: &Path) -> (Running, String) {
-    let example = include_str!("../../../examples/modbus-workshop.toml");
-    let sim_plant = example.replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"");
-    std::fs::write(dir.join("sim.toml"), &sim_plant).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .arg("sim")
-        .arg(dir.join("sim.toml"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut port = None;
-    let control = loop {
-        let line = lines.next().expect("sim announces").unwrap();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["closedloop", "sim:", "control", "on", addr] => break addr.to_string(),
-            ["closedloop", "sim:", _, "unit", _, "on", addr] => port = Some(addr.to_string()),
-            _ => {}
-        }
-    };
-    let addr = port.take().unwrap_or_default();
-    std::fs::write(
-        dir.join("plant.toml"),
-        example.replace(
-            "address = \"127.0.0.1:1502\"",
-            &format!("address = \"{addr}\""),
-        ),
-    )
-    .unwrap();
-    (Running(child), control)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, control) = start_sim(dir.path());
+    let (_sim, control) = start_modbus_sim(dir.path());
     let c = connect(dir.path()).await;
+    healthy_devices_complete_and_read_in_units(&c).await;
+    a_brownout_keeps_the_lamp_from_closing(&c, &control).await;
+    a_nak_refuses_the_gripper_before_writing(&c, &control).await;
+    a_stall_fails_the_move_and_interlocks_the_gripper(&c, &control).await;
+    a_power_cut_ends_the_oven_offline(&c, &control).await;
+    c.cancel().await.unwrap();
+}
 
+/// With no fault, the lamp completes on its contact and the oven reads in °C.
+async fn healthy_devices_complete_and_read_in_units(c: &Client) {
     let r = settle(
-        &c,
-        call(&c, "lamp_switch", json!({"on": true, "wait_s": 3})).await,
+        c,
+        call(c, "lamp_switch", json!({"on": true, "wait_s": 3})).await,
     )
     .await;
     assert_eq!(
@@ -70,36 +41,43 @@ async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
     assert_eq!(sc(&r)["evidence"]["contact"]["value"], json!(true));
     assert_eq!(sc(&r)["verified"], json!(true));
 
-    let state = call(&c, "get_device_state", json!({"device": "oven"})).await;
+    let state = call(c, "get_device_state", json!({"device": "oven"})).await;
     assert_eq!(sc(&state)["signals"]["temperature_c"]["value"], json!(25.0));
     assert_eq!(sc(&state)["signals"]["temperature_c"]["unit"], json!("°C"));
     assert_eq!(
         sc(&state)["signals"]["temperature_c"]["source"],
         json!("input:0")
     );
+}
 
-    sim_ctl(&control, &["fault", "lamp", "brownout"]);
+/// Under a brownout the lamp switches off but never on.
+async fn a_brownout_keeps_the_lamp_from_closing(c: &Client, control: &str) {
+    sim_ctl(control, &["fault", "lamp", "brownout"]);
     let r = settle(
-        &c,
-        call(&c, "lamp_switch", json!({"on": false, "wait_s": 3})).await,
+        c,
+        call(c, "lamp_switch", json!({"on": false, "wait_s": 3})).await,
     )
     .await;
     // Switching off under a brownout does complete (the contact opens): the fault only keeps it
     // from closing. Switching on must then fail.
     assert_eq!(sc(&r)["status"], "completed");
     let r = settle(
-        &c,
-        call(&c, "lamp_switch", json!({"on": true, "wait_s": 3})).await,
+        c,
+        call(c, "lamp_switch", json!({"on": true, "wait_s": 3})).await,
     )
     .await;
     assert_eq!(outcome(&r), ("failed".into(), "FEEDBACK_MISMATCH".into()));
-    sim_ctl(&control, &["clear", "lamp"]);
+    sim_ctl(control, &["clear", "lamp"]);
+}
 
-    sim_ctl(&control, &["fault", "gripper", "nak"]);
+/// A gripper that answers every read with an exception: its contact is unreadable, and its
+/// close is refused.
+async fn a_nak_refuses_the_gripper_before_writing(c: &Client, control: &str) {
+    sim_ctl(control, &["fault", "gripper", "nak"]);
     // Once a poll was refused, the state names the unreadable contact...
     let mut state = Value::Null;
     for _ in 0..200 {
-        state = sc(&call(&c, "get_device_state", json!({"device": "gripper"})).await).clone();
+        state = sc(&call(c, "get_device_state", json!({"device": "gripper"})).await).clone();
         if state["unreadable"]["contact"]["error_code"] == "BUS_NAK" {
             break;
         }
@@ -110,7 +88,7 @@ async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
         "{state}"
     );
     // ...and the close is refused before anything is written: it could never be confirmed.
-    let r = settle(&c, call(&c, "gripper_close", json!({"wait_s": 3})).await).await;
+    let r = settle(c, call(c, "gripper_close", json!({"wait_s": 3})).await).await;
     assert_eq!(outcome(&r), ("rejected".into(), "BUS_NAK".into()));
     assert!(
         sc(&r)["detail"]
@@ -118,30 +96,30 @@ async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
             .unwrap()
             .contains("Server Device Failure")
     );
-    sim_ctl(&control, &["clear", "gripper"]);
+    sim_ctl(control, &["clear", "gripper"]);
+}
 
-    sim_ctl(&control, &["fault", "slide", "stall", "at_mm=40"]);
+/// A slide stalled at 40 mm fails its move there, and the gripper's interlock holds.
+async fn a_stall_fails_the_move_and_interlocks_the_gripper(c: &Client, control: &str) {
+    sim_ctl(control, &["fault", "slide", "stall", "at_mm=40"]);
     let r = settle(
-        &c,
-        call(
-            &c,
-            "slide_move_to",
-            json!({"target_mm": 120.0, "wait_s": 5}),
-        )
-        .await,
+        c,
+        call(c, "slide_move_to", json!({"target_mm": 120.0, "wait_s": 5})).await,
     )
     .await;
     assert_eq!(outcome(&r), ("failed".into(), "MOTOR_STALL".into()));
     let pos = sc(&r)["evidence"]["position_mm"]["value"].as_f64().unwrap();
     assert!((pos - 40.0).abs() <= 0.5, "{pos}");
-    let g = call(&c, "gripper_close", json!({})).await;
+    let g = call(c, "gripper_close", json!({})).await;
     assert_eq!(outcome(&g), ("rejected".into(), "INTERLOCK".into()));
-    sim_ctl(&control, &["clear", "slide"]);
+    sim_ctl(control, &["clear", "slide"]);
+}
 
-    // (The slide's FAULT input stays latched after the obstruction is cleared, as a real driver's
-    // would until a fault reset: use the oven for the power cut.)
+/// (The slide's FAULT input stays latched after the obstruction is cleared, as a real driver's
+/// would until a fault reset: use the oven for the power cut.)
+async fn a_power_cut_ends_the_oven_offline(c: &Client, control: &str) {
     let r = call(
-        &c,
+        c,
         "oven_set_temperature",
         json!({"setpoint_c": 90.0, "wait_s": 0}),
     )
@@ -150,8 +128,8 @@ async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
         sc(&r)["status"].as_str(),
         Some("accepted" | "running")
     ));
-    sim_ctl(&control, &["fault", "oven", "power_off"]);
-    let r = settle(&c, r).await;
+    sim_ctl(control, &["fault", "oven", "power_off"]);
+    let r = settle(c, r).await;
     assert_ne!(sc(&r)["status"], "completed");
     assert_eq!(
         outcome(&r).1,
@@ -159,13 +137,12 @@ async fn fault_matrix_over_modbus_tcp_never_completes_under_a_fault() {
         "{:?}",
         r.structured_content
     );
-    c.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_of_the_gateway_mid_move_then_restart_completes_with_evidence() {
     let dir = tempfile::tempdir().unwrap();
-    let (_sim, _control) = start_sim(dir.path());
+    let (_sim, _control) = start_modbus_sim(dir.path());
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_closedloop"));
     cmd.arg("serve")
         .arg(dir.path().join("plant.toml"))

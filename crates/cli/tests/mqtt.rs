@@ -89,7 +89,36 @@ async fn fault_matrix_through_mosquitto_never_completes_under_a_fault() {
     let c = connect(dir.path()).await;
     liveness(&c, "lamp", "online").await;
 
-    let (status, code, r) = switch(&c, "lamp", true).await;
+    the_lamp_completes_on_its_reported_state(&c).await;
+    each_lamp_fault_never_completes(&c, &control).await;
+    a_frozen_or_unpowered_board_is_offline_until_it_returns(&c, &control).await;
+
+    // A reboot that strikes just after the set arrives: the output comes back off.
+    sim_ctl(
+        &control,
+        &["fault", "fan", "reboot", "down_ms=1500", "after_ms=0"],
+    );
+    let (status, code, r) = switch(&c, "fan", true).await;
+    // The board reboots at once (its will says offline) and stays silent 1.5 s: refused if
+    // the will arrived first, failed if the set went out first — DEVICE_OFFLINE either way.
+    assert_eq!(code, "DEVICE_OFFLINE", "{r}");
+    assert!(["rejected", "failed"].contains(&status.as_str()), "{r}");
+    sim_ctl(&control, &["clear", "fan"]);
+
+    // Faults with no meaning for an MQTT board are refused by the control endpoint, by name.
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["sim", "fault", "--control", &control, "lamp", "nak"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nak"), "{err}");
+    c.cancel().await.unwrap();
+}
+
+/// With no fault, the lamp completes on the state its board reports, and reads it.
+async fn the_lamp_completes_on_its_reported_state(c: &Client) {
+    let (status, code, r) = switch(c, "lamp", true).await;
     assert_eq!((status.as_str(), code.as_str()), ("completed", ""), "{r}");
     assert_eq!(r["verified"], json!(true));
     assert_eq!(r["evidence"]["on"]["value"], json!(true));
@@ -100,10 +129,12 @@ async fn fault_matrix_through_mosquitto_never_completes_under_a_fault() {
             .ends_with("/lamp/state /on"),
         "{r}"
     );
-    let state = call(&c, "get_device_state", json!({"device": "lamp"})).await;
+    let state = call(c, "get_device_state", json!({"device": "lamp"})).await;
     assert_eq!(sc(&state)["signals"]["on"]["value"], json!(true));
+}
 
-    // Each fault, injected at run time; each time the right code, never `completed`.
+/// Each fault, injected at run time; each time the right code, never `completed`.
+async fn each_lamp_fault_never_completes(c: &Client, control: &str) {
     let cases: [(&[&str], bool, &[&str]); 4] = [
         (&["brownout"], true, &["FEEDBACK_MISMATCH"]),
         (
@@ -129,66 +160,47 @@ async fn fault_matrix_through_mosquitto_never_completes_under_a_fault() {
         ),
     ];
     for (fault, on, codes) in cases {
-        switch(&c, "lamp", !on).await;
+        switch(c, "lamp", !on).await;
         let mut words = vec!["fault", "lamp"];
         words.extend_from_slice(fault);
-        sim_ctl(&control, &words);
-        let (status, code, r) = switch(&c, "lamp", on).await;
+        sim_ctl(control, &words);
+        let (status, code, r) = switch(c, "lamp", on).await;
         assert_ne!(status, "completed", "{fault:?}: {r}");
         assert!(codes.contains(&code.as_str()), "{fault:?}: {code} {r}");
-        sim_ctl(&control, &["clear", "lamp"]);
+        sim_ctl(control, &["clear", "lamp"]);
         // Let a late set (latency) land before the next case starts from a known state.
         tokio::time::sleep(Duration::from_millis(1600)).await;
     }
+}
 
+/// A frozen board and a power cut: the fan is offline and refused, and back once cleared.
+async fn a_frozen_or_unpowered_board_is_offline_until_it_returns(c: &Client, control: &str) {
     // A frozen board: connected, silent. Offline after the silence window; back once cleared.
-    sim_ctl(&control, &["fault", "fan", "zombie"]);
-    liveness(&c, "fan", "offline").await;
-    let (status, code, r) = switch(&c, "fan", true).await;
+    sim_ctl(control, &["fault", "fan", "zombie"]);
+    liveness(c, "fan", "offline").await;
+    let (status, code, r) = switch(c, "fan", true).await;
     assert_eq!(
         (status.as_str(), code.as_str()),
         ("rejected", "DEVICE_OFFLINE"),
         "{r}"
     );
-    sim_ctl(&control, &["clear", "fan"]);
-    liveness(&c, "fan", "online").await;
-    let (status, _, r) = switch(&c, "fan", true).await;
+    sim_ctl(control, &["clear", "fan"]);
+    liveness(c, "fan", "online").await;
+    let (status, _, r) = switch(c, "fan", true).await;
     assert_eq!(status, "completed", "{r}");
 
     // A power cut: the will says offline at once; the board comes back when power returns.
-    sim_ctl(&control, &["fault", "fan", "power_off"]);
-    liveness(&c, "fan", "offline").await;
-    let (status, code, r) = switch(&c, "fan", false).await;
+    sim_ctl(control, &["fault", "fan", "power_off"]);
+    liveness(c, "fan", "offline").await;
+    let (status, code, r) = switch(c, "fan", false).await;
     assert_eq!(
         (status.as_str(), code.as_str()),
         ("rejected", "DEVICE_OFFLINE"),
         "{r}"
     );
     assert!(r["detail"].as_str().unwrap().contains("announced"), "{r}");
-    sim_ctl(&control, &["clear", "fan", "power_off"]);
-    liveness(&c, "fan", "online").await;
-    let (status, _, r) = switch(&c, "fan", false).await;
+    sim_ctl(control, &["clear", "fan", "power_off"]);
+    liveness(c, "fan", "online").await;
+    let (status, _, r) = switch(c, "fan", false).await;
     assert_eq!(status, "completed", "{r}");
-
-    // A reboot that strikes just after the set arrives: the output comes back off.
-    sim_ctl(
-        &control,
-        &["fault", "fan", "reboot", "down_ms=1500", "after_ms=0"],
-    );
-    let (status, code, r) = switch(&c, "fan", true).await;
-    // The board reboots at once (its will says offline) and stays silent 1.5 s: refused if
-    // the will arrived first, failed if the set went out first — DEVICE_OFFLINE either way.
-    assert_eq!(code, "DEVICE_OFFLINE", "{r}");
-    assert!(["rejected", "failed"].contains(&status.as_str()), "{r}");
-    sim_ctl(&control, &["clear", "fan"]);
-
-    // Faults with no meaning for an MQTT board are refused by the control endpoint, by name.
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .args(["sim", "fault", "--control", &control, "lamp", "nak"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("nak"), "{err}");
-    c.cancel().await.unwrap();
 }

@@ -43,65 +43,8 @@ async fn fault_matrix_over_opcua_never_completes_under_a_fault() {
     liveness(&c, "lamp", "online").await;
     liveness(&c, "slide", "online").await;
 
-    let on = json!({"on": true, "wait_s": 3});
-    let off = json!({"on": false, "wait_s": 3});
-    let (status, _, r) = act(&c, "lamp_switch", on.clone()).await;
-    assert_eq!(status, "completed", "{r}");
-    assert_eq!(r["verified"], json!(true));
-    assert_eq!(
-        r["evidence"]["contact"]["source"],
-        json!("ns=2;s=lamp.Contact")
-    );
-
-    // The bridge tools.
-    let b = call(
-        &c,
-        "opcua_browse",
-        json!({"device": "lamp", "node": "ns=2;s=lamp"}),
-    )
-    .await;
-    let ids: Vec<&str> = sc(&b)["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node_id"].as_str().unwrap())
-        .collect();
-    assert!(ids.contains(&"ns=2;s=lamp.Contact"), "{ids:?}");
-    let rd = call(
-        &c,
-        "opcua_read",
-        json!({"device": "lamp", "nodes": ["ns=2;s=lamp.Contact"]}),
-    )
-    .await;
-    assert_eq!(sc(&rd)["values"][0]["value"], json!(true));
-    assert_eq!(sc(&rd)["values"][0]["status"], json!("Good"));
-
-    // Each device fault, at run time: the right code, never `completed`.
-    let cases: [(&[&str], &[&str]); 5] = [
-        (&["brownout"], &["FEEDBACK_MISMATCH"]),
-        (&["swapped_contacts"], &["FEEDBACK_MISMATCH", "TIMEOUT"]),
-        (
-            &["latency_ms", "ms=1000"],
-            &["FEEDBACK_MISMATCH", "TIMEOUT", "DEVICE_OFFLINE"],
-        ),
-        (
-            &["drop_rate", "p=1.0"],
-            &["FEEDBACK_MISMATCH", "DEVICE_OFFLINE"],
-        ),
-        (&["nak"], &["BUS_NAK"]),
-    ];
-    for (fault, codes) in cases {
-        let (status, _, r) = act(&c, "lamp_switch", off.clone()).await;
-        assert_eq!(status, "completed", "{fault:?} (before): {r}");
-        let mut words = vec!["fault", "lamp"];
-        words.extend_from_slice(fault);
-        sim_ctl(&control, &words);
-        let (status, code, r) = act(&c, "lamp_switch", on.clone()).await;
-        assert_ne!(status, "completed", "{fault:?}: {r}");
-        assert!(codes.contains(&code.as_str()), "{fault:?}: {code} {r}");
-        sim_ctl(&control, &["clear", "lamp"]);
-        tokio::time::sleep(Duration::from_millis(1100)).await;
-    }
+    the_lamp_completes_and_the_bridge_tools_read_it(&c).await;
+    each_lamp_fault_never_completes(&c, &control).await;
 
     // The slide moves (a variable write and a method call), then stalls on the way back.
     let mv = |t: f64| json!({"target_mm": t, "wait_s": 5});
@@ -122,7 +65,7 @@ async fn fault_matrix_over_opcua_never_completes_under_a_fault() {
     // The lamp loses power: its nodes go dark, it is offline and refused; back when cleared.
     sim_ctl(&control, &["fault", "lamp", "power_off"]);
     liveness(&c, "lamp", "offline").await;
-    let (status, code, r) = act(&c, "lamp_switch", off.clone()).await;
+    let (status, code, r) = act(&c, "lamp_switch", switch(false)).await;
     assert_eq!(
         (status.as_str(), code.as_str()),
         ("rejected", "DEVICE_OFFLINE"),
@@ -130,7 +73,75 @@ async fn fault_matrix_over_opcua_never_completes_under_a_fault() {
     );
     sim_ctl(&control, &["clear", "lamp"]);
     liveness(&c, "lamp", "online").await;
-    let (status, _, r) = act(&c, "lamp_switch", off.clone()).await;
+    let (status, _, r) = act(&c, "lamp_switch", switch(false)).await;
     assert_eq!(status, "completed", "{r}");
     c.cancel().await.unwrap();
+}
+
+/// The lamp's switch to `on`, waited on for 3 s.
+fn switch(on: bool) -> serde_json::Value {
+    json!({"on": on, "wait_s": 3})
+}
+
+/// The lamp completes on its contact node; the bridge tools browse and read the node.
+async fn the_lamp_completes_and_the_bridge_tools_read_it(c: &Client) {
+    let (status, _, r) = act(c, "lamp_switch", switch(true)).await;
+    assert_eq!(status, "completed", "{r}");
+    assert_eq!(r["verified"], json!(true));
+    assert_eq!(
+        r["evidence"]["contact"]["source"],
+        json!("ns=2;s=lamp.Contact")
+    );
+
+    // The bridge tools.
+    let b = call(
+        c,
+        "opcua_browse",
+        json!({"device": "lamp", "node": "ns=2;s=lamp"}),
+    )
+    .await;
+    let ids: Vec<&str> = sc(&b)["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node_id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"ns=2;s=lamp.Contact"), "{ids:?}");
+    let rd = call(
+        c,
+        "opcua_read",
+        json!({"device": "lamp", "nodes": ["ns=2;s=lamp.Contact"]}),
+    )
+    .await;
+    assert_eq!(sc(&rd)["values"][0]["value"], json!(true));
+    assert_eq!(sc(&rd)["values"][0]["status"], json!("Good"));
+}
+
+/// Each device fault, at run time: the right code, never `completed`.
+async fn each_lamp_fault_never_completes(c: &Client, control: &str) {
+    let cases: [(&[&str], &[&str]); 5] = [
+        (&["brownout"], &["FEEDBACK_MISMATCH"]),
+        (&["swapped_contacts"], &["FEEDBACK_MISMATCH", "TIMEOUT"]),
+        (
+            &["latency_ms", "ms=1000"],
+            &["FEEDBACK_MISMATCH", "TIMEOUT", "DEVICE_OFFLINE"],
+        ),
+        (
+            &["drop_rate", "p=1.0"],
+            &["FEEDBACK_MISMATCH", "DEVICE_OFFLINE"],
+        ),
+        (&["nak"], &["BUS_NAK"]),
+    ];
+    for (fault, codes) in cases {
+        let (status, _, r) = act(c, "lamp_switch", switch(false)).await;
+        assert_eq!(status, "completed", "{fault:?} (before): {r}");
+        let mut words = vec!["fault", "lamp"];
+        words.extend_from_slice(fault);
+        sim_ctl(control, &words);
+        let (status, code, r) = act(c, "lamp_switch", switch(true)).await;
+        assert_ne!(status, "completed", "{fault:?}: {r}");
+        assert!(codes.contains(&code.as_str()), "{fault:?}: {code} {r}");
+        sim_ctl(control, &["clear", "lamp"]);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
 }

@@ -7,20 +7,14 @@
 mod common;
 
 use common::pg::Database;
-use common::{act, call, connect, outcome, sc};
+use common::{act, call, connect, outcome, run, sc};
 use serde_json::json;
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
-use std::path::Path;
 
 /// The journal tests' lamp plant (`common::lamp_plant`), journaled to `journal`.
 fn plant(journal: &str) -> String {
     common::lamp_plant("pg", journal)
-}
-
-/// `closedloop ARGS... PLANT`: (exit code, stdout, stderr).
-fn run(args: &[&str], plant: &Path) -> (Option<i32>, String, String) {
-    common::said(&common::closedloop().args(args).arg(plant).output().unwrap())
 }
 
 #[tokio::test]
@@ -43,11 +37,11 @@ async fn serve_journals_to_postgres_and_audit_verify_and_a_restart_read_it_back(
     );
     c.cancel().await.unwrap();
 
-    let (code, out, err) = run(&["audit"], &file);
+    let (code, out, err) = run(&["audit"], &file, &[]);
     assert_eq!(code, Some(0), "{out}{err}");
     let statuses: Vec<&str> = out.lines().map(|l| l.split("  ").nth(4).unwrap()).collect();
     assert_eq!(statuses, ["completed", "rejected"], "{out}");
-    let (code, out, err) = run(&["journal", "verify"], &file);
+    let (code, out, err) = run(&["journal", "verify"], &file, &[]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.ends_with("intact\n"), "{out}");
 
@@ -70,7 +64,7 @@ async fn serve_journals_to_postgres_and_audit_verify_and_a_restart_read_it_back(
         .await
         .unwrap();
     pg.close().await.unwrap();
-    let (code, out, _) = run(&["journal", "verify"], &file);
+    let (code, out, _) = run(&["journal", "verify"], &file, &[]);
     assert_eq!(code, Some(1), "{out}");
     let broken = format!("BROKEN at seq {seq} (command ");
     assert!(
@@ -85,7 +79,7 @@ fn serve_on_a_postgres_that_does_not_answer_stops_naming_the_url_without_its_pas
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("plant.toml");
     std::fs::write(&file, plant("postgres://gw:s3cret@127.0.0.1:1/plant")).unwrap();
-    let (code, out, err) = run(&["serve"], &file);
+    let (code, out, err) = run(&["serve"], &file, &[]);
     assert_eq!(code, Some(1), "{out}{err}");
     assert!(
         err.contains("postgres://gw:***@127.0.0.1:1/plant") && err.contains("cannot be reached"),

@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{act, call, connect, sc};
+use common::{act, call, connect, run, sc};
 use serde_json::json;
 use std::path::Path;
-use std::process::Command;
 
 const PLANT: &str = r#"
 [server]
@@ -89,21 +88,6 @@ write = [{ coil = 0, value = "params.on" }]
 expect_s = 0.02
 verification = "none"
 "#;
-
-/// `closedloop report PLANT MORE...`: (exit code, stdout, stderr).
-fn report(plant: &Path, more: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .arg("report")
-        .arg(plant)
-        .args(more)
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Serves the plant and makes eight calls, each with a known outcome.
 async fn drive(dir: &Path) {
@@ -209,7 +193,7 @@ async fn report_counts_what_serve_journaled() {
     std::fs::write(&plant, PLANT).unwrap();
     drive(dir.path()).await;
 
-    let (code, out, err) = report(&plant, &[]);
+    let (code, out, err) = run(&["report"], &plant, &[]);
     assert_eq!(code, Some(0), "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(
@@ -250,7 +234,7 @@ lamp_switch: 2 of 4 calls (50%) refused INVALID_PARAMS: its parameters or descri
     assert!(lines[16].starts_with("to truth: "), "{out}");
 
     // Nothing since a time to come: every tool listed, every count zero.
-    let (code, out, err) = report(&plant, &["--since", "2099-01-01"]);
+    let (code, out, err) = run(&["report"], &plant, &["--since", "2099-01-01"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(
         out.contains(": 0 call(s) since 2099-01-01T00:00:00.000Z, 0 accepted, 0 rejected"),
@@ -277,10 +261,10 @@ fn report_refuses_a_bad_since_and_a_journal_that_does_not_exist() {
     let dir = tempfile::tempdir().unwrap();
     let plant = dir.path().join("plant.toml");
     std::fs::write(&plant, PLANT).unwrap();
-    let (code, _, err) = report(&plant, &["--since", "last week"]);
+    let (code, _, err) = run(&["report"], &plant, &["--since", "last week"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--since: \"last week\" is neither"), "{err}");
-    let (code, out, err) = report(&plant, &[]);
+    let (code, out, err) = run(&["report"], &plant, &[]);
     assert_eq!(code, Some(1), "{out}{err}");
     let db = dir.path().join("journal.db");
     assert_eq!(

@@ -7,9 +7,6 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// Stall at 70 mm, a second move that cannot start, the reset, then the move that passes.
 async fn stall_reset_and_move_again(c: &Client) {
@@ -68,38 +65,6 @@ async fn the_workshop_slide_is_reset_after_its_stall_and_moves_again() {
     let c = connect(dir.path()).await;
     stall_reset_and_move_again(&c).await;
     c.cancel().await.unwrap();
-}
-
-/// `closedloop sim` on the Modbus example with a free port; writes the plant `serve` uses.
-fn start_modbus_sim(dir: &Path) -> (Running, String) {
-    let example = include_str!("../../../examples/modbus-workshop.toml");
-    let sim_plant = example.replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"");
-    std::fs::write(dir.join("sim.toml"), &sim_plant).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .arg("sim")
-        .arg(dir.join("sim.toml"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut port = None;
-    let control = loop {
-        let line = lines.next().expect("sim announces").unwrap();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["closedloop", "sim:", "control", "on", addr] => break addr.to_string(),
-            ["closedloop", "sim:", _, "unit", _, "on", addr] => port = Some(addr.to_string()),
-            _ => {}
-        }
-    };
-    let addr = port.expect("a Modbus unit announced");
-    let plant = example.replace(
-        "address = \"127.0.0.1:1502\"",
-        &format!("address = \"{addr}\""),
-    );
-    std::fs::write(dir.join("plant.toml"), plant).unwrap();
-    (Running(child), control)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

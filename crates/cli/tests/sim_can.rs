@@ -5,6 +5,7 @@
 
 mod common;
 
+use closedloop_sim_server::can::{CanBus, Dbc, Frame, Frames, Interface, encode};
 use common::{Announced, Running, announced, closedloop, sim_request};
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -94,7 +95,6 @@ async fn next_can(
 
 #[tokio::test]
 async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time() {
-    use closedloop_sim_server::can::{CanBus, Dbc, Frame, Interface, encode};
     let dir = tempfile::tempdir().unwrap();
     let plant = can_plant(dir.path(), "");
     let child = closedloop()
@@ -104,6 +104,26 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
         .spawn()
         .unwrap();
     let mut sim = Running(child);
+    let (control, interface) = both_nodes_on_one_pty(&mut sim);
+    let (bus, dbc) = open_the_bus(&interface).await;
+    the_lamp_switches_on(&bus, &dbc).await;
+    let frames = a_powered_off_lamp_is_silent_until_cleared(&bus, &dbc, control).await;
+
+    let out = sim_request(control, &["fault", "lamp", "nak"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("lamp") && stderr.contains("nak") && stderr.contains("CAN"),
+        "{stderr}"
+    );
+
+    sim.terminate_cleanly();
+    the_pty_went_with_the_sim(frames).await;
+}
+
+/// What the sim announced: both nodes on this process's bus, on one pty with a stable link.
+/// The control address and the bus's interface.
+fn both_nodes_on_one_pty(sim: &mut Running) -> (std::net::SocketAddr, String) {
     let Announced {
         units,
         can_nodes,
@@ -131,10 +151,14 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
         ),
         "the bus's stable link to its pty"
     );
+    (control, interface)
+}
 
+/// The simulated adapter at `interface`, opened as the `can` driver opens one, and the DBC.
+async fn open_the_bus(interface: &str) -> (CanBus, Dbc) {
     let bus = tokio::time::timeout(
         Duration::from_secs(5),
-        CanBus::open(&Interface::parse(&interface).unwrap(), 500_000),
+        CanBus::open(&Interface::parse(interface).unwrap(), 500_000),
     )
     .await
     .expect("the simulated adapter answers within 5 s")
@@ -143,9 +167,14 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/can-workshop.dbc"),
     )
     .unwrap();
+    (bus, dbc)
+}
+
+/// The lamp reports itself off; a `LampCmd` frame switches it on, and its status shows it.
+async fn the_lamp_switches_on(bus: &CanBus, dbc: &Dbc) {
     let mut frames = bus.frames();
     let wait = Duration::from_secs(2);
-    let lamp = next_can(&mut frames, &dbc, "LampStatus", wait)
+    let lamp = next_can(&mut frames, dbc, "LampStatus", wait)
         .await
         .unwrap();
     assert_eq!((lamp["Commanded"], lamp["Contact"]), (0.0, 0.0));
@@ -156,14 +185,23 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
     };
     bus.send(on(1.0)).await.unwrap();
     loop {
-        let v = next_can(&mut frames, &dbc, "LampStatus", wait)
+        let v = next_can(&mut frames, dbc, "LampStatus", wait)
             .await
             .unwrap();
         if v["Contact"] == 1.0 {
             break;
         }
     }
+}
 
+/// A powered-off lamp sends nothing while the slide goes on; cleared, it comes back with its
+/// outputs off. The frames received from the fault on.
+async fn a_powered_off_lamp_is_silent_until_cleared(
+    bus: &CanBus,
+    dbc: &Dbc,
+    control: std::net::SocketAddr,
+) -> Frames {
+    let wait = Duration::from_secs(2);
     let out = sim_request(control, &["fault", "lamp", "power_off"]);
     assert!(
         out.status.success(),
@@ -173,10 +211,10 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
     // Once the adapter acked a frame sent now, every status sent before the fault is read.
     bus.send(Frame::data(0x7FF, false, [])).await.unwrap();
     let mut frames = bus.frames();
-    let silent = next_can(&mut frames, &dbc, "LampStatus", Duration::from_millis(300)).await;
+    let silent = next_can(&mut frames, dbc, "LampStatus", Duration::from_millis(300)).await;
     assert_eq!(silent, None, "a powered-off node sends nothing");
     assert!(
-        next_can(&mut frames, &dbc, "SlideStatus", wait)
+        next_can(&mut frames, dbc, "SlideStatus", wait)
             .await
             .is_some(),
         "the slide on the same bus goes on"
@@ -187,7 +225,7 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let back = next_can(&mut frames, &dbc, "LampStatus", wait)
+    let back = next_can(&mut frames, dbc, "LampStatus", wait)
         .await
         .unwrap();
     assert_eq!(
@@ -195,17 +233,11 @@ async fn sim_runs_can_nodes_on_an_slcan_pty_and_takes_their_faults_at_run_time()
         (0.0, 0.0),
         "back with outputs off"
     );
+    frames
+}
 
-    let out = sim_request(control, &["fault", "lamp", "nak"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("lamp") && stderr.contains("nak") && stderr.contains("CAN"),
-        "{stderr}"
-    );
-
-    sim.terminate_cleanly();
-    // socat went with it: the pty is gone.
+/// socat went with the simulator: the pty is gone, and the bus with it (within 5 s).
+async fn the_pty_went_with_the_sim(mut frames: Frames) {
     let gone = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
             if frames.next().await.is_err() {

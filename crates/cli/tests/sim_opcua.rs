@@ -67,7 +67,39 @@ async fn read_until(client: &OpcuaClient, node: &str, pred: impl Fn(&Option<Valu
 async fn sim_serves_opcua_devices_on_the_announced_endpoint_and_takes_their_faults() {
     let dir = tempfile::tempdir().unwrap();
     let (mut sim, control, announced) = start_sim_plant(&opcua_plant(dir.path(), ""));
-    let [lamp, slide] = announced.as_slice() else {
+    let endpoint = one_real_endpoint_for_both(&announced);
+    let client = connected_client(&endpoint).await;
+    client
+        .write(&node("lamp", "Commanded"), Value::Bool(true))
+        .await
+        .expect("the lamp switches");
+    read_until(&client, &node("lamp", "Contact"), |v| {
+        *v == Some(Value::Bool(true))
+    })
+    .await;
+
+    nak_refuses_a_call_until_cleared(&client, &control).await;
+    power_off_drops_the_link_until_cleared(&client, &control).await;
+
+    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .args(["sim", "fault", "--control", &control, "lamp", "crc_error"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"lamp\"") && stderr.contains("crc_error") && stderr.contains("OPC UA"),
+        "{stderr}"
+    );
+
+    sim.terminate_cleanly();
+    wait_link(&client, false).await;
+}
+
+/// The announcements name one server, on a real port, for the lamp and the slide: its
+/// endpoint URL.
+fn one_real_endpoint_for_both(announced: &[Vec<String>]) -> String {
+    let [lamp, slide] = announced else {
         panic!("two announcements: {announced:?}")
     };
     let [name, kind, on, endpoint] = lamp.as_slice() else {
@@ -88,62 +120,51 @@ async fn sim_serves_opcua_devices_on_the_announced_endpoint_and_takes_their_faul
         &["slide", "opcua", "on", endpoint.as_str()],
         "one server"
     );
+    endpoint.clone()
+}
 
+/// closedloop-opcua's client at `endpoint`, quick to notice a lost link, once connected.
+async fn connected_client(endpoint: &str) -> OpcuaClient {
     let config = OpcuaConfig {
         keep_alive: Duration::from_millis(200),
         max_failed_keep_alives: 2,
         initial_backoff: Duration::from_millis(50),
         max_backoff: Duration::from_millis(400),
-        ..OpcuaConfig::new(endpoint.as_str())
+        ..OpcuaConfig::new(endpoint)
     };
     let client = OpcuaClient::connect(config).expect("a valid config");
     wait_link(&client, true).await;
     client
-        .write(&node("lamp", "Commanded"), Value::Bool(true))
-        .await
-        .expect("the lamp switches");
-    read_until(&client, &node("lamp", "Contact"), |v| {
-        *v == Some(Value::Bool(true))
-    })
-    .await;
+}
 
-    sim_ctl(&control, &["fault", "slide", "nak"]);
+/// Under nak the slide's `Start()` is refused (`Bad_InternalError`, a nak); cleared, it runs.
+async fn nak_refuses_a_call_until_cleared(client: &OpcuaClient, control: &str) {
+    sim_ctl(control, &["fault", "slide", "nak"]);
     let err = client
         .call("ns=2;s=slide", &node("slide", "Start"), vec![])
         .await
         .unwrap_err();
     assert!(err.to_string().contains("Bad_InternalError"), "{err}");
     assert_eq!(classify(&err), Class::Nak);
-    sim_ctl(&control, &["clear", "slide", "nak"]);
+    sim_ctl(control, &["clear", "slide", "nak"]);
     client
         .call("ns=2;s=slide", &node("slide", "Start"), vec![])
         .await
         .expect("Start() once nak is cleared");
+}
 
-    sim_ctl(&control, &["fault", "lamp", "power_off"]);
-    sim_ctl(&control, &["fault", "slide", "power_off"]);
-    wait_link(&client, false).await;
-    sim_ctl(&control, &["clear", "lamp"]);
-    sim_ctl(&control, &["clear", "slide"]);
-    wait_link(&client, true).await;
-    read_until(&client, &node("lamp", "Contact"), |v| {
+/// Both devices powered off drop the link; cleared, it comes back with the lamp off.
+async fn power_off_drops_the_link_until_cleared(client: &OpcuaClient, control: &str) {
+    sim_ctl(control, &["fault", "lamp", "power_off"]);
+    sim_ctl(control, &["fault", "slide", "power_off"]);
+    wait_link(client, false).await;
+    sim_ctl(control, &["clear", "lamp"]);
+    sim_ctl(control, &["clear", "slide"]);
+    wait_link(client, true).await;
+    read_until(client, &node("lamp", "Contact"), |v| {
         *v == Some(Value::Bool(false))
     })
     .await;
-
-    let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .args(["sim", "fault", "--control", &control, "lamp", "crc_error"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("\"lamp\"") && stderr.contains("crc_error") && stderr.contains("OPC UA"),
-        "{stderr}"
-    );
-
-    sim.terminate_cleanly();
-    wait_link(&client, false).await;
 }
 
 #[test]

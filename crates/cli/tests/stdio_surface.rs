@@ -131,10 +131,16 @@ async fn raw_modbus_tools_read_in_engineering_units_and_never_claim_an_effect() 
     assert!(
         tools.contains(&"modbus_read".to_string()) && tools.contains(&"modbus_write".to_string())
     );
+    a_raw_read_decodes_through_the_declared_signal(&c).await;
+    a_raw_write_is_never_claimed_verified(&c).await;
+    raw_errors_keep_their_contract_codes(&c).await;
+    c.cancel().await.unwrap();
+}
 
-    // The oven's temperature register, raw and decoded through its declared signal.
+/// The oven's temperature register, raw and decoded through its declared signal.
+async fn a_raw_read_decodes_through_the_declared_signal(c: &common::Client) {
     let r = call(
-        &c,
+        c,
         "modbus_read",
         json!({"device": "oven", "area": "input", "address": 0}),
     )
@@ -143,9 +149,12 @@ async fn raw_modbus_tools_read_in_engineering_units_and_never_claim_an_effect() 
     assert_eq!(sc(&r)["values"], json!([250]));
     assert_eq!(sc(&r)["signals"]["temperature_c"]["value"], json!(25.0));
     assert_eq!(sc(&r)["signals"]["temperature_c"]["unit"], json!("°C"));
+}
 
+/// A raw write of the lamp's coil says it is not verified; the contact then reads it.
+async fn a_raw_write_is_never_claimed_verified(c: &common::Client) {
     let w = call(
-        &c,
+        c,
         "modbus_write",
         json!({"device": "lamp", "area": "coil", "address": 0, "values": [true]}),
     )
@@ -159,16 +168,19 @@ async fn raw_modbus_tools_read_in_engineering_units_and_never_claim_an_effect() 
     assert!(text(&w).contains("not verified"));
     tokio::time::sleep(Duration::from_millis(50)).await;
     let r = call(
-        &c,
+        c,
         "modbus_read",
         json!({"device": "lamp", "area": "discrete_input", "address": 0}),
     )
     .await;
     assert_eq!(sc(&r)["values"], json!([true]));
+}
 
-    // Exceptions keep their contract codes; devices without raw_access are refused.
+/// Exceptions keep their contract codes; devices without raw_access are refused; a raw write
+/// never cuts into a running command.
+async fn raw_errors_keep_their_contract_codes(c: &common::Client) {
     let bad = call(
-        &c,
+        c,
         "modbus_read",
         json!({"device": "lamp", "area": "holding", "address": 9}),
     )
@@ -178,7 +190,7 @@ async fn raw_modbus_tools_read_in_engineering_units_and_never_claim_an_effect() 
         (Some(true), "REGISTER_INVALID")
     );
     let no = call(
-        &c,
+        c,
         "modbus_read",
         json!({"device": "brown", "area": "coil", "address": 0}),
     )
@@ -189,9 +201,9 @@ async fn raw_modbus_tools_read_in_engineering_units_and_never_claim_an_effect() 
     );
 
     // A raw write never cuts into a running command.
-    let run = call(&c, "oven_set_temperature", json!({"setpoint_c": 80.0})).await;
+    let run = call(c, "oven_set_temperature", json!({"setpoint_c": 80.0})).await;
     let busy = call(
-        &c,
+        c,
         "modbus_write",
         json!({"device": "oven", "area": "holding", "address": 0, "values": [0]}),
     )
@@ -201,10 +213,9 @@ async fn raw_modbus_tools_read_in_engineering_units_and_never_claim_an_effect() 
         (Some(true), "DEVICE_BUSY")
     );
     let _ = call(
-        &c,
+        c,
         "cancel_command",
         json!({"command_id": sc(&run)["command_id"]}),
     )
     .await;
-    c.cancel().await.unwrap();
 }

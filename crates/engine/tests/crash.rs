@@ -8,6 +8,7 @@ use closedloop_engine::Status;
 use closedloop_journal::Journal;
 use common::*;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -75,6 +76,21 @@ async fn crash_child() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_between_accept_and_dispatch_and_while_running() {
     let dir = tempfile::tempdir().unwrap();
+    let ids = run_and_kill_the_child(dir.path());
+
+    // Everything the child accepted is in the journal, none of it terminal.
+    journal_holds_every_accepted_command_unfinished(dir.path(), &ids).await;
+
+    // Restart on the same journal.
+    let rig = rig_in(&crash_plant(), dir).await;
+    the_queued_move_is_interrupted_and_never_sent(&rig, &ids).await;
+    the_running_move_is_interrupted_on_fresh_reads(&rig, &ids).await;
+    the_held_relay_command_completes(&rig, &ids).await;
+}
+
+/// Runs `crash_child` on the journal in `dir` until it is READY, then kills it with SIGKILL:
+/// the ids it announced, by kind (`HOLD`, `MOVE`, `QUEUED`).
+fn run_and_kill_the_child(dir: &std::path::Path) -> BTreeMap<String, String> {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
@@ -83,12 +99,12 @@ async fn kill_9_between_accept_and_dispatch_and_while_running() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("CLOSEDLOOP_CRASH_DIR", dir.path())
+        .env("CLOSEDLOOP_CRASH_DIR", dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut ids = std::collections::BTreeMap::new();
+    let mut ids = BTreeMap::new();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     while let Some(Ok(line)) = lines.next() {
         // The harness may print "test crash_child ... " in front of the first line.
@@ -104,30 +120,36 @@ async fn kill_9_between_accept_and_dispatch_and_while_running() {
     assert_eq!(ids.len(), 3, "child announced {ids:?}");
     child.kill().unwrap(); // SIGKILL: no shutdown path runs.
     child.wait().unwrap();
+    ids
+}
 
-    // Everything the child accepted is in the journal, none of it terminal.
-    let url = format!("sqlite://{}", dir.path().join("journal.db").display());
-    {
-        let j = Journal::open(&url).await.unwrap();
-        for (k, id) in &ids {
-            let row = j
-                .get(id)
-                .await
-                .unwrap()
-                .unwrap_or_else(|| panic!("{k} lost"));
-            assert!(
-                ["accepted", "running"].contains(&row.status.as_str()),
-                "{k}: {}",
-                row.status
-            );
-        }
-        assert!(!j.get(&ids["QUEUED"]).await.unwrap().unwrap().dispatched);
-        assert!(j.get(&ids["MOVE"]).await.unwrap().unwrap().dispatched);
-        j.close().await;
+/// The journal in `dir` holds every command in `ids`, none of them terminal; the queued one
+/// never dispatched, the move dispatched.
+async fn journal_holds_every_accepted_command_unfinished(
+    dir: &std::path::Path,
+    ids: &BTreeMap<String, String>,
+) {
+    let url = format!("sqlite://{}", dir.join("journal.db").display());
+    let j = Journal::open(&url).await.unwrap();
+    for (k, id) in ids {
+        let row = j
+            .get(id)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{k} lost"));
+        assert!(
+            ["accepted", "running"].contains(&row.status.as_str()),
+            "{k}: {}",
+            row.status
+        );
     }
+    assert!(!j.get(&ids["QUEUED"]).await.unwrap().unwrap().dispatched);
+    assert!(j.get(&ids["MOVE"]).await.unwrap().unwrap().dispatched);
+    j.close().await;
+}
 
-    // Restart on the same journal.
-    let rig = rig_in(&crash_plant(), dir).await;
+/// The queued move ends INTERRUPTED on the restarted engine, and was never sent late.
+async fn the_queued_move_is_interrupted_and_never_sent(rig: &Rig, ids: &BTreeMap<String, String>) {
     let queued = rig
         .engine
         .status(&ids["QUEUED"], Duration::ZERO)
@@ -144,10 +166,12 @@ async fn kill_9_between_accept_and_dispatch_and_while_running() {
         Some(0.0),
         "the queued move was never sent late"
     );
+}
 
-    // The interrupted move (3 s of travel, a 9.3 s deadline): the new simulator stands still
-    // at 0 mm, so the first fresh reads after the restart end it INTERRUPTED, with that
-    // evidence — long before its journaled deadline, and never completed.
+/// The interrupted move (3 s of travel, a 9.3 s deadline): the new simulator stands still
+/// at 0 mm, so the first fresh reads after the restart end it INTERRUPTED, with that
+/// evidence — long before its journaled deadline, and never completed.
+async fn the_running_move_is_interrupted_on_fresh_reads(rig: &Rig, ids: &BTreeMap<String, String>) {
     let moved = rig
         .engine
         .status(&ids["MOVE"], Duration::from_secs(3))
@@ -165,8 +189,10 @@ async fn kill_9_between_accept_and_dispatch_and_while_running() {
         moved.detail
     );
     assert_eq!(ev_value(&moved, "moving"), json!(false), "{moved:#?}");
+}
 
-    // The held relay command: its done_when holds on fresh reads after the restart → completed.
+/// The held relay command: its done_when holds on fresh reads after the restart → completed.
+async fn the_held_relay_command_completes(rig: &Rig, ids: &BTreeMap<String, String>) {
     let held = rig
         .settle(
             &rig.engine

@@ -222,11 +222,18 @@ async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_doo
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    the_door_opening_stops_the_move(&rig).await;
+    the_alarm_blocks_the_slide(&rig).await;
+    closing_the_door_clears_it(&rig).await;
+    the_journal_kept_the_raise_and_the_clear(&rig).await;
+}
+
+/// The door opens mid-move: the move is stopped with the alarm's name as its code.
+async fn the_door_opening_stops_the_move(rig: &Rig) {
     let r = rig
         .act("slide", "move_to", json!({"target_mm": 300.0}), 0.0)
         .await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    // The door opens mid-move: the move is stopped with the alarm's name as its code.
     let open = rig.act("door", "switch", json!({"on": true}), 2.0).await;
     assert_eq!(open.status, Status::Completed, "{open:#?}");
     let r = rig.settle(&r).await;
@@ -247,7 +254,10 @@ async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_doo
         !rig.sim("slide").peek().moving.unwrap(),
         "the slide was stopped"
     );
-    // While it lasts, the slide takes no command, and its state says why.
+}
+
+/// While it lasts, the slide takes no command, and its state says why.
+async fn the_alarm_blocks_the_slide(rig: &Rig) {
     let refused = rig
         .act("slide", "move_to", json!({"target_mm": 10.0}), 0.0)
         .await;
@@ -267,7 +277,10 @@ async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_doo
         rig.engine.device_state("slide").unwrap().alarms,
         ["GUARD_DOOR_OPEN"]
     );
-    // The door closes: the alarm clears and the slide moves again.
+}
+
+/// The door closes: the alarm clears and the slide moves again.
+async fn closing_the_door_clears_it(rig: &Rig) {
     let closed = rig.act("door", "switch", json!({"on": false}), 2.0).await;
     assert_eq!(closed.status, Status::Completed);
     let mut again = None;
@@ -283,7 +296,10 @@ async fn a_standing_alarm_stops_a_move_blocks_the_device_and_clears_when_the_doo
     }
     let again = rig.settle(&again.expect("the alarm never cleared")).await;
     assert_eq!(again.status, Status::Completed, "{again:#?}");
-    // The journal kept the raise and the clear, each with what decided it.
+}
+
+/// The journal kept the raise and the clear, each with what decided it.
+async fn the_journal_kept_the_raise_and_the_clear(rig: &Rig) {
     let url = format!("sqlite://{}", rig.dir.path().join("journal.db").display());
     let journal = closedloop_journal::Journal::open_read_only(&url)
         .await

@@ -75,18 +75,22 @@ async fn an_alarm_with_clear_when_stops_a_move_and_stays_until_its_clear_conditi
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(overtemp(&c).await["active"], false);
+    the_heating_oven_stops_the_slide(&c, &sims).await;
+    above_clear_when_the_slide_stays_blocked(&c, &sims).await;
+    below_clear_when_the_slide_moves_again(&c, &sims).await;
+    c.cancel().await.unwrap();
+}
 
-    // The slide sets off on a 3 s move; the oven heats past 60 °C on the way: stopped OVERTEMP.
-    let mv = call(
-        &c,
-        "slide_move_to",
-        json!({"target_mm": 300.0, "wait_s": 0}),
-    )
-    .await;
+/// The simulated devices by id.
+type Sims = std::collections::BTreeMap<String, closedloop_sim::SimDevice>;
+
+/// The slide sets off on a 3 s move; the oven heats past 60 °C on the way: stopped OVERTEMP.
+async fn the_heating_oven_stops_the_slide(c: &Client, sims: &Sims) {
+    let mv = call(c, "slide_move_to", json!({"target_mm": 300.0, "wait_s": 0})).await;
     let id = sc(&mv)["command_id"].as_str().unwrap().to_string();
-    oven_to(&c, 65.0).await;
+    oven_to(c, 65.0).await;
     let stopped = call(
-        &c,
+        c,
         "get_command_status",
         json!({"command_id": id, "wait_s": 5}),
     )
@@ -100,14 +104,16 @@ async fn an_alarm_with_clear_when_stops_a_move_and_stays_until_its_clear_conditi
     let slide = sims["slide"].peek();
     assert!(!slide.moving.unwrap(), "the stop was written");
     assert!(slide.position_mm.unwrap() < 299.0, "{slide:?}");
+}
 
-    // Back to 55 °C: below `when`, above `clear_when` — still active, the slide still refused.
-    oven_to(&c, 55.0).await;
+/// Back to 55 °C: below `when`, above `clear_when` — still active, the slide still refused.
+async fn above_clear_when_the_slide_stays_blocked(c: &Client, sims: &Sims) {
+    oven_to(c, 55.0).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let t = sims["oven"].peek().temperature_c.unwrap();
     assert!((50.0..60.0).contains(&t), "the oven is at {t} °C");
-    assert_eq!(overtemp(&c).await["active"], true, "cleared at {t} °C");
-    let refused = call(&c, "slide_move_to", json!({"target_mm": 0.0})).await;
+    assert_eq!(overtemp(c).await["active"], true, "cleared at {t} °C");
+    let refused = call(c, "slide_move_to", json!({"target_mm": 0.0})).await;
     assert_eq!(
         (refused.is_error, sc(&refused)["error_code"].as_str()),
         (Some(true), Some("INTERLOCK")),
@@ -115,10 +121,12 @@ async fn an_alarm_with_clear_when_stops_a_move_and_stays_until_its_clear_conditi
         refused.structured_content
     );
     assert!(!sims["slide"].peek().moving.unwrap());
+}
 
-    // Down to 45 °C: the alarm clears only once the oven is below 50 °C, and the slide moves.
+/// Down to 45 °C: the alarm clears only once the oven is below 50 °C, and the slide moves.
+async fn below_clear_when_the_slide_moves_again(c: &Client, sims: &Sims) {
     let r = call(
-        &c,
+        c,
         "oven_set_temperature",
         json!({"setpoint_c": 45.0, "wait_s": 0}),
     )
@@ -127,7 +135,7 @@ async fn an_alarm_with_clear_when_stops_a_move_and_stays_until_its_clear_conditi
     assert!(matches!(status, "accepted" | "running"), "{status}");
     let mut cleared_at = None;
     for _ in 0..300 {
-        if overtemp(&c).await["active"] == false {
+        if overtemp(c).await["active"] == false {
             cleared_at = sims["oven"].peek().temperature_c;
             break;
         }
@@ -135,7 +143,7 @@ async fn an_alarm_with_clear_when_stops_a_move_and_stays_until_its_clear_conditi
     }
     let cleared_at = cleared_at.expect("the alarm never cleared");
     assert!(cleared_at < 50.0, "cleared at {cleared_at} °C");
-    let again = call(&c, "slide_move_to", json!({"target_mm": 0.0, "wait_s": 10})).await;
+    let again = call(c, "slide_move_to", json!({"target_mm": 0.0, "wait_s": 10})).await;
     assert_eq!(
         sc(&again)["status"],
         "completed",
@@ -143,5 +151,4 @@ async fn an_alarm_with_clear_when_stops_a_move_and_stays_until_its_clear_conditi
         again.structured_content
     );
     assert!(sims["slide"].peek().position_mm.unwrap().abs() <= 0.2);
-    c.cancel().await.unwrap();
 }

@@ -11,22 +11,7 @@ use serde_json::json;
 async fn nothing_moves_until_confirmed_and_a_token_runs_once_with_the_same_arguments() {
     let (c, sims, _engine) = start("").await;
     let slide = &sims["slide"];
-    let r = call(
-        &c,
-        "slide_move_to",
-        json!({"target_mm": 100.0, "wait_s": 1}),
-    )
-    .await;
-    assert_eq!(
-        sc(&r)["status"],
-        "needs_confirmation",
-        "{:?}",
-        r.structured_content
-    );
-    assert_eq!(r.is_error, Some(false));
-    let token = sc(&r)["confirmation_token"].as_str().unwrap().to_string();
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    assert_eq!(slide.peek().target_mm, Some(0.0), "nothing was written");
+    let token = a_move_needs_confirmation_and_moves_nothing(&c, slide).await;
 
     // The same tool with the token but other arguments: refused, nothing runs, token kept.
     let wrong = call(
@@ -42,35 +27,7 @@ async fn nothing_moves_until_confirmed_and_a_token_runs_once_with_the_same_argum
     assert!(sc(&wrong)["detail"].as_str().unwrap().contains("arguments"));
     assert_eq!(slide.peek().target_mm, Some(0.0));
 
-    let ok = call(
-        &c,
-        "confirm_command",
-        json!({"confirmation_token": token, "wait_s": 5}),
-    )
-    .await;
-    assert_eq!(
-        sc(&ok)["status"],
-        "completed",
-        "{:?}",
-        ok.structured_content
-    );
-    assert!((slide.peek().position_mm.unwrap() - 100.0).abs() < 0.5);
-
-    let again = call(&c, "confirm_command", json!({"confirmation_token": token})).await;
-    assert_eq!(again.is_error, Some(true));
-    assert!(
-        sc(&again)["detail"]
-            .as_str()
-            .unwrap()
-            .contains("already used")
-    );
-    let unknown = call(
-        &c,
-        "confirm_command",
-        json!({"confirmation_token": "cfm_forged"}),
-    )
-    .await;
-    assert_eq!(unknown.is_error, Some(true));
+    the_token_confirms_once(&c, slide, &token).await;
 
     // The tool itself, with the same arguments and a fresh token, also runs it.
     let r = call(&c, "slide_move_to", json!({"target_mm": 50.0})).await;
@@ -88,6 +45,63 @@ async fn nothing_moves_until_confirmed_and_a_token_runs_once_with_the_same_argum
         ok.structured_content
     );
     c.cancel().await.unwrap();
+}
+
+/// A move to 100 mm asks for confirmation, and nothing is written: its confirmation token.
+async fn a_move_needs_confirmation_and_moves_nothing(
+    c: &common::slide::Client,
+    slide: &closedloop_sim::SimDevice,
+) -> String {
+    let r = call(c, "slide_move_to", json!({"target_mm": 100.0, "wait_s": 1})).await;
+    assert_eq!(
+        sc(&r)["status"],
+        "needs_confirmation",
+        "{:?}",
+        r.structured_content
+    );
+    assert_eq!(r.is_error, Some(false));
+    let token = sc(&r)["confirmation_token"].as_str().unwrap().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(slide.peek().target_mm, Some(0.0), "nothing was written");
+    token
+}
+
+/// `confirm_command` with `token` runs the move to 100 mm; used again it is refused, and a
+/// forged token is refused too.
+async fn the_token_confirms_once(
+    c: &common::slide::Client,
+    slide: &closedloop_sim::SimDevice,
+    token: &str,
+) {
+    let ok = call(
+        c,
+        "confirm_command",
+        json!({"confirmation_token": token, "wait_s": 5}),
+    )
+    .await;
+    assert_eq!(
+        sc(&ok)["status"],
+        "completed",
+        "{:?}",
+        ok.structured_content
+    );
+    assert!((slide.peek().position_mm.unwrap() - 100.0).abs() < 0.5);
+
+    let again = call(c, "confirm_command", json!({"confirmation_token": token})).await;
+    assert_eq!(again.is_error, Some(true));
+    assert!(
+        sc(&again)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("already used")
+    );
+    let unknown = call(
+        c,
+        "confirm_command",
+        json!({"confirmation_token": "cfm_forged"}),
+    )
+    .await;
+    assert_eq!(unknown.is_error, Some(true));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

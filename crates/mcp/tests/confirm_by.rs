@@ -58,15 +58,7 @@ async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confi
             .confirm,
         "the test plant asks for confirmation"
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}{}", listener.local_addr().unwrap(), http::PATH);
-    let server = Server::new(Arc::clone(&engine), "http");
-    tokio::spawn(http::serve(
-        listener,
-        server,
-        HttpOptions::default(),
-        std::future::pending(),
-    ));
+    let url = serve_http(&engine).await;
     let agent = common::http_client(&url, AGENT).await;
     let operator = common::http_client(&url, OPERATOR).await;
 
@@ -76,9 +68,39 @@ async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confi
     assert!(v["hint"].as_str().unwrap().contains("operator"), "{v}");
     let token = v["confirmation_token"].as_str().unwrap().to_string();
 
-    // The agent confirming itself, both ways: refused, nothing moves.
+    the_agent_cannot_confirm_itself(&agent, &token, &sims).await;
+    let id = the_operator_confirms_the_agent_s_move(&operator, &token, &sims).await;
+
+    engine.shutdown().await;
+    let journal = Journal::open(&journal).await.unwrap();
+    let row = journal.get(&id).await.unwrap().expect("journaled");
+    assert_eq!(row.caller.as_deref(), Some("agent"));
+    let events = journal.events(&id).await.unwrap();
+    let accepted = events.iter().find(|e| e.event == "accepted").unwrap();
+    assert_eq!(accepted.data, json!({"confirmed_by": "operator"}));
+}
+
+/// Serves `engine` over Streamable HTTP on a free port: its MCP URL.
+async fn serve_http(engine: &Arc<closedloop_engine::Engine>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}{}", listener.local_addr().unwrap(), http::PATH);
+    let server = Server::new(Arc::clone(engine), "http");
+    tokio::spawn(http::serve(
+        listener,
+        server,
+        HttpOptions::default(),
+        std::future::pending(),
+    ));
+    url
+}
+
+/// The simulated devices by id.
+type Sims = std::collections::BTreeMap<String, closedloop_sim::SimDevice>;
+
+/// The agent confirming itself, both ways: refused, nothing moves.
+async fn the_agent_cannot_confirm_itself(agent: &common::Client, token: &str, sims: &Sims) {
     let own = common::call(
-        &agent,
+        agent,
         "confirm_command",
         json!({"confirmation_token": token}),
     )
@@ -92,7 +114,7 @@ async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confi
             .contains("confirm_by")
     );
     let again = json!({"target_mm": 120.0, "confirmation_token": token});
-    let own = common::call(&agent, "slide_move_to", again).await;
+    let own = common::call(agent, "slide_move_to", again).await;
     assert_eq!(
         common::sc(&own)["error_code"],
         "INVALID_PARAMS",
@@ -104,16 +126,23 @@ async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confi
         Some(0.0),
         "nothing was written"
     );
+}
 
-    // The person's token confirms: the move runs as the agent's command and completes.
+/// The person's token confirms: the move runs as the agent's command and completes, and the
+/// token is used up. The command's id.
+async fn the_operator_confirms_the_agent_s_move(
+    operator: &common::Client,
+    token: &str,
+    sims: &Sims,
+) -> String {
     let args = json!({"confirmation_token": token, "wait_s": 5});
-    let done = common::call(&operator, "confirm_command", args).await;
+    let done = common::call(operator, "confirm_command", args).await;
     let v = common::sc(&done).clone();
     assert_eq!(v["status"], "completed", "{v}");
     assert!((sims["slide"].peek().position_mm.unwrap() - 120.0).abs() < 0.5);
     let id = v["command_id"].as_str().unwrap().to_string();
     let used = common::call(
-        &operator,
+        operator,
         "confirm_command",
         json!({"confirmation_token": token}),
     )
@@ -124,14 +153,7 @@ async fn with_confirm_by_only_the_named_token_confirms_and_the_agent_never_confi
             .unwrap()
             .contains("already used")
     );
-
-    engine.shutdown().await;
-    let journal = Journal::open(&journal).await.unwrap();
-    let row = journal.get(&id).await.unwrap().expect("journaled");
-    assert_eq!(row.caller.as_deref(), Some("agent"));
-    let events = journal.events(&id).await.unwrap();
-    let accepted = events.iter().find(|e| e.event == "accepted").unwrap();
-    assert_eq!(accepted.data, json!({"confirmed_by": "operator"}));
+    id
 }
 
 const BOSS: &str = "boss-secret-41f7";

@@ -246,27 +246,8 @@ async fn watching_a_jog_on_the_operator_page_does_not_keep_it_going() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_requester_renews_a_jog_nobody_else_keeps_it_going() {
     use common::gateway::Gateway;
-    let tokens = [
-        ("ops", "ops-secret-1", r#"["read", "actuate:conveyor"]"#),
-        ("reader", "reader-secret-2", r#"["read"]"#),
-        ("watcher", "watcher-secret-3", r#"["read"]"#),
-        ("other", "other-secret-4", r#"["read", "actuate:*"]"#),
-    ];
-    let tables: String = tokens
-        .iter()
-        .map(|(name, secret, scopes)| {
-            format!(
-                "[[server.token]]\nname = \"{name}\"\nsha256 = \"{}\"\nscopes = {scopes}\n",
-                common::sha256_hex(secret)
-            )
-        })
-        .collect();
-    let src = plant(0.6).replace(
-        "journal = \"sqlite::memory:\"\n",
-        &format!("journal = \"sqlite::memory:\"\n{tables}"),
-    );
-    let gw = Gateway::start_plant(&src, Default::default()).await;
-    let client = |i: usize| common::http_client(&gw.url, tokens[i].1);
+    let gw = Gateway::start_plant(&plant_with_tokens(0.6), Default::default()).await;
+    let client = |i: usize| common::http_client(&gw.url, JOG_TOKENS[i].1);
     let (ops, reader, watcher, other) = (
         client(0).await,
         client(1).await,
@@ -275,14 +256,62 @@ async fn only_the_requester_renews_a_jog_nobody_else_keeps_it_going() {
     );
     let r = call(&ops, "conveyor_jog", json!({"wait_s": 0})).await;
     let id = sc(&r)["command_id"].as_str().unwrap().to_string();
+    let (last, ended_while_asked) = asked_by_everyone_else(&reader, &watcher, &other, &id).await;
+    let done = final_result(&gw.engine, &id, Duration::from_secs(5)).await;
+    assert_eq!(
+        outcome(&done),
+        (Some("cancelled"), Some("DEADMAN")),
+        "{done} (last seen {last})"
+    );
+    assert!(ended_while_asked, "others' asking kept it going: {last}");
+    the_belt_stands(&gw.engine).await;
+    // Its requester's keep_alive answers with the outcome.
+    let mine = call(&ops, "keep_alive", json!({"command_id": id})).await;
+    assert_eq!(outcome(sc(&mine)), (Some("cancelled"), Some("DEADMAN")));
+}
+
+/// The tokens of `only_the_requester_renews_a_jog_nobody_else_keeps_it_going`: name, secret,
+/// scopes.
+const JOG_TOKENS: [(&str, &str, &str); 4] = [
+    ("ops", "ops-secret-1", r#"["read", "actuate:conveyor"]"#),
+    ("reader", "reader-secret-2", r#"["read"]"#),
+    ("watcher", "watcher-secret-3", r#"["read"]"#),
+    ("other", "other-secret-4", r#"["read", "actuate:*"]"#),
+];
+
+/// [`plant`] with the [`JOG_TOKENS`].
+fn plant_with_tokens(keepalive: f64) -> String {
+    let tables: String = JOG_TOKENS
+        .iter()
+        .map(|(name, secret, scopes)| {
+            format!(
+                "[[server.token]]\nname = \"{name}\"\nsha256 = \"{}\"\nscopes = {scopes}\n",
+                common::sha256_hex(secret)
+            )
+        })
+        .collect();
+    plant(keepalive).replace(
+        "journal = \"sqlite::memory:\"\n",
+        &format!("journal = \"sqlite::memory:\"\n{tables}"),
+    )
+}
+
+/// Asked by everyone but its requester for seven times its keepalive: `reader` polls the jog
+/// `id`'s status, `watcher` (read-only) asks to cancel it and `other` calls `keep_alive`, both
+/// refused. The status last seen, and whether the jog ended while they asked.
+async fn asked_by_everyone_else(
+    reader: &Client,
+    watcher: &Client,
+    other: &Client,
+    id: &str,
+) -> (serde_json::Value, bool) {
     let started = Instant::now();
     let mut last = json!(null);
     let mut ended_while_asked = false;
-    // Asked by everyone but its requester for seven times its keepalive: had any of them
-    // renewed it, it would still be running at the end.
+    // Had any of them renewed it, it would still be running at the end.
     while started.elapsed() < Duration::from_millis(4200) {
         let status = call(
-            &reader,
+            reader,
             "get_command_status",
             json!({"command_id": id, "wait_s": 0}),
         )
@@ -293,7 +322,7 @@ async fn only_the_requester_renews_a_jog_nobody_else_keeps_it_going() {
             break;
         }
         let cancel = call(
-            &watcher,
+            watcher,
             "cancel_command",
             json!({"command_id": id, "wait_s": 0}),
         )
@@ -304,7 +333,7 @@ async fn only_the_requester_renews_a_jog_nobody_else_keeps_it_going() {
             "{:?}",
             cancel.structured_content
         );
-        let renew = call(&other, "keep_alive", json!({"command_id": id})).await;
+        let renew = call(other, "keep_alive", json!({"command_id": id})).await;
         assert_eq!(
             sc(&renew)["error_code"],
             "UNAUTHORIZED",
@@ -313,16 +342,14 @@ async fn only_the_requester_renews_a_jog_nobody_else_keeps_it_going() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let done = final_result(&gw.engine, &id, Duration::from_secs(5)).await;
-    assert_eq!(
-        outcome(&done),
-        (Some("cancelled"), Some("DEADMAN")),
-        "{done} (last seen {last})"
-    );
-    assert!(ended_while_asked, "others' asking kept it going: {last}");
+    (last, ended_while_asked)
+}
+
+/// The conveyor's `moving` reads false (within 2 s): the belt stands.
+async fn the_belt_stands(engine: &Engine) {
     let mut moving = json!(true);
     for _ in 0..100 {
-        moving = gw.engine.device_state("conveyor").unwrap().signals["moving"]
+        moving = engine.device_state("conveyor").unwrap().signals["moving"]
             .value
             .clone();
         if moving == json!(false) {
@@ -335,7 +362,4 @@ async fn only_the_requester_renews_a_jog_nobody_else_keeps_it_going() {
         json!(false),
         "the belt stands (its simulated register)"
     );
-    // Its requester's keep_alive answers with the outcome.
-    let mine = call(&ops, "keep_alive", json!({"command_id": id})).await;
-    assert_eq!(outcome(sc(&mine)), (Some("cancelled"), Some("DEADMAN")));
 }

@@ -94,12 +94,20 @@ async fn the_envelope_holds_through_a_real_mcp_client() {
         .unwrap();
     assert!(jog.description.unwrap().contains("at least every 0.6 s"));
 
-    // Dead-man: asked about for a while, then not — stopped DEADMAN.
-    let r = call(&c, "conveyor_jog", json!({"wait_s": 0})).await;
+    a_jog_nobody_asks_about_is_stopped(&c).await;
+    assert!(!sims["conveyor"].peek().moving.unwrap());
+    the_open_door_is_listed_and_blocks_the_belt(&c).await;
+    a_retry_loop_is_rate_limited(&c).await;
+    c.cancel().await.unwrap();
+}
+
+/// Dead-man: asked about for a while, then not — stopped DEADMAN.
+async fn a_jog_nobody_asks_about_is_stopped(c: &common::Client) {
+    let r = call(c, "conveyor_jog", json!({"wait_s": 0})).await;
     let id = sc(&r)["command_id"].as_str().unwrap().to_string();
     for _ in 0..4 {
         let s = call(
-            &c,
+            c,
             "get_command_status",
             json!({"command_id": id, "wait_s": 0.3}),
         )
@@ -108,7 +116,7 @@ async fn the_envelope_holds_through_a_real_mcp_client() {
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let done = call(
-        &c,
+        c,
         "get_command_status",
         json!({"command_id": id, "wait_s": 3}),
     )
@@ -122,14 +130,15 @@ async fn the_envelope_holds_through_a_real_mcp_client() {
         "{:?}",
         done.structured_content
     );
-    assert!(!sims["conveyor"].peek().moving.unwrap());
+}
 
-    // The door opens: the alarm is listed as active and the belt refuses to run.
-    let open = call(&c, "door_switch", json!({"on": true})).await;
+/// The door opens: the alarm is listed as active and the belt refuses to run.
+async fn the_open_door_is_listed_and_blocks_the_belt(c: &common::Client) {
+    let open = call(c, "door_switch", json!({"on": true})).await;
     assert_eq!(sc(&open)["status"], "completed");
     let mut listed = Value::Null;
     for _ in 0..100 {
-        listed = sc(&call(&c, "list_alarms", json!({})).await).clone();
+        listed = sc(&call(c, "list_alarms", json!({})).await).clone();
         if listed["alarms"][0]["active"] == true {
             break;
         }
@@ -137,7 +146,7 @@ async fn the_envelope_holds_through_a_real_mcp_client() {
     }
     assert_eq!(listed["alarms"][0]["active"], true, "{listed}");
     assert_eq!(listed["alarms"][0]["blocks"], json!(["conveyor"]));
-    let refused = call(&c, "conveyor_jog", json!({})).await;
+    let refused = call(c, "conveyor_jog", json!({})).await;
     assert_eq!(
         (refused.is_error, sc(&refused)["error_code"].as_str()),
         (Some(true), Some("INTERLOCK"))
@@ -148,20 +157,21 @@ async fn the_envelope_holds_through_a_real_mcp_client() {
             .unwrap()
             .contains("GUARD_DOOR_OPEN")
     );
+}
 
-    // A retry loop on the door (3/min): the second and third switches go, the fourth does not.
+/// A retry loop on the door (3/min): the second and third switches go, the fourth does not.
+async fn a_retry_loop_is_rate_limited(c: &common::Client) {
     for on in [false, true] {
-        let r = call(&c, "door_switch", json!({"on": on})).await;
+        let r = call(c, "door_switch", json!({"on": on})).await;
         assert_eq!(sc(&r)["status"], "completed", "{:?}", r.structured_content);
     }
-    let fourth = call(&c, "door_switch", json!({"on": false})).await;
+    let fourth = call(c, "door_switch", json!({"on": false})).await;
     assert_eq!(
         (fourth.is_error, sc(&fourth)["error_code"].as_str()),
         (Some(true), Some("RATE_LIMITED"))
     );
     let wait = sc(&fourth)["retry_after_s"].as_f64().unwrap();
     assert!(wait > 10.0 && wait <= 20.0, "{wait}");
-    c.cancel().await.unwrap();
 }
 
 /// The URIs of every `notifications/resources/updated` the client received, in order.

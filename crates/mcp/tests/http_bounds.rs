@@ -108,9 +108,27 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         ..HttpOptions::default()
     };
     let gw = Gateway::start(&tokens(), opts).await;
+    let (id, moving) = start_a_long_move(&gw.url).await;
+    // The move must be under way for the readers to wait on it (bounded: a loaded machine).
+    let status = status_once_accepted(&gw.url, &id).await;
+    assert_eq!(status, "running", "the move is not under way: {moving}");
+    let waiting = three_readers_wait_on(&gw.url, &id);
+    let waiting = the_general_permits_are_taken(&gw.url, waiting).await;
+    acting_and_cancelling_get_through(&gw.url, &id).await;
+    for w in waiting {
+        let _ = w.await;
+    }
+    gw.stop_and_caller_none().await;
+}
+
+/// A reader's wait, on a task of its own: the answer it finally got.
+type Waiting = tokio::task::JoinHandle<reqwest::Result<reqwest::Response>>;
+
+/// Starts a 6 s move without waiting: its command id, and the whole result.
+async fn start_a_long_move(url: &str) -> (String, Value) {
     let moving = result(
         raw_tool(
-            &gw.url,
+            url,
             Some(OPS),
             "slide_move_to",
             json!({"target_mm": 300.0, "wait_s": 0}),
@@ -124,12 +142,16 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         .as_str()
         .unwrap()
         .to_string();
-    // The move must be under way for the readers to wait on it (bounded: a loaded machine).
+    (id, moving)
+}
+
+/// Command `id`'s status once it is no longer `accepted` (or after 5 s of polling).
+async fn status_once_accepted(url: &str, id: &str) -> Value {
     let mut status = Value::Null;
     for _ in 0..250 {
         let r = result(
             raw_tool(
-                &gw.url,
+                url,
                 Some(VIEWER),
                 "get_command_status",
                 json!({"command_id": id, "wait_s": 0}),
@@ -145,14 +167,17 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(status, "running", "the move is not under way: {moving}");
-    // Three readers wait on the 6 s move: the three general permits are taken. A reader that
-    // arrives while the poll above still holds its permit (it is given back as its answer
-    // ends) is refused 503: it tries again, as a client told `Retry-After` would.
+    status
+}
+
+/// Three readers wait on the 6 s move: the three general permits are taken. A reader that
+/// arrives while the poll above still holds its permit (it is given back as its answer
+/// ends) is refused 503: it tries again, as a client told `Retry-After` would.
+fn three_readers_wait_on(url: &str, id: &str) -> Vec<Waiting> {
     let mut waiting = Vec::new();
     for _ in 0..3 {
-        let url = gw.url.clone();
-        let id = id.clone();
+        let url = url.to_string();
+        let id = id.to_string();
         waiting.push(tokio::spawn(async move {
             loop {
                 let req = raw_tool(
@@ -171,9 +196,15 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
             }
         }));
     }
+    waiting
+}
+
+/// Waits (at most 5 s) until one more reader is refused 503: the readers hold every general
+/// permit. Hands the readers back.
+async fn the_general_permits_are_taken(url: &str, waiting: Vec<Waiting>) -> Vec<Waiting> {
     let mut refused = false;
     for _ in 0..250 {
-        let r = raw(&gw.url, Some(VIEWER), "tools/list", json!({}))
+        let r = raw(url, Some(VIEWER), "tools/list", json!({}))
             .send()
             .await
             .unwrap();
@@ -192,10 +223,14 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
         }
         panic!("the readers never filled the general permits; they got: {answers:#?}");
     }
-    // Acting and cancelling still get through, on the reserve.
+    waiting
+}
+
+/// Acting and cancelling still get through, on the reserve.
+async fn acting_and_cancelling_get_through(url: &str, id: &str) {
     let lamp = result(
         raw_tool(
-            &gw.url,
+            url,
             Some(OPS),
             "lamp_switch",
             json!({"on": true, "wait_s": 2}),
@@ -207,23 +242,14 @@ async fn readers_cannot_take_the_capacity_kept_for_acting_and_cancelling() {
     .await;
     assert_eq!(lamp["structuredContent"]["status"], "completed", "{lamp}");
     let cancel = result(
-        raw_tool(
-            &gw.url,
-            Some(OPS),
-            "cancel_command",
-            json!({"command_id": id}),
-        )
-        .send()
-        .await
-        .unwrap(),
+        raw_tool(url, Some(OPS), "cancel_command", json!({"command_id": id}))
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_eq!(
         cancel["structuredContent"]["status"], "cancelled",
         "{cancel}"
     );
-    for w in waiting {
-        let _ = w.await;
-    }
-    gw.stop_and_caller_none().await;
 }

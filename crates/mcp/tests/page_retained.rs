@@ -52,15 +52,7 @@ async fn in_chromium_a_retained_value_is_as_old_as_its_payload_says_or_of_unknow
         return;
     };
     let broker = Mosquitto::start().await;
-    let board = broker.client("page-retained-board").await;
-    // Left behind before the gateway started: the door's taken three minutes ago.
-    let door = json!({"open": false, "time": now_ms() - 180_000}).to_string();
-    publish_retained(&board, "hall/door/state", &door)
-        .await
-        .unwrap();
-    publish_retained(&board, "hall/light/state", r#"{"on": true}"#)
-        .await
-        .unwrap();
+    let _board = retain_the_door_and_the_light(&broker).await;
 
     let (engine, _sims) = common::engine(&plant(&broker.url), std::path::Path::new(".")).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -77,27 +69,53 @@ async fn in_chromium_a_retained_value_is_as_old_as_its_payload_says_or_of_unknow
     let tmp = tempfile::tempdir().unwrap();
     let (driver, s) = browser::open(&bins, &tmp.path().join("profile")).await;
     s.goto(&format!("{base}/")).await;
-    let age = "const [d, sig] = arguments; \
-               const tr = document.querySelector(`.device[data-device='${d}'] tr[data-signal='${sig}']`); \
-               return tr ? tr.querySelector('.age').textContent : null";
-    let dated = "const [d, sig, want] = arguments; \
-                 const tr = document.querySelector(`.device[data-device='${d}'] tr[data-signal='${sig}']`); \
-                 return !!tr && tr.querySelector('.age').textContent === want";
     s.wait_until(
         "the door 3 min old",
-        dated,
+        DATED,
         json!(["door", "open", "3 min, retained"]),
     )
     .await;
     s.wait_until(
         "the light's row",
-        dated,
+        DATED,
         json!(["hall_light", "on", "retained, age unknown"]),
     )
     .await;
-    // Let the page's clock tick (every second) twice, and keep every age text it writes: the
-    // dated age goes on, the undated one has none to go on (a re-render by a later event must
-    // not hide a tick's text for a moment).
+    no_tick_writes_nan(&s).await;
+    the_ages_stay_as_retained(&s).await;
+    browser::screenshot(&s, "retained.png", 300).await;
+    s.end().await;
+    drop(driver);
+}
+
+/// The age text of the row of device `arguments[0]`'s signal `arguments[1]`, or null.
+const AGE: &str = "const [d, sig] = arguments; \
+               const tr = document.querySelector(`.device[data-device='${d}'] tr[data-signal='${sig}']`); \
+               return tr ? tr.querySelector('.age').textContent : null";
+
+/// Whether that row's age text is `arguments[2]`.
+const DATED: &str = "const [d, sig, want] = arguments; \
+                 const tr = document.querySelector(`.device[data-device='${d}'] tr[data-signal='${sig}']`); \
+                 return !!tr && tr.querySelector('.age').textContent === want";
+
+/// Left behind before the gateway started: the door's taken three minutes ago, and the light's
+/// without a time. The board that retained them (kept connected for the test).
+async fn retain_the_door_and_the_light(broker: &Mosquitto) -> closedloop_mqtt::MqttBroker {
+    let board = broker.client("page-retained-board").await;
+    let door = json!({"open": false, "time": now_ms() - 180_000}).to_string();
+    publish_retained(&board, "hall/door/state", &door)
+        .await
+        .unwrap();
+    publish_retained(&board, "hall/light/state", r#"{"on": true}"#)
+        .await
+        .unwrap();
+    board
+}
+
+/// Let the page's clock tick (every second) twice, and keep every age text it writes: the
+/// dated age goes on, the undated one has none to go on (a re-render by a later event must
+/// not hide a tick's text for a moment).
+async fn no_tick_writes_nan(s: &browser::Session) {
     let watch = "window.agesWritten = []; new MutationObserver(() => { \
                    for (const td of document.querySelectorAll('tr[data-signal] .age')) \
                      window.agesWritten.push(td.textContent); \
@@ -116,9 +134,14 @@ async fn in_chromium_a_retained_value_is_as_old_as_its_payload_says_or_of_unknow
     assert!(!written.is_empty(), "the page wrote no ages in 2.5 s");
     let bad: Vec<&&str> = written.iter().filter(|t| t.contains("NaN")).collect();
     assert!(bad.is_empty(), "ages written: {written:?}");
-    let light = s.run(age, json!(["hall_light", "on"])).await;
+}
+
+/// After the ticks: the light still of unknown age, the door still 3 min old and saying when
+/// it was taken, and no NaN anywhere on the page.
+async fn the_ages_stay_as_retained(s: &browser::Session) {
+    let light = s.run(AGE, json!(["hall_light", "on"])).await;
     assert_eq!(light, "retained, age unknown", "no age to go on");
-    let door_age = s.run(age, json!(["door", "open"])).await;
+    let door_age = s.run(AGE, json!(["door", "open"])).await;
     assert_eq!(door_age, "3 min, retained");
     let title = "return document.querySelector(\".device[data-device='door'] tr[data-signal='open'] .age\").title";
     let title = s.run(title, json!([])).await;
@@ -131,7 +154,4 @@ async fn in_chromium_a_retained_value_is_as_old_as_its_payload_says_or_of_unknow
     );
     let body = s.run("return document.body.innerText", json!([])).await;
     assert!(!body.as_str().unwrap().contains("NaN"), "{body}");
-    browser::screenshot(&s, "retained.png", 300).await;
-    s.end().await;
-    drop(driver);
 }

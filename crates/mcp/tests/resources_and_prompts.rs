@@ -125,8 +125,14 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
                 .all(|a| a.required == Some(true))
         );
     }
+    a_diagnosis_quotes_the_values_and_the_failure(c).await;
+    act_and_confirm_says_how_to_confirm(c).await;
+    unknown_or_missing_arguments_name_the_valid_ones(c).await;
+    let _ = rig.client.cancel().await;
+}
 
-    // A stalled move, then a diagnosis that quotes the values and the failure.
+/// A stalled move, then a diagnosis that quotes the values and the failure.
+async fn a_diagnosis_quotes_the_values_and_the_failure(c: &RunningService<RoleClient, Watcher>) {
     let r = call(c, "slide_move_to", json!({"target_mm": 150.0, "wait_s": 5})).await;
     assert_eq!(r["error_code"], "MOTOR_STALL");
     let state = call(c, "get_device_state", json!({"device": "slide"})).await;
@@ -146,7 +152,10 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
     ] {
         assert!(text.contains(&needle), "{needle:?} missing from:\n{text}");
     }
+}
 
+/// `act_and_confirm` on the lamp's switch: the tool, how to follow it, what confirms it.
+async fn act_and_confirm_says_how_to_confirm(c: &RunningService<RoleClient, Watcher>) {
     let a = prompt(
         c,
         "act_and_confirm",
@@ -169,8 +178,10 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
     ] {
         assert!(text.contains(needle), "{needle:?} missing from:\n{text}");
     }
+}
 
-    // Unknown or missing arguments name the valid ones.
+/// Unknown or missing arguments name the valid ones.
+async fn unknown_or_missing_arguments_name_the_valid_ones(c: &RunningService<RoleClient, Watcher>) {
     let e = mcp_error(
         prompt(c, "diagnose_device", json!({"device": "nope"}))
             .await
@@ -200,5 +211,4 @@ async fn prompts_embed_the_device_and_validate_their_arguments() {
     );
     assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
     assert!(e.message.contains("action"), "{}", e.message);
-    let _ = rig.client.cancel().await;
 }

@@ -35,12 +35,28 @@ async fn a_five_second_move_s_result_stays_under_4_kb_and_its_whole_timeline_is_
     let (engine, _sims) = common::engine(&plant(), std::path::Path::new(".")).await;
     let io = common::pipe(closedloop_mcp::Server::new(Arc::clone(&engine), "tester"));
     let c = ().serve(io).await.unwrap();
-    let r = call(
-        &c,
-        "slide_move_to",
-        json!({"target_mm": 300.0, "wait_s": 0}),
-    )
-    .await;
+    let (id, done) = a_five_second_move(&c).await;
+    let sc = done.structured_content.as_ref().unwrap();
+    let omitted = the_result_keeps_the_milestones_under_4_kb(sc);
+
+    // The resource has every reading, page after page.
+    let readings = readings_on_every_page(&c, &id).await;
+    assert_eq!(readings as u64, omitted + 2);
+
+    // Many commands: list_commands stays under 4 KB and says how many it left out.
+    for _ in 0..30 {
+        call(&c, "slide_move_to", json!({"target_mm": 1000.0})).await;
+    }
+    let list = call(&c, "list_commands", json!({"limit": 100})).await;
+    let body = list.structured_content.as_ref().unwrap();
+    assert!(body.to_string().len() < 4096, "{}", body.to_string().len());
+    assert!(body["omitted"].as_u64().unwrap() > 0, "{body:#}");
+}
+
+/// Moves the slide 300 mm (5 s at 60 mm/s) and follows it until it no longer runs: the
+/// command's id and its last status.
+async fn a_five_second_move(c: &Client) -> (String, rmcp::model::CallToolResult) {
+    let r = call(c, "slide_move_to", json!({"target_mm": 300.0, "wait_s": 0})).await;
     let id = r.structured_content.as_ref().unwrap()["command_id"]
         .as_str()
         .unwrap()
@@ -48,7 +64,7 @@ async fn a_five_second_move_s_result_stays_under_4_kb_and_its_whole_timeline_is_
     let mut done = r;
     for _ in 0..10 {
         done = call(
-            &c,
+            c,
             "get_command_status",
             json!({"command_id": id, "wait_s": 10}),
         )
@@ -57,7 +73,12 @@ async fn a_five_second_move_s_result_stays_under_4_kb_and_its_whole_timeline_is_
             break;
         }
     }
-    let sc = done.structured_content.as_ref().unwrap();
+    (id, done)
+}
+
+/// The completed move's result (`sc`) is under 4 KB, keeps every milestone and two readings,
+/// and says how many readings it left out: that count.
+fn the_result_keeps_the_milestones_under_4_kb(sc: &Value) -> u64 {
     assert_eq!(sc["status"], "completed", "{sc:#}");
     let size = sc.to_string().len();
     assert!(size < 4096, "{size} bytes: {sc:#}");
@@ -87,12 +108,15 @@ async fn a_five_second_move_s_result_stays_under_4_kb_and_its_whole_timeline_is_
         .map(|e| e["omitted"].as_u64().unwrap())
         .sum();
     assert!(omitted > 50, "a 5 s move read every 10 ms: {omitted}");
+    omitted
+}
 
-    // The resource has every reading, page after page.
+/// The readings on every page of command `id`'s timeline resource (at most 100 pages).
+async fn readings_on_every_page(c: &Client, id: &str) -> usize {
     let mut uri = format!("command://{id}/timeline");
     let mut readings = 0;
     for _ in 0..100 {
-        let page = read(&c, &uri).await;
+        let page = read(c, &uri).await;
         readings += page["entries"]
             .as_array()
             .unwrap()
@@ -104,14 +128,5 @@ async fn a_five_second_move_s_result_stays_under_4_kb_and_its_whole_timeline_is_
             None => break,
         }
     }
-    assert_eq!(readings as u64, omitted + 2);
-
-    // Many commands: list_commands stays under 4 KB and says how many it left out.
-    for _ in 0..30 {
-        call(&c, "slide_move_to", json!({"target_mm": 1000.0})).await;
-    }
-    let list = call(&c, "list_commands", json!({"limit": 100})).await;
-    let body = list.structured_content.as_ref().unwrap();
-    assert!(body.to_string().len() < 4096, "{}", body.to_string().len());
-    assert!(body["omitted"].as_u64().unwrap() > 0, "{body:#}");
+    readings
 }

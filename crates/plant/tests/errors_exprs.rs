@@ -7,6 +7,13 @@ use common::{edit, expect_one};
 
 #[test]
 fn unknown_names_in_every_expression_key() {
+    unknown_names_in_the_lamp_s_done_when_and_requires();
+    unknown_names_in_the_slide_s_keys();
+    misplaced_names_in_the_lamp_s_switch();
+}
+
+/// The lamp's `done_when`, with the names it could have meant, and its `requires`.
+fn unknown_names_in_the_lamp_s_done_when_and_requires() {
     let e = expect_one(
         &edit(
             "done_when = \"contact == params.on\"",
@@ -38,6 +45,10 @@ fn unknown_names_in_every_expression_key() {
         "action.switch.requires",
         "unknown device \"slid\"",
     );
+}
+
+/// The slide's `fail_when`, `expect_s`, `stopped_when`, `started_when` and written value.
+fn unknown_names_in_the_slide_s_keys() {
     expect_one(
         &edit("MOTOR_STALL = \"fault\"", "MOTOR_STALL = \"stall\""),
         Some("slide"),
@@ -74,6 +85,10 @@ fn unknown_names_in_every_expression_key() {
         "action.move_to.write[0].value",
         "did you mean params.target_mm?",
     );
+}
+
+/// A parameter named without `params.`, and `command_id` outside an MQTT payload.
+fn misplaced_names_in_the_lamp_s_switch() {
     expect_one(
         &edit(
             "done_when = \"contact == params.on\"",

@@ -2,8 +2,8 @@
 
 use closedloop_driver::{Area, Value, ValueType, WordOrder};
 use closedloop_plant::{
-    DriverConfig, ParamType, ParamValue, Params, Parity, Scope, Source, TokenScope, ToolMode,
-    Verification, WriteEntry, load, parse, parse_with_env,
+    Action, Device, DriverConfig, ParamType, ParamValue, Params, Parity, Scope, Source, TokenScope,
+    ToolMode, Verification, WriteEntry, load, parse, parse_with_env,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,6 +23,24 @@ fn design_example_parses_with_defaults() {
     assert_eq!(ids, ["lamp", "slide", "gripper"]);
 
     let lamp = plant.device("lamp").unwrap();
+    the_lamp_has_the_defaults(lamp);
+    the_lamp_switch_has_the_defaults(lamp.action("switch").unwrap());
+
+    let slide = plant.device("slide").unwrap();
+    assert_eq!(slide.poll_ms, 100);
+    assert_eq!(slide.liveness.max_silence_s, 2.0);
+    the_slide_position_is_a_scaled_i32(slide);
+    the_slide_move_to_stops_and_expects_by_distance(slide.action("move_to").unwrap());
+
+    let close = plant.device("gripper").unwrap().action("close").unwrap();
+    let req = close.requires.as_ref().unwrap();
+    assert!(req.signals().is_empty());
+    assert_eq!(req.devices().len(), 2);
+    assert!(close.params.is_empty());
+}
+
+/// The workshop's lamp: the device defaults, a sim relay with two signals.
+fn the_lamp_has_the_defaults(lamp: &Device) {
     assert_eq!(lamp.poll_ms, 20);
     assert_eq!(lamp.liveness.max_silence_s, 2.0);
     assert_eq!(lamp.liveness.online, "online");
@@ -36,8 +54,10 @@ fn design_example_parses_with_defaults() {
         "discrete_input:0"
     );
     assert!(lamp.signal("contact").unwrap().source.is_bool());
+}
 
-    let switch = lamp.action("switch").unwrap();
+/// The lamp's `switch`: its criterion, and the defaults of the per-action keys.
+fn the_lamp_switch_has_the_defaults(switch: &Action) {
     assert_eq!(switch.tool_name, "lamp_switch");
     assert!(switch.idempotent);
     assert_eq!(switch.verification, Verification::Feedback);
@@ -64,10 +84,10 @@ fn design_example_parses_with_defaults() {
     assert_eq!(switch.hold_ms, 0);
     assert!(switch.destructive && switch.queue && !switch.confirm);
     assert!(switch.requires.is_none() && switch.started_when.is_none());
+}
 
-    let slide = plant.device("slide").unwrap();
-    assert_eq!(slide.poll_ms, 100);
-    assert_eq!(slide.liveness.max_silence_s, 2.0);
+/// The slide's `position_mm`: a holding register pair, an i32 in hundredths, big-endian words.
+fn the_slide_position_is_a_scaled_i32(slide: &Device) {
     let pos = slide.signal("position_mm").unwrap();
     assert_eq!(pos.source.describe(), "holding:2");
     assert_eq!(pos.unit.as_deref(), Some("mm"));
@@ -84,7 +104,11 @@ fn design_example_parses_with_defaults() {
         }
         other => panic!("{other:?}"),
     }
-    let mv = slide.action("move_to").unwrap();
+}
+
+/// The slide's `move_to`: its fail, cancel and stop keys, its write, and an `expect_s`
+/// evaluated at dispatch.
+fn the_slide_move_to_stops_and_expects_by_distance(mv: &Action) {
     assert_eq!(mv.fail_when.len(), 1);
     assert_eq!(mv.fail_when[0].0, "MOTOR_STALL");
     assert_eq!(mv.cancel.len(), 1);
@@ -119,12 +143,6 @@ fn design_example_parses_with_defaults() {
         extra_strings: &[],
     };
     assert!((mv.expect_s.eval_f64(&scope).unwrap() - 1.55).abs() < 1e-9);
-
-    let close = plant.device("gripper").unwrap().action("close").unwrap();
-    let req = close.requires.as_ref().unwrap();
-    assert!(req.signals().is_empty());
-    assert_eq!(req.devices().len(), 2);
-    assert!(close.params.is_empty());
 }
 
 #[test]
@@ -142,7 +160,46 @@ fn every_driver_kind_and_source_family() {
     assert_eq!(token.scopes[1], TokenScope::Actuate("heater".into()));
     assert!(token.scopes[1].allows_actuate("heater") && !token.scopes[1].allows_actuate("pump"));
 
-    let heater = plant.device("heater").unwrap();
+    the_modbus_tcp_heater(plant.device("heater").unwrap());
+
+    let pump = plant.device("pump").unwrap();
+    assert!(matches!(
+        pump.driver,
+        DriverConfig::ModbusRtu {
+            baud: 19200,
+            parity: Parity::Even,
+            unit: 1,
+            ..
+        }
+    ));
+    assert_eq!(
+        pump.action("start").unwrap().verification,
+        Verification::Readback
+    );
+
+    the_mqtt_desk(plant.device("desk").unwrap());
+
+    let conveyor = plant.device("conveyor").unwrap();
+    assert_eq!(
+        conveyor.signal("speed").unwrap().source.describe(),
+        "ns=2;s=Speed"
+    );
+    assert!(
+        matches!(&conveyor.action("reset").unwrap().write[0], WriteEntry::OpcuaMethod { args, .. } if args.len() == 2)
+    );
+
+    let axle = plant.device("axle").unwrap();
+    assert!(
+        matches!(&axle.driver, DriverConfig::Can { dbc, bitrate: 500_000, .. } if dbc == Path::new("/srv/plant/axle.dbc"))
+    );
+    assert_eq!(
+        axle.signal("rpm").unwrap().source.describe(),
+        "CAN 0x1F0 Speed"
+    );
+}
+
+/// The Modbus TCP heater: its timeout, counter, raw access, simulator and action.
+fn the_modbus_tcp_heater(heater: &Device) {
     assert_eq!(heater.request_timeout_ms(), 250);
     assert_eq!(heater.liveness.counter, Some(10));
     assert!(heater.raw_access);
@@ -168,23 +225,10 @@ fn every_driver_kind_and_source_family() {
             .collect::<Vec<_>>(),
         ["mode", "target_c"]
     );
+}
 
-    let pump = plant.device("pump").unwrap();
-    assert!(matches!(
-        pump.driver,
-        DriverConfig::ModbusRtu {
-            baud: 19200,
-            parity: Parity::Even,
-            unit: 1,
-            ..
-        }
-    ));
-    assert_eq!(
-        pump.action("start").unwrap().verification,
-        Verification::Readback
-    );
-
-    let desk = plant.device("desk").unwrap();
+/// The MQTT desk: its secret kept out of Debug, its topics, and its `switch`'s payload.
+fn the_mqtt_desk(desk: &Device) {
     assert!(
         format!("{:?}", desk.driver).contains("Secret(***)"),
         "passwords stay out of Debug"
@@ -221,24 +265,6 @@ fn every_driver_kind_and_source_family() {
     assert_eq!(
         desk.action("blink").unwrap().verification,
         Verification::None
-    );
-
-    let conveyor = plant.device("conveyor").unwrap();
-    assert_eq!(
-        conveyor.signal("speed").unwrap().source.describe(),
-        "ns=2;s=Speed"
-    );
-    assert!(
-        matches!(&conveyor.action("reset").unwrap().write[0], WriteEntry::OpcuaMethod { args, .. } if args.len() == 2)
-    );
-
-    let axle = plant.device("axle").unwrap();
-    assert!(
-        matches!(&axle.driver, DriverConfig::Can { dbc, bitrate: 500_000, .. } if dbc == Path::new("/srv/plant/axle.dbc"))
-    );
-    assert_eq!(
-        axle.signal("rpm").unwrap().source.describe(),
-        "CAN 0x1F0 Speed"
     );
 }
 

@@ -241,24 +241,7 @@ async fn what_a_node_needs_is_named_when_missing() {
         model: "relay".into(),
         ..SimConfig::default()
     };
-    let start = |status: &str, command: &str, period_ms: u64, config: SimConfig| {
-        let s = spec("lamp", &dbc, status, command, period_ms, config);
-        async move { start_buses(&[s]).await.map(|_| ()).unwrap_err() }
-    };
-
-    let e = start("LampStatus", "LampCmd", 20, relay.clone()).await;
-    assert!(matches!(e, CanSimError::MissingSignal { .. }), "{e:?}");
-    let msg = e.to_string();
-    for part in [
-        "\"lamp\"",
-        "sim.can.status",
-        "short.dbc",
-        "LampStatus",
-        "Contact",
-        "relay",
-    ] {
-        assert!(msg.contains(part), "{part} missing from: {msg}");
-    }
+    a_missing_status_signal_is_named(&dbc, &relay).await;
     // Without feedback the relay has no contact to report: the same message will do.
     let no_feedback = SimConfig {
         feedback: Some(false),
@@ -276,27 +259,15 @@ async fn what_a_node_needs_is_named_when_missing() {
     .unwrap();
     drop(buses);
 
-    let e = start("LampState", "LampCmd", 20, relay.clone())
-        .await
-        .to_string();
-    assert!(e.contains("short.dbc") && e.contains("LampState"), "{e}");
-    let e = start("LampStatus", "SlideCmd", 20, no_feedback)
-        .await
-        .to_string();
-    assert!(
-        e.contains("sim.can.command") && e.contains("SlideCmd") && e.contains("On"),
-        "{e}"
-    );
-    let e = start("LampStatus", "LampCmd", 0, relay.clone())
-        .await
-        .to_string();
-    assert!(e.contains("period_ms"), "{e}");
+    a_wrong_message_or_period_is_named(&dbc, &relay, no_feedback).await;
     let mqtt = SimConfig {
         model: "mqtt-relay".into(),
         prefix: Some("lab/lamp".into()),
         ..SimConfig::default()
     };
-    let e = start("LampStatus", "LampCmd", 20, mqtt).await.to_string();
+    let e = start_lamp(&dbc, ("LampStatus", "LampCmd"), 20, mqtt)
+        .await
+        .to_string();
     assert!(
         e.contains("mqtt-relay") && e.contains("cannot be a CAN node"),
         "{e}"
@@ -315,4 +286,58 @@ async fn what_a_node_needs_is_named_when_missing() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("sim.can.dbc") && e.contains("none.dbc"), "{e}");
+}
+
+/// What starting the node `lamp` alone fails with: on `dbc`, its (status, command) messages,
+/// every `period_ms`, simulating `config`.
+async fn start_lamp(
+    dbc: &std::path::Path,
+    (status, command): (&str, &str),
+    period_ms: u64,
+    config: SimConfig,
+) -> CanSimError {
+    let s = spec("lamp", dbc, status, command, period_ms, config);
+    start_buses(&[s]).await.map(|_| ()).unwrap_err()
+}
+
+/// A relay whose status message lacks `Contact` is refused naming the device, the key, the
+/// file, the message, the signal and the model.
+async fn a_missing_status_signal_is_named(dbc: &std::path::Path, relay: &SimConfig) {
+    let e = start_lamp(dbc, ("LampStatus", "LampCmd"), 20, relay.clone()).await;
+    assert!(matches!(e, CanSimError::MissingSignal { .. }), "{e:?}");
+    let msg = e.to_string();
+    for part in [
+        "\"lamp\"",
+        "sim.can.status",
+        "short.dbc",
+        "LampStatus",
+        "Contact",
+        "relay",
+    ] {
+        assert!(msg.contains(part), "{part} missing from: {msg}");
+    }
+}
+
+/// A status message not in the file, a command message without `On`, and no period are each
+/// refused, named.
+async fn a_wrong_message_or_period_is_named(
+    dbc: &std::path::Path,
+    relay: &SimConfig,
+    no_feedback: SimConfig,
+) {
+    let e = start_lamp(dbc, ("LampState", "LampCmd"), 20, relay.clone())
+        .await
+        .to_string();
+    assert!(e.contains("short.dbc") && e.contains("LampState"), "{e}");
+    let e = start_lamp(dbc, ("LampStatus", "SlideCmd"), 20, no_feedback)
+        .await
+        .to_string();
+    assert!(
+        e.contains("sim.can.command") && e.contains("SlideCmd") && e.contains("On"),
+        "{e}"
+    );
+    let e = start_lamp(dbc, ("LampStatus", "LampCmd"), 0, relay.clone())
+        .await
+        .to_string();
+    assert!(e.contains("period_ms"), "{e}");
 }

@@ -6,6 +6,7 @@ use super::Running;
 use super::proxy::Proxy;
 use closedloop_journal::{CommandRow, EventRow};
 use serde_json::{Value, json};
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -16,30 +17,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// `dir/writes.jsonl` ([`writes`]); the plant `serve` uses, journaled to `journal` with leases
 /// of `lease_s`. Returns the sim and the Modbus address.
 pub fn start_sim(dir: &Path, journal: &str, lease_s: u32) -> (Running, String) {
-    let example = include_str!("../../../../examples/modbus-workshop.toml");
-    let sim_plant = example.replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"");
-    std::fs::write(dir.join("sim.toml"), &sim_plant).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
-        .arg("sim")
-        .arg(dir.join("sim.toml"))
-        .arg("--write-log")
-        .arg(dir.join("writes.jsonl"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut port = String::new();
-    loop {
-        let line = lines.next().expect("sim announces").unwrap();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["closedloop", "sim:", "control", "on", _] => break,
-            ["closedloop", "sim:", _, "unit", _, "on", addr] => port = addr.to_string(),
-            _ => {}
-        }
-    }
-    let plant = example
+    let write_log = dir.join("writes.jsonl");
+    let more = [OsStr::new("--write-log"), write_log.as_os_str()];
+    let (sim, _control, port) = super::sim_modbus_workshop(dir, &more);
+    let port = port.unwrap_or_default();
+    let plant = super::MODBUS_WORKSHOP
         .replace(
             "address = \"127.0.0.1:1502\"",
             &format!("address = \"{port}\""),
@@ -49,7 +31,7 @@ pub fn start_sim(dir: &Path, journal: &str, lease_s: u32) -> (Running, String) {
             &format!("journal = \"{journal}\"\nlease_s = {lease_s}"),
         );
     std::fs::write(dir.join("plant.toml"), plant).unwrap();
-    (Running(child), port)
+    (sim, port)
 }
 
 /// `closedloop serve --instance NAME --http 127.0.0.1:0`: the process and its host:port.

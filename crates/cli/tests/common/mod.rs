@@ -16,6 +16,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -42,6 +43,23 @@ pub fn said(o: &Output) -> (Option<i32>, String, String) {
 /// `closedloop init ARGS…`, finished.
 pub fn init(args: &[&str]) -> Output {
     closedloop().arg("init").args(args).output().unwrap()
+}
+
+/// `closedloop ARGS… PLANT MORE…`, finished: (exit code, stdout, stderr).
+pub fn run(args: &[&str], plant: &Path, more: &[&str]) -> (Option<i32>, String, String) {
+    said(
+        &closedloop()
+            .args(args)
+            .arg(plant)
+            .args(more)
+            .output()
+            .unwrap(),
+    )
+}
+
+/// `closedloop ARGS…` run in `dir`, finished: (exit code, stdout, stderr).
+pub fn run_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    said(&closedloop().current_dir(dir).args(args).output().unwrap())
 }
 
 /// `path` relative to the repository's root.
@@ -170,6 +188,52 @@ pub fn start_sim_plant(plant: &Path) -> (Running, String, Vec<Vec<String>>) {
             _ => {}
         }
     }
+}
+
+/// examples/modbus-workshop.toml, the Modbus workshop `closedloop sim` serves.
+pub const MODBUS_WORKSHOP: &str = include_str!("../../../../examples/modbus-workshop.toml");
+
+/// `closedloop sim` of [`MODBUS_WORKSHOP`] on free ports (written to `dir/sim.toml`), with the
+/// further arguments `more`: the sim, its control address, and the address its Modbus units
+/// announced (if any did).
+pub fn sim_modbus_workshop(dir: &Path, more: &[&OsStr]) -> (Running, String, Option<String>) {
+    let sim_plant =
+        MODBUS_WORKSHOP.replace("listen = \"127.0.0.1:1502\"", "listen = \"127.0.0.1:0\"");
+    std::fs::write(dir.join("sim.toml"), &sim_plant).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_closedloop"))
+        .arg("sim")
+        .arg(dir.join("sim.toml"))
+        .args(more)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut port = None;
+    let control = loop {
+        let line = lines.next().expect("sim announces").unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["closedloop", "sim:", "control", "on", addr] => break addr.to_string(),
+            ["closedloop", "sim:", _, "unit", _, "on", addr] => port = Some(addr.to_string()),
+            _ => {}
+        }
+    };
+    (Running(child), control, port)
+}
+
+/// Starts `closedloop sim` of the Modbus workshop on free ports ([`sim_modbus_workshop`]) and
+/// writes the plant `serve` should use to `dir/plant.toml`: the same file, with the announced
+/// port as every device's address. Returns the sim and its control address.
+pub fn start_modbus_sim(dir: &Path) -> (Running, String) {
+    let (sim, control, port) = sim_modbus_workshop(dir, &[]);
+    let addr = port.expect("a Modbus unit announced");
+    let plant = MODBUS_WORKSHOP.replace(
+        "address = \"127.0.0.1:1502\"",
+        &format!("address = \"{addr}\""),
+    );
+    std::fs::write(dir.join("plant.toml"), plant).unwrap();
+    (sim, control)
 }
 
 /// Calls an action tool and follows the command to its end: `(status, error_code, result)`.

@@ -14,14 +14,46 @@ use std::time::Duration;
 
 use closedloop_driver::Value;
 use closedloop_opcua::testing::*;
-use closedloop_opcua::{Class, Error, Identity, Link, OpcuaClient, classify};
+use closedloop_opcua::{Class, Error, Identity, Link, Monitor, OpcuaClient, classify};
 use common::{Pump, pump, server_certificate};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closedloop_drives_an_asyncua_pump() {
     let server = Pump::start().await;
     let client = connect(&server.endpoint).await;
+    browse_names_each_node_s_class_and_type(&client).await;
 
+    let read = client
+        .read(&[pump("Speed"), pump("Running")])
+        .await
+        .expect("read");
+    assert_eq!(read[0].value, Some(Value::Number(0.0)));
+    assert_eq!(read[1].value, Some(Value::Bool(false)));
+    assert!(read.iter().all(|u| u.good));
+
+    let (speed, running) = (pump("Speed"), pump("Running"));
+    let mut monitor = client.monitor(&[speed.clone(), running.clone()], 20);
+    next_where(&mut monitor, &running, |u| {
+        u.value == Some(Value::Bool(false))
+    })
+    .await;
+
+    a_double_node_gets_a_double(&client, &mut monitor, &speed).await;
+    an_int16_node_gets_an_int16(&client).await;
+    method_arguments_take_the_declared_types(&client).await;
+    start_and_stop_are_followed_after_the_fence(&client, &mut monitor, &running).await;
+
+    let err = client.write(&running, Value::Bool(true)).await.unwrap_err();
+    assert_eq!(classify(&err), Class::RegisterInvalid, "{err}");
+    assert!(
+        server.stderr().lines().all(|l| !l.contains("Traceback")),
+        "{}",
+        server.stderr()
+    );
+}
+
+/// Browsing the pump names each variable's data type and its methods.
+async fn browse_names_each_node_s_class_and_type(client: &OpcuaClient) {
     let found = client.browse("ns=2;s=Pump1", 1, 50).await.expect("browse");
     let kind = |id: &str| {
         found
@@ -47,43 +79,26 @@ async fn closedloop_drives_an_asyncua_pump() {
         Some("Method".into()),
         "{found:?}"
     );
+}
 
-    let read = client
-        .read(&[pump("Speed"), pump("Running")])
-        .await
-        .expect("read");
-    assert_eq!(read[0].value, Some(Value::Number(0.0)));
-    assert_eq!(read[1].value, Some(Value::Bool(false)));
-    assert!(read.iter().all(|u| u.good));
-
-    let (speed, running) = (pump("Speed"), pump("Running"));
-    let mut monitor = client.monitor(&[speed.clone(), running.clone()], 20);
-    next_where(&mut monitor, &running, |u| {
-        u.value == Some(Value::Bool(false))
-    })
-    .await;
-
-    // A Double node gets a Double.
+/// A Double node gets a Double, read back after the acknowledgement.
+async fn a_double_node_gets_a_double(client: &OpcuaClient, monitor: &mut Monitor, speed: &str) {
     let ack = client
-        .write(&speed, Value::Number(1200.0))
+        .write(speed, Value::Number(1200.0))
         .await
         .expect("write Speed");
     // asyncua publishes a written value as it applies the write, so its data change may come
     // before the acknowledgement (and then, rightly, does not count). A read issued after the
     // acknowledgement is the readback that counts.
-    next_where(&mut monitor, &speed, |u| {
-        u.value == Some(Value::Number(1200.0))
-    })
-    .await;
-    let back = client
-        .read(std::slice::from_ref(&speed))
-        .await
-        .expect("read back");
+    next_where(monitor, speed, |u| u.value == Some(Value::Number(1200.0))).await;
+    let back = client.read(&[speed.to_string()]).await.expect("read back");
     assert_eq!(back[0].value, Some(Value::Number(1200.0)));
     assert!(back[0].seq > ack.seq, "{} vs {}", back[0].seq, ack.seq);
+}
 
-    // An Int16 node gets an Int16 (asyncua keeps the variant it is given), and a value an Int16
-    // cannot hold is refused before anything is sent.
+/// An Int16 node gets an Int16 (asyncua keeps the variant it is given), and a value an Int16
+/// cannot hold is refused before anything is sent.
+async fn an_int16_node_gets_an_int16(client: &OpcuaClient) {
     client
         .write(&pump("SpeedLimit"), Value::Number(300.0))
         .await
@@ -102,8 +117,10 @@ async fn closedloop_drives_an_asyncua_pump() {
         "{err}"
     );
     assert_eq!(classify(&err), Class::RegisterInvalid);
+}
 
-    // Method arguments take the declared types too; outputs come back as JSON.
+/// Method arguments take the declared types too; outputs come back as JSON.
+async fn method_arguments_take_the_declared_types(client: &OpcuaClient) {
     let (_, outputs) = client
         .call(
             "ns=2;s=Pump1",
@@ -122,26 +139,27 @@ async fn closedloop_drives_an_asyncua_pump() {
         .await
         .unwrap_err();
     assert_eq!(classify(&err), Class::RegisterInvalid, "{err}");
+}
 
-    // Start: acknowledged at once (running, not completed); Running follows later, after the fence.
+/// Start: acknowledged at once (running, not completed); Running follows later, after the
+/// fence. Stop likewise.
+async fn start_and_stop_are_followed_after_the_fence(
+    client: &OpcuaClient,
+    monitor: &mut Monitor,
+    running: &str,
+) {
     let (ack, _) = client
         .call("ns=2;s=Pump1", &pump("Start"), vec![])
         .await
         .expect("Start()");
     assert_eq!(ack.status, "Good");
-    let now = client
-        .read(std::slice::from_ref(&running))
-        .await
-        .expect("read");
+    let now = client.read(&[running.to_string()]).await.expect("read");
     assert_eq!(
         now[0].value,
         Some(Value::Bool(false)),
         "Running follows Start only later"
     );
-    let on = next_where(&mut monitor, &running, |u| {
-        u.value == Some(Value::Bool(true))
-    })
-    .await;
+    let on = next_where(monitor, running, |u| u.value == Some(Value::Bool(true))).await;
     assert!(on.seq > ack.seq, "{} vs {}", on.seq, ack.seq);
     assert!(on.good);
 
@@ -149,19 +167,8 @@ async fn closedloop_drives_an_asyncua_pump() {
         .call("ns=2;s=Pump1", &pump("Stop"), vec![])
         .await
         .expect("Stop()");
-    let off = next_where(&mut monitor, &running, |u| {
-        u.value == Some(Value::Bool(false))
-    })
-    .await;
+    let off = next_where(monitor, running, |u| u.value == Some(Value::Bool(false))).await;
     assert!(off.seq > ack.seq);
-
-    let err = client.write(&running, Value::Bool(true)).await.unwrap_err();
-    assert_eq!(classify(&err), Class::RegisterInvalid, "{err}");
-    assert!(
-        server.stderr().lines().all(|l| !l.contains("Traceback")),
-        "{}",
-        server.stderr()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

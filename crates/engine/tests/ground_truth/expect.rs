@@ -60,11 +60,32 @@ fn reads(case: &Case, i: usize, follow: bool) -> Vec<usize> {
 
 /// The exact outcome of `c`, if its plant decides it.
 pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
+    if !alone(case, out, c) {
+        return None;
+    }
+    let follow = c.action == "follow";
+    let own = &case.devices[c.dev];
+    if let Some(decided) = by_faults(own, follow) {
+        return decided;
+    }
+    let Arg::On(on) = arg_of(c) else {
+        return number_model(case, c, own);
+    };
+    let Model::Relay { pull_in_ms } = own.model else {
+        return None;
+    };
+    relay_model(case, own, follow, on, pull_in_ms)
+}
+
+/// Whether nothing but its plant touches `c`: no step but submissions, no standing alarm
+/// blocking its device, no other command on what it depends on, no board, no fault on the
+/// devices it reads and none of its own's coming later.
+fn alone(case: &Case, out: &Outcome, c: &Cmd) -> bool {
     let quiet = case.steps.iter().all(|s| matches!(s.op, Op::Submit { .. }));
     // A standing alarm blocking the device decides by what its own device reads, and first.
     let blocked = case.alarm.is_some_and(|a| a.blocks == c.dev);
     if !quiet || blocked {
-        return None;
+        return false;
     }
     let follow = c.action == "follow";
     let own = &case.devices[c.dev];
@@ -83,16 +104,19 @@ pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
         .count();
     // A board reports when it likes: its heartbeat, not the plant's timing, decides (`check/board.rs`).
     if others > 0 || touched.iter().any(|&k| case.devices[k].push.is_some()) {
-        return None;
+        return false;
     }
     // Devices read by the criteria, other than its own, are healthy; its own faults static.
-    if touched[1..]
+    !(touched[1..]
         .iter()
         .any(|&k| !case.devices[k].faults.is_empty())
-        || own.faults.iter().any(|f| f.after_ms.is_some())
-    {
-        return None;
-    }
+        || own.faults.iter().any(|f| f.after_ms.is_some()))
+}
+
+/// What the device's own faults (in force from the start) and its interlock decide before any
+/// physics: `Some` of the outcome (`None` inside: either answer is right), or `None` when they
+/// leave it to the physics.
+fn by_faults(own: &DeviceSpec, follow: bool) -> Option<Option<Expected>> {
     let has = |k: FaultKind| own.faults.iter().any(|f| f.fault.kind() == k);
     let fault = |k: FaultKind| {
         own.faults
@@ -100,8 +124,8 @@ pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
             .find(|f| f.fault.kind() == k)
             .map(|f| f.fault)
     };
-    let rejected = |code| Expected::new("rejected", Some(code));
-    let failed = |code| Expected::new("failed", Some(code));
+    let rejected = |code| Some(Expected::new("rejected", Some(code)));
+    let failed = |code| Some(Expected::new("failed", Some(code)));
 
     // Never a valid answer: offline (or garbled) at admission.
     if has(FaultKind::PowerOff) || has(FaultKind::Zombie) {
@@ -112,11 +136,11 @@ pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
         if ms > own.timeout_ms + 1 {
             return rejected("DEVICE_OFFLINE");
         }
-        return None;
+        return Some(None);
     }
     if has(FaultKind::DropRate) || has(FaultKind::Reboot) {
         // Lost requests and a silence of its own: the last error may be either.
-        return None;
+        return Some(None);
     }
     if has(FaultKind::CrcError) {
         // Answers arrive, every one garbled.
@@ -141,27 +165,34 @@ pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
         // Struck at power-on: the fault output is latched before any command.
         return rejected("INTERLOCK");
     }
+    None
+}
+
+/// The physics takes `t` ms after the ack: decided when well inside or well past the
+/// deadline, with `late` the outcome of "still not there at the deadline".
+fn by(own: &DeviceSpec, t: f64, expect_s: f64, late: Option<Expected>) -> Option<Expected> {
     let poll = own.poll_ms as f64;
     let floor = own.floor_ms as f64;
-    let window = |expect_s: f64| expect_s * 3000.0 + floor + poll;
-    // The physics takes `t` ms after the ack: decided when well inside or well past the
-    // deadline, with `early` the outcome of "still not there at the deadline".
-    let by = |t: f64, expect_s: f64, late: Option<Expected>| {
-        let w = window(expect_s);
-        if t + poll + 20.0 < w {
-            COMPLETED
-        } else if t > w + 20.0 {
-            late
-        } else {
-            None
-        }
-    };
-    let Arg::On(on) = arg_of(c) else {
-        return number_model(case, c, own);
-    };
-    let Model::Relay { pull_in_ms } = own.model else {
-        return None;
-    };
+    let w = expect_s * 3000.0 + floor + poll;
+    if t + poll + 20.0 < w {
+        COMPLETED
+    } else if t > w + 20.0 {
+        late
+    } else {
+        None
+    }
+}
+
+/// Relays: `switch` (or `follow`) to `on`.
+fn relay_model(
+    case: &Case,
+    own: &DeviceSpec,
+    follow: bool,
+    on: bool,
+    pull_in_ms: u64,
+) -> Option<Expected> {
+    let has = |k: FaultKind| own.faults.iter().any(|f| f.fault.kind() == k);
+    let failed = |code| Expected::new("failed", Some(code));
     let e = expect_s(own, 0.0, pull_in_ms);
     if follow {
         // The watched relay stays open: `on = false` is already so, `on = true` never happens.
@@ -170,7 +201,7 @@ pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
             return failed("FEEDBACK_MISMATCH");
         }
         let t = e * 1000.0 + watched.poll_ms as f64;
-        return by(t, e, None);
+        return by(own, t, e, None);
     }
     let pull = pull_in_ms as f64;
     if has(FaultKind::Brownout) {
@@ -196,6 +227,7 @@ pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
         }
         let timeout = Expected::new("timeout", Some("TIMEOUT"));
         return match by(
+            own,
             pull,
             e,
             Some(Expected::new("failed", Some("FEEDBACK_MISMATCH"))?),
@@ -207,7 +239,7 @@ pub fn expected(case: &Case, out: &Outcome, c: &Cmd) -> Option<Expected> {
     if !on {
         return COMPLETED;
     }
-    by(pull, e, failed("FEEDBACK_MISMATCH"))
+    by(own, pull, e, failed("FEEDBACK_MISMATCH"))
 }
 
 fn arg_of(c: &Cmd) -> Arg {

@@ -193,23 +193,39 @@ pub fn plant_toml(devices: &[DeviceSpec]) -> String {
     let mut out = String::new();
     for (i, d) in devices.iter().enumerate() {
         let id = device_id(devices, i);
-        let faults: Vec<String> = d.faults.iter().map(fault_toml).collect();
-        let model_opts = match &d.model {
-            Model::Relay { pull_in_ms } => format!("pull_in_ms = {pull_in_ms}"),
+        device_toml(&mut out, d, &id);
+        match &d.model {
+            Model::Relay { pull_in_ms } => relay_toml(&mut out, devices, d, &id, *pull_in_ms),
             Model::Stepper {
-                speed_mm_s, travel, ..
-            } => format!(
-                "speed_mm_s = {speed_mm_s:?}, travel_mm = [{:?}, {:?}]",
-                travel[0], travel[1]
-            ),
-            Model::Heater {
-                rate_c_per_s,
-                ambient_c,
-            } => format!("rate_c_per_s = {rate_c_per_s:?}, ambient_c = {ambient_c:?}"),
-        };
-        let _ = write!(
-            out,
-            r#"
+                speed_mm_s, param, ..
+            } => stepper_toml(&mut out, devices, d, &id, *speed_mm_s, *param),
+            Model::Heater { rate_c_per_s, .. } => {
+                heater_toml(&mut out, devices, d, &id, *rate_c_per_s)
+            }
+        }
+    }
+    out
+}
+
+/// A device's `[[device]]` table up to its signals: its driver, faults, polling and liveness.
+fn device_toml(out: &mut String, d: &DeviceSpec, id: &str) {
+    let faults: Vec<String> = d.faults.iter().map(fault_toml).collect();
+    let model_opts = match &d.model {
+        Model::Relay { pull_in_ms } => format!("pull_in_ms = {pull_in_ms}"),
+        Model::Stepper {
+            speed_mm_s, travel, ..
+        } => format!(
+            "speed_mm_s = {speed_mm_s:?}, travel_mm = [{:?}, {:?}]",
+            travel[0], travel[1]
+        ),
+        Model::Heater {
+            rate_c_per_s,
+            ambient_c,
+        } => format!("rate_c_per_s = {rate_c_per_s:?}, ambient_c = {ambient_c:?}"),
+    };
+    let _ = write!(
+        out,
+        r#"
 [[device]]
 id = "{id}"
 description = "{id}"
@@ -217,27 +233,32 @@ driver = {{ kind = "sim", model = "{model}", {model_opts}, timeout_ms = {timeout
 poll_ms = {poll}
 liveness = {{ max_silence_s = {silence:?} }}
 "#,
-            model = d.model_name(),
-            timeout = d.timeout_ms,
-            seed = d.seed,
-            faults = faults.join(", "),
-            poll = d.poll_ms,
-            silence = d.max_silence_s,
-        );
-        let common = |out: &mut String| {
-            let _ = writeln!(out, "timeout_floor_ms = {}", d.floor_ms);
-            let _ = writeln!(out, "queue = {}", d.queue);
-            let _ = writeln!(out, "queue_timeout_s = {:?}", d.queue_timeout_s);
-            let _ = writeln!(out, "exclusive = \"{}\"", d.group_name(&id));
-            let _ = writeln!(out, "idempotent = {}", d.idempotent);
-            if let Some(r) = d.requires {
-                let _ = writeln!(out, "requires = \"{}\"", requires_expr(devices, r));
-            }
-        };
-        match &d.model {
-            Model::Relay { pull_in_ms } => {
-                out.push_str(
-                    r#"[device.signals]
+        model = d.model_name(),
+        timeout = d.timeout_ms,
+        seed = d.seed,
+        faults = faults.join(", "),
+        poll = d.poll_ms,
+        silence = d.max_silence_s,
+    );
+}
+
+/// The keys every action of device `d` (id `id`) ends with: its floor, queue, group,
+/// idempotence and `requires`.
+fn action_common(out: &mut String, devices: &[DeviceSpec], d: &DeviceSpec, id: &str) {
+    let _ = writeln!(out, "timeout_floor_ms = {}", d.floor_ms);
+    let _ = writeln!(out, "queue = {}", d.queue);
+    let _ = writeln!(out, "queue_timeout_s = {:?}", d.queue_timeout_s);
+    let _ = writeln!(out, "exclusive = \"{}\"", d.group_name(id));
+    let _ = writeln!(out, "idempotent = {}", d.idempotent);
+    if let Some(r) = d.requires {
+        let _ = writeln!(out, "requires = \"{}\"", requires_expr(devices, r));
+    }
+}
+
+/// A relay's signals, its `switch` and, when it follows another relay, its `follow`.
+fn relay_toml(out: &mut String, devices: &[DeviceSpec], d: &DeviceSpec, id: &str, pull_in_ms: u64) {
+    out.push_str(
+        r#"[device.signals]
 commanded = { coil = 0 }
 contact = { discrete_input = 0 }
 [[device.action]]
@@ -247,31 +268,38 @@ params = { on = { type = "bool" } }
 write = [{ coil = 0, value = "params.on" }]
 done_when = "contact == params.on"
 "#,
-                );
-                let _ = writeln!(out, "expect_s = {:?}", expect_const(d.expect, *pull_in_ms));
-                common(&mut out);
-                if let Some(k) = d.follow {
-                    let other = device_id(devices, k);
-                    let _ = write!(
-                        out,
-                        r#"[[device.action]]
+    );
+    let _ = writeln!(out, "expect_s = {:?}", expect_const(d.expect, pull_in_ms));
+    action_common(out, devices, d, id);
+    if let Some(k) = d.follow {
+        let other = device_id(devices, k);
+        let _ = write!(
+            out,
+            r#"[[device.action]]
 name = "follow"
 description = "Switch the relay; another relay's contact confirms it."
 params = {{ on = {{ type = "bool" }} }}
 write = [{{ coil = 0, value = "params.on" }}]
 done_when = "devices.{other}.contact == params.on"
 "#
-                    );
-                    let _ = writeln!(out, "expect_s = {:?}", expect_const(d.expect, *pull_in_ms));
-                    common(&mut out);
-                }
-            }
-            Model::Stepper {
-                speed_mm_s, param, ..
-            } => {
-                let _ = write!(
-                    out,
-                    r#"[device.signals]
+        );
+        let _ = writeln!(out, "expect_s = {:?}", expect_const(d.expect, pull_in_ms));
+        action_common(out, devices, d, id);
+    }
+}
+
+/// A stepper's signals and its `move_to` (with targets within `param`).
+fn stepper_toml(
+    out: &mut String,
+    devices: &[DeviceSpec],
+    d: &DeviceSpec,
+    id: &str,
+    speed_mm_s: f64,
+    param: [f64; 2],
+) {
+    let _ = write!(
+        out,
+        r#"[device.signals]
 position_mm = {{ holding = 2, type = "i32", scale = 0.01, unit = "mm" }}
 moving = {{ discrete_input = 0 }}
 fault = {{ discrete_input = 1 }}
@@ -285,21 +313,29 @@ fail_when = {{ MOTOR_STALL = "fault" }}
 cancel = [{{ coil = 1, value = "true" }}]
 stopped_when = "!moving"
 "#,
-                    param[0], param[1]
-                );
-                let expect = match d.expect {
-                    Expect::Consistent { margin_ms } => format!(
-                        "\"abs(params.target_mm - position_mm) / {speed_mm_s:?} + {:?}\"",
-                        margin_ms as f64 / 1000.0
-                    ),
-                    Expect::Fixed { ms } => format!("{:?}", ms as f64 / 1000.0),
-                };
-                let _ = writeln!(out, "expect_s = {expect}");
-                common(&mut out);
-            }
-            Model::Heater { rate_c_per_s, .. } => {
-                out.push_str(
-                    r#"[device.signals]
+        param[0], param[1]
+    );
+    let expect = match d.expect {
+        Expect::Consistent { margin_ms } => format!(
+            "\"abs(params.target_mm - position_mm) / {speed_mm_s:?} + {:?}\"",
+            margin_ms as f64 / 1000.0
+        ),
+        Expect::Fixed { ms } => format!("{:?}", ms as f64 / 1000.0),
+    };
+    let _ = writeln!(out, "expect_s = {expect}");
+    action_common(out, devices, d, id);
+}
+
+/// A heater's signals and its `heat`.
+fn heater_toml(
+    out: &mut String,
+    devices: &[DeviceSpec],
+    d: &DeviceSpec,
+    id: &str,
+    rate_c_per_s: f64,
+) {
+    out.push_str(
+        r#"[device.signals]
 setpoint_c = { holding = 0, type = "i16", scale = 0.1, unit = "°C" }
 enabled = { coil = 0 }
 temperature_c = { input = 0, type = "i16", scale = 0.1, unit = "°C" }
@@ -312,20 +348,16 @@ done_when = "temperature_c >= params.to_c - 0.5"
 cancel = [{ coil = 0, value = "false" }]
 stopped_when = "!enabled"
 "#,
-                );
-                let expect = match d.expect {
-                    Expect::Consistent { margin_ms } => format!(
-                        "\"max(params.to_c - temperature_c, 0.0) / {rate_c_per_s:?} + {:?}\"",
-                        margin_ms as f64 / 1000.0
-                    ),
-                    Expect::Fixed { ms } => format!("{:?}", ms as f64 / 1000.0),
-                };
-                let _ = writeln!(out, "expect_s = {expect}");
-                common(&mut out);
-            }
-        }
-    }
-    out
+    );
+    let expect = match d.expect {
+        Expect::Consistent { margin_ms } => format!(
+            "\"max(params.to_c - temperature_c, 0.0) / {rate_c_per_s:?} + {:?}\"",
+            margin_ms as f64 / 1000.0
+        ),
+        Expect::Fixed { ms } => format!("{:?}", ms as f64 / 1000.0),
+    };
+    let _ = writeln!(out, "expect_s = {expect}");
+    action_common(out, devices, d, id);
 }
 
 /// A relay's `expect_s` as a constant: its pull-in time plus the margin, or the fixed value.

@@ -250,32 +250,7 @@ impl Case {
         let n = self.devices.len();
         let models: Vec<Model> = self.devices.iter().map(|d| d.model.clone()).collect();
         for (i, d) in self.devices.iter_mut().enumerate() {
-            d.push = d.push.filter(|_| matches!(d.model, Model::Relay { .. }));
-            // Plant faults: one per kind.
-            let mut seen = Vec::new();
-            d.faults = std::mem::take(&mut d.faults)
-                .into_iter()
-                .map(|f| resolve_fault(&d.model, f))
-                .filter(|f| {
-                    let k = f.fault.kind();
-                    let new = !seen.contains(&k);
-                    seen.push(k);
-                    new
-                })
-                .collect();
-            d.requires = d.requires.and_then(|r| {
-                (n > 1).then(|| Requires {
-                    device: (i + 1 + r.device % (n - 1)) % n,
-                    off: r.off,
-                })
-            });
-            d.follow = d.follow.and_then(|k| {
-                let k = (i + 1 + k % n.max(2)) % n;
-                (k != i
-                    && matches!(d.model, Model::Relay { .. })
-                    && matches!(models[k], Model::Relay { .. }))
-                .then_some(k)
-            });
+            resolve_device(d, i, &models);
         }
         if let Some(a) = &mut self.alarm {
             a.device %= n;
@@ -283,52 +258,8 @@ impl Case {
             a.blocks = (a.device + 1 + a.blocks % n.max(2)) % n;
         }
         let mut restarts = 0;
-        self.steps.retain_mut(|s| {
-            match &mut s.op {
-                Op::Submit {
-                    device,
-                    follow,
-                    arg,
-                    ..
-                } => {
-                    *device %= n;
-                    let d = &self.devices[*device];
-                    *follow &= d.follow.is_some();
-                    let Arg::Number(raw) = *arg else {
-                        return true;
-                    };
-                    let (on, x) = if raw < 0.0 {
-                        (true, -raw - 1.0)
-                    } else {
-                        (false, raw)
-                    };
-                    *arg = match &d.model {
-                        Model::Relay { .. } => Arg::On(on),
-                        Model::Stepper { param, .. } => {
-                            Arg::Number((param[0] + x * (param[1] - param[0])).round())
-                        }
-                        Model::Heater { ambient_c, .. } => {
-                            Arg::Number((ambient_c - 5.0 + x * 45.0).round())
-                        }
-                    };
-                }
-                Op::Inject { device, fault } => {
-                    *device %= n;
-                    *fault = resolve_fault(&self.devices[*device].model, *fault);
-                }
-                Op::Clear { device, .. } | Op::Refuse { device, .. } => *device %= n,
-                Op::Board { device, .. } => {
-                    *device %= n;
-                    return self.devices[*device].push.is_some();
-                }
-                Op::Restart { .. } => {
-                    restarts += 1;
-                    return restarts <= 2;
-                }
-                Op::Cancel { .. } => {}
-            }
-            true
-        });
+        self.steps
+            .retain_mut(|s| resolve_op(&self.devices, &mut s.op, &mut restarts));
         if self.steps.is_empty() {
             self.steps.push(Step {
                 delay_ms: 0,
@@ -336,5 +267,89 @@ impl Case {
             });
         }
         self
+    }
+}
+
+/// Device `d` (the `i`th of devices of `models`): its push only on a relay, one fault per
+/// kind (each applying to its model), its `requires` and `follow` onto other devices.
+fn resolve_device(d: &mut DeviceSpec, i: usize, models: &[Model]) {
+    let n = models.len();
+    d.push = d.push.filter(|_| matches!(d.model, Model::Relay { .. }));
+    // Plant faults: one per kind.
+    let mut seen = Vec::new();
+    d.faults = std::mem::take(&mut d.faults)
+        .into_iter()
+        .map(|f| resolve_fault(&d.model, f))
+        .filter(|f| {
+            let k = f.fault.kind();
+            let new = !seen.contains(&k);
+            seen.push(k);
+            new
+        })
+        .collect();
+    d.requires = d.requires.and_then(|r| {
+        (n > 1).then(|| Requires {
+            device: (i + 1 + r.device % (n - 1)) % n,
+            off: r.off,
+        })
+    });
+    d.follow = d.follow.and_then(|k| {
+        let k = (i + 1 + k % n.max(2)) % n;
+        (k != i
+            && matches!(d.model, Model::Relay { .. })
+            && matches!(models[k], Model::Relay { .. }))
+        .then_some(k)
+    });
+}
+
+/// A step's operation onto `devices`; whether the step is kept (a board step only on a board,
+/// at most two restarts, counted in `restarts`).
+fn resolve_op(devices: &[DeviceSpec], op: &mut Op, restarts: &mut usize) -> bool {
+    let n = devices.len();
+    match op {
+        Op::Submit {
+            device,
+            follow,
+            arg,
+            ..
+        } => {
+            *device %= n;
+            let d = &devices[*device];
+            *follow &= d.follow.is_some();
+            let Arg::Number(raw) = *arg else {
+                return true;
+            };
+            *arg = resolve_arg(&d.model, raw);
+        }
+        Op::Inject { device, fault } => {
+            *device %= n;
+            *fault = resolve_fault(&devices[*device].model, *fault);
+        }
+        Op::Clear { device, .. } | Op::Refuse { device, .. } => *device %= n,
+        Op::Board { device, .. } => {
+            *device %= n;
+            return devices[*device].push.is_some();
+        }
+        Op::Restart { .. } => {
+            *restarts += 1;
+            return *restarts <= 2;
+        }
+        Op::Cancel { .. } => {}
+    }
+    true
+}
+
+/// A generated number as an argument of `model`: a relay's `on` (negative: true), a stepper's
+/// target within its range, a heater's temperature from 5 °C under ambient.
+fn resolve_arg(model: &Model, raw: f64) -> Arg {
+    let (on, x) = if raw < 0.0 {
+        (true, -raw - 1.0)
+    } else {
+        (false, raw)
+    };
+    match model {
+        Model::Relay { .. } => Arg::On(on),
+        Model::Stepper { param, .. } => Arg::Number((param[0] + x * (param[1] - param[0])).round()),
+        Model::Heater { ambient_c, .. } => Arg::Number((ambient_c - 5.0 + x * 45.0).round()),
     }
 }

@@ -89,16 +89,7 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
     };
     let reps = reports(out, dd);
     let window = window_ms(case, dd);
-    if let (Some(code), Some((at, epoch))) = (c.code, c.terminal)
-        && c.status == "rejected"
-        && code == "DEVICE_OFFLINE"
-        && dd == c.dev
-        && heard(&reps, epoch, at - window + SLACK_MS, at - SLACK_MS)
-    {
-        f.violations.push(format!(
-            "{label}: rejected DEVICE_OFFLINE at {at} ms, but the board reported within its {window} ms window"
-        ));
-    }
+    rejected_offline(c, &reps, (dd, window), label, f);
     let (Some((ack, ep)), Some((end, ep_end))) = (c.ack, c.terminal) else {
         return;
     };
@@ -108,8 +99,6 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
     let after: Vec<&Rep> = (reps.iter())
         .filter(|r| r.epoch == ep && r.delivered_ms > ack && r.delivered_ms <= end)
         .collect();
-    let done = |r: &&Rep| !r.no_value && physically_done(case, c, r.state) && !r.lied;
-    let lied = after.iter().any(|r| r.lied);
     if after.iter().any(|r| r.no_value) {
         f.cover("board commands with a report without a value after the ack");
     }
@@ -120,65 +109,148 @@ pub fn command(case: &Case, out: &Outcome, c: &Cmd, label: &str, f: &mut Finding
         after: after.clone(),
     };
     no_value::only_no_value(c, &reps, &span, label, f);
-    match (c.status, c.code) {
-        ("completed", _) if c.verified && !after.iter().any(done) => {
-            let msg = format!(
-                "{label}: completed at {end} ms, but no report delivered after the ack ({ack} ms) showed it physically done"
-            );
-            if lied { &mut f.limitations } else { &mut f.violations }.push(msg);
+    let board = OnBoard {
+        case,
+        c,
+        reps: &reps,
+        span,
+        dd,
+        window,
+        late_ms: push.late_ms,
+        label,
+    };
+    board.verdict(f);
+}
+
+/// A command refused `DEVICE_OFFLINE` on its own board (`dd`, of liveness window `window`)
+/// although the board reported within that window.
+fn rejected_offline(
+    c: &Cmd,
+    reps: &[Rep],
+    (dd, window): (usize, i64),
+    label: &str,
+    f: &mut Findings,
+) {
+    if let (Some(code), Some((at, epoch))) = (c.code, c.terminal)
+        && c.status == "rejected"
+        && code == "DEVICE_OFFLINE"
+        && dd == c.dev
+        && heard(reps, epoch, at - window + SLACK_MS, at - SLACK_MS)
+    {
+        f.violations.push(format!(
+            "{label}: rejected DEVICE_OFFLINE at {at} ms, but the board reported within its {window} ms window"
+        ));
+    }
+}
+
+/// A command on a board, acknowledged and ended in one epoch: the reports of the board its
+/// criterion reads (`dd`, of liveness window `window`, reporting `late_ms` late) and its span.
+struct OnBoard<'a> {
+    case: &'a Case,
+    c: &'a Cmd<'a>,
+    reps: &'a [Rep<'a>],
+    span: Span<'a, 'a>,
+    dd: usize,
+    window: i64,
+    late_ms: u64,
+    label: &'a str,
+}
+
+impl OnBoard<'_> {
+    /// Whether report `r` carried a value and, truthfully, showed the command physically done.
+    fn done(&self, r: &Rep) -> bool {
+        !r.no_value && physically_done(self.case, self.c, r.state) && !r.lied
+    }
+
+    /// The first report after the ack, delivered `expect_s` after it, that showed it done.
+    fn done_after_settle(&self) -> Option<&Rep<'_>> {
+        let settle = self.span.ack + (self.c.expect_s.unwrap_or(0.0) * 1000.0) as i64 + SLACK_MS;
+        (self.span.after.iter().copied()).find(|r| r.delivered_ms >= settle && self.done(r))
+    }
+
+    /// The command's outcome against the reports.
+    fn verdict(&self, f: &mut Findings) {
+        let (c, label, after) = (self.c, self.label, &self.span.after);
+        let (ack, end, ep, window) = (self.span.ack, self.span.end, self.span.epoch, self.window);
+        match (c.status, c.code) {
+            ("completed", _) if c.verified && !after.iter().any(|r| self.done(r)) => {
+                let lied = after.iter().any(|r| r.lied);
+                let msg = format!(
+                    "{label}: completed at {end} ms, but no report delivered after the ack ({ack} ms) showed it physically done"
+                );
+                if lied {
+                    &mut f.limitations
+                } else {
+                    &mut f.violations
+                }
+                .push(msg);
+            }
+            ("completed", _) if c.verified => {
+                no_value::completed_on_a_value(self.case, c, self.reps, &self.span, label, f);
+            }
+            ("failed", Some("FEEDBACK_MISMATCH")) => self.feedback_mismatch(f),
+            ("timeout", Some("TIMEOUT")) => {
+                if let Some(r) = self.done_after_settle() {
+                    f.violations.push(format!(
+                        "{label}: TIMEOUT at {end} ms, but a report arriving at {} ms showed it physically done",
+                        r.delivered_ms
+                    ));
+                }
+            }
+            ("failed", Some("NO_FEEDBACK")) => self.no_feedback(f),
+            ("failed", Some("DEVICE_OFFLINE"))
+                if self.dd == c.dev
+                    && heard(self.reps, ep, end - window + SLACK_MS, end - SLACK_MS) =>
+            {
+                f.violations.push(format!(
+                    "{label}: DEVICE_OFFLINE at {end} ms, but the board reported within its {window} ms window"
+                ));
+            }
+            _ => {}
         }
-        ("completed", _) if c.verified => {
-            no_value::completed_on_a_value(case, c, &reps, &span, label, f);
-        }
-        ("failed", Some("FEEDBACK_MISMATCH")) => match after.iter().rfind(|r| !r.no_value) {
+    }
+
+    /// `FEEDBACK_MISMATCH`: a report with a value came after the ack, and the last one did not
+    /// show it done.
+    fn feedback_mismatch(&self, f: &mut Findings) {
+        let (c, label, after) = (self.c, self.label, &self.span.after);
+        let (ack, end, ep) = (self.span.ack, self.span.end, self.span.epoch);
+        match after.iter().rfind(|r| !r.no_value) {
             // One in the ack's own millisecond may have come after the write.
-            None if !no_value::valued_at(&reps, ep, ack) => f.violations.push(format!(
+            None if !no_value::valued_at(self.reps, ep, ack) => f.violations.push(format!(
                 "{label}: FEEDBACK_MISMATCH at {end} ms, but no report with a value arrived after the ack ({ack} ms): {}",
-                no_value::describe(&after)
+                no_value::describe(after)
             )),
             None => {}
-            Some(last) if done(last) => f.violations.push(format!(
+            Some(last) if self.done(last) => f.violations.push(format!(
                 "{label}: FEEDBACK_MISMATCH at {end} ms, but the last report with a value (taken at {} ms, arrived {} ms) showed it physically done",
                 last.taken_ms, last.delivered_ms
             )),
             Some(_) => {
-                hidden_by_lateness(case, c, &reps, (end, push.late_ms), label, f);
-                no_value::moved_under_no_value(case, c, &span, label, f);
-            }
-        },
-        ("timeout", Some("TIMEOUT")) => {
-            let settle = ack + (c.expect_s.unwrap_or(0.0) * 1000.0) as i64 + SLACK_MS;
-            if let Some(r) = after.iter().find(|r| r.delivered_ms >= settle && done(r)) {
-                f.violations.push(format!(
-                    "{label}: TIMEOUT at {end} ms, but a report arriving at {} ms showed it physically done",
-                    r.delivered_ms
-                ));
+                hidden_by_lateness(self.case, c, self.reps, (end, self.late_ms), label, f);
+                no_value::moved_under_no_value(self.case, c, &self.span, label, f);
             }
         }
-        ("failed", Some("NO_FEEDBACK")) => {
-            if !heard(&reps, ep, end - window - SLACK_MS, end) {
-                let msg = format!(
-                    "{label}: NO_FEEDBACK at {end} ms, but nothing arrived from the board within its {window} ms window: it was offline"
-                );
-                no_value::offline_after_no_value(c, msg, f);
-            }
-            let settle = ack + (c.expect_s.unwrap_or(0.0) * 1000.0) as i64 + SLACK_MS;
-            if let Some(r) = after.iter().find(|r| r.delivered_ms >= settle && done(r)) {
-                f.violations.push(format!(
-                    "{label}: NO_FEEDBACK at {end} ms, but a report arriving at {} ms showed it physically done",
-                    r.delivered_ms
-                ));
-            }
-            no_value::no_feedback_says_what_came(c, &reps, &span, label, f);
+    }
+
+    /// `NO_FEEDBACK`: the board was online before the end, and no report delivered `expect_s`
+    /// after the ack showed it done.
+    fn no_feedback(&self, f: &mut Findings) {
+        let (c, label) = (self.c, self.label);
+        let (end, ep, window) = (self.span.end, self.span.epoch, self.window);
+        if !heard(self.reps, ep, end - window - SLACK_MS, end) {
+            let msg = format!(
+                "{label}: NO_FEEDBACK at {end} ms, but nothing arrived from the board within its {window} ms window: it was offline"
+            );
+            no_value::offline_after_no_value(c, msg, f);
         }
-        ("failed", Some("DEVICE_OFFLINE"))
-            if dd == c.dev && heard(&reps, ep, end - window + SLACK_MS, end - SLACK_MS) =>
-        {
+        if let Some(r) = self.done_after_settle() {
             f.violations.push(format!(
-                "{label}: DEVICE_OFFLINE at {end} ms, but the board reported within its {window} ms window"
+                "{label}: NO_FEEDBACK at {end} ms, but a report arriving at {} ms showed it physically done",
+                r.delivered_ms
             ));
         }
-        _ => {}
+        no_value::no_feedback_says_what_came(c, self.reps, &self.span, label, f);
     }
 }
 
