@@ -19,8 +19,13 @@ PASSED = ("STATE_DIRECTORY", "UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_D
 
 
 async def main(plant: str, command: str, args: list[str]) -> None:
+    await session(command, [*args, "serve", plant])
+
+
+async def session(command: str, args: list[str]) -> None:
+    """The session, with the server started as `command args...` (the whole command line)."""
     env = {k: os.environ[k] for k in PASSED if k in os.environ}
-    params = StdioServerParameters(command=command, args=[*args, "serve", plant], env=env)
+    params = StdioServerParameters(command=command, args=args, env=env)
     async with stdio_client(params, errlog=sys.stderr) as (read, write):
         async with ClientSession(read, write, read_timeout_seconds=60) as session:
             init = await session.initialize()

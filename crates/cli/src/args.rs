@@ -294,7 +294,7 @@ pub(crate) enum JournalCmd {
         plant: PathBuf,
         /// A head a verify printed before (`SEQ:HASH`, from its `head seq N hash H` line),
         /// kept outside the journal: the chain must still reach it with that hash (repeatable).
-        #[arg(long = "head", value_name = "SEQ:HASH", value_parser = crate::audit::kept_head)]
+        #[arg(long = "head", value_name = "SEQ:HASH", value_parser = crate::journal_verify::kept_head)]
         heads: Vec<(i64, String)>,
     },
 }

@@ -3,7 +3,7 @@
 //!
 //! An agent's prompts, a script's calls and a client's cached tool list are written against a
 //! tool surface: every difference there is `breaking` (a call that worked may now be refused,
-//! or mean something else) or `compatible` ([`rules::compare`]). A plant change can keep that
+//! or mean something else) or `compatible` ([`surface::compare`]). A plant change can keep that
 //! surface identical and still change what the hardware must show before closedloop says
 //! `completed`, what it writes, or what stops it: every such difference is a [`behaviour`]
 //! line, classed looser, stricter or changed. With `--journal`, the commands and readings a
@@ -24,7 +24,7 @@ mod journal_tests;
 #[cfg(test)]
 mod person_tests;
 mod render;
-mod rules;
+mod surface;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +33,7 @@ use journal::{AlarmMove, Moved, Totals};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rules::compare;
+use surface::compare;
 
 /// What makes `closedloop diff` exit 1 (besides a file that does not load).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

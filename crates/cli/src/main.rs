@@ -6,7 +6,8 @@
 //! compared for clients), `serve` (MCP over stdio or Streamable HTTP), `demo` (the bundled
 //! workshop through a real MCP client session), `instance` (an unset `STATE_DIRECTORY` taken as
 //! the service instance's state directory by `check` and the journal commands), `journal_cmds` (`commands` and `trace`, reading
-//! the journal's location alone, read-only), `audit` (`audit` and `journal verify`, read-only too), `report`
+//! the journal's location alone, read-only), `audit` (`audit`, read-only too), `journal_verify`
+//! (`journal verify`, read-only too), `report`
 //! (per-tool figures from the journal, read-only as well) and `sim` (the simulated devices over
 //! Modbus TCP, MQTT, CAN and OPC UA, and their run-time faults).
 //!
@@ -31,6 +32,7 @@ mod generate;
 mod init;
 mod instance;
 mod journal_cmds;
+mod journal_verify;
 mod lint;
 mod logfile;
 mod report;
@@ -268,7 +270,7 @@ fn run_journal(cmd: Cmd) -> Result<ExitCode> {
             rt.block_on(retention::prune(&view, older_than))
         }
         Cmd::Journal(JournalCmd::Verify { plant, heads }) => {
-            rt.block_on(audit::verify(&journal_view(&plant)?, &heads))
+            rt.block_on(journal_verify::verify(&journal_view(&plant)?, &heads))
         }
         Cmd::Audit {
             plant,

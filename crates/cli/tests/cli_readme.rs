@@ -117,6 +117,21 @@ fn tells_how_to_install_and_configure_a_client(readme: &str) {
     }
     let client = section(readme, "Use it from an MCP client");
     assert!(client.contains("\"env\": {"), "{client}");
+    // One row per install path, cargo last: scripts/test-packages runs each row's configuration
+    // (tests/packaging/readme_client.py) with the path it installed.
+    let rows: Vec<&str> = (client.lines())
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(" | ").next())
+        .filter(|c| !c.starts_with("installed with") && !c.starts_with("---"))
+        .collect();
+    let paths = [
+        "pipx, from the wheel",
+        "pip, into a venv",
+        "uvx, the wheel not installed",
+        "the .deb",
+        "cargo install",
+    ];
+    assert_eq!(rows, paths, "{client}");
     assert!(flat(client).contains("only the variables in the config's `env` block"));
 }
 

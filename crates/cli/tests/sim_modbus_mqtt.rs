@@ -5,7 +5,7 @@
 
 mod common;
 
-use closedloop_mqtt::{BrokerConfig, Link, Message, MqttBroker, Subscription};
+use closedloop_mqtt::{BrokerConfig, Connection, Message, MqttBroker, Subscription};
 use common::{Announced, Running, announced, closedloop, sim_request};
 use std::process::Stdio;
 use std::time::Duration;
@@ -164,10 +164,10 @@ async fn sim_runs_an_mqtt_relay_and_takes_its_faults_at_run_time() {
 
     // Announced only once connected: the retained `online` is there for a late subscriber.
     let observer = MqttBroker::connect(BrokerConfig::new(&broker.url, "observer")).unwrap();
-    let mut link = observer.link();
+    let mut connection = observer.connection();
     tokio::time::timeout(
         Duration::from_secs(5),
-        link.wait_for(|l| *l == Link::Connected),
+        connection.wait_for(|l| *l == Connection::Connected),
     )
     .await
     .expect("observer connected")

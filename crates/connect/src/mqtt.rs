@@ -82,16 +82,17 @@ impl MqttLink {
         }
     }
 
-    /// The MQTT listener: messages of the device's topics into the cache, link and status-topic
-    /// changes into liveness, and a republished snapshot every `poll_ms`.
+    /// The MQTT listener: messages of the device's topics into the cache, connection and
+    /// status-topic changes into liveness, and a republished snapshot every `poll_ms`.
     async fn listen(self: Arc<Self>, stop: Arc<Notify>) {
         let (mut msgs, _forwarders) = forward(&self.broker, &self.topics());
-        let mut link = self.broker.link();
+        let mut connection = self.broker.connection();
         let mut tick = tokio::time::interval(Duration::from_millis(self.base.spec.poll_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut presence = Presence::default();
-        let mut link_up = *link.borrow_and_update() == closedloop_mqtt::Link::Connected;
-        let mut ever_up = link_up;
+        let mut broker_up =
+            *connection.borrow_and_update() == closedloop_mqtt::Connection::Connected;
+        let mut ever_up = broker_up;
         loop {
             let mut snap = self.base.snapshot();
             tokio::select! {
@@ -99,18 +100,19 @@ impl MqttLink {
                     let Some(m) = m else { return };
                     self.take(&mut presence, &mut snap, &m);
                 }
-                changed = link.changed() => {
+                changed = connection.changed() => {
                     if changed.is_err() {
                         return;
                     }
-                    link_up = *link.borrow_and_update() == closedloop_mqtt::Link::Connected;
-                    ever_up |= link_up;
+                    broker_up =
+                        *connection.borrow_and_update() == closedloop_mqtt::Connection::Connected;
+                    ever_up |= broker_up;
                 }
                 _ = tick.tick() => {}
                 _ = stop.notified() => return,
             }
             let failed = self.broker.last_error().is_some();
-            let down = broker_down(link_up, ever_up, failed);
+            let down = broker_down(broker_up, ever_up, failed);
             self.judge_down(&mut snap, !down, presence.announced_offline);
             self.base.publish(snap);
         }
@@ -160,9 +162,9 @@ impl MqttLink {
 
     /// Down while the broker connection is, or while the device's will says so; the reason in
     /// `last_error`, cleared when the device is back.
-    fn judge_down(&self, snap: &mut Snapshot, link_up: bool, announced_offline: bool) {
+    fn judge_down(&self, snap: &mut Snapshot, broker_up: bool, announced_offline: bool) {
         let spec = &self.base.spec;
-        if !link_up {
+        if !broker_up {
             let url = match &spec.driver {
                 closedloop_plant::DriverConfig::Mqtt { broker, .. } => broker.to_string(),
                 _ => String::new(),
@@ -182,7 +184,7 @@ impl MqttLink {
             // Back: the reason it was down no longer holds.
             snap.last_error = None;
         }
-        snap.down = !link_up || announced_offline;
+        snap.down = !broker_up || announced_offline;
     }
 
     /// One message of a signal topic into the snapshot.
@@ -260,8 +262,8 @@ fn status_word(payload: &[u8], pointer: Option<&str>) -> String {
 /// Whether the broker connection counts as down: lost after it was up, or its first attempt
 /// failed. Before the first attempt has ended nothing is known yet — the device stays
 /// `unknown`, not `offline`, as every device does before its first answer.
-fn broker_down(link_up: bool, ever_up: bool, failed: bool) -> bool {
-    !link_up && (ever_up || failed)
+fn broker_down(broker_up: bool, ever_up: bool, failed: bool) -> bool {
+    !broker_up && (ever_up || failed)
 }
 
 /// What the device's status topic last said.

@@ -180,26 +180,26 @@ impl DeviceRuntime {
 
 /// Why a device counts as offline, in words.
 pub(crate) fn offline_detail(dev: &DeviceRuntime, snap: &Snapshot) -> String {
-    let silence = dev.spec.liveness.max_silence_s;
+    offline_detail_of(&dev.spec, snap)
+}
+
+/// [`offline_detail`] of a device declared as `spec`: its silence in its protocol's words
+/// (`crate::views::state_text::silent_means`).
+pub(crate) fn offline_detail_of(spec: &Device, snap: &Snapshot) -> String {
+    let (id, silence) = (&spec.id, spec.liveness.max_silence_s);
     if snap.liveness == Liveness::Unknown && !snap.down {
         return format!(
-            "{} has never been heard since the gateway started (unknown, not yet offline).",
-            dev.id()
+            "{id} has never been heard since the gateway started (unknown, not yet offline)."
         );
     }
     if snap.down {
         // Not a silence: the device said so (its last will), or its broker is unreachable.
         let why = snap.last_error.as_deref().unwrap_or("it is unreachable");
-        return format!("{} is offline: {why}.", dev.id());
+        return format!("{id} is offline: {why}.");
     }
+    let silent = crate::views::state_text::silent_means(&spec.driver);
     match &snap.last_error {
-        Some(e) => format!(
-            "{} gave no valid answer for more than {silence} s (last error: {e}).",
-            dev.id()
-        ),
-        None => format!(
-            "{} gave no valid answer for more than {silence} s.",
-            dev.id()
-        ),
+        Some(e) => format!("{id} {silent} for more than {silence} s (last error: {e})."),
+        None => format!("{id} {silent} for more than {silence} s."),
     }
 }

@@ -230,7 +230,7 @@ pub use raw::{MAX_RAW_COUNT, RawError, RawRead};
 pub use supervision::{crash, verdict};
 pub use views::detail;
 pub use views::result::{CommandResult, TimelineEntry};
-pub use views::state_text::unknown_means;
+pub use views::state_text::{silent_means, unknown_means};
 
 use thiserror::Error;
 

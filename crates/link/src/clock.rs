@@ -112,8 +112,13 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + sec) * 1000) + millis)
 }
 
-/// A proleptic Gregorian date to days since 1970-01-01, `None` for a day the month lacks.
-fn days_from_civil(y: i64, m: u32, d: u32) -> Option<i64> {
+/// A proleptic Gregorian date to days since 1970-01-01 (Howard Hinnant's algorithm), `None` for
+/// a month outside 1–12 or a day the month lacks. The one calendar of the workspace: callers that
+/// read dates (`closedloop audit --since`, the OTLP export) use it rather than a copy.
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> Option<i64> {
+    if !(1..=12).contains(&m) {
+        return None;
+    }
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y.rem_euclid(400);
@@ -178,6 +183,22 @@ mod tests {
             "Z",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn days_from_civil_counts_from_the_epoch_and_refuses_days_that_do_not_exist() {
+        assert_eq!(days_from_civil(1970, 1, 1), Some(0));
+        assert_eq!(days_from_civil(1969, 12, 31), Some(-1));
+        assert_eq!(days_from_civil(2000, 2, 29), Some(11_016));
+        for (y, m, d) in [
+            (2026, 2, 29),
+            (2026, 4, 31),
+            (2026, 13, 1),
+            (2026, 0, 1),
+            (2026, 1, 0),
+        ] {
+            assert_eq!(days_from_civil(y, m, d), None, "{y}-{m}-{d}");
         }
     }
 

@@ -1,5 +1,5 @@
 //! What a new plant file changes for a person next to the machine, beside what it changes for
-//! a client ([`super::rules`]): when closedloop says `completed` or `failed`, what must hold
+//! a client ([`super::surface`]): when closedloop says `completed` or `failed`, what must hold
 //! before it writes, how long it waits, what it writes and reads, what stops it, and who may
 //! ask. Each difference is one [`Shift`], classed by what closedloop now lets through:
 //! **looser** (it accepts, allows or waits for more than before), **stricter** (less), or

@@ -42,7 +42,7 @@ pub fn render(m: &Mapped, h: &Header) -> String {
     if h.username.is_some() {
         out.push_str("# The broker's password comes from the environment: MQTT_PASSWORD.\n");
     }
-    super::render::review_and_server(&mut out, (&m.skipped, &m.needs_person), h.server);
+    super::names::review_and_server(&mut out, (&m.skipped, &m.needs_person), h.server);
     let driver = driver(h);
     for b in &m.boards {
         board(&mut out, b, &driver);

@@ -3,7 +3,7 @@
 //! driver's own client, then maps them (`ha.rs`) and renders the plant (`ha_render.rs`).
 
 use super::discovery::{Entity, read};
-use closedloop_mqtt::{BrokerConfig, Link, MqttBroker};
+use closedloop_mqtt::{BrokerConfig, Connection, MqttBroker};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -77,10 +77,10 @@ async fn listen(src: &Source<'_>) -> Result<BTreeMap<String, Vec<u8>>, String> {
 /// Waits for the broker's CONNACK; the first failed attempt, or none within
 /// [`CONNECT_WITHIN`], is the answer (the client would go on retrying).
 async fn connected(broker: &MqttBroker) -> Result<(), String> {
-    let link = broker.link();
+    let connection = broker.connection();
     let until = tokio::time::Instant::now() + CONNECT_WITHIN;
     while tokio::time::Instant::now() < until {
-        if *link.borrow() == Link::Connected {
+        if *connection.borrow() == Connection::Connected {
             return Ok(());
         }
         if let Some(why) = broker.last_error() {

@@ -1,5 +1,8 @@
-//! Names and wording for generated plant files: DBC names (CamelCase, UPPER_CASE) turned into
-//! plant names (snake_case), and TOML strings quoted.
+//! Names and wording for generated plant files, whatever their source: DBC names (CamelCase,
+//! UPPER_CASE) turned into plant names (snake_case), TOML strings quoted, and the end of every
+//! file's header.
+
+use std::fmt::Write;
 
 /// Whether `name` cannot name a signal or parameter: a word expressions reserve, or one of the
 /// arguments every action tool has beside its parameters.
@@ -122,6 +125,34 @@ pub fn sentence(s: &str) -> String {
     } else {
         format!("{s}.")
     }
+}
+
+/// The end of a generated file's header — what was skipped and what needs a person, as
+/// comments — and its `[server]` table (a journal named after the server beside the file).
+pub fn review_and_server(out: &mut String, (skipped, needs): (&[String], &[String]), server: &str) {
+    if !skipped.is_empty() || !needs.is_empty() {
+        out.push_str("#\n");
+    }
+    for s in skipped {
+        let _ = writeln!(out, "# skipped: {}", one_line(s));
+    }
+    for s in needs {
+        let _ = writeln!(out, "# needs a person: {}", one_line(s));
+    }
+    let _ = write!(
+        out,
+        "\n[server]\nname = {}\njournal = {}\n",
+        quote(server),
+        quote(&format!("sqlite://{server}.db"))
+    );
+}
+
+/// Text for a `#` comment: a line break or control character (a multi-line Jinja template, a
+/// name a server made up) would end the comment and break the file.
+pub fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 #[cfg(test)]

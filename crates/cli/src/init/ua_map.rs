@@ -83,7 +83,7 @@ pub fn map(s: &Survey, driver: &str, header: &str, server: &str) -> Mapped {
         ));
     }
     m.text.push_str(header);
-    super::render::review_and_server(&mut m.text, (&m.skipped, &m.needs_person), server);
+    super::names::review_and_server(&mut m.text, (&m.skipped, &m.needs_person), server);
     m.text.push_str(&body);
     m
 }
@@ -102,7 +102,7 @@ fn device(
     let _ = writeln!(
         out,
         "\n# {}",
-        super::render::one_line(&format!("{} ({})", object.display_name, object.node_id))
+        super::names::one_line(&format!("{} ({})", object.display_name, object.node_id))
     );
     let _ = writeln!(
         out,

@@ -10,30 +10,31 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
-use crate::link::{Link, LinkError};
 use crate::request::{Reply, Request};
-use crate::rtu::RtuLink;
-use crate::tcp::TcpLink;
+use crate::rtu::RtuTransport;
+use crate::tcp::TcpTransport;
+use crate::transport::{ExchangeError, Transport};
 
 /// The first wait before reconnecting after a failure; it doubles with each further failure.
 pub const BACKOFF_INITIAL: Duration = Duration::from_millis(100);
 /// The longest wait between reconnection attempts.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// Opens a fresh link (a TCP connect, a serial port open).
-type Opener = Box<dyn Fn() -> BoxFuture<'static, io::Result<Box<dyn Link>>> + Send + Sync>;
+/// Opens a fresh transport (a TCP connect, a serial port open).
+type Opener = Box<dyn Fn() -> BoxFuture<'static, io::Result<Box<dyn Transport>>> + Send + Sync>;
 
 /// One transport shared by every unit behind an address or serial port.
 ///
 /// # Invariants
-/// - At most one request is in flight: the link lives inside an async mutex and is *taken out*
-///   of it for the length of an exchange. Serial lines and most TCP gateways cannot handle
+/// - At most one request is in flight: the transport lives inside an async mutex and is *taken
+///   out* of it for the length of an exchange. Serial lines and most TCP gateways cannot handle
 ///   pipelined requests, and one-at-a-time keeps every answer attributable.
-/// - A link that failed, or whose request timed out, is dropped and never used again: after a
-///   timeout the answer may still arrive, and on a link without transaction ids (RTU) — or a
-///   device that reuses them — it would be taken for the *next* request's answer. A new socket
+/// - A transport that failed, or whose request timed out, is dropped and never used again: after
+///   a timeout the answer may still arrive, and on a transport without transaction ids (RTU) — or
+///   a device that reuses them — it would be taken for the *next* request's answer. A new socket
 ///   cannot receive the old one's bytes. The same holds when the caller drops the future
-///   mid-request (the engine's own timeout): the link was moved into that future and goes with it.
+///   mid-request (the engine's own timeout): the transport was moved into that future and goes
+///   with it.
 /// - After a transport failure the next connection attempt waits for a backoff (100 ms, doubling
 ///   to 5 s, reset by any answer). A request that would have to wait past its own timeout fails
 ///   at once with `Disconnected` instead of waiting.
@@ -46,8 +47,8 @@ pub struct Connection {
 
 #[derive(Default)]
 struct State {
-    /// The open link between requests; `None` before the first request and after a failure.
-    link: Option<Box<dyn Link>>,
+    /// The open transport between requests; `None` before the first request and after a failure.
+    transport: Option<Box<dyn Transport>>,
     /// Consecutive failures since the last answer.
     failures: u32,
     /// No connection attempt before this instant.
@@ -109,7 +110,7 @@ impl Connection {
                 let open = open.clone();
                 Box::pin(async move {
                     let s = open().await?;
-                    Ok(Box::new(TcpLink::new(s)) as Box<dyn Link>)
+                    Ok(Box::new(TcpTransport::new(s)) as Box<dyn Transport>)
                 })
             }),
         )
@@ -129,7 +130,7 @@ impl Connection {
                 let open = open.clone();
                 Box::pin(async move {
                     let s = open().await?;
-                    Ok(Box::new(RtuLink::new(s)) as Box<dyn Link>)
+                    Ok(Box::new(RtuTransport::new(s)) as Box<dyn Transport>)
                 })
             }),
         )
@@ -154,19 +155,19 @@ impl Connection {
     /// for the connection's turn, connecting, and the exchange itself).
     ///
     /// Errors: nothing could be sent (connect refused or timed out, backoff) →
-    /// `Disconnected`; sent but no answer in time → `Timeout`; the link failed mid-exchange
+    /// `Disconnected`; sent but no answer in time → `Timeout`; the transport failed mid-exchange
     /// (reset, closed, nonsense answer) → `Io` — the request may have taken effect; a garbled
     /// RTU answer → `Crc`.
     pub(crate) async fn request(&self, unit: u8, req: &Request, timeout_ms: u64) -> Answer<Reply> {
         let deadline = Instant::now() + Duration::from_millis(timeout_ms);
         let timed_out = TransportError::Timeout(timeout_ms);
         // Waiting for our turn behind another unit's request counts against our timeout, but
-        // running out here says nothing about the link: it is someone else's exchange.
+        // running out here says nothing about the transport: it is someone else's exchange.
         let Ok(mut state) = timeout_at(deadline, self.state.lock()).await else {
             return Err(timed_out);
         };
-        let mut link = match state.link.take() {
-            Some(link) => link,
+        let mut transport = match state.transport.take() {
+            Some(transport) => transport,
             None => {
                 if let Some(at) = state.retry_at {
                     if at > deadline {
@@ -179,7 +180,7 @@ impl Connection {
                     sleep_until(at).await;
                 }
                 match timeout_at(deadline, (self.open)()).await {
-                    Ok(Ok(link)) => link,
+                    Ok(Ok(transport)) => transport,
                     Ok(Err(e)) => {
                         let why = format!("{}: {e}", self.label);
                         state.failed(why.clone());
@@ -194,27 +195,27 @@ impl Connection {
                 }
             }
         };
-        match timeout_at(deadline, link.call(unit, req)).await {
+        match timeout_at(deadline, transport.call(unit, req)).await {
             Ok(Ok(answer)) => {
-                state.link = Some(link);
+                state.transport = Some(transport);
                 state.answered();
                 Ok(answer)
             }
-            Ok(Err(LinkError::Crc)) => {
+            Ok(Err(ExchangeError::Crc)) => {
                 // The line is fine, the frame was not; the next request discards what is left.
-                state.link = Some(link);
+                state.transport = Some(transport);
                 state.answered();
                 Err(TransportError::Crc)
             }
-            Ok(Err(LinkError::Io(e))) => {
-                drop(link);
+            Ok(Err(ExchangeError::Io(e))) => {
+                drop(transport);
                 let why = format!("{}: {e}", self.label);
                 state.failed(why.clone());
                 Err(TransportError::Io(why))
             }
             Err(_) => {
-                // See the type's invariants: the answer may still come, on this link only.
-                drop(link);
+                // See the type's invariants: the answer may still come, on this transport only.
+                drop(transport);
                 state.failed(format!("{}: no answer within {timeout_ms} ms", self.label));
                 Err(timed_out)
             }

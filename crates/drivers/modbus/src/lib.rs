@@ -2,15 +2,15 @@
 //!
 //! Layers, as in tokio-modbus: [`pdu`] (the PDU codec of both directions, shared with
 //! `closedloop sim`'s server), [`request`] (which function code a read or write becomes),
-//! `rtu::frame` (pure RTU framing and CRC16), links (one open transport: tokio-modbus's TCP
-//! client, or closedloop's RTU framing over any byte stream), [`Connection`] (one shared,
+//! `rtu::frame` (pure RTU framing and CRC16), `transport` (one open transport: tokio-modbus's
+//! TCP client, or closedloop's RTU framing over any byte stream), [`Connection`] (one shared,
 //! self-healing transport per address or port), and [`ModbusDevice`] (one unit on it).
 //!
 //! A [`Connection`] carries one request at a time, connects lazily, reconnects with backoff from
-//! 100 ms to 5 s, and discards its link after a request that timed out or was dropped, so a late
-//! answer can never be read as the next one's. The RTU framing and CRC16 are written here rather
-//! than taken from tokio-modbus, whose RTU codec drops a frame with a bad CRC silently: closedloop
-//! must see a garbled answer to report `CRC_MISMATCH`.
+//! 100 ms to 5 s, and discards its transport after a request that timed out or was dropped, so a
+//! late answer can never be read as the next one's. The RTU framing and CRC16 are written here
+//! rather than taken from tokio-modbus, whose RTU codec drops a frame with a bad CRC silently:
+//! closedloop must see a garbled answer to report `CRC_MISMATCH`.
 //!
 //! Answers keep the two layers of the `Driver` trait: an exception is `Ok(Err(Exception))` — the
 //! device answered — and only a missing or unusable answer is a [`TransportError`].
@@ -28,11 +28,11 @@
 
 mod connection;
 mod device;
-mod link;
 pub mod pdu;
 pub mod request;
 pub mod rtu;
 mod tcp;
+mod transport;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,5 +1,5 @@
-//! Modbus TCP links: tokio-modbus's client over a stream (a `TcpStream` in production, anything
-//! `AsyncRead + AsyncWrite` in tests).
+//! Modbus TCP transports: tokio-modbus's client over a stream (a `TcpStream` in production,
+//! anything `AsyncRead + AsyncWrite` in tests).
 //!
 //! tokio-modbus matches each answer to its request by transaction id; closedloop additionally
 //! replaces the whole socket after a timeout (see [`crate::Connection`]), so a late answer can
@@ -13,35 +13,35 @@ use tokio_modbus::client::{Client, Context};
 use tokio_modbus::slave::{Slave, SlaveContext};
 use tokio_modbus::{Error as MbError, Request as MbRequest, Response as MbResponse};
 
-use crate::link::{Link, LinkAnswer, LinkError, check_payload};
 use crate::pdu::{COIL_ON, Payload};
 use crate::request::{Reply, Request};
+use crate::transport::{ExchangeError, Transport, TransportAnswer, check_payload};
 
 /// One tokio-modbus client context over an open stream.
-pub(crate) struct TcpLink {
+pub(crate) struct TcpTransport {
     ctx: Context,
 }
 
-impl TcpLink {
-    pub(crate) fn new<T>(stream: T) -> TcpLink
+impl TcpTransport {
+    pub(crate) fn new<T>(stream: T) -> TcpTransport
     where
         T: AsyncRead + AsyncWrite + Send + Unpin + fmt::Debug + 'static,
     {
-        TcpLink {
+        TcpTransport {
             ctx: tokio_modbus::client::tcp::attach(stream),
         }
     }
 }
 
-impl Link for TcpLink {
-    fn call<'a>(&'a mut self, unit: u8, req: &'a Request) -> BoxFuture<'a, LinkAnswer> {
+impl Transport for TcpTransport {
+    fn call<'a>(&'a mut self, unit: u8, req: &'a Request) -> BoxFuture<'a, TransportAnswer> {
         Box::pin(async move {
             self.ctx.set_slave(Slave(unit));
             match self.ctx.call(to_tokio(req)).await {
                 Ok(Ok(resp)) => from_tokio(req, resp).map(Ok),
                 Ok(Err(code)) => Ok(Err(Exception(u8::from(code)))),
-                Err(MbError::Transport(e)) => Err(LinkError::Io(e.to_string())),
-                Err(MbError::Protocol(e)) => Err(LinkError::Io(e.to_string())),
+                Err(MbError::Transport(e)) => Err(ExchangeError::Io(e.to_string())),
+                Err(MbError::Protocol(e)) => Err(ExchangeError::Io(e.to_string())),
             }
         })
     }
@@ -66,7 +66,7 @@ fn to_tokio(req: &Request) -> MbRequest<'static> {
     }
 }
 
-fn from_tokio(req: &Request, resp: MbResponse) -> Result<Reply, LinkError> {
+fn from_tokio(req: &Request, resp: MbResponse) -> Result<Reply, ExchangeError> {
     let payload = match resp {
         MbResponse::ReadCoils(b) | MbResponse::ReadDiscreteInputs(b) => Payload::Bits(b),
         MbResponse::ReadHoldingRegisters(w) | MbResponse::ReadInputRegisters(w) => {
@@ -79,7 +79,7 @@ fn from_tokio(req: &Request, resp: MbResponse) -> Result<Reply, LinkError> {
         MbResponse::WriteSingleRegister(addr, value)
         | MbResponse::WriteMultipleCoils(addr, value)
         | MbResponse::WriteMultipleRegisters(addr, value) => Payload::Echo { addr, value },
-        other => return Err(LinkError::Io(format!("unexpected answer {other:?}"))),
+        other => return Err(ExchangeError::Io(format!("unexpected answer {other:?}"))),
     };
     check_payload(req, payload)
 }

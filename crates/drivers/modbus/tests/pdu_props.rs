@@ -10,7 +10,7 @@
 //!   them: documented on `Payload::Bits`), and no prefix of an answer is taken for a whole one,
 //!   which RTU relies on to find where a frame ends.
 //!
-//! Why: both ends of closedloop's Modbus links (the driver and `closedloop sim`) use this one
+//! Why: both ends of closedloop's Modbus connections (the driver and `closedloop sim`) use this one
 //! codec, so a byte it loses or a limit it stretches would go unnoticed by every other test.
 
 mod common;

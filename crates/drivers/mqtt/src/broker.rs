@@ -40,7 +40,7 @@ const SUBSCRIPTION_BUFFER: usize = 256;
 
 /// The state of the connection to the broker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Link {
+pub enum Connection {
     /// Not connected yet, or reconnecting.
     Disconnected,
     /// CONNACK received; subscriptions (re)sent.
@@ -92,7 +92,7 @@ type Waiter = oneshot::Sender<Result<Ack, Error>>;
 /// connection drops, together with the event loop's own pending requests: nothing is re-sent
 /// blindly after a reconnect.
 struct Shared {
-    link: Link,
+    connection: Connection,
     queued: VecDeque<(QoS, Waiter)>,
     inflight: HashMap<u16, Waiter>,
     subs: Vec<(String, broadcast::Sender<Message>)>,
@@ -110,7 +110,7 @@ pub struct MqttBroker {
 struct Inner {
     client: AsyncClient,
     shared: Arc<Mutex<Shared>>,
-    link: watch::Receiver<Link>,
+    connection: watch::Receiver<Connection>,
     task: AbortHandle,
 }
 
@@ -146,7 +146,7 @@ fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 
 impl MqttBroker {
     /// Starts connecting (in the background, with reconnects) and returns at once; watch
-    /// [`MqttBroker::link`] for the state. Must be called inside a tokio runtime.
+    /// [`MqttBroker::connection`] for the state. Must be called inside a tokio runtime.
     ///
     /// For `mqtts://` the TLS files are read here, so a missing or malformed one is an
     /// [`Error::Tls`] at once; a handshake that fails later is a lost connection, reported by
@@ -155,19 +155,19 @@ impl MqttBroker {
         let options = mqtt_options(&config)?;
         let (client, eventloop) = AsyncClient::new(options, config.capacity.max(1));
         let shared = Arc::new(Mutex::new(Shared {
-            link: Link::Disconnected,
+            connection: Connection::Disconnected,
             queued: VecDeque::new(),
             inflight: HashMap::new(),
             subs: Vec::new(),
             seq: 0,
             last_error: None,
         }));
-        let (link_tx, link_rx) = watch::channel(Link::Disconnected);
+        let (connection_tx, connection_rx) = watch::channel(Connection::Disconnected);
         let task = EventLoopTask {
             eventloop,
             client: client.clone(),
             shared: shared.clone(),
-            link: link_tx,
+            connection: connection_tx,
             client_id: config.client_id.clone(),
             url: config.url,
             connected_at: None,
@@ -178,22 +178,22 @@ impl MqttBroker {
             inner: Arc::new(Inner {
                 client,
                 shared,
-                link: link_rx,
+                connection: connection_rx,
                 task,
             }),
         })
     }
 
     /// The connection state, updated on every connect and disconnect.
-    pub fn link(&self) -> watch::Receiver<Link> {
-        self.inner.link.clone()
+    pub fn connection(&self) -> watch::Receiver<Connection> {
+        self.inner.connection.clone()
     }
 
-    /// Why the link is down: the error of the last failed connection attempt or of the lost
-    /// connection (a refused TLS handshake names the certificate problem: unknown issuer, name
-    /// mismatch, certificate required). `None` while connected and before the first attempt
-    /// ended. Set before [`MqttBroker::link`] turns `Disconnected`, so a watcher woken by that
-    /// change reads the reason.
+    /// Why the connection is down: the error of the last failed connection attempt or of the
+    /// lost connection (a refused TLS handshake names the certificate problem: unknown issuer,
+    /// name mismatch, certificate required). `None` while connected and before the first attempt
+    /// ended. Set before [`MqttBroker::connection`] turns `Disconnected`, so a watcher woken by
+    /// that change reads the reason.
     pub fn last_error(&self) -> Option<String> {
         lock(&self.inner.shared).last_error.clone()
     }
@@ -210,7 +210,7 @@ impl MqttBroker {
                 rx
             }
         };
-        if s.link == Link::Connected {
+        if s.connection == Connection::Connected {
             // A full queue is harmless here: the filter is in `subs` and is sent on reconnect.
             let _ = self.inner.client.try_subscribe(filter, QoS::AtLeastOnce);
         }
@@ -267,7 +267,7 @@ impl MqttBroker {
         let (tx, rx) = oneshot::channel();
         {
             let mut s = lock(&self.inner.shared);
-            if s.link != Link::Connected {
+            if s.connection != Connection::Connected {
                 return Err(Error::Disconnected);
             }
             self.inner

@@ -28,7 +28,9 @@ mod taken;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use broker::{Ack, BrokerConfig, BrokerTls, Link, Message, MqttBroker, Subscription, Will};
+pub use broker::{
+    Ack, BrokerConfig, BrokerTls, Connection, Message, MqttBroker, Subscription, Will,
+};
 pub use codec::{Words, decode, expiry_secs, parse_broker_url, topic_matches};
 pub use contract::write_error;
 pub use error::Error;

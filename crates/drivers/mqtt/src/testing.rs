@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-use crate::{BrokerConfig, Link, MqttBroker};
+use crate::{BrokerConfig, Connection, MqttBroker};
 
 /// Where Debian installs the broker (scripts/system-deps installs it).
 pub const MOSQUITTO: &str = "/usr/sbin/mosquitto";
@@ -147,14 +147,14 @@ impl Mosquitto {
 /// Connects and waits (bounded) for CONNACK.
 pub async fn connected(config: BrokerConfig) -> MqttBroker {
     let broker = MqttBroker::connect(config).expect("valid config");
-    let mut link = broker.link();
+    let mut connection = broker.connection();
     tokio::time::timeout(
         Duration::from_secs(5),
-        link.wait_for(|l| *l == Link::Connected),
+        connection.wait_for(|l| *l == Connection::Connected),
     )
     .await
     .expect("connected within 5 s")
-    .expect("link open");
+    .expect("connection watch open");
     broker
 }
 

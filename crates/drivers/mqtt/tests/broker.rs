@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use closedloop_mqtt::testing::{Mosquitto, await_active, connected, next};
-use closedloop_mqtt::{BrokerConfig, Error, Link, MqttBroker, Will};
+use closedloop_mqtt::{BrokerConfig, Connection, Error, MqttBroker, Will};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 
@@ -55,7 +55,7 @@ async fn publish_is_refused_at_once_when_not_connected() {
         "nobody",
     ))
     .expect("config");
-    assert_eq!(*b.link().borrow(), Link::Disconnected);
+    assert_eq!(*b.connection().borrow(), Connection::Disconnected);
     let r = b.publish("t", "x", 1, Duration::from_secs(1)).await;
     assert_eq!(r, Err(Error::Disconnected));
     assert_eq!(
@@ -163,18 +163,18 @@ async fn the_will_fires_on_an_abrupt_disconnect() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_broker_fails_the_publish_and_the_link_goes_down() {
+async fn a_lost_broker_fails_the_publish_and_the_connection_goes_down() {
     let m = Mosquitto::start().await;
     let b = m.client("orphan").await;
-    let mut link = b.link();
+    let mut connection = b.connection();
     drop(m);
     tokio::time::timeout(
         Duration::from_secs(5),
-        link.wait_for(|l| *l == Link::Disconnected),
+        connection.wait_for(|l| *l == Connection::Disconnected),
     )
     .await
     .expect("disconnect noticed")
-    .expect("link open");
+    .expect("connection watch open");
     assert_eq!(
         b.publish("t", "x", 1, Duration::from_secs(1)).await,
         Err(Error::Disconnected)
@@ -187,15 +187,15 @@ async fn a_lost_broker_fails_the_publish_and_the_link_goes_down() {
 async fn a_duplicate_client_id_is_named_when_the_broker_closes_the_connection() {
     let m = Mosquitto::start().await;
     let first = m.client("closedloop-plant").await;
-    let mut link = first.link();
+    let mut connection = first.connection();
     let _second = m.client("closedloop-plant").await;
     tokio::time::timeout(
         Duration::from_secs(5),
-        link.wait_for(|l| *l == Link::Disconnected),
+        connection.wait_for(|l| *l == Connection::Disconnected),
     )
     .await
     .expect("the first connection is closed")
-    .expect("link open");
+    .expect("connection watch open");
     // The two take turns closing each other; the reason names the id (by the broker's
     // DISCONNECT 0x8E when it sends one, else by the closes in a row).
     let mut seen = Vec::new();

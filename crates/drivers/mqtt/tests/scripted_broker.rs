@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use closedloop_mqtt::{BrokerConfig, Error, Link, MqttBroker};
+use closedloop_mqtt::{BrokerConfig, Connection, Error, MqttBroker};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -41,14 +41,14 @@ async fn an_unacked_publish_fails_disconnected_and_is_not_resent() {
     let url = format!("mqtt://{}", listener.local_addr().expect("addr"));
     let broker = MqttBroker::connect(BrokerConfig::new(url, "device")).expect("config");
     let mut first = accept(&listener).await;
-    let mut link = broker.link();
+    let mut connection = broker.connection();
     tokio::time::timeout(
         Duration::from_secs(5),
-        link.wait_for(|l| *l == Link::Connected),
+        connection.wait_for(|l| *l == Connection::Connected),
     )
     .await
     .expect("connected")
-    .expect("link open");
+    .expect("connection watch open");
 
     let publish = {
         let broker = broker.clone();

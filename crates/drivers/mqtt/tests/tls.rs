@@ -7,7 +7,7 @@ use std::time::Duration;
 use closedloop_mqtt::testing::{
     Listener, Mosquitto, TestPki, await_active, connected, next, password_file,
 };
-use closedloop_mqtt::{BrokerConfig, Error, Link, MqttBroker};
+use closedloop_mqtt::{BrokerConfig, Connection, Error, MqttBroker};
 
 fn pki() -> (tempfile::TempDir, TestPki) {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -30,17 +30,17 @@ fn config(m: &Mosquitto, id: &str, ca: &Path) -> BrokerConfig {
     c
 }
 
-/// Connects and waits for two failed attempts in a row (the link is re-announced `Disconnected`
-/// after each), showing the link never came up; returns the handle and why it is down.
+/// Connects and waits for two failed attempts in a row (the connection is re-announced
+/// `Disconnected` after each), showing it never came up; returns the handle and why it is down.
 async fn never_connects(config: BrokerConfig) -> (MqttBroker, String) {
     let broker = MqttBroker::connect(config).expect("valid config");
-    let mut link = broker.link();
+    let mut connection = broker.connection();
     for _ in 0..2 {
-        tokio::time::timeout(Duration::from_secs(10), link.changed())
+        tokio::time::timeout(Duration::from_secs(10), connection.changed())
             .await
             .expect("a connection attempt ends within 10 s")
-            .expect("link open");
-        assert_eq!(*link.borrow_and_update(), Link::Disconnected);
+            .expect("connection watch open");
+        assert_eq!(*connection.borrow_and_update(), Connection::Disconnected);
     }
     assert_eq!(
         broker
@@ -48,7 +48,9 @@ async fn never_connects(config: BrokerConfig) -> (MqttBroker, String) {
             .await,
         Err(Error::Disconnected)
     );
-    let why = broker.last_error().expect("the reason the link is down");
+    let why = broker
+        .last_error()
+        .expect("the reason the connection is down");
     (broker, why)
 }
 

@@ -3,6 +3,7 @@
 //! the tool call carried a W3C `traceparent` in `_meta` (kept on the `received` entry).
 
 use super::proto::{Msg, attr_bool, attr_str};
+use closedloop_engine::clock::days_from_civil;
 use closedloop_engine::{CommandResult, Status};
 
 /// A W3C trace context: the caller's trace and the span the command's span is a child of.
@@ -138,19 +139,9 @@ fn unix_nanos(at: &str) -> Option<u64> {
         }
         _ => 0,
     };
-    let total = (days_from_civil(y, m, d) * 86_400 + secs) * 1_000_000_000 + nanos;
+    let days = days_from_civil(y, u32::try_from(m).ok()?, u32::try_from(d).ok()?)?;
+    let total = (days * 86_400 + secs) * 1_000_000_000 + nanos;
     u64::try_from(total).ok()
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -289,9 +289,11 @@ fn codes(d: &Device, a: &Action) -> Vec<(String, String)> {
     codes.push((
         "DEVICE_OFFLINE".into(),
         format!(
-            "{} gave no valid answer within {} s. Ask the user to check its power and network; do \
-             not retry blindly.",
-            d.id, d.liveness.max_silence_s
+            "{} {} within {} s. Ask the user to check its power and network; do not retry \
+             blindly.",
+            d.id,
+            closedloop_engine::silent_means(&d.driver),
+            d.liveness.max_silence_s
         ),
     ));
     codes.push(("DEVICE_BUSY".into(), busy_meaning(a)));

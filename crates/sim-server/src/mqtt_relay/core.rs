@@ -32,7 +32,7 @@ pub(super) enum Effect {
 /// - `faults` holds at most one fault per kind; its "first actuating write" is the first set the
 ///   relay took (not one a zombie ignored or `drop_rate` lost, nor one while down).
 /// - `down` is true while the device must hold no connection (power_off or a reboot struck, or
-///   not booted yet); `linked` (the broker acknowledged the current connection) implies `!down`.
+///   not booted yet); `connected` (the broker acknowledged the current connection) implies `!down`.
 /// - The contact is `from` before `switch_at` and `to` from then on; `to` is the drive (output
 ///   on and no brownout) as of its last change.
 #[derive(Debug)]
@@ -51,7 +51,7 @@ pub(super) struct Core {
     reported: Option<bool>,
     seq: u64,
     down: bool,
-    linked: bool,
+    connected: bool,
     /// `online` was published on the current connection.
     announced: bool,
     /// When each fault strikes and when a reboot is over.
@@ -73,7 +73,7 @@ impl Core {
             reported: None,
             seq: 0,
             down: true,
-            linked: false,
+            connected: false,
             announced: false,
             faults: Schedule::default(),
             rng: if seed == 0 { 0x5EED } else { seed },
@@ -179,7 +179,7 @@ impl Core {
         self.outputs_off(now);
         if !self.down {
             self.down = true;
-            self.linked = false;
+            self.connected = false;
             self.announced = false;
             fx.push(Effect::Cut);
         }
@@ -245,7 +245,7 @@ impl Core {
         if owed {
             self.confirm_at = None;
         }
-        if !self.linked || self.zombie() {
+        if !self.connected || self.zombie() {
             return;
         }
         let on = self.reported_at(now);
@@ -272,7 +272,7 @@ impl Core {
     pub(super) fn heartbeat(&mut self, now: Instant) -> Vec<Effect> {
         let mut fx = self.advance(now);
         let published = fx.iter().any(|e| matches!(e, Effect::State { .. }));
-        if self.linked && !self.zombie() && !published {
+        if self.connected && !self.zombie() && !published {
             let on = self.reported_at(now);
             self.publish(on, &mut fx);
         }
@@ -304,13 +304,13 @@ impl Core {
     }
 
     /// The broker acknowledged the current connection (CONNACK; the subscription is on its way).
-    pub(super) fn on_link_up(&mut self, now: Instant) -> Vec<Effect> {
+    pub(super) fn on_connected(&mut self, now: Instant) -> Vec<Effect> {
         let mut fx = Vec::new();
         self.run_until(now, &mut fx);
         if self.down {
             return fx; // a fault struck meanwhile: the cut is on its way
         }
-        self.linked = true;
+        self.connected = true;
         self.announced = false;
         if !self.zombie() {
             fx.push(Effect::Online);
@@ -322,8 +322,8 @@ impl Core {
     }
 
     /// The connection was lost (the broker client reconnects by itself).
-    pub(super) fn on_link_down(&mut self) {
-        self.linked = false;
+    pub(super) fn on_disconnected(&mut self) {
+        self.connected = false;
         self.announced = false;
     }
 
@@ -343,7 +343,7 @@ impl Core {
         match self.faults.take(kind) {
             Some((Fault::PowerOff | Fault::Reboot { .. }, true)) => self.come_back(now, &mut fx),
             Some((Fault::Brownout, true)) => self.redrive(now, false),
-            Some((Fault::Zombie, true)) if self.linked => {
+            Some((Fault::Zombie, true)) if self.connected => {
                 if !self.announced {
                     fx.push(Effect::Online);
                     self.announced = true;

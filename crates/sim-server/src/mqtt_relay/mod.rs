@@ -23,8 +23,8 @@
 //! `nak`, `crc_error` and `stall` have no meaning for an MQTT relay and are refused ([`refusal`]).
 //!
 //! # Structure
-//! - `core`: the device as a pure state machine: events in (a set arrived, the link came up, a
-//!   fault was injected or cleared, time passed), `Effect`s out (cut the connection, connect
+//! - `core`: the device as a pure state machine: events in (a set arrived, the connection came
+//!   up, a fault was injected or cleared, time passed), `Effect`s out (cut the connection, connect
 //!   afresh, publish); it does no I/O and reads no clock. When faults strike is kept by
 //!   [`closedloop_sim::Schedule`], the simulator's own scheduler.
 //! - `task`: owns a restartable [`MqttBroker`](closedloop_mqtt::MqttBroker) connection and

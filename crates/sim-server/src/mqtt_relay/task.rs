@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use closedloop_mqtt::{BrokerConfig, Link, MqttBroker, Subscription};
+use closedloop_mqtt::{BrokerConfig, Connection, MqttBroker, Subscription};
 
 use super::core::Effect;
 use super::{Presence, Shared, lock};
@@ -33,19 +33,19 @@ pub(super) struct Topics {
 struct Conn {
     broker: MqttBroker,
     sets: Subscription,
-    link: watch::Receiver<Link>,
+    connection: watch::Receiver<Connection>,
 }
 
 /// What woke the task.
 enum Event {
     Set(bool),
-    Link(bool),
+    Connection(bool),
     Time,
     Beat,
 }
 
 /// Runs the device until the handle aborts it: carries out the effects queued in `shared`,
-/// then waits for whatever comes first (the handle, a set, a link change, the core's next
+/// then waits for whatever comes first (the handle, a set, a connection change, the core's next
 /// deadline, the heartbeat) and hands it to the core.
 pub(super) async fn run(
     shared: Arc<Mutex<Shared>>,
@@ -58,7 +58,8 @@ pub(super) async fn run(
     let mut conn: Option<Conn> = None;
     let mut tick = tokio::time::interval(heartbeat);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    // Set once a link-up's effects (the retained `online`) have been carried out.
+    // Set once the effects of the connection coming up (the retained `online`) have been carried
+    // out.
     let mut announce = None;
     loop {
         let effects = std::mem::take(&mut lock(&shared).outbox);
@@ -71,14 +72,14 @@ pub(super) async fn run(
             presence.send_replace(p);
         }
         let deadline = lock(&shared).core.next_deadline(Instant::now());
-        let (sets, link) = match conn.as_mut() {
-            Some(c) => (Some(&mut c.sets), Some(&mut c.link)),
+        let (sets, connection) = match conn.as_mut() {
+            Some(c) => (Some(&mut c.sets), Some(&mut c.connection)),
             None => (None, None),
         };
         let event = tokio::select! {
             () = wake.notified() => continue,
             on = next_set(sets) => Event::Set(on),
-            up = link_change(link) => Event::Link(up),
+            up = connection_change(connection) => Event::Connection(up),
             () = sleep_until(deadline) => Event::Time,
             _ = tick.tick() => Event::Beat,
         };
@@ -86,13 +87,13 @@ pub(super) async fn run(
         let mut s = lock(&shared);
         let fx = match event {
             Event::Set(on) => s.core.on_set(on, now),
-            Event::Link(true) => {
+            Event::Connection(true) => {
                 announce = Some(Presence::Connected);
-                s.core.on_link_up(now)
+                s.core.on_connected(now)
             }
-            Event::Link(false) => {
+            Event::Connection(false) => {
                 announce = Some(Presence::Connecting);
-                s.core.on_link_down();
+                s.core.on_disconnected();
                 Vec::new()
             }
             Event::Time => s.core.advance(now),
@@ -119,8 +120,12 @@ async fn apply(
         Effect::Connect => match MqttBroker::connect(config.clone()) {
             Ok(broker) => {
                 let sets = broker.subscribe(&topics.set);
-                let link = broker.link();
-                *conn = Some(Conn { broker, sets, link });
+                let connection = broker.connection();
+                *conn = Some(Conn {
+                    broker,
+                    sets,
+                    connection,
+                });
                 presence.send_replace(Presence::Connecting);
             }
             // The URL was checked at start, so this does not happen; stay off rather than panic.
@@ -165,15 +170,15 @@ async fn next_set(sets: Option<&mut Subscription>) -> bool {
     }
 }
 
-/// The next link change (true: connected), never when there is no connection.
-async fn link_change(link: Option<&mut watch::Receiver<Link>>) -> bool {
-    let Some(link) = link else {
+/// The next connection change (true: connected), never when there is no connection.
+async fn connection_change(connection: Option<&mut watch::Receiver<Connection>>) -> bool {
+    let Some(connection) = connection else {
         return std::future::pending().await;
     };
-    if link.changed().await.is_err() {
+    if connection.changed().await.is_err() {
         return std::future::pending().await;
     }
-    *link.borrow_and_update() == Link::Connected
+    *connection.borrow_and_update() == Connection::Connected
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -52,21 +52,21 @@ impl CanBus {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let speed = codec::bitrate_command(bitrate).ok_or(BusError::Bitrate(bitrate))?;
-        let mut link = Link {
+        let mut line = Line {
             interface: interface.to_string(),
             decoder: Decoder::new(),
             backlog: VecDeque::new(),
         };
-        link.write(&mut stream, codec::CLOSE, "C").await?;
+        line.write(&mut stream, codec::CLOSE, "C").await?;
         // Either answer (or none) is fine: the channel is closed now.
-        let _ = link.answer(&mut stream, CLOSE_ANSWER).await;
+        let _ = line.answer(&mut stream, CLOSE_ANSWER).await;
         for (cmd, what) in [
             (speed, "the bitrate command"),
             (codec::OPEN, "the open command"),
         ] {
             let what = format!("{what} {}", String::from_utf8_lossy(&cmd[..cmd.len() - 1]));
-            link.write(&mut stream, cmd, &what).await?;
-            match link.answer(&mut stream, ANSWER_TIMEOUT).await? {
+            line.write(&mut stream, cmd, &what).await?;
+            match line.answer(&mut stream, ANSWER_TIMEOUT).await? {
                 Some(true) => {}
                 Some(false) => {
                     return Err(BusError::Refused {
@@ -84,20 +84,20 @@ impl CanBus {
             }
         }
         let (bus, ends) = CanBus::channels(interface.to_string());
-        tokio::spawn(link.serve(stream, ends));
+        tokio::spawn(line.serve(stream, ends));
         Ok(bus)
     }
 }
 
 /// The task's protocol state: the line decoder and the events read past an answer.
-struct Link {
+struct Line {
     interface: String,
     decoder: Decoder,
     /// Events decoded during the opening handshake after the answer it waited for.
     backlog: VecDeque<Event>,
 }
 
-impl Link {
+impl Line {
     fn closed(&self, reason: impl Into<String>) -> BusError {
         BusError::Closed {
             interface: self.interface.clone(),
@@ -238,7 +238,7 @@ impl Link {
 
     /// Writes the line of one requested frame and queues it for the adapter's answer. A frame
     /// slcan cannot carry is refused to its sender alone; a failed write is returned, and ends
-    /// the link.
+    /// the line.
     async fn transmit<S: AsyncWrite + Unpin>(
         &self,
         stream: &mut S,
@@ -269,7 +269,7 @@ impl Link {
 /// A frame written to the adapter and not yet answered.
 struct Pending {
     request: Request,
-    /// When the adapter's silence about it ends the link.
+    /// When the adapter's silence about it ends the line.
     deadline: Instant,
     /// The frame as written (`frame t123111`), for errors.
     what: String,

@@ -1,7 +1,7 @@
 //! The Modbus PDU (function code and data) of function codes 1–6, 15 and 16, in both directions:
 //! pure encode and decode, no I/O, no framing.
 //!
-//! One codec for both ends of closedloop's Modbus links: the driver encodes a [`Request`] and
+//! One codec for both ends of closedloop's Modbus connections: the driver encodes a [`Request`] and
 //! decodes the [`Response`] (over RTU here, in [`crate::rtu::frame`]), and `closedloop sim`
 //! (closedloop-sim-server, behind its MBAP framing) decodes the request and encodes the answer.
 //! Keeping both directions in one place means the two ends cannot disagree on a byte order, a

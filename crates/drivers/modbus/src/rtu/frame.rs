@@ -6,9 +6,9 @@
 //! that a garbled answer arrived, and the contract must report it as `CRC_MISMATCH` (the request
 //! may have taken effect), not as silence.
 
-use crate::link::{LinkAnswer, LinkError, check_payload};
 use crate::pdu::{EXCEPTION_BIT, Response};
 use crate::request::Request;
+use crate::transport::{ExchangeError, TransportAnswer, check_payload};
 
 /// The longest RTU frame (Modbus over serial line, §2.5.1.1).
 pub const MAX_FRAME: usize = 256;
@@ -48,41 +48,41 @@ pub fn encode_request(unit: u8, req: &Request) -> Vec<u8> {
 
 /// How long the answer frame starting with `buf` is, once enough of it has arrived to tell
 /// (`None`: read more). Errors when the header cannot start any answer to a request of ours.
-pub(crate) fn answer_len(buf: &[u8]) -> Result<Option<usize>, LinkError> {
+pub(crate) fn answer_len(buf: &[u8]) -> Result<Option<usize>, ExchangeError> {
     let pdu = buf.get(1..).unwrap_or_default();
     match Response::len_from_prefix(pdu) {
         Ok(len) => Ok(len.map(|n| n + OVERHEAD)),
-        Err(e) => Err(LinkError::Io(e.to_string())),
+        Err(e) => Err(ExchangeError::Io(e.to_string())),
     }
 }
 
 /// Decodes one complete answer frame to `req` sent to `unit`. The CRC is checked first: a
 /// frame that fails it says nothing reliable, not even which unit sent it.
-pub(crate) fn decode_answer(frame: &[u8], unit: u8, req: &Request) -> LinkAnswer {
+pub(crate) fn decode_answer(frame: &[u8], unit: u8, req: &Request) -> TransportAnswer {
     if frame.len() < 5 {
-        return Err(LinkError::Io(format!(
+        return Err(ExchangeError::Io(format!(
             "an answer of {} bytes is too short",
             frame.len()
         )));
     }
     let (body, crc) = frame.split_at(frame.len() - 2);
     if crc16(body) != u16::from_le_bytes([crc[0], crc[1]]) {
-        return Err(LinkError::Crc);
+        return Err(ExchangeError::Crc);
     }
     if body[0] != unit {
-        return Err(LinkError::Io(format!(
+        return Err(ExchangeError::Io(format!(
             "asked unit {unit}, unit {} answered",
             body[0]
         )));
     }
     let function = body[1] & !EXCEPTION_BIT;
     if function != req.function() {
-        return Err(LinkError::Io(format!(
+        return Err(ExchangeError::Io(format!(
             "sent function {:#04x}, the answer is for {function:#04x}",
             req.function(),
         )));
     }
-    let response = Response::decode(&body[1..]).map_err(|e| LinkError::Io(e.to_string()))?;
+    let response = Response::decode(&body[1..]).map_err(|e| ExchangeError::Io(e.to_string()))?;
     match response.outcome {
         Err(exception) => Ok(Err(exception)),
         Ok(payload) => check_payload(req, payload).map(Ok),
@@ -163,7 +163,7 @@ mod tests {
             Ok(Ok(Reply::Data(Data::Words(vec![0x1234, 0xABCD]))))
         );
         f[3] ^= 0x01;
-        assert_eq!(decode_answer(&f, 1, &req), Err(LinkError::Crc));
+        assert_eq!(decode_answer(&f, 1, &req), Err(ExchangeError::Crc));
     }
 
     #[test]
@@ -177,7 +177,10 @@ mod tests {
         seal(&mut ex);
         assert_eq!(answer_len(&ex), Ok(Some(5)));
         assert_eq!(decode_answer(&ex, 1, &req), Ok(Err(Exception(2))));
-        assert!(matches!(decode_answer(&ex, 2, &req), Err(LinkError::Io(_))));
+        assert!(matches!(
+            decode_answer(&ex, 2, &req),
+            Err(ExchangeError::Io(_))
+        ));
         let mut bits = vec![1, 0x01, 1, 0b101];
         seal(&mut bits);
         assert_eq!(
@@ -191,7 +194,7 @@ mod tests {
         };
         assert!(matches!(
             decode_answer(&bits, 1, &other),
-            Err(LinkError::Io(_))
+            Err(ExchangeError::Io(_))
         ));
     }
 }

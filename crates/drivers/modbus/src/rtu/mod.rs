@@ -1,8 +1,8 @@
-//! Modbus RTU links over any byte stream: a serial port in production (feature `rtu`), a
+//! Modbus RTU transports over any byte stream: a serial port in production (feature `rtu`), a
 //! `tokio::io::duplex` or pty in tests.
 //!
 //! RTU has no transaction id: an answer is matched to its request only by unit, function code
-//! and length. Before each request the link therefore throws away whatever input is already
+//! and length. Before each request the transport therefore throws away whatever input is already
 //! waiting (the tail of a garbled frame, a late answer), and after a timeout
 //! [`crate::Connection`] reopens the port, so a late answer is not read as the next one's.
 
@@ -13,21 +13,21 @@ use std::io;
 use closedloop_driver::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::link::{Link, LinkAnswer, LinkError};
 use crate::request::Request;
+use crate::transport::{ExchangeError, Transport, TransportAnswer};
 
 /// One serial line (or a stand-in) carrying RTU frames.
-pub(crate) struct RtuLink<T> {
+pub(crate) struct RtuTransport<T> {
     stream: T,
     buf: Vec<u8>,
 }
 
-impl<T> RtuLink<T>
+impl<T> RtuTransport<T>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    pub(crate) fn new(stream: T) -> RtuLink<T> {
-        RtuLink {
+    pub(crate) fn new(stream: T) -> RtuTransport<T> {
+        RtuTransport {
             stream,
             buf: Vec::with_capacity(frame::MAX_FRAME),
         }
@@ -50,8 +50,8 @@ where
         }
     }
 
-    async fn exchange(&mut self, unit: u8, req: &Request) -> LinkAnswer {
-        let io = |e: io::Error| LinkError::Io(e.to_string());
+    async fn exchange(&mut self, unit: u8, req: &Request) -> TransportAnswer {
+        let io = |e: io::Error| ExchangeError::Io(e.to_string());
         self.discard_pending().await.map_err(io)?;
         self.stream
             .write_all(&frame::encode_request(unit, req))
@@ -63,7 +63,7 @@ where
         loop {
             if let Some(len) = frame::answer_len(&self.buf)? {
                 if len > frame::MAX_FRAME {
-                    return Err(LinkError::Io(format!(
+                    return Err(ExchangeError::Io(format!(
                         "an answer announced {len} bytes, more than an RTU frame holds"
                     )));
                 }
@@ -74,18 +74,18 @@ where
             }
             let n = self.stream.read(&mut chunk).await.map_err(io)?;
             if n == 0 {
-                return Err(LinkError::Io("the serial line closed".into()));
+                return Err(ExchangeError::Io("the serial line closed".into()));
             }
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }
 }
 
-impl<T> Link for RtuLink<T>
+impl<T> Transport for RtuTransport<T>
 where
     T: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    fn call<'a>(&'a mut self, unit: u8, req: &'a Request) -> BoxFuture<'a, LinkAnswer> {
+    fn call<'a>(&'a mut self, unit: u8, req: &'a Request) -> BoxFuture<'a, TransportAnswer> {
         Box::pin(self.exchange(unit, req))
     }
 }

@@ -15,7 +15,7 @@ use rumqttc::v5::{AsyncClient, ConnectionError, Event, EventLoop};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{Ack, Link, Message, Shared, lock, tls};
+use super::{Ack, Connection, Message, Shared, lock, tls};
 use crate::Error;
 use crate::codec::topic_matches;
 
@@ -35,7 +35,7 @@ pub(super) struct EventLoopTask {
     /// For (re)subscribing after every CONNACK.
     pub(super) client: AsyncClient,
     pub(super) shared: Arc<Mutex<Shared>>,
-    pub(super) link: watch::Sender<Link>,
+    pub(super) connection: watch::Sender<Connection>,
     /// The broker URL, for the logs.
     pub(super) url: String,
     /// The client id this connection uses, for the logs (a duplicate is named).
@@ -72,16 +72,16 @@ impl EventLoopTask {
         }
     }
 
-    /// CONNACK: the link is up; every known filter is subscribed again (a clean start forgets
-    /// them on the broker's side).
+    /// CONNACK: the connection is up; every known filter is subscribed again (a clean start
+    /// forgets them on the broker's side).
     fn connected(&self) {
         let mut s = lock(&self.shared);
-        s.link = Link::Connected;
+        s.connection = Connection::Connected;
         s.last_error = None;
         for (filter, _) in &s.subs {
             let _ = self.client.try_subscribe(filter.clone(), QoS::AtLeastOnce);
         }
-        self.link.send_replace(Link::Connected);
+        self.connection.send_replace(Connection::Connected);
     }
 
     /// An incoming PUBLISH: numbered, then handed to every subscription whose filter matches.
@@ -161,7 +161,7 @@ impl EventLoopTask {
 
     /// The connection attempt failed or the connection was lost: logs why, records it for
     /// [`MqttBroker::last_error`](super::MqttBroker::last_error), fails every waiting publish
-    /// and only then reports the link down.
+    /// and only then reports the connection down.
     fn lost(&mut self, error: &ConnectionError, backoff: Duration) {
         let why = self.why_lost(error);
         {
@@ -185,7 +185,7 @@ impl EventLoopTask {
             // Drop everything rumqttc would replay: a publish is never re-sent blindly.
             self.eventloop.clean();
             self.eventloop.pending.clear();
-            s.link = Link::Disconnected;
+            s.connection = Connection::Disconnected;
             for (_, waiter) in s.queued.drain(..) {
                 let _ = waiter.send(Err(Error::Disconnected));
             }
@@ -193,6 +193,6 @@ impl EventLoopTask {
                 let _ = waiter.send(Err(Error::Disconnected));
             }
         }
-        self.link.send_replace(Link::Disconnected);
+        self.connection.send_replace(Connection::Disconnected);
     }
 }

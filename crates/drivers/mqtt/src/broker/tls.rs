@@ -130,7 +130,7 @@ fn system_roots() -> Result<RootCertStore, Error> {
 
 /// The text of a connection error, with what to check when TLS or the broker refused us (or
 /// closed us because another client took `client_id`): this is what the logs and
-/// [`crate::MqttBroker::last_error`] show as the reason the link is down.
+/// [`crate::MqttBroker::last_error`] show as the reason the connection is down.
 pub(super) fn explain(e: &ConnectionError, client_id: &str) -> String {
     use rumqttc::v5::StateError;
     use rumqttc::v5::mqttbytes::v5::ConnectReturnCode as Code;

@@ -1,4 +1,4 @@
-//! The rules of `closedloop diff`, as one pure function over two loaded plants.
+//! The tool-surface rules of `closedloop diff`, as one pure function over two loaded plants.
 //!
 //! The test for every rule: could a call that a client made against the old plant — a tool it
 //! called, arguments it sent, a result it waited for — now be refused, be held for someone, or

@@ -3,7 +3,7 @@
 //! thing left out with the reason.
 
 use super::meta::{MessageMeta, Meta};
-use super::names::{sentence, snake, unique};
+use crate::init::names::{sentence, snake, unique};
 use closedloop_sim_server::can::{Dbc, DbcError, Message, Mux};
 
 /// One generated device: a node of the DBC.
@@ -150,7 +150,7 @@ fn unassigned(g: &mut Generated, meta: &Meta, group: &str) {
 
 /// A node's name as a device id: snake_case, at most [`MAX_DEVICE_ID`] characters.
 fn fit_id(node: &str) -> String {
-    super::names::fit(&snake(node), MAX_DEVICE_ID)
+    crate::init::names::fit(&snake(node), MAX_DEVICE_ID)
 }
 
 /// The index of the node's device, created if new (with a numeric suffix when another

@@ -1,35 +1,37 @@
-//! A `Link` is one open transport (a TCP socket, a serial port) that can carry one request at a
-//! time to any unit behind it. [`crate::Connection`] owns at most one and replaces it when it
-//! breaks; the link itself never reconnects.
+//! A [`Transport`] is one open transport (a TCP socket, a serial port) that can carry one request
+//! at a time to any unit behind it. [`crate::Connection`] owns at most one and replaces it when it
+//! breaks; the transport itself never reconnects.
 
 use closedloop_driver::{BoxFuture, Data, Exception};
 
 use crate::pdu::Payload;
 use crate::request::{Reply, Request};
 
-/// What came back over a link: an answer (possibly an exception), or a failure of the link.
-pub(crate) type LinkAnswer = Result<Result<Reply, Exception>, LinkError>;
+/// What came back over a transport: an answer (possibly an exception), or a failure of the
+/// transport.
+pub(crate) type TransportAnswer = Result<Result<Reply, Exception>, ExchangeError>;
 
 /// A request/answer exchange over one open transport.
-pub(crate) trait Link: Send {
+pub(crate) trait Transport: Send {
     /// Sends `req` to `unit` and waits for its answer. Dropping the future mid-way leaves the
-    /// link in an unknown state; the caller then drops the link too.
-    fn call<'a>(&'a mut self, unit: u8, req: &'a Request) -> BoxFuture<'a, LinkAnswer>;
+    /// transport in an unknown state; the caller then drops the transport too.
+    fn call<'a>(&'a mut self, unit: u8, req: &'a Request) -> BoxFuture<'a, TransportAnswer>;
 }
 
 /// Why an exchange produced no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum LinkError {
-    /// An RTU frame arrived whose CRC did not verify. The link stays usable: its input is
+pub(crate) enum ExchangeError {
+    /// An RTU frame arrived whose CRC did not verify. The transport stays usable: its input is
     /// discarded before the next request.
     Crc,
-    /// The transport failed or the answer made no sense for the request; the link is dropped,
-    /// because what it will deliver next can no longer be trusted to belong to the next request.
+    /// The transport failed or the answer made no sense for the request; the transport is
+    /// dropped, because what it will deliver next can no longer be trusted to belong to the next
+    /// request.
     Io(String),
 }
 
 /// Checks a successful answer's payload against the request, whichever transport decoded it.
-pub(crate) fn check_payload(req: &Request, payload: Payload) -> Result<Reply, LinkError> {
+pub(crate) fn check_payload(req: &Request, payload: Payload) -> Result<Reply, ExchangeError> {
     match payload {
         Payload::Bits(b) => check_data(req, Data::Bits(b)),
         Payload::Words(w) => check_data(req, Data::Words(w)),
@@ -39,9 +41,9 @@ pub(crate) fn check_payload(req: &Request, payload: Payload) -> Result<Reply, Li
 
 /// A read must carry exactly the items asked for (bit answers are padded to whole bytes on the
 /// wire and are cut here).
-fn check_data(req: &Request, data: Data) -> Result<Reply, LinkError> {
+fn check_data(req: &Request, data: Data) -> Result<Reply, ExchangeError> {
     let Request::Read { count, .. } = req else {
-        return Err(LinkError::Io(format!(
+        return Err(ExchangeError::Io(format!(
             "function {:#04x} answered with data",
             req.function()
         )));
@@ -53,7 +55,7 @@ fn check_data(req: &Request, data: Data) -> Result<Reply, LinkError> {
             Ok(Reply::Data(Data::Bits(b)))
         }
         Data::Words(w) if w.len() == count => Ok(Reply::Data(Data::Words(w))),
-        other => Err(LinkError::Io(format!(
+        other => Err(ExchangeError::Io(format!(
             "asked for {count} items, the answer carried {}",
             other.len()
         ))),
@@ -62,16 +64,16 @@ fn check_data(req: &Request, data: Data) -> Result<Reply, LinkError> {
 
 /// A write's echo must repeat what was written (FC05/06: address and value; FC15/16: address
 /// and quantity).
-fn check_echo(req: &Request, addr: u16, value: u16) -> Result<Reply, LinkError> {
+fn check_echo(req: &Request, addr: u16, value: u16) -> Result<Reply, ExchangeError> {
     let Some(expected) = req.echo() else {
-        return Err(LinkError::Io(
+        return Err(ExchangeError::Io(
             "a read was answered with a write echo".into(),
         ));
     };
     if expected == (addr, value) {
         Ok(Reply::Written)
     } else {
-        Err(LinkError::Io(format!(
+        Err(ExchangeError::Io(format!(
             "the write echo ({addr}, {value:#06x}) does not match the request ({}, {:#06x})",
             expected.0, expected.1
         )))

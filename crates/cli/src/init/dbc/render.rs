@@ -3,7 +3,7 @@
 
 use super::actions::{ActionOut, ParamOut};
 use super::model::{Device, Generated, SignalOut};
-use super::names::{float, quote};
+use crate::init::names::{float, quote, review_and_server};
 use std::fmt::Write;
 
 /// The bitrate written into every driver table without `--bitrate`: the usual one for CAN, and
@@ -75,34 +75,6 @@ pub fn render(g: &Generated, h: &Header) -> String {
         );
     }
     out
-}
-
-/// The end of a generated file's header — what was skipped and what needs a person, as
-/// comments — and its `[server]` table (a journal named after the server beside the file).
-pub fn review_and_server(out: &mut String, (skipped, needs): (&[String], &[String]), server: &str) {
-    if !skipped.is_empty() || !needs.is_empty() {
-        out.push_str("#\n");
-    }
-    for s in skipped {
-        let _ = writeln!(out, "# skipped: {}", one_line(s));
-    }
-    for s in needs {
-        let _ = writeln!(out, "# needs a person: {}", one_line(s));
-    }
-    let _ = write!(
-        out,
-        "\n[server]\nname = {}\njournal = {}\n",
-        quote(server),
-        quote(&format!("sqlite://{server}.db"))
-    );
-}
-
-/// Text for a `#` comment: a line break or control character (a multi-line Jinja template, a
-/// name a server made up) would end the comment and break the file.
-pub fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 /// One `[[device]]` with its signals and actions.

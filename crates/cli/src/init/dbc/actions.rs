@@ -3,7 +3,7 @@
 
 use super::meta::MessageMeta;
 use super::model::{Generated, SignalOut, describe};
-use super::names::{fit, float, sentence, snake, stem, unique};
+use crate::init::names::{fit, float, sentence, snake, stem, unique};
 use closedloop_sim_server::can::{Message, Signal};
 
 /// One generated `[[device.action]]`.
