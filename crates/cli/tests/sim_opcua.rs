@@ -1,7 +1,7 @@
 //! `closedloop sim` serving OPC UA devices as its own process: the endpoint announced on stdout
 //! is the one an `opcua` driver names, closedloop-opcua's client reads, writes and calls the
 //! devices there, and faults injected through `closedloop sim fault` / `clear` show on the wire
-//! (nak refuses a call, power off drops the link) or are refused naming device and kind.
+//! (nak refuses a call, power off drops the session) or are refused naming device and kind.
 
 mod common;
 
@@ -35,14 +35,14 @@ fn node(device: &str, name: &str) -> String {
     format!("ns=2;s={device}.{name}")
 }
 
-async fn wait_link(client: &OpcuaClient, connected: bool) {
-    let mut link = client.link();
-    let waited = tokio::time::timeout(WAIT, link.wait_for(|l| l.is_connected() == connected));
+async fn wait_session(client: &OpcuaClient, connected: bool) {
+    let mut state = client.session_state();
+    let waited = tokio::time::timeout(WAIT, state.wait_for(|s| s.is_connected() == connected));
     assert!(
         matches!(waited.await, Ok(Ok(_))),
-        "the link never became {} (now {:?})",
+        "the session never became {} (now {:?})",
         if connected { "connected" } else { "lost" },
-        *client.link().borrow()
+        *client.session_state().borrow()
     );
 }
 
@@ -79,7 +79,7 @@ async fn sim_serves_opcua_devices_on_the_announced_endpoint_and_takes_their_faul
     .await;
 
     nak_refuses_a_call_until_cleared(&client, &control).await;
-    power_off_drops_the_link_until_cleared(&client, &control).await;
+    power_off_drops_the_session_until_cleared(&client, &control).await;
 
     let out = Command::new(env!("CARGO_BIN_EXE_closedloop"))
         .args(["sim", "fault", "--control", &control, "lamp", "crc_error"])
@@ -93,7 +93,7 @@ async fn sim_serves_opcua_devices_on_the_announced_endpoint_and_takes_their_faul
     );
 
     sim.terminate_cleanly();
-    wait_link(&client, false).await;
+    wait_session(&client, false).await;
 }
 
 /// The announcements name one server, on a real port, for the lamp and the slide: its
@@ -123,7 +123,7 @@ fn one_real_endpoint_for_both(announced: &[Vec<String>]) -> String {
     endpoint.clone()
 }
 
-/// closedloop-opcua's client at `endpoint`, quick to notice a lost link, once connected.
+/// closedloop-opcua's client at `endpoint`, quick to notice a lost session, once connected.
 async fn connected_client(endpoint: &str) -> OpcuaClient {
     let config = OpcuaConfig {
         keep_alive: Duration::from_millis(200),
@@ -133,7 +133,7 @@ async fn connected_client(endpoint: &str) -> OpcuaClient {
         ..OpcuaConfig::new(endpoint)
     };
     let client = OpcuaClient::connect(config).expect("a valid config");
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     client
 }
 
@@ -153,14 +153,14 @@ async fn nak_refuses_a_call_until_cleared(client: &OpcuaClient, control: &str) {
         .expect("Start() once nak is cleared");
 }
 
-/// Both devices powered off drop the link; cleared, it comes back with the lamp off.
-async fn power_off_drops_the_link_until_cleared(client: &OpcuaClient, control: &str) {
+/// Both devices powered off drop the session; cleared, it comes back with the lamp off.
+async fn power_off_drops_the_session_until_cleared(client: &OpcuaClient, control: &str) {
     sim_ctl(control, &["fault", "lamp", "power_off"]);
     sim_ctl(control, &["fault", "slide", "power_off"]);
-    wait_link(client, false).await;
+    wait_session(client, false).await;
     sim_ctl(control, &["clear", "lamp"]);
     sim_ctl(control, &["clear", "slide"]);
-    wait_link(client, true).await;
+    wait_session(client, true).await;
     read_until(client, &node("lamp", "Contact"), |v| {
         *v == Some(Value::Bool(false))
     })

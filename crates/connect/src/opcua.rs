@@ -153,7 +153,7 @@ impl OpcuaLink {
         let client = self.client.clone();
         let nodes = self.nodes();
         let mut monitor = client.monitor(&nodes, self.base.spec.poll_ms.max(1));
-        let mut link = client.link();
+        let mut session_state = client.session_state();
         let mut tick = tokio::time::interval(Duration::from_millis(self.base.spec.poll_ms.max(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A read of every node three times per liveness window: a server may simply stop sending
@@ -175,7 +175,7 @@ impl OpcuaLink {
                     Some(u) => self.take_update(&mut snap, &mut bad, &u),
                     None => return,
                 },
-                changed = link.changed() => {
+                changed = session_state.changed() => {
                     if changed.is_err() {
                         return;
                     }
@@ -184,7 +184,7 @@ impl OpcuaLink {
                 // A read on request (after a write, at dispatch): OPC UA reports changes only,
                 // so a value that did not change would never be read again after the write.
                 // Reads are numbered when issued, so these count as fresh.
-                _ = check.tick(), if !nodes.is_empty() && link.borrow().is_connected() => {
+                _ = check.tick(), if !nodes.is_empty() && session_state.borrow().is_connected() => {
                     self.read_all(&client, &nodes, &mut snap, &mut bad).await;
                 }
                 _ = self.poll_now.notified(), if !nodes.is_empty() => {
@@ -192,12 +192,12 @@ impl OpcuaLink {
                 }
                 _ = stop.notified() => return,
             }
-            let state = link.borrow_and_update().clone();
+            let state = session_state.borrow_and_update().clone();
             match &state {
-                closedloop_opcua::Link::Disconnected(why) => {
+                closedloop_opcua::SessionState::Disconnected(why) => {
                     snap.last_error = Some(format!("no session with {endpoint}: {why}"));
                 }
-                closedloop_opcua::Link::Connected => {
+                closedloop_opcua::SessionState::Connected => {
                     if snap.down {
                         snap.last_error = None;
                     }

@@ -6,7 +6,7 @@ mod opcua_devices;
 use std::time::Duration;
 
 use closedloop_driver::Value;
-use closedloop_opcua::{Link, OpcuaClient, Security, SecurityMode};
+use closedloop_opcua::{OpcuaClient, Security, SecurityMode, SessionState};
 use closedloop_sim_server::opcua_sim::{SimOptions, SimServer};
 use opcua_devices::*;
 
@@ -51,7 +51,7 @@ async fn basic256sha256_connects_with_the_pinned_certificate_and_refuses_another
 
     for mode in [SecurityMode::SignAndEncrypt, SecurityMode::Sign] {
         let client = secure_client(&server, &pin, mode, &client_pki);
-        wait_link(&client, true).await;
+        wait_session(&client, true).await;
         let commanded = node("lamp", "Commanded");
         client
             .write(&commanded, Value::Bool(true))
@@ -65,8 +65,8 @@ async fn basic256sha256_connects_with_the_pinned_certificate_and_refuses_another
     // The same pin against a server with another certificate: never a session.
     let client = secure_client(&other, &pin, SecurityMode::SignAndEncrypt, &client_pki);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let link = client.link().borrow().clone();
-    let Link::Disconnected(why) = link else {
+    let state = client.session_state().borrow().clone();
+    let SessionState::Disconnected(why) = state else {
         panic!("a server with another certificate was accepted");
     };
     assert!(why.starts_with("Bad_"), "{why}");
@@ -76,5 +76,5 @@ async fn basic256sha256_connects_with_the_pinned_certificate_and_refuses_another
     // That server is fine with its own certificate pinned: the refusal was the pin.
     let own = other.server_cert().expect("a certificate").to_path_buf();
     let client = secure_client(&other, &own, SecurityMode::Sign, &client_pki);
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
 }

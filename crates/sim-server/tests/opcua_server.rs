@@ -366,7 +366,7 @@ async fn a_slow_reader_loses_the_oldest_updates_and_is_told() {
     let mut cfg = quick(server.endpoint_url());
     cfg.buffer = 4;
     let client = closedloop_opcua::OpcuaClient::connect(cfg).expect("config");
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     let value = node("probe", "Value");
     let mut monitor = client.monitor(std::slice::from_ref(&value), 20);
     next_where(&mut monitor, &value, |u| u.good).await;

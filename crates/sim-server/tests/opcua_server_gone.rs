@@ -19,8 +19,11 @@ async fn a_server_shut_down_mid_monitor_is_offline() {
     next_where(&mut monitor, &commanded, |u| u.good).await;
 
     server.shutdown();
-    let link = wait_link(&client, false).await;
-    assert!(matches!(link, closedloop_opcua::Link::Disconnected(_)));
+    let state = wait_session(&client, false).await;
+    assert!(matches!(
+        state,
+        closedloop_opcua::SessionState::Disconnected(_)
+    ));
     let err = client
         .read(std::slice::from_ref(&commanded))
         .await
@@ -43,15 +46,15 @@ async fn power_off_is_offline_and_power_back_resumes_the_monitor() {
 
     let lamp = server.device("lamp").unwrap().clone();
     lamp.inject(FaultSpec::now(Fault::PowerOff));
-    let link = wait_link(&client, false).await;
+    let state = wait_session(&client, false).await;
     let err = client
         .write(&commanded, Value::Bool(true))
         .await
         .unwrap_err();
-    assert_eq!(classify(&err), Class::Offline, "{err} (link {link:?})");
+    assert_eq!(classify(&err), Class::Offline, "{err} (session {state:?})");
 
     lamp.clear(FaultKind::PowerOff);
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     let ack = client
         .write(&commanded, Value::Bool(true))
         .await
@@ -81,7 +84,7 @@ async fn a_zombie_answers_nothing_and_is_offline() {
         .await
         .unwrap_err();
     assert_eq!(classify(&err), Class::Offline, "{err}");
-    wait_link(&client, false).await;
+    wait_session(&client, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,7 +97,7 @@ async fn a_restarted_server_gets_the_subscription_re_created() {
     next_where(&mut monitor, &contact, |u| u.good).await;
 
     server.shutdown();
-    wait_link(&client, false).await;
+    wait_session(&client, false).await;
     // A new server process on the same port: no session, no subscription survives it.
     let again = async {
         loop {
@@ -108,7 +111,7 @@ async fn a_restarted_server_gets_the_subscription_re_created() {
     let _server = tokio::time::timeout(WAIT, again)
         .await
         .expect("rebind the port");
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     client
         .write(&commanded, Value::Bool(true))
         .await

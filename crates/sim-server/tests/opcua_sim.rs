@@ -1,11 +1,12 @@
 //! A plant file's `[device.sim] opcua` tables run by `bind_plant`, driven by closedloop-opcua's
 //! client as the `opcua` driver drives a server: two devices share one server on a free port and
 //! are read, monitored, written and called; faults injected through the control endpoint show on
-//! the wire (power off drops the link, nak refuses a write, stall stops the axis) and clear; what
-//! OPC UA cannot carry, and tables that name two ways of serving a device, are refused by name.
+//! the wire (power off drops the session, nak refuses a write, stall stops the axis) and clear;
+//! what OPC UA cannot carry, and tables that name two ways of serving a device, are refused by
+//! name.
 
 use closedloop_driver::Value;
-use closedloop_opcua::testing::{next_where, node, wait_link};
+use closedloop_opcua::testing::{next_where, node, wait_session};
 use closedloop_plant::Plant;
 use closedloop_sim_server::opcua::{Class, OpcuaClient, OpcuaConfig, Update, classify};
 use closedloop_sim_server::opcua_sim::SAMPLE_PERIOD;
@@ -70,7 +71,7 @@ async fn connect(endpoint: &str) -> OpcuaClient {
         ..OpcuaConfig::new(endpoint)
     };
     let client = OpcuaClient::connect(config).expect("a valid config");
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     client
 }
 
@@ -179,7 +180,7 @@ async fn the_end_of_a_move_reaches_a_subscriber_that_samples_slower_than_the_mov
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn power_off_drops_the_link_once_every_device_is_off_and_clearing_brings_it_back() {
+async fn power_off_drops_the_session_once_every_device_is_off_and_clearing_brings_it_back() {
     let r = rig().await;
     let (commanded, position) = (node("lamp", "Commanded"), node("slide", "PositionMm"));
 
@@ -188,11 +189,11 @@ async fn power_off_drops_the_link_once_every_device_is_off_and_clearing_brings_i
     let got = read(&r.client, &[commanded.clone(), position.clone()]).await;
     assert_eq!(got[0].status, "Bad_Timeout", "{:?}", got[0]);
     assert!(got[1].good, "{:?}", got[1]);
-    assert!(r.client.link().borrow().is_connected());
+    assert!(r.client.session_state().borrow().is_connected());
 
-    // Both off: the server goes dark and the link drops.
+    // Both off: the server goes dark and the session drops.
     ctl(r.control, "fault slide power_off").await.unwrap();
-    wait_link(&r.client, false).await;
+    wait_session(&r.client, false).await;
     let err = r
         .client
         .write(&commanded, Value::Bool(true))
@@ -202,7 +203,7 @@ async fn power_off_drops_the_link_once_every_device_is_off_and_clearing_brings_i
 
     // Power back on one: the server answers again, the other's nodes stay quiet.
     ctl(r.control, "clear lamp").await.unwrap();
-    wait_link(&r.client, true).await;
+    wait_session(&r.client, true).await;
     let got = read(&r.client, &[commanded.clone(), position.clone()]).await;
     assert_eq!(
         got[0].value,
@@ -270,9 +271,9 @@ async fn a_zombie_server_keeps_the_socket_and_answers_nothing_until_cleared() {
         .await
         .unwrap_err();
     assert_eq!(classify(&err), Class::Offline, "{err}");
-    wait_link(&r.client, false).await;
+    wait_session(&r.client, false).await;
     ctl(r.control, "clear slide zombie").await.unwrap();
-    wait_link(&r.client, true).await;
+    wait_session(&r.client, true).await;
     let got = read(&r.client, &[node("slide", "Moving")]).await;
     assert!(got[0].good, "{:?}", got[0]);
 }

@@ -127,7 +127,7 @@ pub(crate) async fn commands(
             }
             let (timeline, readings) = readings_of(journal, row).await?;
             if let Some(name) = (!readings.is_empty())
-                .then(|| verdict::unjournaled(b, &row.device, &readings))
+                .then(|| verdict::unjournaled(b, &readings))
                 .flatten()
             {
                 *totals.unjournaled.entry(name).or_default() += 1;

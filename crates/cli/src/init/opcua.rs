@@ -5,7 +5,7 @@
 //! pinned certificate and the user are checked the same way.
 
 use closedloop_connect::Connection;
-use closedloop_opcua::{Link, OpcuaClient, Survey};
+use closedloop_opcua::{OpcuaClient, SessionState, Survey};
 use std::path::Path;
 use std::time::Duration;
 
@@ -104,16 +104,16 @@ fn session_config(src: &Source) -> Result<closedloop_opcua::OpcuaConfig, String>
 
 /// Waits for the session; the first failure or none within [`CONNECT_WITHIN`] is the answer.
 async fn connected(client: &OpcuaClient) -> Result<(), String> {
-    let mut link = client.link();
+    let mut state = client.session_state();
     let until = tokio::time::Instant::now() + CONNECT_WITHIN;
     loop {
-        match &*link.borrow_and_update() {
-            Link::Connected => return Ok(()),
+        match &*state.borrow_and_update() {
+            SessionState::Connected => return Ok(()),
             // The client's first state; anything else is the first attempt's failure.
-            Link::Disconnected(why) if why == "not connected yet" => {}
-            Link::Disconnected(why) => return Err(why.clone()),
+            SessionState::Disconnected(why) if why == "not connected yet" => {}
+            SessionState::Disconnected(why) => return Err(why.clone()),
         }
-        if tokio::time::timeout_at(until, link.changed())
+        if tokio::time::timeout_at(until, state.changed())
             .await
             .is_err()
         {

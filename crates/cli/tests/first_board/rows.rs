@@ -158,7 +158,7 @@ pub async fn silence(run: &Run, c: &Client, board: &mut Board) {
         r["detail"]
             .as_str()
             .unwrap()
-            .contains("no valid answer for more than"),
+            .contains("sent no message (no reading, heartbeat or status message) for more than"),
         "{r}"
     );
     board.no_set().await;

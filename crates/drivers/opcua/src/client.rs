@@ -2,8 +2,9 @@
 //!
 //! async-opcua's session event loop runs in its own task: it connects, re-creates the session
 //! after a loss (backing off from `initial_backoff` to `max_backoff`, forever) and moves the
-//! subscriptions over. This handle turns its events into a [`Link`] and numbers every value it
-//! hands out, so that an acknowledgement can say which values came after it (see [`Ack`]).
+//! subscriptions over. This handle turns its events into a [`SessionState`] and numbers every
+//! value it hands out, so that an acknowledgement can say which values came after it (see
+//! [`Ack`]).
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +24,7 @@ use crate::{Error, Update};
 
 /// The state of the session to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Link {
+pub enum SessionState {
     /// A session is active (created or re-activated); subscriptions are in place.
     Connected,
     /// No session: not yet connected, or lost. The text says why — the last status
@@ -32,10 +33,10 @@ pub enum Link {
     Disconnected(String),
 }
 
-impl Link {
+impl SessionState {
     /// Whether a session is active.
     pub fn is_connected(&self) -> bool {
-        matches!(self, Link::Connected)
+        matches!(self, SessionState::Connected)
     }
 }
 
@@ -49,9 +50,9 @@ pub struct OpcuaClient {
 
 pub(crate) struct Inner {
     /// The session: set at once for an anonymous identity, once the server has named its
-    /// user-token policy for a user name; set before the link first reports `Connected`.
+    /// user-token policy for a user name; set before the state first turns `Connected`.
     session: Arc<OnceLock<Arc<Session>>>,
-    link: watch::Receiver<Link>,
+    session_state: watch::Receiver<SessionState>,
     /// The last sequence number handed out (values start at 1; 0 means none yet).
     seq: Arc<AtomicU64>,
     pub(crate) caches: Arc<Caches>,
@@ -64,9 +65,9 @@ impl Inner {
     pub(crate) fn session(&self) -> Result<&Arc<Session>, Error> {
         self.session
             .get()
-            .ok_or_else(|| match &*self.link.borrow() {
-                Link::Disconnected(why) => Error::NotConnected(why.clone()),
-                Link::Connected => Error::NotConnected("no session yet".into()),
+            .ok_or_else(|| match &*self.session_state.borrow() {
+                SessionState::Disconnected(why) => Error::NotConnected(why.clone()),
+                SessionState::Connected => Error::NotConnected("no session yet".into()),
             })
     }
 }
@@ -80,14 +81,15 @@ impl Drop for Inner {
 impl OpcuaClient {
     /// Creates the client and starts connecting in the background; returns at once. Must be
     /// called inside a tokio runtime. Only configuration errors are returned here; an unreachable
-    /// server shows in [`OpcuaClient::link`].
+    /// server shows in [`OpcuaClient::session_state`].
     pub fn connect(config: OpcuaConfig) -> Result<OpcuaClient, Error> {
         config.validate()?;
-        let (link_tx, link_rx) = watch::channel(Link::Disconnected("not connected yet".into()));
+        let (state_tx, state_rx) =
+            watch::channel(SessionState::Disconnected("not connected yet".into()));
         let caches = Arc::new(Caches::default());
         let session = Arc::new(OnceLock::new());
         let task = session::start(session::Driving {
-            link: link_tx,
+            session_state: state_tx,
             caches: caches.clone(),
             slot: session.clone(),
             config: config.clone(),
@@ -95,7 +97,7 @@ impl OpcuaClient {
         Ok(OpcuaClient {
             inner: Arc::new(Inner {
                 session,
-                link: link_rx,
+                session_state: state_rx,
                 seq: Arc::new(AtomicU64::new(0)),
                 caches,
                 config,
@@ -105,8 +107,8 @@ impl OpcuaClient {
     }
 
     /// The state of the session; `changed()` on the receiver wakes on every transition.
-    pub fn link(&self) -> watch::Receiver<Link> {
-        self.inner.link.clone()
+    pub fn session_state(&self) -> watch::Receiver<SessionState> {
+        self.inner.session_state.clone()
     }
 
     /// Closes the session politely (CloseSession), then stops reconnecting. Dropping every handle
@@ -142,9 +144,9 @@ impl OpcuaClient {
 
     /// `Ok` while a session is active, else why not.
     pub(crate) fn ensure_connected(&self) -> Result<(), Error> {
-        match &*self.inner.link.borrow() {
-            Link::Connected => Ok(()),
-            Link::Disconnected(why) => Err(Error::NotConnected(why.clone())),
+        match &*self.inner.session_state.borrow() {
+            SessionState::Connected => Ok(()),
+            SessionState::Disconnected(why) => Err(Error::NotConnected(why.clone())),
         }
     }
 

@@ -143,8 +143,8 @@ pub enum Security {
         mode: SecurityMode,
         /// `server_cert`: the server's certificate (DER). It is the only one accepted: the
         /// secure channel is encrypted to it and the session must present exactly it, so a
-        /// server with any other certificate never gets a session (the link says why, e.g.
-        /// `Bad_NoValidCertificates`), whatever authority signed it.
+        /// server with any other certificate never gets a session (the session state says
+        /// why, e.g. `Bad_NoValidCertificates`), whatever authority signed it.
         server_cert: PathBuf,
         /// `client_cert` (DER); with `client_key`. Neither: generated once in `pki_dir`.
         client_cert: Option<PathBuf>,

@@ -25,7 +25,7 @@ pub enum Error {
         status: String,
     },
     /// There is no session to the server right now; the text says why (the last status seen on
-    /// the link, or the socket error).
+    /// the session, or the socket error).
     #[error("not connected: {0}")]
     NotConnected(String),
     /// The value cannot be represented in the node's data type (a 40000 for an Int16 node, NaN,
@@ -60,7 +60,7 @@ impl Error {
         }
     }
 
-    /// A failure reported by the OPC UA stack for `op`: a status that means the link is gone
+    /// A failure reported by the OPC UA stack for `op`: a status that means the session is gone
     /// becomes [`Error::NotConnected`], anything else [`Error::Status`].
     pub(crate) fn from_stack(op: impl Into<String>, err: &opcua::types::Error) -> Error {
         let status = err.status();
@@ -227,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn stack_errors_that_mean_a_lost_link_are_not_connected() {
+    fn stack_errors_that_mean_a_lost_session_are_not_connected() {
         let e = opcua::types::Error::new(StatusCode::BadConnectionClosed, "gone");
         assert_eq!(
             Error::from_stack("read", &e),

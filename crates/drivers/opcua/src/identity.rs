@@ -1,5 +1,5 @@
 //! Who the session logs in as: the user-token policy a user name and password are sent under,
-//! and what a refused identity means for the link.
+//! and what a refused identity means for the session state.
 //!
 //! The anonymous token needs nothing from the server. A UserName token must name one of the
 //! endpoint's user-token policies by its id, and that id is the server's own choice
@@ -34,10 +34,10 @@ pub(crate) fn token(identity: &Identity) -> IdentityToken {
     }
 }
 
-/// The link's reason when a session could not be activated because the server refused
-/// `identity` (`code` is one of [`REFUSALS`]); `None` for any other failure. The reason names
-/// the status, the identity (never the password) and what to change, so a refused login never
-/// reads like a dead server.
+/// The session state's reason when a session could not be activated because the server
+/// refused `identity` (`code` is one of [`REFUSALS`]); `None` for any other failure. The reason
+/// names the status, the identity (never the password) and what to change, so a refused login
+/// never reads like a dead server.
 pub(crate) fn refused(code: StatusCode, identity: &Identity) -> Option<String> {
     // Info bits aside (they never change what was refused).
     if !REFUSALS
@@ -62,8 +62,8 @@ pub(crate) fn refused(code: StatusCode, identity: &Identity) -> Option<String> {
 
 /// Asks the server at `url` which UserName policy its endpoint with `policy` and `mode` takes,
 /// waiting at most `bound`: that endpoint with only its UserName policy left. `Err` is the
-/// link's reason: the status the stack failed with (the caller adds the socket's error), or the
-/// reason in words (no answer, no such endpoint, no user names on it).
+/// session state's reason: the status the stack failed with (the caller adds the socket's
+/// error), or the reason in words (no answer, no such endpoint, no user names on it).
 pub(crate) async fn user_name_policy(
     client: &Client,
     url: &str,

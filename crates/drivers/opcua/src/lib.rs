@@ -3,9 +3,10 @@
 //!
 //! OPC UA is push-fed like MQTT, so this crate does not implement the register-oriented
 //! `closedloop_driver::Driver`. [`OpcuaClient`] keeps one session per endpoint alive in the
-//! background ([`Link`]), streams numbered values ([`Monitor`], [`Update`]), and answers writes
-//! and method calls with an [`Ack`] whose `seq` is a fence: only an update with a greater `seq`
-//! was read after the acknowledgement, so only it may count as evidence that the command worked.
+//! background ([`SessionState`]), streams numbered values ([`Monitor`], [`Update`]), and answers
+//! writes and method calls with an [`Ack`] whose `seq` is a fence: only an update with a greater
+//! `seq` was read after the acknowledgement, so only it may count as evidence that the command
+//! worked.
 //!
 //! How far the fence goes: reads and polls are numbered when they are issued, so a read in
 //! flight at the acknowledgement never counts; data changes are numbered when the client
@@ -27,8 +28,8 @@
 //! (`browse.rs`). Security is None or Basic256Sha256 (sign, or sign and encrypt) against a pinned
 //! server certificate; the identity is anonymous or a user name sent under the user-token policy
 //! the server names in GetEndpoints (`identity.rs`), and a refused identity is named in the
-//! link's reason. The `testing` feature gives every crate's tests a client with short timeouts
-//! and bounded waits.
+//! session state's reason. The `testing` feature gives every crate's tests a client with short
+//! timeouts and bounded waits.
 //!
 //! The simulated OPC UA server that serves closedloop's simulated devices lives in
 //! closedloop-sim-server (`opcua_sim::SimServer`), so this crate knows neither the simulator nor
@@ -52,7 +53,7 @@ mod update;
 mod write;
 
 pub use browse::{Browse, BrowseEntry};
-pub use client::{Link, OpcuaClient};
+pub use client::{OpcuaClient, SessionState};
 pub use config::{DEFAULT_REQUEST_TIMEOUT, Identity, OpcuaConfig, Security, SecurityMode};
 pub use contract::{no_answer, write_error};
 pub use error::{Class, Error, classify, classify_status, status_name};

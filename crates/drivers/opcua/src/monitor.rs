@@ -162,17 +162,17 @@ async fn run(
         return;
     }
     let resync = Arc::new(Notify::new());
-    let mut link = client.link();
+    let mut state = client.session_state();
     loop {
-        if link.wait_for(|l| l.is_connected()).await.is_err() {
+        if state.wait_for(|s| s.is_connected()).await.is_err() {
             return;
         }
         match subscribe(&client, &valid, sampling, &tx, &subscription, &resync).await {
             Subscribed::Yes => {
                 mode.send_replace(MonitorMode::Subscription);
                 // async-opcua moves the subscription to every new session. What it cannot move
-                // are notifications lost on the way: those the server sent while the link was
-                // down, or to publish requests of the dead connection. After a reconnect, or
+                // are notifications lost on the way: those the server sent while the session
+                // was down, or to publish requests of the dead connection. After a reconnect, or
                 // when the sequence numbers show a gap, every node is read afresh.
                 resync_forever(&client, &valid, &tx, &resync).await;
                 return;
@@ -188,7 +188,7 @@ async fn run(
                 // next session, or after a backoff on this one.
                 let retry = client.inner.config.max_backoff;
                 tokio::select! {
-                    lost = link.wait_for(|l| !l.is_connected()) => {
+                    lost = state.wait_for(|s| !s.is_connected()) => {
                         if lost.is_err() {
                             return;
                         }
@@ -337,13 +337,13 @@ async fn resync_forever(
     resync: &Notify,
 ) {
     let names: Vec<String> = nodes.iter().map(|(n, _)| n.clone()).collect();
-    let mut link = client.link();
+    let mut state = client.session_state();
     loop {
         tokio::select! {
             _ = resync.notified() => {}
             back = async {
-                link.wait_for(|l| !l.is_connected()).await?;
-                link.wait_for(|l| l.is_connected()).await.map(|_| ())
+                state.wait_for(|s| !s.is_connected()).await?;
+                state.wait_for(|s| s.is_connected()).await.map(|_| ())
             } => {
                 if back.is_err() {
                     return;
@@ -361,7 +361,7 @@ async fn resync_forever(
     }
 }
 
-/// A failed subscription request: the link went away, or the server will not subscribe.
+/// A failed subscription request: the session went away, or the server will not subscribe.
 fn verdict(status: StatusCode) -> Subscribed {
     let name = crate::error::status_name(status);
     if classify_status(&name) == Class::Offline {
@@ -381,10 +381,10 @@ async fn poll(
     let names: Vec<String> = nodes.iter().map(|(n, _)| n.clone()).collect();
     let mut tick = tokio::time::interval(sampling);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut link = client.link();
+    let mut state = client.session_state();
     loop {
         tick.tick().await;
-        if !link.borrow().is_connected() && link.wait_for(|l| l.is_connected()).await.is_err() {
+        if !state.borrow().is_connected() && state.wait_for(|s| s.is_connected()).await.is_err() {
             return;
         }
         match client.read(&names).await {

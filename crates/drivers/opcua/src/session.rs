@@ -1,7 +1,7 @@
 //! Opening an OPC UA session and running it: the async-opcua client built from an
 //! [`OpcuaConfig`] (security, pinned server certificate, identity, retry and timeout settings),
-//! and the background task that turns the session's events into a [`Link`] — for a user name,
-//! after asking the server which user-token policy to send it under (`crate::identity`).
+//! and the background task that turns the session's events into a [`SessionState`] — for a user
+//! name, after asking the server which user-token policy to send it under (`crate::identity`).
 //!
 //! Kept apart from the [`OpcuaClient`](crate::OpcuaClient) handle because none of it is per
 //! request: it runs once per connect, then only in the background task.
@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::Error;
-use crate::client::Link;
+use crate::client::SessionState;
 use crate::config::{Identity, OpcuaConfig, Security, SecurityMode};
 use crate::error::status_name;
 use crate::identity;
@@ -93,8 +93,8 @@ impl ChannelSecurity {
 
 /// Where the background task reports, and what its reasons name.
 pub(crate) struct Driving {
-    /// The session's state, for [`crate::OpcuaClient::link`].
-    pub(crate) link: watch::Sender<Link>,
+    /// The session's state, for [`crate::OpcuaClient::session_state`].
+    pub(crate) session_state: watch::Sender<SessionState>,
     /// Emptied on every new session.
     pub(crate) caches: Arc<Caches>,
     /// The session, once made: at once for an anonymous one, after the server has named its
@@ -108,10 +108,10 @@ impl Driving {
     /// Reports a reason for being disconnected, waking watchers only when it changed (and
     /// saying whether it did).
     fn disconnected(&self, why: String) -> bool {
-        self.link.send_if_modified(|l| {
-            let new = Link::Disconnected(why);
-            let changed = *l != new;
-            *l = new;
+        self.session_state.send_if_modified(|s| {
+            let new = SessionState::Disconnected(why);
+            let changed = *s != new;
+            *s = new;
             changed
         })
     }
@@ -183,7 +183,8 @@ async fn log_in(client: Client, security: ChannelSecurity, run: Driving) {
             drive(event_loop, session, run).await;
         }
         Err(e) => {
-            run.link.send_replace(Link::Disconnected(e.to_string()));
+            run.session_state
+                .send_replace(SessionState::Disconnected(e.to_string()));
         }
     }
 }
@@ -222,7 +223,7 @@ fn client_builder(config: &OpcuaConfig, security: &ChannelSecurity) -> ClientBui
     }
 }
 
-/// Runs the session event loop and reports its transitions on `run.link`.
+/// Runs the session event loop and reports its transitions on `run.session_state`.
 async fn drive(event_loop: SessionEventLoop<TcpConnector>, session: Arc<Session>, run: Driving) {
     use futures_util::StreamExt as _;
     let endpoint = run.config.endpoint.as_str();
@@ -243,11 +244,12 @@ async fn drive(event_loop: SessionEventLoop<TcpConnector>, session: Arc<Session>
                 // by async-opcua, harmless), while skipping the nudge there left a monitor
                 // created right after the activation silent under load (seen in CI).
                 session.trigger_publish_now();
-                run.link.send_replace(Link::Connected);
+                run.session_state.send_replace(SessionState::Connected);
             }
             Ok(SessionPollResult::ConnectionLost(code)) => {
                 tracing::warn!(%endpoint, status = %code, "OPC UA connection lost");
-                run.link.send_replace(Link::Disconnected(status_name(code)));
+                run.session_state
+                    .send_replace(SessionState::Disconnected(status_name(code)));
             }
             Ok(SessionPollResult::ReconnectFailed(code)) => {
                 // A refused identity is retried like any failure (the server's user list may
@@ -266,8 +268,10 @@ async fn drive(event_loop: SessionEventLoop<TcpConnector>, session: Arc<Session>
             Err(code) => {
                 let why = identity::refused(code, &run.config.identity)
                     .unwrap_or_else(|| status_name(code));
-                run.link
-                    .send_replace(Link::Disconnected(format!("{why} (the session gave up)")));
+                run.session_state
+                    .send_replace(SessionState::Disconnected(format!(
+                        "{why} (the session gave up)"
+                    )));
                 break;
             }
         }

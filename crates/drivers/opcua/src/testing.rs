@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::{Link, Monitor, OpcuaClient, OpcuaConfig, Update};
+use crate::{Monitor, OpcuaClient, OpcuaConfig, SessionState, Update};
 
 /// Longest any single wait in these tests may take.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -27,23 +27,23 @@ pub fn quick(endpoint: &str) -> OpcuaConfig {
 /// A client of `endpoint`, connected.
 pub async fn connect(endpoint: &str) -> OpcuaClient {
     let client = OpcuaClient::connect(quick(endpoint)).expect("valid config");
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     client
 }
 
-/// Waits until the link is (or is not) connected.
-pub async fn wait_link(client: &OpcuaClient, connected: bool) -> Link {
-    let mut link = client.link();
-    match tokio::time::timeout(WAIT, link.wait_for(|l| l.is_connected() == connected)).await {
-        Ok(Ok(l)) => l.clone(),
+/// Waits until the session is (or is not) connected.
+pub async fn wait_session(client: &OpcuaClient, connected: bool) -> SessionState {
+    let mut state = client.session_state();
+    match tokio::time::timeout(WAIT, state.wait_for(|s| s.is_connected() == connected)).await {
+        Ok(Ok(s)) => s.clone(),
         _ => panic!(
-            "link never became {} (now {:?})",
+            "the session never became {} (now {:?})",
             if connected {
                 "connected"
             } else {
                 "disconnected"
             },
-            *client.link().borrow()
+            *client.session_state().borrow()
         ),
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use closedloop_driver::Value;
 use closedloop_opcua::testing::*;
-use closedloop_opcua::{Class, Error, Identity, Link, Monitor, OpcuaClient, classify};
+use closedloop_opcua::{Class, Error, Identity, Monitor, OpcuaClient, SessionState, classify};
 use common::{Pump, pump, server_certificate};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,8 +180,8 @@ async fn killing_the_asyncua_server_mid_monitor_is_offline() {
     next_where(&mut monitor, &speed, |u| u.good).await;
 
     server.child.kill().await.expect("kill pump_server.py");
-    let link = wait_link(&client, false).await;
-    assert!(matches!(link, Link::Disconnected(_)));
+    let state = wait_session(&client, false).await;
+    assert!(matches!(state, SessionState::Disconnected(_)));
     let err = client.read(std::slice::from_ref(&speed)).await.unwrap_err();
     assert_eq!(classify(&err), Class::Offline, "{err}");
     let err = client.write(&speed, Value::Number(1.0)).await.unwrap_err();
@@ -207,18 +207,19 @@ fn operator(password: &str) -> Identity {
     }
 }
 
-/// Waits until the link is disconnected for a reason containing `needle`.
+/// Waits until the session is disconnected for a reason containing `needle`.
 async fn wait_reason(client: &OpcuaClient, needle: &str) -> String {
-    let mut link = client.link();
-    let found = link.wait_for(|l| matches!(l, Link::Disconnected(w) if w.contains(needle)));
+    let mut state = client.session_state();
+    let found =
+        state.wait_for(|s| matches!(s, SessionState::Disconnected(w) if w.contains(needle)));
     match tokio::time::timeout(WAIT, found).await {
-        Ok(Ok(l)) => match &*l {
-            Link::Disconnected(why) => why.clone(),
-            Link::Connected => unreachable!(),
+        Ok(Ok(s)) => match &*s {
+            SessionState::Disconnected(why) => why.clone(),
+            SessionState::Connected => unreachable!(),
         },
         _ => panic!(
             "no reason with {needle:?} (now {:?})",
-            *client.link().borrow()
+            *client.session_state().borrow()
         ),
     }
 }
@@ -227,7 +228,7 @@ async fn wait_reason(client: &OpcuaClient, needle: &str) -> String {
 async fn a_user_name_and_password_log_in_to_an_asyncua_server() {
     let server = Pump::start_with(&["--login", LOGIN]).await;
     let client = client_as(&server.endpoint, operator("s3cret-pw"));
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     let read = client
         .read(&[pump("Speed")])
         .await
@@ -295,7 +296,7 @@ async fn a_login_over_a_signed_and_encrypted_channel_reads_writes_and_refuses_a_
         OpcuaClient::connect(config).expect("a valid config")
     };
     let client = secured("s3cret-pw");
-    wait_link(&client, true).await;
+    wait_session(&client, true).await;
     client
         .write(&pump("Speed"), Value::Number(750.0))
         .await

@@ -37,7 +37,7 @@ pub struct Profile {
 /// One fresh read, already judged by the shell against the action's expressions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reading {
-    /// Monotonic milliseconds of the read (for `hold_ms`).
+    /// Milliseconds of the read on the gateway's clock (a monotonic base: for `hold_ms`).
     pub at_ms: u64,
     /// `done_when` (or the readback comparison) holds.
     pub done: bool,

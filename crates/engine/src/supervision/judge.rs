@@ -431,7 +431,10 @@ impl Supervisor {
         // For "never moved", a device that reports on change (MQTT, which cannot be asked) would
         // have reported a move: any fresh report of it stands until the next.
         let settled = !self.dev.can_be_asked() || in_time;
-        let at_ms = self.ctx.clock.mono_ms(Instant::now());
+        // `hold_ms` counts between the reads themselves (on the gateway's monotonic clock), not
+        // between when they were judged: the journal keeps read times, so a replay of the
+        // journal (`crate::verdict`) times a hold exactly as the engine did.
+        let at_ms = view.newest_ms.max(0) as u64;
         Some(Event::Reading(Reading {
             at_ms,
             done,

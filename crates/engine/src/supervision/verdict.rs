@@ -90,6 +90,9 @@ pub struct Timeline {
     /// When the deadline was counted from: the journaled deadline less its budget (or the
     /// `dispatched` event's time, a few ms late, in journals without the budget).
     pub dispatched_ms: Option<i64>,
+    /// The deadline the command ran under (journaled at dispatch): every journaled reading
+    /// was judged before it.
+    pub deadline_ms: Option<i64>,
     /// When the acknowledgement was journaled (just after it came).
     pub acked_ms: Option<i64>,
     /// `done_when`'s values at dispatch, by evidence name.
@@ -104,12 +107,15 @@ impl Timeline {
         let find = |name: &str| events.iter().find(|e| e.event == name);
         let dispatched = find("dispatched");
         let data = dispatched.map(|e| &e.data);
-        let counted_from = data.and_then(|d| {
-            let deadline = crate::clock::parse_rfc3339(d.get("deadline")?.as_str()?)?;
+        let deadline_ms = data
+            .and_then(|d| d.get("deadline")?.as_str())
+            .and_then(crate::clock::parse_rfc3339);
+        let counted_from = data.zip(deadline_ms).and_then(|(d, deadline)| {
             Some(deadline - (d.get("budget_s")?.as_f64()? * 1000.0).round() as i64)
         });
         Timeline {
             dispatched_ms: counted_from.or(dispatched.map(|e| e.at_ms)),
+            deadline_ms,
             acked_ms: find("device_ack").map(|e| e.at_ms),
             baseline: data.and_then(|d| d.get("baseline")?.as_object().cloned()),
             recovered: find("recovered").is_some() || find("claimed").is_some(),
@@ -150,7 +156,9 @@ pub fn scope_of(
             }
         }
     }
-    devices.insert(device.to_string(), signals.clone());
+    // Its own device among them: beside what a criterion names `devices.<own id>.<signal>`.
+    let own = devices.entry(device.to_string()).or_default();
+    own.extend(signals.iter().map(|(k, v)| (k.clone(), *v)));
     (signals, devices)
 }
 

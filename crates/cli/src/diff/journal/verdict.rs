@@ -102,18 +102,17 @@ pub(crate) fn judge(
 /// only what the old file's criteria read, so a criterion on another signal cannot be judged
 /// on it — said, never taken as "holds nothing" (a new `fail_when` on `overcurrent` once left
 /// every command "unchanged").
-pub(crate) fn unjournaled(action: &Action, device: &str, readings: &[Reading]) -> Option<String> {
+pub(crate) fn unjournaled(action: &Action, readings: &[Reading]) -> Option<String> {
     let criteria = (action.done_when.iter())
         .chain(action.fail_when.iter().map(|(_, e)| e))
         .chain(action.started_when.iter());
     let mut names = Vec::new();
     for e in criteria {
         names.extend(e.signals().iter().cloned());
+        // As the judge journals them: a criterion naming `devices.<id>.<signal>`, even of its
+        // own device, is journaled by that name.
         for (d, s) in e.devices() {
-            names.push(match d == device {
-                true => s.clone(),
-                false => closedloop_plant::other_device_name(d, s),
-            });
+            names.push(closedloop_plant::other_device_name(d, s));
         }
     }
     let held = |n: &String| readings.iter().any(|r| r.values.contains_key(n));

@@ -49,7 +49,7 @@ pub fn python() -> PathBuf {
 
 /// pump_server.py as a child process, killed when dropped.
 pub struct Pump {
-    /// The running server (the tests kill it to see the link go down).
+    /// The running server (the tests kill it to see the session go down).
     pub child: Child,
     /// The `opc.tcp://` endpoint it printed on its first line.
     pub endpoint: String,

@@ -32,12 +32,14 @@ description = "A lamp"
 driver = { kind = "sim", model = "relay" }
 [device.signals]
 contact = { discrete_input = 0 }
+stuck = { discrete_input = 1 }
 [[device.action]]
 name = "switch"
 description = "Switch the lamp."
 params = { on = { type = "bool" } }
 write = [{ coil = 0, value = "params.on" }]
 done_when = "contact == params.on"
+fail_when = { STUCK = "devices.lamp.stuck" }
 hold_ms = 200
 expect_s = 1.0
 "#,
@@ -58,6 +60,7 @@ fn reading(at: i64, values: serde_json::Value) -> Journaled {
 fn timeline(baseline: serde_json::Value) -> Timeline {
     Timeline {
         dispatched_ms: Some(T0),
+        deadline_ms: None,
         acked_ms: Some(T0 + 5),
         baseline: baseline.as_object().cloned(),
         recovered: false,
@@ -149,9 +152,33 @@ fn the_early_rule_is_replayed_from_the_journaled_baseline_and_read_times() {
     let closed = json!({"contact": true});
     // Already so: readings before expect_s (1 s) confirm nothing; one after it does.
     let early = [reading(20, closed.clone()), reading(300, closed.clone())];
+    let (v, _) = run("lamp", on(true), &was_on, &early);
+    let unjournaled =
+        |v: &Verdict| matches!(v, Verdict::Undecided(Some(why)) if why.contains("did not keep"));
+    assert!(
+        unjournaled(&v),
+        "samples after the last may have completed it: {v:?}"
+    );
+    // Early, then a failure 1.5 s later: samples in between (closed, not journaled) may have
+    // completed it first, so the failure is no verdict.
+    let stuck = json!({"contact": true, "devices.lamp.stuck": true});
+    let (v, _) = run(
+        "lamp",
+        on(true),
+        &was_on,
+        &[reading(20, closed.clone()), reading(1_500, stuck.clone())],
+    );
+    assert!(unjournaled(&v), "{v:?}");
+    // The same failure before expect_s could have passed: it decides.
+    let failed = (Verdict::Failed("STUCK".into()), Some(1));
     assert_eq!(
-        run("lamp", on(true), &was_on, &early),
-        (Verdict::Undecided(None), None)
+        run(
+            "lamp",
+            on(true),
+            &was_on,
+            &[reading(20, closed.clone()), reading(300, stuck)]
+        ),
+        failed
     );
     let late = [
         reading(1_100, closed.clone()),
@@ -190,6 +217,20 @@ fn a_reading_past_the_deadline_decides_nothing_and_a_restart_is_said() {
 }
 
 #[test]
+fn a_criterion_naming_its_own_device_keeps_its_value_beside_the_bare_names() {
+    let values = json!({"contact": true, "devices.lamp.stuck": true});
+    let (signals, devices) = scope_of("lamp", values.as_object().unwrap());
+    assert_eq!(signals.len(), 1);
+    assert_eq!(devices["lamp"].len(), 2, "{devices:?}");
+    let was_off = timeline(json!({"contact": false}));
+    let failed = (Verdict::Failed("STUCK".into()), Some(0));
+    assert_eq!(
+        run("lamp", on(true), &was_off, &[reading(20, values)]),
+        failed
+    );
+}
+
+#[test]
 fn a_timeline_gives_the_moment_the_deadline_was_counted_from() {
     let deadline = rfc3339(T0 + 3_000);
     let events = [
@@ -207,6 +248,7 @@ fn a_timeline_gives_the_moment_the_deadline_was_counted_from() {
     let tl = Timeline::of(&events);
     assert_eq!(tl.dispatched_ms, Some(T0 + 500));
     assert_eq!(tl.acked_ms, Some(T0 + 9));
+    assert_eq!(tl.deadline_ms, Some(T0 + 3_000));
     assert_eq!(tl.baseline, json!({"contact": false}).as_object().cloned());
     assert!(!tl.recovered);
 }
