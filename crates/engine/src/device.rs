@@ -8,7 +8,7 @@
 use crate::dispatch::plan::WriteError;
 use closedloop_driver::{Answer, Area, Data, TransportError, Write};
 use closedloop_link::{Link, ReadBack, Reporting, Request};
-use closedloop_plant::Device;
+use closedloop_plant::{Device, DriverConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -184,7 +184,7 @@ pub(crate) fn offline_detail(dev: &DeviceRuntime, snap: &Snapshot) -> String {
 }
 
 /// [`offline_detail`] of a device declared as `spec`: its silence in its protocol's words
-/// (`crate::views::state_text::silent_means`).
+/// ([`silent_means`]).
 pub(crate) fn offline_detail_of(spec: &Device, snap: &Snapshot) -> String {
     let (id, silence) = (&spec.id, spec.liveness.max_silence_s);
     if snap.liveness == Liveness::Unknown && !snap.down {
@@ -197,9 +197,23 @@ pub(crate) fn offline_detail_of(spec: &Device, snap: &Snapshot) -> String {
         let why = snap.last_error.as_deref().unwrap_or("it is unreachable");
         return format!("{id} is offline: {why}.");
     }
-    let silent = crate::views::state_text::silent_means(&spec.driver);
+    let silent = silent_means(&spec.driver);
     match &snap.last_error {
         Some(e) => format!("{id} {silent} for more than {silence} s (last error: {e})."),
         None => format!("{id} {silent} for more than {silence} s."),
+    }
+}
+
+/// What "offline" means for a device on `driver`, in its protocol's words: how it fell silent
+/// ("pump gave no valid answer for more than 1 s", "relay1 sent no message … for more than
+/// 5 s"). A board that publishes when it likes is never asked, so it cannot fail to answer.
+pub fn silent_means(driver: &DriverConfig) -> &'static str {
+    match driver {
+        DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. } => {
+            "gave no valid answer"
+        }
+        DriverConfig::Mqtt { .. } => "sent no message (no reading, heartbeat or status message)",
+        DriverConfig::Opcua { .. } => "gave no good value, read or notified,",
+        DriverConfig::Can { .. } => "sent no frame of its messages",
     }
 }

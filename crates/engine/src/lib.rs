@@ -224,13 +224,14 @@ pub use closedloop_link::clock;
 pub use closedloop_link::{Link, Links};
 pub use context::Change;
 pub use contract::{ErrorCode, Status};
+pub use device::silent_means;
 pub use device::{Failure, Freshness, Liveness, Reading, SignalValue, Snapshot, Unusable};
 pub use engine::{Engine, MAX_WAIT};
 pub use raw::{MAX_RAW_COUNT, RawError, RawRead};
 pub use supervision::{crash, verdict};
 pub use views::detail;
 pub use views::result::{CommandResult, TimelineEntry};
-pub use views::state_text::{silent_means, unknown_means};
+pub use views::state_text::unknown_means;
 
 use thiserror::Error;
 

@@ -1,9 +1,10 @@
 //! The engine's modules import each other one way only — readings (`device`) → deciders
-//! (admission, the judge, the alarms) → views and the API (`device_views`, `owners_rounds`,
+//! (admission, the judge, the alarms) → views and the API (`views/devices`, `ownership/rounds`,
 //! `engine`) — with no loop among them (issue 43 broke the loops around `context`: the alarm
 //! board and the owners' values are leaves it holds, their tasks and views import it). This
-//! reads every source file of the crate, takes the `crate::<module>` paths and `super::<module>`
-//! uses each names outside its tests, and fails naming the modules of any loop.
+//! reads every source file of the crate, takes the `crate::a::b` paths and `super::a` uses each
+//! names outside its tests, each as the deepest module it reaches (`crate::dispatch::plan::X` is
+//! `dispatch/plan`), and fails naming the modules of any loop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -27,29 +28,48 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
             }
             let text = std::fs::read_to_string(&path).unwrap();
             let code = text.split("mod tests {").next().unwrap_or_default();
-            out.insert(name, named(code));
+            let parent = name.rsplit_once('/').map_or("", |(p, _)| p).to_string();
+            let paths = named(code, &parent);
+            out.insert(name, paths);
         }
     }
+    // A path names the deepest module it reaches: `crate::dispatch::plan::Request` is the
+    // module `dispatch/plan`, `crate::supervision::Supervisor` the module `supervision`.
     let known: BTreeSet<String> = out.keys().cloned().collect();
     for (name, deps) in out.iter_mut() {
-        deps.retain(|d| d != name && known.contains(d));
+        let resolved = deps.iter().filter_map(|path| deepest(path, &known));
+        *deps = resolved.filter(|d| d != name).collect();
     }
     out
 }
 
-/// The modules `code` names as `crate::<module>` or `use super::<module>`, comments left out.
-fn named(code: &str) -> BTreeSet<String> {
+/// The deepest known module along `path` (`dispatch/plan/Request` → `dispatch/plan`).
+fn deepest(path: &str, known: &BTreeSet<String>) -> Option<String> {
+    let segments: Vec<&str> = path.split('/').collect();
+    (1..=segments.len())
+        .rev()
+        .map(|n| segments[..n].join("/"))
+        .find(|m| known.contains(m))
+}
+
+/// The module paths `code` names as `crate::a::b` or `use super::a` (from a module whose
+/// parent is `parent`), as `a/b`, comments left out.
+fn named(code: &str, parent: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-        for (marker, skip) in [("crate::", 7), ("use super::", 11)] {
+        for (marker, base) in [("crate::", ""), ("use super::", parent)] {
             let mut rest = line;
             while let Some(at) = rest.find(marker) {
-                rest = &rest[at + skip..];
-                let word: String = rest
+                rest = &rest[at + marker.len()..];
+                let path: String = rest
                     .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
                     .collect();
-                out.insert(word);
+                let path = path.trim_end_matches(':').replace("::", "/");
+                out.insert(match base {
+                    "" => path,
+                    b => format!("{b}/{path}"),
+                });
             }
         }
     }

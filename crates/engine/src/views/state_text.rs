@@ -59,20 +59,6 @@ pub fn unknown_means(driver: &DriverConfig) -> &'static str {
     }
 }
 
-/// What "offline" means for a device on `driver`, in its protocol's words: how it fell silent
-/// ("pump gave no valid answer for more than 1 s", "relay1 sent no message … for more than
-/// 5 s"). A board that publishes when it likes is never asked, so it cannot fail to answer.
-pub fn silent_means(driver: &DriverConfig) -> &'static str {
-    match driver {
-        DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. } => {
-            "gave no valid answer"
-        }
-        DriverConfig::Mqtt { .. } => "sent no message (no reading, heartbeat or status message)",
-        DriverConfig::Opcua { .. } => "gave no good value, read or notified,",
-        DriverConfig::Can { .. } => "sent no frame of its messages",
-    }
-}
-
 /// "lamp is unknown: no valid answer to a poll since closedloop started …".
 fn never_heard(liveness: Liveness, device: &str, driver: &DriverConfig) -> Option<String> {
     (liveness == Liveness::Unknown).then(|| {
