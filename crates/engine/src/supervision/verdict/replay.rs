@@ -3,7 +3,7 @@
 use super::{Journaled, Timeline, Verdict, holds, scope_of};
 use crate::machine::profile::profile;
 use crate::machine::{Effect, Event, Machine, Reading};
-use closedloop_plant::{Action, Device, DriverConfig, Params, Scope};
+use closedloop_plant::{Action, Device, Params, Scope};
 
 /// The clocks' give: journals from before `read_from` was kept timed `hold_ms` by when the
 /// engine judged a sample, not when it was read; a hold met within this of its bound, or a
@@ -170,10 +170,7 @@ impl<'a> AtDispatch<'a> {
         };
         let expect_s = crate::admission::rules::expected_duration(action, &scope).ok();
         // The longer budget is for "already so" on a device that reports when it likes.
-        let pushes = !matches!(
-            device.driver,
-            DriverConfig::Sim(_) | DriverConfig::ModbusTcp { .. } | DriverConfig::ModbusRtu { .. }
-        );
+        let pushes = !device.driver.is_register_based();
         let deadline = tl.dispatched_ms.zip(expect_s).map(|(from, e)| {
             let ms = |pushed| (action.deadline_s(device, e, pushed) * 1000.0).round() as i64;
             let long = ms(pushes && already != Some(false));
