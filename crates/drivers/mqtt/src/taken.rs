@@ -19,12 +19,17 @@ pub fn payload_time(payload: &[u8], pointer: &str) -> Result<i64, String> {
         serde_json::Value::String(s) => match s.trim().parse::<f64>() {
             Ok(n) => unix_ms(n),
             Err(_) => {
-                return rfc3339_ms(s.trim()).map_err(|why| format!("{pointer} = {s:?}: {why}"));
+                let t = rfc3339_ms(s.trim()).map_err(|why| format!("{pointer} = {s:?}: {why}"))?;
+                return (t > 0)
+                    .then_some(t)
+                    .ok_or_else(|| format!("{pointer} = {s:?}, which is no time after 1970"));
             }
         },
         _ => None,
     };
-    time.ok_or_else(|| format!("{pointer} = {v}, which is no time"))
+    // A time that comes to the epoch or before (a tiny number, a clock never set) dates nothing.
+    time.filter(|t| *t > 0)
+        .ok_or_else(|| format!("{pointer} = {v}, which is no time"))
 }
 
 /// A Unix time in seconds or milliseconds as milliseconds; `None` if not positive and finite.

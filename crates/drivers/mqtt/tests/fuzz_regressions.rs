@@ -34,3 +34,23 @@ fn json_numbers_decode_exactly() {
         );
     }
 }
+
+/// Found by fuzzing `mqtt_payload`: a time so small it rounds to the epoch (`125e-33` seconds),
+/// or the epoch itself, dates nothing — as a time before 1970 does.
+#[test]
+fn a_payload_time_at_the_epoch_dates_nothing() {
+    for doc in [
+        r#"{"t": 125e-33}"#,
+        r#"{"t": "1e-9"}"#,
+        r#"{"t": "1970-01-01T00:00:00Z"}"#,
+    ] {
+        assert!(
+            closedloop_mqtt::payload_time(doc.as_bytes(), "/t").is_err(),
+            "{doc}"
+        );
+    }
+    assert_eq!(
+        closedloop_mqtt::payload_time(br#"{"t": 1}"#, "/t"),
+        Ok(1_000)
+    );
+}
