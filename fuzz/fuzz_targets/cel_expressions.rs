@@ -11,7 +11,7 @@
 
 #![no_main]
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_plant::{Expr, ParamValue, Params, Scope};
 use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeMap;

@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use closedloop_driver::{Area, Data, Driver, Exception, Write};
+use closedloop_contract::{Area, Data, Driver, Exception, Write};
 use closedloop_modbus::pdu::pack_bits;
 use closedloop_modbus::rtu::frame::seal;
 use closedloop_modbus::{Connection, ModbusDevice};

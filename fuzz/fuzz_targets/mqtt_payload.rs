@@ -18,7 +18,7 @@
 
 #![no_main]
 
-use closedloop_driver::{Value, ValueType};
+use closedloop_contract::{Value, ValueType};
 use closedloop_mqtt::{Words, decode, payload_time, topic_matches};
 use libfuzzer_sys::fuzz_target;
 

@@ -1,4 +1,4 @@
-//! The register codec (`closedloop_driver::Encoding`): registers a device sends, decoded into
+//! The register codec (`closedloop_contract::Encoding`): registers a device sends, decoded into
 //! engineering values, and values an agent asks for, encoded into registers.
 //!
 //! Input: `ty, flags, bit, scale (8), offset (8), value (8), words...`. `ty % 9` is the raw type;
@@ -19,7 +19,7 @@
 
 #![no_main]
 
-use closedloop_driver::{EncodeError, Encoding, Value, ValueType, WordOrder};
+use closedloop_contract::{EncodeError, Encoding, Value, ValueType, WordOrder};
 use libfuzzer_sys::fuzz_target;
 
 const TYPES: [ValueType; 9] = [

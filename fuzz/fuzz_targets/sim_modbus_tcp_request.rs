@@ -14,7 +14,7 @@
 
 #![no_main]
 
-use closedloop_driver::{Area, Data, Exception};
+use closedloop_contract::{Area, Data, Exception};
 use closedloop_modbus::pdu::{MAX_PDU_LEN, Payload, Request, Response};
 use closedloop_sim_server::codec::{Adu, FrameError, encode_answer, encode_exception, take_adu};
 use libfuzzer_sys::fuzz_target;

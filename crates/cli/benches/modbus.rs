@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo bench -p closedloop --bench modbus`.
 
-use closedloop_driver::{Area, Driver};
+use closedloop_contract::{Area, Driver};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;

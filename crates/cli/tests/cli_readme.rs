@@ -161,7 +161,7 @@ fn the_docs_describe_the_mcp_surface() {
         "no row needs_confirmation in\n{statuses}"
     );
     // Every code closedloop reports has its row, whose hint is the one results carry.
-    for code in closedloop_driver::ErrorCode::FIXED {
+    for code in closedloop_contract::ErrorCode::FIXED {
         let row = format!("| `{}` |", code.as_str());
         let line = (codes.lines().find(|l| l.starts_with(&row)))
             .unwrap_or_else(|| panic!("no row {row} in docs/errors.md's Error codes"));

@@ -73,7 +73,7 @@ fn every_file_that_matches_on_a_driver_kind_is_listed_for_a_new_protocol() {
 #[test]
 fn every_file_that_names_most_error_codes_is_listed_for_a_new_code() {
     let listed = listed("Adding an error code");
-    let contract = std::fs::read_to_string(repo().join("crates/driver/src/contract.rs")).unwrap();
+    let contract = std::fs::read_to_string(repo().join("crates/contract/src/contract.rs")).unwrap();
     let fixed = contract
         .split("pub const FIXED")
         .nth(1)

@@ -3,7 +3,7 @@
 //! `--fail-on`; a counterexample is checked by evaluating both expressions in it; an additive
 //! change still exits 0. Plants written for these tests.
 
-use closedloop_driver::Value as V;
+use closedloop_contract::Value as V;
 use closedloop_plant::{Expr, ParamValue, Params, Scope};
 use serde_json::Value;
 use std::collections::BTreeMap;

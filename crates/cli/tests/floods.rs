@@ -125,9 +125,10 @@ async fn guessing_from_one_address_is_slowed_and_a_token_from_another_is_not() {
     // The operator works behind the same address (a shared proxy) and has signed in before.
     let before = client::mcp(&gw, guesser, OPERATOR, "list_devices", "{}").await;
     assert_eq!(before.status, 200, "{}", before.head);
-    four_hundred_guesses_are_held_back(&gw, guesser).await;
+    let mut seen_held = four_hundred_guesses_are_held_back(&gw, guesser).await;
     a_known_token_is_served_and_an_unseen_one_held(&gw, guesser).await;
-    the_next_hold_is_longer(&gw, guesser).await;
+    seen_held += 1;
+    seen_held += the_next_hold_is_longer(&gw, guesser).await;
     let metrics = request(
         &gw,
         OPERATOR_AT,
@@ -142,14 +143,16 @@ async fn guessing_from_one_address_is_slowed_and_a_token_from_another_is_not() {
             .parse::<f64>()
             .ok()
     });
-    assert!(held_back.is_some_and(|n| n >= 395.0), "{}", metrics.body);
+    // Every 429 this test was answered is counted once, and nothing else is: how many holds
+    // expired during the loop depends on the machine's speed, so the figure is what was seen.
+    assert_eq!(held_back, Some(seen_held as f64), "{}", metrics.body);
     cancelled(&gw, &id, 300.0, "400 wrong tokens from one address").await;
 }
 
 /// 400 wrong tokens from `guesser`, sign-ins and bearer tokens in turn: five wrong tokens, then
 /// held back; never more than five in a row get looked at, and each hold is at least as long as
-/// the one before.
-async fn four_hundred_guesses_are_held_back(gw: &Gateway, guesser: [u8; 4]) {
+/// the one before. Returns how many were held back.
+async fn four_hundred_guesses_are_held_back(gw: &Gateway, guesser: [u8; 4]) -> usize {
     let mut statuses: Vec<u16> = Vec::new();
     let mut retry_after = Vec::new();
     for i in 0..400 {
@@ -186,6 +189,7 @@ async fn four_hundred_guesses_are_held_back(gw: &Gateway, guesser: [u8; 4]) {
     let held = statuses.iter().filter(|s| **s == 429).count();
     assert!(held >= 380, "only {held} of 400 held back: {statuses:?}");
     assert_eq!(retry_after.first(), Some(&1), "{retry_after:?}");
+    held
 }
 
 /// A correct token is served at once from another address, and from the guesser's own when
@@ -210,8 +214,9 @@ async fn a_known_token_is_served_and_an_unseen_one_held(gw: &Gateway, guesser: [
     assert_eq!(signed_in.status, 303, "{}", signed_in.head);
 }
 
-/// After the hold, five more wrong guesses: held back longer than the first time.
-async fn the_next_hold_is_longer(gw: &Gateway, guesser: [u8; 4]) {
+/// After the hold, five more wrong guesses: held back longer than the first time. Returns how
+/// many of its requests were held back.
+async fn the_next_hold_is_longer(gw: &Gateway, guesser: [u8; 4]) -> usize {
     let waits = client::mcp(gw, guesser, "guess-after", "list_devices", "{}").await;
     assert_eq!(waits.status, 429, "{}", waits.head);
     let left: u64 = waits
@@ -219,8 +224,10 @@ async fn the_next_hold_is_longer(gw: &Gateway, guesser: [u8; 4]) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
     tokio::time::sleep(Duration::from_millis(left * 1000 + 100)).await;
+    let mut held = 1;
     for i in 0..5 {
-        client::mcp(gw, guesser, &format!("again-{i}"), "list_devices", "{}").await;
+        let r = client::mcp(gw, guesser, &format!("again-{i}"), "list_devices", "{}").await;
+        held += usize::from(r.status == 429);
     }
     let again = client::mcp(gw, guesser, "again", "list_devices", "{}").await;
     let longer: u64 = again
@@ -228,4 +235,5 @@ async fn the_next_hold_is_longer(gw: &Gateway, guesser: [u8; 4]) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     assert!(again.status == 429 && longer >= 2, "{}", again.head);
+    held + 1
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_sim_server::opcua::{Class, OpcuaClient, OpcuaConfig, classify};
 use common::{sim_ctl, start_sim_plant};
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 
 use crate::can::CanLink;
 use crate::opcua::OpcuaLink;
-use closedloop_driver::ErrorCode;
+use closedloop_contract::ErrorCode;
 use closedloop_link::{Link, RawError, clock::rfc3339};
 use serde::Serialize;
 

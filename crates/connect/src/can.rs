@@ -8,7 +8,7 @@
 
 use crate::base::Base;
 use closedloop_can::{CanPort, Dbc, Field, Frame, Message, Received};
-use closedloop_driver::{BoxFuture, Value};
+use closedloop_contract::{BoxFuture, Value};
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, Snapshot, SnapshotTx,
     WriteError,

@@ -9,7 +9,7 @@ mod check;
 
 use crate::ConnectError;
 use check::check_can;
-use closedloop_driver::Driver;
+use closedloop_contract::Driver;
 use closedloop_mqtt::BrokerConfig;
 use closedloop_plant::{
     BrokerUrl, CanInterface, Device, DriverConfig, MqttTls, OpcuaSecurity, Plant, Secret,

@@ -7,7 +7,7 @@
 //! in its DBC. `closedloop check` stops there. [`Drivers::open`] then opens what devices share and
 //! makes one link per device:
 //!
-//! - [`registers::RegisterLink`]: a register [`closedloop_driver::Driver`] (the in-process
+//! - [`registers::RegisterLink`]: a register [`closedloop_contract::Driver`] (the in-process
 //!   simulator, Modbus TCP and RTU) read by a poller;
 //! - [`mqtt::MqttLink`]: a client of a broker connection, fed by a listener;
 //! - [`opcua::OpcuaLink`]: nodes of an OPC UA session, monitored and read on request;
@@ -40,7 +40,7 @@ pub mod registers;
 
 pub use connections::{Connection, Drivers, build_drivers};
 
-use closedloop_driver::ErrorCode;
+use closedloop_contract::ErrorCode;
 use closedloop_link::{Encoded, WriteError};
 use thiserror::Error;
 

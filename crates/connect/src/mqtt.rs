@@ -10,7 +10,7 @@
 //! silence as it happens.
 
 use crate::base::Base;
-use closedloop_driver::BoxFuture;
+use closedloop_contract::BoxFuture;
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, Snapshot, SnapshotTx,
     WriteError,
@@ -211,7 +211,7 @@ impl MqttLink {
                 continue;
             }
             let ty = if s.source.is_bool() {
-                closedloop_driver::ValueType::Bool
+                closedloop_contract::ValueType::Bool
             } else {
                 *ty
             };

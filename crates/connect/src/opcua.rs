@@ -25,7 +25,7 @@ mod request;
 pub use request::{OpcuaRequest, encode};
 
 use crate::base::Base;
-use closedloop_driver::{BoxFuture, ErrorCode, Value};
+use closedloop_contract::{BoxFuture, ErrorCode, Value};
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, Snapshot, SnapshotTx,
     WriteError,
@@ -132,12 +132,7 @@ impl OpcuaLink {
                 (Some(a), b) => a == b,
                 (None, _) => false,
             };
-        let shown = closedloop_link::Shown {
-            value: json!(u.value),
-            at_ms: self.base.clock.now_ms(),
-            source: node,
-            unit: None,
-        };
+        let shown = closedloop_link::Shown::now(json!(u.value), self.base.clock.now_ms(), node);
         // The one evidence shape, and the node's status beside it.
         let mut evidence = shown.evidence();
         evidence["status"] = json!(u.status);

@@ -12,7 +12,7 @@ mod shard;
 pub use shard::{SHARD_SIZE, Shards};
 
 use crate::base::Base;
-use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, TransportError, Value, Write};
+use closedloop_contract::{Answer, Area, BoxFuture, Data, Driver, TransportError, Value, Write};
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, Snapshot, SnapshotTx,
     WriteError,
@@ -115,12 +115,7 @@ impl RegisterLink {
             Data::Words(ws) => json!(ws),
         };
         let source = format!("{area}:{start}");
-        let shown = closedloop_link::Shown {
-            value,
-            at_ms: self.base.clock.now_ms(),
-            source: &source,
-            unit: None,
-        };
+        let shown = closedloop_link::Shown::now(value, self.base.clock.now_ms(), &source);
         ReadBack {
             matched: matches(&data, w),
             evidence: Some((source.clone(), shown.evidence())),
@@ -219,7 +214,7 @@ impl Link for RegisterLink {
             let Some(RegisterWrite(w)) = request.as_any().downcast_ref::<RegisterWrite>() else {
                 return Err(crate::misfit(request, self.base.id()));
             };
-            closedloop_driver::contract::register_write(self.write(w.clone()).await, w)?;
+            closedloop_contract::contract::register_write(self.write(w.clone()).await, w)?;
             Ok(self.fence())
         })
     }
@@ -262,7 +257,7 @@ impl Link for RegisterLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use closedloop_driver::Encoding;
+    use closedloop_contract::Encoding;
     use closedloop_plant::Expr;
 
     fn coil() -> WriteEntry {

@@ -2,7 +2,7 @@
 //! a typical `done_when`, and one durable accept (a journal insert committed with
 //! `synchronous = FULL`). Run: `cargo bench -p closedloop-engine`.
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_engine::machine::{Check, Event, Machine, Profile, Reading};
 use closedloop_journal::{CommandRow, EventRow, Journal};
 use closedloop_plant::{Expr, ParamValue, Params, Scope};

@@ -35,7 +35,7 @@
 //! instructions --no-run`; `scripts/instructions` runs it under callgrind). `cargo bench` runs a
 //! small workload and prints its wall time, which is no figure to compare.
 
-use closedloop_driver::{BoxFuture, ErrorCode, Value};
+use closedloop_contract::{BoxFuture, ErrorCode, Value};
 use closedloop_engine::{Engine, Status, Submission};
 use closedloop_journal::Journal;
 use closedloop_link::{

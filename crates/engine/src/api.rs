@@ -2,6 +2,7 @@
 //! object.
 
 use crate::device::Liveness;
+use closedloop_link::Shown;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -114,22 +115,28 @@ pub struct SignalState {
 }
 
 impl SignalState {
-    /// A sample as a device state shows it at `now_ms`: dated by its payload's time when it
-    /// names one ([`SignalValue::shown_ms`]), undated when only a retained message without a
-    /// time gave it (numbered 0: not read by this gateway).
+    /// A sample as a device state shows it at `now_ms` ([`Shown::dated`]): dated by its
+    /// payload's time when it names one, undated when only a retained message without a time
+    /// gave it (numbered 0: not read by this gateway).
     pub(crate) fn of(
         v: &crate::SignalValue,
-        unit: Option<String>,
+        unit: Option<&str>,
         now_ms: i64,
         unreadable: bool,
     ) -> SignalState {
+        SignalState::shown(&Shown::dated(v, unit), now_ms, unreadable)
+    }
+
+    /// A shown value as a device state at `now_ms`: here ([`SignalState::of`]) or from the
+    /// owner's published values (`ownership::values::from_owner`), the same fields by one rule.
+    pub(crate) fn shown(s: &Shown, now_ms: i64, unreadable: bool) -> SignalState {
         SignalState {
-            value: closedloop_link::value_json(v.value),
-            unit,
-            at: v.shown_ms().map(crate::clock::rfc3339),
-            age_ms: v.shown_ms().map(|t| (now_ms - t).max(0)),
-            retained: v.seq == 0,
-            source: v.source.clone(),
+            value: s.value.clone(),
+            unit: s.unit.map(str::to_string),
+            at: s.at_ms.map(crate::clock::rfc3339),
+            age_ms: s.at_ms.map(|t| (now_ms - t).max(0)),
+            retained: s.retained,
+            source: s.source.to_string(),
             unreadable,
         }
     }

@@ -3,7 +3,7 @@
 use crate::clock::Clock;
 use crate::context::live::LiveCommand;
 use crate::device::DeviceRuntime;
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_journal::{CommandRow, Journal};
 use closedloop_plant::Plant;
 use std::collections::{BTreeMap, HashMap};

@@ -6,14 +6,14 @@
 //! above a write's fence was read after the write was acknowledged (`closedloop-link`).
 
 use crate::dispatch::plan::WriteError;
-use closedloop_driver::{Answer, Area, Data, TransportError, Write};
+use closedloop_contract::{Answer, Area, Data, TransportError, Write};
 use closedloop_link::{Link, ReadBack, Reporting, Request};
 use closedloop_plant::{Device, DriverConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
-pub use closedloop_driver::sample::{
+pub use closedloop_contract::sample::{
     Failure, Freshness, Liveness, Reading, SignalValue, Snapshot, Unusable,
 };
 
@@ -40,7 +40,7 @@ impl DeviceRuntime {
         &self.spec.id
     }
 
-    /// The rule a decider holds this device's values to at `now_ms` (`closedloop_driver`'s
+    /// The rule a decider holds this device's values to at `now_ms` (`closedloop_contract`'s
     /// `sample::Freshness`): read no longer ago than its liveness window — unless it reports
     /// when it likes (MQTT), whose values stand while it is online.
     pub fn freshness(&self, now_ms: i64) -> Freshness {
@@ -57,7 +57,7 @@ impl DeviceRuntime {
         &self,
         snap: &Snapshot,
         now_ms: i64,
-    ) -> std::collections::BTreeMap<String, closedloop_driver::Value> {
+    ) -> std::collections::BTreeMap<String, closedloop_contract::Value> {
         snap.usable_values(self.freshness(now_ms))
     }
 

@@ -22,7 +22,7 @@ use tokio::time::{Instant, sleep_until};
 type Refusal = (ErrorCode, String);
 /// `done_when`'s values at dispatch and whether it already held then (`judge::baseline_of`).
 type Baseline = (
-    std::collections::BTreeMap<String, closedloop_driver::Value>,
+    std::collections::BTreeMap<String, closedloop_contract::Value>,
     bool,
 );
 

@@ -55,7 +55,7 @@
 //! - `result`: the result object an agent sees, built from the journal's rows, and
 //!   `CommandResult::into_model`, sized for a model.
 //! - [`contract`]: the contract's statuses and error codes, each code with its hint (defined in
-//!   `closedloop_driver::contract`, beside the driver seam, so every protocol can name them).
+//!   `closedloop_contract::contract`, beside the driver seam, so every protocol can name them).
 //! - [`clock`]: one monotonic base mapped to wall-clock milliseconds, so timelines follow a
 //!   paused test clock (defined in `closedloop-link`: links stamp samples with the same clock).
 //! - `terminal`: the one place a terminal row is made from the machine's outcome (`Ending`).
@@ -219,7 +219,7 @@ mod views;
 // The API the MCP layer and the CLI use; everything else stays inside the crate.
 pub use alarms::AlarmInfo;
 pub use api::{DeviceHealth, DeviceInfo, DeviceState, SignalState, Submission, UnreadableSignal};
-pub use closedloop_driver::contract;
+pub use closedloop_contract::contract;
 pub use closedloop_link::clock;
 pub use closedloop_link::{Link, Links};
 pub use context::Change;

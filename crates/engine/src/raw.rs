@@ -5,7 +5,7 @@
 use crate::contract::ErrorCode;
 use crate::dispatch::plan;
 use crate::engine::Engine;
-use closedloop_driver::{Area, Data, Exception, TransportError, Write};
+use closedloop_contract::{Area, Data, Exception, TransportError, Write};
 use closedloop_plant::Source;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -212,7 +212,7 @@ impl Engine {
             ));
         }
         let answer = dev.write(write.clone()).await;
-        closedloop_driver::contract::register_write(answer, &write)
+        closedloop_contract::contract::register_write(answer, &write)
             .map_err(|e| refuse(e.code, e.detail))
     }
 }

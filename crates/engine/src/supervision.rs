@@ -16,7 +16,7 @@ use crate::device::DeviceRuntime;
 use crate::dispatch::plan::Request;
 use crate::machine::{CrashStop, Effect, Event, Found, Machine, Outcome, Reason};
 use crate::supervision::terminal::Ending;
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_plant::{Action, Params};
 use serde_json::json;
 use std::collections::BTreeMap;

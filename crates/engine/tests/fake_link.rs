@@ -6,7 +6,7 @@
 //! including a sample taken before the write's acknowledgement, which must never confirm it,
 //! and a driver that panics, which must never leave a command showing `running`.
 
-use closedloop_driver::{BoxFuture, ErrorCode, Value};
+use closedloop_contract::{BoxFuture, ErrorCode, Value};
 use closedloop_engine::{Engine, Status, Submission};
 use closedloop_journal::Journal;
 use closedloop_link::{

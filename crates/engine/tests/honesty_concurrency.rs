@@ -101,7 +101,7 @@ async fn a_raw_write_respects_every_exclusive_group_its_device_s_actions_use() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let w = closedloop_driver::Write::Coils {
+    let w = closedloop_contract::Write::Coils {
         start: 0,
         values: vec![true],
     };

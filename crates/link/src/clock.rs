@@ -5,6 +5,8 @@
 //! with deadlines. Formatting is done here (RFC 3339, UTC, milliseconds, `Z`) rather than pulling in
 //! a date crate for one function.
 
+use closedloop_contract::calendar::civil_from_days;
+pub use closedloop_contract::calendar::days_from_civil;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
@@ -112,38 +114,6 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + sec) * 1000) + millis)
 }
 
-/// A proleptic Gregorian date to days since 1970-01-01 (Howard Hinnant's algorithm), `None` for
-/// a month outside 1–12 or a day the month lacks. The one calendar of the workspace: callers that
-/// read dates (`closedloop audit --since`, the OTLP export) use it rather than a copy.
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> Option<i64> {
-    if !(1..=12).contains(&m) {
-        return None;
-    }
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp as i64 + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let back = civil_from_days(days);
-    (d >= 1 && back.1 == m && back.2 == d).then_some(days)
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,22 +153,6 @@ mod tests {
             "Z",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn days_from_civil_counts_from_the_epoch_and_refuses_days_that_do_not_exist() {
-        assert_eq!(days_from_civil(1970, 1, 1), Some(0));
-        assert_eq!(days_from_civil(1969, 12, 31), Some(-1));
-        assert_eq!(days_from_civil(2000, 2, 29), Some(11_016));
-        for (y, m, d) in [
-            (2026, 2, 29),
-            (2026, 4, 31),
-            (2026, 13, 1),
-            (2026, 0, 1),
-            (2026, 1, 0),
-        ] {
-            assert_eq!(days_from_civil(y, m, d), None, "{y}-{m}-{d}");
         }
     }
 

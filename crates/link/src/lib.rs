@@ -31,10 +31,10 @@
 pub mod clock;
 pub mod shown;
 
-use closedloop_driver::Value;
-pub use closedloop_driver::contract::WriteError;
-pub use closedloop_driver::sample::{Liveness, SignalValue, Snapshot, SnapshotTx};
-use closedloop_driver::{BoxFuture, Driver};
+use closedloop_contract::Value;
+pub use closedloop_contract::contract::WriteError;
+pub use closedloop_contract::sample::{Liveness, SignalValue, Snapshot, SnapshotTx};
+use closedloop_contract::{BoxFuture, Driver};
 use closedloop_plant::WriteEntry;
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -188,7 +188,7 @@ pub trait Link: Send + Sync + 'static {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawError {
     /// The contract code.
-    pub code: closedloop_driver::ErrorCode,
+    pub code: closedloop_contract::ErrorCode,
     /// What happened.
     pub detail: String,
 }
@@ -198,6 +198,16 @@ pub fn value_json(v: Value) -> serde_json::Value {
     match v {
         Value::Bool(b) => serde_json::Value::Bool(b),
         Value::Number(n) => serde_json::json!(n),
+    }
+}
+
+/// The inverse of [`value_json`]: a journaled or published value as an expression reads it;
+/// `None` for what is no value (null, a string, a list).
+pub fn value_of_json(v: &serde_json::Value) -> Option<Value> {
+    match v {
+        serde_json::Value::Bool(b) => Some(Value::Bool(*b)),
+        serde_json::Value::Number(n) => n.as_f64().map(Value::Number),
+        _ => None,
     }
 }
 

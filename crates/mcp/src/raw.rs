@@ -4,7 +4,7 @@
 //! command: nothing confirms its effect, and the result says so.
 
 use crate::Server;
-use closedloop_driver::{Area, Write};
+use closedloop_contract::{Area, Write};
 use closedloop_engine::RawError;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};

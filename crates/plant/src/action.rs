@@ -3,7 +3,7 @@
 use crate::expr::Expr;
 use crate::params::{self, ParamError, ParamSpec, Params};
 use crate::template::Template;
-use closedloop_driver::{Area, Encoding};
+use closedloop_contract::{Area, Encoding};
 
 /// One declared action of a device, resolved.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@ use cel::common::types::{CelBool, CelDouble, CelString};
 use cel::common::value::CowVal;
 use cel::context::VariableResolver;
 use cel::{Context, Env, Program};
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, OnceLock};

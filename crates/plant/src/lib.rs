@@ -15,7 +15,7 @@
 //!   order of the whole-file steps (`error.rs`, `Section`); unset `${env:NAME}` are reported per
 //!   part (`validate/unset.rs`, `env.rs`).
 //! - `model.rs`: the raw serde model (`deny_unknown_fields`), each piece typed through a reference
-//!   to its TOML tree (`borrowed.rs`). Addresses are parsed once into the driver crate's typed
+//!   to its TOML tree (`borrowed.rs`). Addresses are parsed once into the contract crate's typed
 //!   values ([`BrokerUrl`], [`OpcuaSecurity`], [`CanInterface`]): nothing after loading parses
 //!   them again.
 //! - `expr.rs`: CEL expressions ([`Expr`]), compiled and dry-run at load (`validate/exprs.rs`);
@@ -77,7 +77,7 @@ mod validate;
 
 pub use action::{Action, TaskSupport, Verification, WriteEntry};
 pub use cells::{Cell, Cells};
-pub use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
+pub use closedloop_contract::{BrokerUrl, CanInterface, OpcuaSecurity};
 pub use error::{PlantError, PlantErrors};
 pub use expr::{EvalError, Expr, Scope, other_device, other_device_name};
 pub use journal_view::{JournalView, load_journal_view};

@@ -7,7 +7,7 @@
 use crate::action::Verification;
 use crate::params::ParamType;
 use crate::plant::ToolMode;
-use closedloop_driver::{ValueType, WordOrder};
+use closedloop_contract::{ValueType, WordOrder};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 use std::collections::BTreeMap;

@@ -4,9 +4,9 @@
 //! expression compiled and was dry-run. Consumers never re-check the file.
 
 use crate::action::Action;
-pub use closedloop_driver::Parity;
-use closedloop_driver::{Area, Encoding, ValueType};
-use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
+pub use closedloop_contract::Parity;
+use closedloop_contract::{Area, Encoding, ValueType};
+use closedloop_contract::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
 use std::path::PathBuf;
 use std::sync::Arc;

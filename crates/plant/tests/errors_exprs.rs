@@ -261,7 +261,7 @@ fn fail_when_codes_and_stopped_when() {
     );
     // Every code closedloop reports, from the one list (NO_FEEDBACK, UNKNOWN_DEVICE,
     // RATE_LIMITED and DEADMAN were once accepted).
-    for code in closedloop_driver::ErrorCode::FIXED {
+    for code in closedloop_contract::ErrorCode::FIXED {
         let code = code.as_str();
         expect_one(
             &edit("MOTOR_STALL = \"fault\"", &format!("{code} = \"fault\"")),

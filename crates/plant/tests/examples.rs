@@ -1,6 +1,6 @@
 //! The example plants parse, with the defaults docs/plant-file.md promises.
 
-use closedloop_driver::{Area, Value, ValueType, WordOrder};
+use closedloop_contract::{Area, Value, ValueType, WordOrder};
 use closedloop_plant::{
     Action, Device, DriverConfig, ParamType, ParamValue, Params, Parity, Scope, Source, TokenScope,
     ToolMode, Verification, WriteEntry, load, parse, parse_with_env,

@@ -8,7 +8,7 @@
 //! open after the client left. The connection loop in [`crate::modbus`] needs to go on reading
 //! while answers are outstanding, which needs framing it controls.
 
-use closedloop_driver::{Data, Exception};
+use closedloop_contract::{Data, Exception};
 use closedloop_modbus::pdu::{Payload, Request, Response};
 
 /// Largest PDU the specification allows (a 260-byte ADU).
@@ -115,7 +115,7 @@ fn frame(header: Header, pdu: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use closedloop_driver::Area;
+    use closedloop_contract::Area;
 
     const H: Header = Header {
         transaction: 0x1234,

@@ -6,7 +6,7 @@
 //! - an [`Exception`] becomes a Modbus exception response;
 //! - a request the device never answers (`power_off`, `zombie`, a `reboot` still down, a request
 //!   lost to `drop_rate`) gets no response at all, and the connection stays open;
-//! - `crc_error` ([`closedloop_driver::TransportError::Crc`]): the request has taken effect but its
+//! - `crc_error` ([`closedloop_contract::TransportError::Crc`]): the request has taken effect but its
 //!   answer is corrupt. TCP carries no Modbus CRC and its own checksum would never deliver a
 //!   corrupt frame, so the closest thing a TCP client can observe is losing the connection: the
 //!   server sends the answers due before it, then closes the connection. The client sees "not
@@ -36,7 +36,7 @@
 
 use crate::codec::{self, Adu, Header};
 use crate::write_log::{Received, WriteLog};
-use closedloop_driver::{BoxFuture, Driver, Exception};
+use closedloop_contract::{BoxFuture, Driver, Exception};
 use closedloop_modbus::pdu::{Operation, Request};
 use closedloop_sim::SimDevice;
 use std::borrow::Cow;

@@ -22,7 +22,7 @@
 //! written is reported on the log once and the simulator goes on serving: the log is evidence
 //! for a test or an audit, never a reason to stop a device.
 
-use closedloop_driver::Write;
+use closedloop_contract::Write;
 use serde_json::json;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};

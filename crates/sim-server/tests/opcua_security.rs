@@ -5,7 +5,7 @@ mod opcua_devices;
 
 use std::time::Duration;
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_opcua::{OpcuaClient, Security, SecurityMode, SessionState};
 use closedloop_sim_server::opcua_sim::{SimOptions, SimServer};
 use opcua_devices::*;

@@ -4,7 +4,7 @@
 
 mod opcua_devices;
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_opcua::{Class, Error, MonitorMode, classify};
 use closedloop_sim::{Fault, FaultSpec, SimConfig};
 use closedloop_sim_server::opcua_sim::{SimOptions, SimServer};

@@ -4,7 +4,7 @@
 
 mod opcua_devices;
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_opcua::{Class, Monitor, Update, classify};
 use closedloop_sim::{Fault, FaultKind, FaultSpec};
 use closedloop_sim_server::opcua_sim::SimServer;

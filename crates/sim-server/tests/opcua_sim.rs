@@ -5,7 +5,7 @@
 //! what OPC UA cannot carry, and tables that name two ways of serving a device, are refused by
 //! name.
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_opcua::testing::{next_where, node, wait_session};
 use closedloop_plant::Plant;
 use closedloop_sim_server::opcua::{Class, OpcuaClient, OpcuaConfig, Update, classify};

@@ -12,7 +12,9 @@ use crate::model::{Model, ValidSim};
 use crate::models::{Plant, SimState};
 use crate::rng::Rng;
 use crate::validate::validate_fault;
-use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, Exception, TransportError, Write};
+use closedloop_contract::{
+    Answer, Area, BoxFuture, Data, Driver, Exception, TransportError, Write,
+};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! closedloop's simulator: relays, steppers, heaters and sensors that take time, can fail, and
-//! answer at register level through the [`closedloop_driver::Driver`] trait.
+//! answer at register level through the [`closedloop_contract::Driver`] trait.
 //!
 //! The simulator exists so that every promise closedloop makes — never "done" before the hardware
 //! confirmed it — can be tested without hardware, including the ways hardware lies: a contact
@@ -18,7 +18,7 @@
 //! `tokio::time::pause()` everything is deterministic:
 //!
 //! ```
-//! use closedloop_driver::{Area, Data, Driver, Write};
+//! use closedloop_contract::{Area, Data, Driver, Write};
 //! use closedloop_sim::{SimConfig, SimDevice};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]

@@ -2,7 +2,7 @@
 
 mod common;
 
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 use closedloop_sim::{Fault, FaultConfig, FaultKind, FaultSpec};
 use common::*;
 
@@ -60,7 +60,7 @@ async fn faults_lists_clear_and_clear_all() {
     assert!(!d.peek().silent);
     assert_eq!(
         read(&d, Area::Coil, 0, 1).await,
-        Ok(Ok(closedloop_driver::Data::Bits(vec![false])))
+        Ok(Ok(closedloop_contract::Data::Bits(vec![false])))
     );
 }
 

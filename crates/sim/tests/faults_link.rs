@@ -2,7 +2,7 @@
 
 mod common;
 
-use closedloop_driver::{Area, Driver, Write};
+use closedloop_contract::{Area, Driver, Write};
 use closedloop_sim::{Fault, FaultKind, FaultSpec};
 use common::*;
 use std::time::Duration;
@@ -245,7 +245,7 @@ async fn read_now_answers_as_read_does_unless_a_fault_must_be_waited_out() {
         .expect("answered at once");
     let later = d.read(Area::DiscreteInput, 0, 1).await;
     assert_eq!(now, later);
-    assert_eq!(now, Ok(Ok(closedloop_driver::Data::Bits(vec![true]))));
+    assert_eq!(now, Ok(Ok(closedloop_contract::Data::Bits(vec![true]))));
     for fault in [
         Fault::PowerOff,
         Fault::Zombie,
@@ -263,6 +263,6 @@ async fn read_now_answers_as_read_does_unless_a_fault_must_be_waited_out() {
         .expect("a refusal is an answer");
     assert_eq!(
         refused,
-        Ok(Err(closedloop_driver::Exception::SERVER_DEVICE_FAILURE))
+        Ok(Err(closedloop_contract::Exception::SERVER_DEVICE_FAILURE))
     );
 }

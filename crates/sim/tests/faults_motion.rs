@@ -2,7 +2,7 @@
 
 mod common;
 
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 use closedloop_sim::{Fault, FaultKind, FaultSpec};
 use common::*;
 

@@ -2,7 +2,7 @@
 
 mod common;
 
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 use common::*;
 
 async fn temperature(d: &closedloop_sim::SimDevice) -> i16 {

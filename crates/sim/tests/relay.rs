@@ -2,7 +2,7 @@
 
 mod common;
 
-use closedloop_driver::{Area, Driver};
+use closedloop_contract::{Area, Driver};
 use common::*;
 
 #[tokio::test(start_paused = true)]

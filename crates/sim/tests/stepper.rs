@@ -2,7 +2,7 @@
 
 mod common;
 
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 use common::*;
 
 const SLIDE: &str = "model = \"stepper\"\nspeed_mm_s = 100.0\ntravel_mm = [0.0, 300.0]";

@@ -22,7 +22,7 @@ mod tests;
 
 pub use findings::{Finding, Severity, lint};
 
-use closedloop_driver::{Area, ValueType};
+use closedloop_contract::{Area, ValueType};
 use closedloop_plant::{Device, DriverConfig};
 use closedloop_sim::{Model, SimConfig};
 

@@ -6,7 +6,7 @@
 //! holds and the other does not; finding none is "no difference found in N states", never
 //! "equivalent".
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_plant::{Expr, ParamSpec, ParamType, ParamValue, Params, Plant, Scope};
 use std::collections::BTreeMap;
 

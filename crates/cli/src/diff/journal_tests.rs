@@ -2,7 +2,7 @@
 //! could not judge (issue 52: a FEEDBACK_MISMATCH the new file passes was once "0 would change",
 //! and a new `fail_when` on a signal never journaled was not named).
 
-use super::journal::{Totals, commands};
+use super::journal::{Moved, Totals, commands};
 use closedloop_journal::{CommandRow, EventRow, Journal};
 use serde_json::json;
 
@@ -91,6 +91,19 @@ async fn journal_of(rows: &[(CommandRow, f64)], acked: bool) -> (tempfile::TempD
     (dir, j)
 }
 
+/// `commands` over `j` under `(old, new)`: the totals and what moved.
+async fn judged_again(
+    j: &Journal,
+    plants: (&closedloop_plant::Plant, &closedloop_plant::Plant),
+) -> (Totals, Vec<Moved>) {
+    let mut totals = Totals::default();
+    let mut moved = Vec::new();
+    commands(j, plants, &mut totals, |m| moved.push(m))
+        .await
+        .unwrap();
+    (totals, moved)
+}
+
 #[tokio::test]
 async fn a_feedback_mismatch_the_new_file_passes_would_change() {
     let (_dir, j) = journal_with(&[
@@ -99,11 +112,7 @@ async fn a_feedback_mismatch_the_new_file_passes_would_change() {
     ])
     .await;
     let (old, new) = (plant("0.5", ""), plant("2.0", ""));
-    let mut totals = Totals::default();
-    let mut moved = Vec::new();
-    commands(&j, (&old, &new), &mut totals, |m| moved.push(m))
-        .await
-        .unwrap();
+    let (totals, moved) = judged_again(&j, (&old, &new)).await;
     assert_eq!((totals.judged, totals.moved), (2, 1), "{totals:?}");
     assert_eq!(moved[0].command_id, "c1");
     assert_eq!(moved[0].new.to_string(), "completed");
@@ -123,11 +132,7 @@ async fn a_new_criterion_on_a_signal_never_journaled_is_said_not_judged() {
     .await;
     let old = plant("0.5", "");
     let new = plant("0.5", r#"fail_when = { OVERCURRENT = "overcurrent" }"#);
-    let mut totals = Totals::default();
-    let mut moved = Vec::new();
-    commands(&j, (&old, &new), &mut totals, |m| moved.push(m))
-        .await
-        .unwrap();
+    let (totals, moved) = judged_again(&j, (&old, &new)).await;
     assert!(moved.is_empty(), "{moved:?}");
     assert_eq!(totals.judged, 0, "{totals:?}");
     assert_eq!(
@@ -150,11 +155,7 @@ async fn a_command_whose_acknowledgement_is_not_journaled_is_said_not_judged_aga
     )
     .await;
     let (old, new) = (plant("0.5", ""), plant("2.0", ""));
-    let mut totals = Totals::default();
-    let mut moved = Vec::new();
-    commands(&j, (&old, &new), &mut totals, |m| moved.push(m))
-        .await
-        .unwrap();
+    let (totals, moved) = judged_again(&j, (&old, &new)).await;
     assert!(
         moved.is_empty(),
         "never a verdict without the acknowledgement: {moved:?}"

@@ -1,7 +1,7 @@
 //! The MQTT link's cache, fed by hand: retained messages fill it but are neither evidence nor life.
 
 use super::*;
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use tokio::time::Instant;
 
 /// The one device of a plant file's text.
@@ -178,7 +178,7 @@ fn take_and_check(
     retained: bool,
     seq: u64,
 ) {
-    let rule = closedloop_driver::sample::Freshness {
+    let rule = closedloop_contract::sample::Freshness {
         now_ms: i64::MAX / 2,
         within_ms: None,
     };
@@ -193,8 +193,8 @@ fn take_and_check(
         unreachable!("every signal here is a topic")
     };
     let ty = match s.source.is_bool() {
-        true => closedloop_driver::ValueType::Bool,
-        false => closedloop_driver::ValueType::F64,
+        true => closedloop_contract::ValueType::Bool,
+        false => closedloop_contract::ValueType::F64,
     };
     let words = closedloop_mqtt::Words {
         on: true_values,

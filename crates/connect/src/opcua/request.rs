@@ -1,6 +1,6 @@
 //! What an OPC UA device is sent: a variable write or a method call, encoded from the plan.
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_link::{Encoded, Evaluated, PlanError, Request};
 use closedloop_plant::WriteEntry;
 use std::any::Any;

@@ -3,7 +3,7 @@
 //! snapshot in place (see the parent module's doc for the numbering that makes reads fresh).
 
 use super::RegisterLink;
-use closedloop_driver::{Area, Data, Encoding, ErrorCode, TransportError, Value};
+use closedloop_contract::{Area, Data, Encoding, ErrorCode, TransportError, Value};
 use closedloop_plant::{Device, Source};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -198,7 +198,7 @@ impl RegisterLink {
         &self,
         b: usize,
         block: &Block,
-        answer: closedloop_driver::Answer<Data>,
+        answer: closedloop_contract::Answer<Data>,
         asked_ms: i64,
         answers_are_life: bool,
         alive: &mut Alive,
@@ -284,9 +284,9 @@ impl Cycle {
 
 /// Modbus exceptions 0x0A/0x0B come from a gateway in front of the unit, never from the unit:
 /// they are no sign of its life (docs/architecture.md).
-fn is_gateway(e: closedloop_driver::Exception) -> bool {
-    e == closedloop_driver::Exception::GATEWAY_PATH_UNAVAILABLE
-        || e == closedloop_driver::Exception::GATEWAY_TARGET_FAILED
+fn is_gateway(e: closedloop_contract::Exception) -> bool {
+    e == closedloop_contract::Exception::GATEWAY_PATH_UNAVAILABLE
+        || e == closedloop_contract::Exception::GATEWAY_TARGET_FAILED
 }
 
 fn decode(data: &Data, offset: u16, enc: &Encoding) -> Option<Value> {

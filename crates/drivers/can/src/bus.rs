@@ -23,8 +23,8 @@ pub const SEND_QUEUE: usize = 64;
 pub const ANSWER_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Where a bus is, as a plant file's `interface` key writes it (`socketcan:can0`,
-/// `slcan:/dev/ttyACM0`): the one parser is `closedloop_driver`'s, which the plant loader uses.
-pub use closedloop_driver::CanInterface as Interface;
+/// `slcan:/dev/ttyACM0`): the one parser is `closedloop_contract`'s, which the plant loader uses.
+pub use closedloop_contract::CanInterface as Interface;
 
 /// Counters of one bus, for liveness and diagnosis.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! whether it may have gone out).
 
 use crate::BusError;
-use closedloop_driver::{ErrorCode, contract::WriteError};
+use closedloop_contract::{ErrorCode, contract::WriteError};
 
 /// Maps a CAN frame the adapter did not take to the contract.
 pub fn write_error(e: &BusError, what: &str) -> WriteError {

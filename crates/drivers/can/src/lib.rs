@@ -19,7 +19,7 @@
 //!   frame's fence.
 //!
 //! CAN is push, like MQTT: this crate does not implement the register-oriented
-//! `closedloop_driver::Driver`; the CAN link of `closedloop-connect` listens to a [`CanPort`],
+//! `closedloop_contract::Driver`; the CAN link of `closedloop-connect` listens to a [`CanPort`],
 //! decodes each frame of a known [`Message`], and sends encoded frames through the port.
 
 mod bus;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use closedloop_driver::{Answer, BoxFuture, TransportError};
+use closedloop_contract::{Answer, BoxFuture, TransportError};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep_until, timeout_at};

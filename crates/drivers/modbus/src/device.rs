@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, TransportError, Write};
+use closedloop_contract::{Answer, Area, BoxFuture, Data, Driver, TransportError, Write};
 
 use crate::connection::Connection;
 use crate::request::{Reply, Request};

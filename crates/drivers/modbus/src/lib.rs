@@ -37,7 +37,7 @@ mod transport;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub use closedloop_driver::{Driver, TransportError};
+pub use closedloop_contract::{Driver, TransportError};
 pub use connection::{BACKOFF_INITIAL, BACKOFF_MAX, Connection};
 pub use device::ModbusDevice;
 pub use rtu::Parity;

@@ -6,7 +6,7 @@
 //! types, so the choice of function code — FC05 vs FC15, FC06 vs FC16 — is made once, here, and
 //! a request the specification's limits refuse is never sent.
 
-use closedloop_driver::{Area, Data, Exception, Write};
+use closedloop_contract::{Area, Data, Exception, Write};
 
 pub use crate::pdu::Request;
 

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use closedloop_driver::{Area, BoxFuture, Exception};
+use closedloop_contract::{Area, BoxFuture, Exception};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_modbus::client::{Client, Context};
 use tokio_modbus::slave::{Slave, SlaveContext};

@@ -2,7 +2,7 @@
 //! at a time to any unit behind it. [`crate::Connection`] owns at most one and replaces it when it
 //! breaks; the transport itself never reconnects.
 
-use closedloop_driver::{BoxFuture, Data, Exception};
+use closedloop_contract::{BoxFuture, Data, Exception};
 
 use crate::pdu::Payload;
 use crate::request::{Reply, Request};

@@ -15,7 +15,7 @@
 
 mod common;
 
-use closedloop_driver::Write;
+use closedloop_contract::Write;
 use closedloop_modbus::pdu::{Payload, Refused, Request, Response, pack_bits, unpack_bits};
 use common::{area, response, valid_request};
 use proptest::collection::vec;

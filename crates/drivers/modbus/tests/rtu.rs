@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use closedloop_driver::{Area, Data, Driver, Exception, TransportError, Write};
+use closedloop_contract::{Area, Data, Driver, Exception, TransportError, Write};
 use closedloop_modbus::pdu::pack_bits;
 use closedloop_modbus::rtu::frame::{crc16, seal};
 use closedloop_modbus::{Connection, ModbusDevice};

@@ -17,7 +17,7 @@
 
 mod common;
 
-use closedloop_driver::{Area, Data, Driver, Exception, TransportError, Write};
+use closedloop_contract::{Area, Data, Driver, Exception, TransportError, Write};
 use closedloop_modbus::pdu::{Payload, Request, Response};
 use closedloop_modbus::rtu::frame::{MAX_FRAME, crc16, encode_request, seal};
 use closedloop_modbus::{Connection, ModbusDevice};

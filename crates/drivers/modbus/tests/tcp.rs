@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use closedloop_driver::{Area, Data, Driver, Exception, TransportError, Write};
+use closedloop_contract::{Area, Data, Driver, Exception, TransportError, Write};
 use closedloop_modbus::{Connections, ModbusDevice, modbus_tcp};
 use tokio::net::TcpListener;
 use tokio_modbus::server::tcp::{Server, accept_tcp_connection};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use closedloop_driver::{BrokerUrl, Value, ValueType};
+use closedloop_contract::{BrokerUrl, Value, ValueType};
 
 /// The words a bool signal is read from (`true_values`, `false_values` in the plant file).
 ///
@@ -162,7 +162,7 @@ pub fn parse_broker_url(url: &str) -> Result<(String, u16), crate::Error> {
 }
 
 /// [`parse_broker_url`] with the TLS flag [`crate::MqttBroker::connect`] needs: the plant
-/// loader's parser (`closedloop_driver::BrokerUrl`), so a URL `closedloop check` accepts is one
+/// loader's parser (`closedloop_contract::BrokerUrl`), so a URL `closedloop check` accepts is one
 /// this crate connects to.
 pub(crate) fn parse_broker(url: &str) -> Result<BrokerUrl, crate::Error> {
     BrokerUrl::parse(url).map_err(|why| crate::Error::InvalidUrl {

@@ -2,7 +2,7 @@
 //! re-sent, whether it may have reached the broker).
 
 use crate::Error;
-use closedloop_driver::{ErrorCode, contract::WriteError};
+use closedloop_contract::{ErrorCode, contract::WriteError};
 
 /// Maps a publish that did not get the broker's acknowledgement to the contract. A PUBACK only
 /// says the broker has the message; it never says the device acted.

@@ -3,7 +3,7 @@
 //! signal values and actions into publishes.
 //!
 //! MQTT is push, not poll, so this crate does not implement the register-oriented
-//! `closedloop_driver::Driver`; it offers [`MqttBroker`] (subscribe / publish-until-PUBACK /
+//! `closedloop_contract::Driver`; it offers [`MqttBroker`] (subscribe / publish-until-PUBACK /
 //! connection state) and [`decode`] instead. A PUBACK moves a command to `running`, never to
 //! `completed`; retained messages carry `retained = true` and a message's [`Message::seq`]
 //! compared with [`Ack::seq`] tells whether it arrived after the write.

@@ -4,6 +4,8 @@
 //! Unix time in seconds or milliseconds — and anything else is no time, said in words: a time
 //! without a zone (Tasmota's local `Time`) could be any of 24 hours, so it dates nothing.
 
+use closedloop_contract::calendar::days_from_civil;
+
 /// Unix times at or above this many are milliseconds (2286 in seconds; 1973 in ms).
 const MS_FROM: f64 = 1e10;
 
@@ -57,14 +59,7 @@ fn rfc3339_ms(s: &str) -> Result<i64, String> {
     let dashes = b[4] == b'-' && b[7] == b'-' && b[13] == b':' && b[16] == b':';
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !dashes
-        || !(1..=12).contains(&mo)
-        || d < 1
-        || d > days_in(y, mo)
-        || h > 23
-        || mi > 59
-        || sec > 60
-    {
+    if !dashes || h > 23 || mi > 59 || sec > 60 {
         return Err(bad());
     }
     let mut rest = &s[19..];
@@ -83,7 +78,10 @@ fn rfc3339_ms(s: &str) -> Result<i64, String> {
         "" => return Err("a time without a zone (add Z or an offset such as +01:00)".into()),
         o => zone_minutes(o).ok_or_else(bad)?,
     };
-    let days = days_from_civil(y, mo, d);
+    // The one calendar: `None` for a month or day that does not exist.
+    let days = (u32::try_from(mo).ok().zip(u32::try_from(d).ok()))
+        .and_then(|(mo, d)| days_from_civil(y, mo, d))
+        .ok_or_else(bad)?;
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec.min(59) - offset_min * 60;
     // Before 1970 is a clock that was never set, as a Unix time of 0 is.
     match secs * 1000 + ms {
@@ -110,27 +108,6 @@ fn zone_minutes(o: &str) -> Option<i64> {
     }
     let (h, m): (i64, i64) = (digits[..2].parse().ok()?, digits[2..].parse().ok()?);
     (h <= 23 && m <= 59).then_some(sign * (h * 60 + m))
-}
-
-fn days_in(y: i64, m: i64) -> i64 {
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    match m {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use closedloop_driver::{Value, ValueType};
+use closedloop_contract::{Value, ValueType};
 use closedloop_mqtt::{Words, decode, expiry_secs};
 use proptest::prelude::*;
 

@@ -2,7 +2,7 @@
 //! test failed before serde_json's `float_roundtrip` was enabled, and the fuzz target now asks
 //! for exact numbers.
 
-use closedloop_driver::{Value, ValueType};
+use closedloop_contract::{Value, ValueType};
 use closedloop_mqtt::{Words, decode};
 
 /// A number a device sends must read as that number, whether the payload is plain text or JSON.

@@ -200,7 +200,7 @@ impl fmt::Debug for Identity {
 }
 
 /// Whether Basic256Sha256 messages are only signed or also encrypted (the plant file's
-/// `security`, parsed by the plant loader as `closedloop_driver::OpcuaSecurity`).
+/// `security`, parsed by the plant loader as `closedloop_contract::OpcuaSecurity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecurityMode {
     /// Signed, readable on the wire.

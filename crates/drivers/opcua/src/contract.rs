@@ -2,7 +2,7 @@
 //! it may be re-sent, whether it may have taken effect).
 
 use crate::{Class, Error};
-use closedloop_driver::{ErrorCode, contract::WriteError};
+use closedloop_contract::{ErrorCode, contract::WriteError};
 
 /// Maps an OPC UA write or call the server did not accept to the contract, the status name in
 /// the detail.

@@ -7,7 +7,7 @@
 //! types, and a value the type cannot hold (40000 for an Int16, NaN, 1e39 for a Float) is an error
 //! — never saturated, because a saturated setpoint is a silent lie about what was commanded.
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use opcua::types::{DateTime, NodeId, Variant};
 
 /// The scalar types closedloop can write; the OPC UA built-in types with ids 1–11.

@@ -2,7 +2,7 @@
 //! (`closedloop-connect`) drives devices with.
 //!
 //! OPC UA is push-fed like MQTT, so this crate does not implement the register-oriented
-//! `closedloop_driver::Driver`. [`OpcuaClient`] keeps one session per endpoint alive in the
+//! `closedloop_contract::Driver`. [`OpcuaClient`] keeps one session per endpoint alive in the
 //! background ([`SessionState`]), streams numbered values ([`Monitor`], [`Update`]), and answers
 //! writes and method calls with an [`Ack`] whose `seq` is a fence: only an update with a greater
 //! `seq` was read after the acknowledgement, so only it may count as evidence that the command

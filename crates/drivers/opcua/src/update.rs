@@ -1,7 +1,7 @@
 //! What the client hands out: [`Update`]s (values, numbered) and [`Ack`]s (acknowledgements,
 //! carrying the fence that tells fresh values from old ones).
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use opcua::types::{DataValue, StatusCode};
 use tokio::time::Instant;
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use opcua::client::UARequest;
 use opcua::client::services::{Call, Write};
 use opcua::types::{

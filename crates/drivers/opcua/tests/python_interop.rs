@@ -12,7 +12,7 @@ mod common;
 
 use std::time::Duration;
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_opcua::testing::*;
 use closedloop_opcua::{Class, Error, Identity, Monitor, OpcuaClient, SessionState, classify};
 use common::{Pump, pump, server_certificate};
@@ -255,7 +255,7 @@ async fn a_wrong_password_is_a_refused_identity_not_a_timeout() {
     assert_eq!(classify(&err), Class::Offline, "{err}");
     assert!(err.to_string().contains("Bad_UserAccessDenied"), "{err}");
     let refused = closedloop_opcua::write_error(&err, "writing Speed");
-    assert_eq!(refused.code, closedloop_driver::ErrorCode::DeviceOffline);
+    assert_eq!(refused.code, closedloop_contract::ErrorCode::DeviceOffline);
     assert!(
         refused.detail.contains("refused the identity"),
         "{}",

@@ -2,7 +2,7 @@
 //! or says in words why the command must not go to the device.
 
 use crate::device::{DeviceRuntime, Liveness, Snapshot};
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_plant::{Action, Expr, Scope};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! cannot take refuses the whole plan (`INVALID_PARAMS`) with nothing written — never half a plan,
 //! never a saturated value. What a failed write means in the contract's words is the link's to say.
 
-pub use closedloop_driver::contract::WriteError;
+pub use closedloop_contract::contract::WriteError;
 use closedloop_link::Link;
 pub use closedloop_link::value_json;
 pub use closedloop_link::{Evaluated, PlanError, Request};
@@ -58,7 +58,7 @@ pub fn evaluate_entry(entry: &WriteEntry, scope: &Scope<'_>) -> Result<Evaluated
 #[cfg(test)]
 mod tests {
     use super::*;
-    use closedloop_driver::Value;
+    use closedloop_contract::Value;
     use closedloop_plant::{Expr, ParamValue, Params, Template};
 
     fn with_scope<T>(params: &Params, f: impl FnOnce(&Scope<'_>) -> T) -> T {

@@ -15,6 +15,7 @@
 use crate::api::{DeviceState, SignalState, UnreadableSignal};
 use crate::device::Liveness;
 use closedloop_journal::Published;
+use closedloop_link::Shown;
 use closedloop_link::clock::rfc3339;
 use closedloop_plant::Device;
 use serde_json::{Value, json};
@@ -56,24 +57,12 @@ const SHOWN_AT_MOST: Duration = Duration::from_secs(5);
 pub(crate) fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_ms: i64) -> Value {
     let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
     let old = |t: i64| now_ms - t > fresh_within;
+    // Dated as this gateway's own views date it (a payload's time when it names one), so a value
+    // is never younger at another gateway than here.
     let values: serde_json::Map<String, Value> = snap
         .readings()
         .filter_map(|(name, r)| {
-            let v = r.last_good()?;
-            let mut shown =
-                json!({"value": crate::dispatch::plan::value_json(v.value), "source": v.source});
-            if v.seq == 0 {
-                // Known only from a retained message: its age at a reader is the owner's, known
-                // only when its payload carried a time.
-                shown["retained"] = json!(true);
-            }
-            // A retained value's age is its payload's time; a live one's, its read time once old.
-            match (v.seq, v.taken_ms) {
-                (0, Some(t)) => shown["at_ms"] = json!(t),
-                (0, None) => {}
-                _ if old(v.at_ms) => shown["at_ms"] = json!(v.at_ms),
-                _ => {}
-            }
+            let shown = Shown::dated(r.last_good()?, None).published(|t| !old(t));
             Some((name.to_string(), shown))
         })
         .collect();
@@ -189,20 +178,10 @@ pub(crate) fn from_owner(state: &mut DeviceState, owner: &Published, spec: &Devi
         .collect();
     state.signals = (owner.state["values"].as_object().into_iter().flatten())
         .map(|(name, v)| {
-            let age_ms = age_of(v["at_ms"].as_i64());
-            let retained = v["retained"] == true;
-            // A retained value has an age only when the owner read a time in its payload.
-            let dated = !retained || v["at_ms"].is_i64();
-            let signal = SignalState {
-                value: v["value"].clone(),
-                unit: spec.signal(name).and_then(|s| s.unit.clone()),
-                at: dated.then(|| rfc3339(now_ms - age_ms)),
-                age_ms: dated.then_some(age_ms),
-                retained,
-                source: v["source"].as_str().unwrap_or_default().to_string(),
-                unreadable: state.unreadable.contains_key(name),
-            };
-            (name.clone(), signal)
+            let unit = spec.signal(name).and_then(|s| s.unit.as_deref());
+            let shown = Shown::from_published(v, unit, now_ms, fresh_age);
+            let unreadable = state.unreadable.contains_key(name);
+            (name.clone(), SignalState::shown(&shown, now_ms, unreadable))
         })
         .collect();
     let last_seen_ms = owner.state["last_seen_ms"].as_i64();
@@ -318,14 +297,14 @@ mod tests {
         // Retained (read 0) at 10 s, its payload taken at 1 s; another retained, undated.
         snap.record_taken(
             "contact",
-            closedloop_driver::Value::Bool(true),
+            closedloop_contract::Value::Bool(true),
             (10_000, Some(1_000)),
             0,
             || "t".into(),
         );
         snap.record_taken(
             "level",
-            closedloop_driver::Value::Number(3.0),
+            closedloop_contract::Value::Number(3.0),
             (10_000, None),
             0,
             || "t".into(),
@@ -354,6 +333,34 @@ mod tests {
             (level.at.as_deref(), level.age_ms),
             (None, None),
             "undated: {level:?}"
+        );
+    }
+
+    #[test]
+    fn a_live_value_whose_payload_names_an_old_time_reaches_other_gateways_as_old_as_here() {
+        // Read live (number 7) at 10 s, its payload taken at 4 s: here it is shown 6 s old, and
+        // another gateway once showed it as fresh as the owner's round (read times only).
+        let mut snap = crate::device::Snapshot::before_first_read();
+        snap.record_taken(
+            "contact",
+            closedloop_contract::Value::Bool(true),
+            (10_000, Some(4_000)),
+            7,
+            || "t".into(),
+        );
+        let now = 10_050;
+        let (_, reading) = snap.readings().next().expect("recorded");
+        let here = SignalState::of(reading.last_good().expect("good"), None, now, false);
+        let state = published_state(&snap, 100, now);
+        assert_eq!(state["values"]["contact"]["at_ms"], 4_000, "{state}");
+        assert!(state["values"]["contact"]["retained"].is_null(), "{state}");
+        let mut shown = empty_state();
+        from_owner(&mut shown, &published(50, state), &lamp(), now);
+        let there = &shown.signals["contact"];
+        assert_eq!(there.age_ms, here.age_ms, "{there:?} / {here:?}");
+        assert_eq!(
+            (there.at.as_deref(), there.age_ms),
+            (Some(rfc3339(4_000).as_str()), Some(6_050))
         );
     }
 }

@@ -13,7 +13,7 @@ use crate::device::{Liveness, SignalValue, Snapshot};
 use crate::dispatch::plan::{self, Request};
 use crate::machine::{Event, Reading};
 use crate::supervision::Supervisor;
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_link::Shown;
 use closedloop_plant::{Action, Expr, Scope, other_device, other_device_name};
 use serde_json::json;

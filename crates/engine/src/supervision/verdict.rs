@@ -14,8 +14,10 @@
 //! not kept), a reading that may have come before `expect_s` after the acknowledgement when
 //! `done_when` may already have held at dispatch, a command supervised across a restart.
 
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_journal::EventRow;
+/// The inverse of the link's `value_json`: how the replay and `diff --journal` read a journaled value.
+pub use closedloop_link::value_of_json;
 use closedloop_plant::{Action, Expr, Scope, other_device};
 use serde_json::Map;
 use std::collections::BTreeMap;
@@ -123,15 +125,6 @@ impl Timeline {
     }
 }
 
-/// A JSON value as an expression reads it.
-pub fn value(v: &serde_json::Value) -> Option<Value> {
-    match v {
-        serde_json::Value::Bool(b) => Some(Value::Bool(*b)),
-        serde_json::Value::Number(n) => n.as_f64().map(Value::Number),
-        _ => None,
-    }
-}
-
 type Devices = BTreeMap<String, BTreeMap<String, Value>>;
 
 /// Journaled values as the criteria's scope has them: own signals by name, and every device's
@@ -143,7 +136,7 @@ pub fn scope_of(
     let mut signals = BTreeMap::new();
     let mut devices = Devices::new();
     for (name, v) in values {
-        let Some(v) = value(v) else { continue };
+        let Some(v) = value_of_json(v) else { continue };
         match other_device(name) {
             Some((d, s)) => {
                 devices

@@ -98,7 +98,7 @@ impl Engine {
                 .readings()
                 .filter_map(|(name, r)| {
                     let v = r.last_good()?;
-                    let unit = dev.spec.signal(name).and_then(|s| s.unit.clone());
+                    let unit = dev.spec.signal(name).and_then(|s| s.unit.as_deref());
                     let signal = SignalState::of(v, unit, now, r.failure().is_some());
                     Some((name.to_string(), signal))
                 })

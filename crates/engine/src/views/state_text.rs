@@ -5,7 +5,7 @@
 //! machine, a `gateways = [...]` list without it) reads it offline while its owner runs it.
 
 use crate::device::{DeviceRuntime, Snapshot};
-use closedloop_driver::sample::Liveness;
+use closedloop_contract::sample::Liveness;
 use closedloop_plant::DriverConfig;
 
 /// Where a state is read: the gateway `here`, and the gateway whose lease (`owner`) holds the
@@ -86,7 +86,7 @@ fn unreadable(snap: &Snapshot) -> Option<String> {
         .collect();
     let refused_address = snap
         .unreadable()
-        .any(|(_, f)| f.code == closedloop_driver::ErrorCode::RegisterInvalid);
+        .any(|(_, f)| f.code == closedloop_contract::ErrorCode::RegisterInvalid);
     let fix = match refused_address {
         true => "Check those signals' addresses and types in the plant file.",
         false => {

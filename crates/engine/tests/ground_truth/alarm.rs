@@ -4,7 +4,7 @@
 //! 4); and whether its `when` holds physically in a device's state, for the checks.
 
 use super::spec::{DeviceSpec, Model, device_id};
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 use closedloop_sim::SimState;
 
 /// The alarm of a case.

@@ -147,7 +147,7 @@ pub fn cycle_starts(obs: &[Obs]) -> Vec<usize> {
 
 /// Whether `o` is a read that came back with the block holding the feedback `done_when` reads.
 pub fn reads_feedback(model: &Model, o: &Obs) -> bool {
-    use closedloop_driver::Area;
+    use closedloop_contract::Area;
     let ObsKind::Read {
         block: (area, start, count),
         answered: true,
@@ -175,7 +175,7 @@ pub fn shows_change(
     until: i64,
     timeout_ms: i64,
 ) -> bool {
-    use closedloop_driver::Area;
+    use closedloop_contract::Area;
     let now = feedback(model, &r.state);
     let ObsKind::Read {
         block: (area, ..), ..

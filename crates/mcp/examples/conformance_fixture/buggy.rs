@@ -4,7 +4,7 @@
 //! layer shows its task `failed` with JSON-RPC error -32603: the suite's "protocol-level error"
 //! case, produced by closedloop's own code rather than answered by the fixture.
 
-use closedloop_driver::BoxFuture;
+use closedloop_contract::BoxFuture;
 use closedloop_link::{
     Encoded, Evaluated, Link, PlanError, ReadBack, Reporting, Request, Snapshot, SnapshotTx,
     WriteError,

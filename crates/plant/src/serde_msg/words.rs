@@ -250,7 +250,7 @@ mod tests {
     use crate::action::Verification;
     use crate::params::ParamType;
     use crate::plant::ToolMode;
-    use closedloop_driver::{ValueType, WordOrder};
+    use closedloop_contract::{ValueType, WordOrder};
 
     fn names_parse<T: serde::de::DeserializeOwned>(leaf: &str, path: &[&str]) {
         for n in choices(leaf, path).unwrap() {

@@ -241,7 +241,7 @@ impl ActionCheck<'_> {
                     .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
             if !valid {
                 self.err(&k, format!("\"{code}\" is not an error code; write it in capitals like MOTOR_STALL ([A-Z][A-Z0-9_]*)"));
-            } else if closedloop_driver::ErrorCode::is_reserved(code) {
+            } else if closedloop_contract::ErrorCode::is_reserved(code) {
                 self.err(&k, format!("{code} is an error code closedloop itself reports; name this failure after its cause, e.g. MOTOR_STALL"));
             }
             if let Some(x) = self.expr(ctx, &k, Some(e), Want::Bool) {

@@ -5,7 +5,7 @@ use super::Dev;
 use crate::error::Sink;
 use crate::model::{RawCan, RawModbusRtu, RawModbusTcp, RawMqtt, RawOpcua, typed_keys};
 use crate::plant::{DriverConfig, MqttTls, Parity, Secret};
-use closedloop_driver::{BrokerUrl, CanInterface, OpcuaSecurity};
+use closedloop_contract::{BrokerUrl, CanInterface, OpcuaSecurity};
 use closedloop_sim::SimConfig;
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 
 use crate::model::{RawSignal, RawWrite};
 use crate::plant::DriverConfig;
-use closedloop_driver::{Area, Encoding, ValueType, WordOrder};
+use closedloop_contract::{Area, Encoding, ValueType, WordOrder};
 
 /// What a signal is read from, or a write entry writes to, decided by its address key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use super::register::{RegKeys, SourceFamily, family};
 use crate::error::Sink;
 use crate::model::{RawSignal, typed};
 use crate::plant::{DriverConfig, Signal, Source};
-use closedloop_driver::ValueType;
+use closedloop_contract::ValueType;
 
 pub(crate) fn signals(
     v: Option<toml::Value>,

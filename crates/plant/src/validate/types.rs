@@ -5,7 +5,7 @@ use super::exprs::{ExprCtx, Want};
 use crate::ast::{self, Leaf};
 use crate::expr::{EvalError, Expr, Scope, kind_of};
 use crate::params::{ParamType, ParamValue, Params};
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use std::collections::BTreeMap;
 
 /// Evaluates the expression twice (all bools false, then all true, so both sides of `&&`,

@@ -5,7 +5,7 @@ use super::exprs::{ExprCtx, Want, check_template};
 use super::register::{RegKeys, SourceFamily, family};
 use crate::action::WriteEntry;
 use crate::model::{RawWrite, typed_ref};
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 
 impl ActionCheck<'_> {
     pub(super) fn plan(

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use closedloop_can::{Frame, Message, decode, encode};
-use closedloop_driver::Driver;
+use closedloop_contract::Driver;
 use closedloop_sim::{
     FaultConfig, FaultKind, FaultSpec, SimConfig, SimConfigError, SimDevice, SimState,
 };

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use closedloop_driver::{Area, Data, Driver, Write};
+use closedloop_contract::{Area, Data, Driver, Write};
 use closedloop_sim::{Model, SimDevice};
 use tokio::time::Duration;
 

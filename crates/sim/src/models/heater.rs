@@ -5,7 +5,7 @@
 
 use super::{SimState, tenths, within};
 use crate::model::HeaterOptions;
-use closedloop_driver::{Area, Exception, Write};
+use closedloop_contract::{Area, Exception, Write};
 use tokio::time::Instant;
 
 /// A heater with a thermostat, evaluated in closed form from its last change.

@@ -13,7 +13,7 @@ mod stepper;
 use crate::error::SimConfigError;
 use crate::faults::Effects;
 use crate::model::Model;
-use closedloop_driver::{Area, Data, Exception, Write};
+use closedloop_contract::{Area, Data, Exception, Write};
 use tokio::time::Instant;
 
 pub(crate) use heater::Heater;

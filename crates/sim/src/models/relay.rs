@@ -4,7 +4,7 @@
 use super::SimState;
 use crate::faults::Effects;
 use crate::model::RelayOptions;
-use closedloop_driver::{Area, Exception, Write};
+use closedloop_contract::{Area, Exception, Write};
 use tokio::time::{Duration, Instant};
 
 /// A relay whose armature moves `pull_in_ms` after its drive changes.

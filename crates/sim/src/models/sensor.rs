@@ -6,7 +6,7 @@
 use super::{SimState, tenths};
 use crate::model::SensorOptions;
 use crate::rng::Rng;
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 
 /// A constant reading with optional noise.
 #[derive(Debug)]

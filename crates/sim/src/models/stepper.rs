@@ -6,7 +6,7 @@
 
 use super::{SimState, within};
 use crate::model::StepperOptions;
-use closedloop_driver::{Area, Exception, Write};
+use closedloop_contract::{Area, Exception, Write};
 use tokio::time::{Duration, Instant};
 
 /// One straight move, evaluated in closed form.

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
-use closedloop_driver::{Answer, Area, Data, Driver, Exception, TransportError, Write};
+use closedloop_contract::{Answer, Area, Data, Driver, Exception, TransportError, Write};
 use closedloop_sim::{SimConfig, SimDevice};
 use std::future::Future;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 
 use super::messages::{bool_into_register, missing, read_only, shape};
 use super::{Sim, field_at, one_based_hint, sim_of};
-use closedloop_driver::{Area, Value};
+use closedloop_contract::{Area, Value};
 use closedloop_plant::{
     Device, ParamType, ParamValue, Params, Plant, PlantError, Scope, Source, WriteEntry,
 };
@@ -129,7 +129,7 @@ impl Linter<'_> {
                 "liveness.counter",
                 Area::Holding,
                 counter,
-                &closedloop_driver::Encoding::default(),
+                &closedloop_contract::Encoding::default(),
             );
         }
     }
@@ -186,7 +186,7 @@ impl Linter<'_> {
         key: &str,
         area: Area,
         address: u16,
-        encoding: &closedloop_driver::Encoding,
+        encoding: &closedloop_contract::Encoding,
     ) {
         let hint = one_based_hint(area, address);
         let Some(sim) = self.sim.as_ref() else {
@@ -212,7 +212,7 @@ impl Linter<'_> {
         key: &str,
         area: Area,
         address: u16,
-        encoding: &closedloop_driver::Encoding,
+        encoding: &closedloop_contract::Encoding,
         value: &closedloop_plant::Expr,
     ) {
         let hint = one_based_hint(area, address);

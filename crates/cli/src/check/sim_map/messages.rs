@@ -2,7 +2,7 @@
 //! what to write.
 
 use super::{Field, Sim};
-use closedloop_driver::{Area, ValueType, WordOrder};
+use closedloop_contract::{Area, ValueType, WordOrder};
 
 /// `coil 0 (the commanded coil state, read/write)` for every field of `area` (writable only
 /// when `writes`), joined for a sentence.
@@ -150,7 +150,7 @@ pub(super) fn shape(
     f: &Field,
     area: Area,
     address: u16,
-    encoding: &closedloop_driver::Encoding,
+    encoding: &closedloop_contract::Encoding,
     writes: bool,
 ) -> Option<(String, String)> {
     if area.is_bit() {

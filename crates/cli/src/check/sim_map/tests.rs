@@ -3,7 +3,7 @@
 //! table has nothing (or nothing writable); the types are checked by what the registers hold.
 
 use super::*;
-use closedloop_driver::{Data, Driver, Exception, Write};
+use closedloop_contract::{Data, Driver, Exception, Write};
 use closedloop_sim::SimDevice;
 
 const AREAS: [Area; 4] = [Area::Coil, Area::DiscreteInput, Area::Holding, Area::Input];

@@ -4,7 +4,7 @@
 
 use super::action::rate;
 use super::{Class, Shift, num, or_none};
-use closedloop_driver::{Encoding, WordOrder};
+use closedloop_contract::{Encoding, WordOrder};
 use closedloop_plant::{Device, DriverConfig, Signal, Source};
 
 /// A driver in words: `modbus-tcp 10.0.0.5:502 unit 1 (timeout 500 ms)`.

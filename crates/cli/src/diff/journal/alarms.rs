@@ -12,11 +12,12 @@
 //! The journal keeps readings taken while commands ran, of the signals their criteria read:
 //! between commands it has none, and the replay says how many it had.
 
-use super::verdict::{Reading, value};
+use super::verdict::Reading;
 use super::{Totals, sample};
 use anyhow::Result;
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_engine::clock::rfc3339;
+use closedloop_engine::verdict::value_of_json as value;
 use closedloop_journal::Journal;
 use closedloop_plant::{Alarm, Params, Plant, Scope};
 use std::collections::{BTreeMap, BTreeSet};

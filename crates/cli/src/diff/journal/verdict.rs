@@ -44,8 +44,6 @@ impl fmt::Display for Verdict {
 /// One journaled reading, as the engine's replay reads it.
 pub(crate) type Reading = closedloop_engine::verdict::Journaled;
 
-pub(crate) use closedloop_engine::verdict::value;
-
 /// `position_mm = 70, moving = false (read at 2026-…)`.
 pub(crate) fn words(r: &Reading) -> String {
     let each: Vec<String> = (r.values.iter())

@@ -3,7 +3,7 @@
 //! other, and that stopping ends the shard's task.
 
 use super::*;
-use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, Write};
+use closedloop_contract::{Answer, Area, BoxFuture, Data, Driver, Write};
 use closedloop_link::{Clock, Link, fence_passed};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;

@@ -17,7 +17,7 @@ mod response;
 #[cfg(test)]
 mod tests;
 
-use closedloop_driver::Exception;
+use closedloop_contract::Exception;
 
 pub use request::{Operation, Request};
 pub use response::{Malformed, Payload, Response};

@@ -1,6 +1,6 @@
 //! Request PDUs: what a client sends and a server decodes.
 
-use closedloop_driver::{Area, Exception, Write};
+use closedloop_contract::{Area, Exception, Write};
 
 use super::{
     COIL_ON, MAX_READ_BITS, MAX_READ_WORDS, MAX_WRITE_BITS, MAX_WRITE_WORDS, READ_COILS,

@@ -1,6 +1,6 @@
 //! Response PDUs: what a server encodes and a client decodes.
 
-use closedloop_driver::{Data, Exception};
+use closedloop_contract::{Data, Exception};
 
 use super::{
     EXCEPTION_BIT, READ_COILS, READ_DISCRETE_INPUTS, READ_HOLDING_REGISTERS, READ_INPUT_REGISTERS,

@@ -1,7 +1,7 @@
 //! The PDU codec byte by byte (the specification's own examples), round trips from the client's
 //! encoder to the server's decoder and back, and every limit with its exception.
 
-use closedloop_driver::{Area, Data, Exception, Write};
+use closedloop_contract::{Area, Data, Exception, Write};
 
 use super::*;
 

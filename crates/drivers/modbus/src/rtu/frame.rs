@@ -93,7 +93,7 @@ pub(crate) fn decode_answer(frame: &[u8], unit: u8, req: &Request) -> TransportA
 mod tests {
     use super::*;
     use crate::request::Reply;
-    use closedloop_driver::{Area, Data, Exception};
+    use closedloop_contract::{Area, Data, Exception};
 
     #[test]
     fn crc_matches_the_specification_example() {

@@ -10,7 +10,7 @@ pub mod frame;
 
 use std::io;
 
-use closedloop_driver::BoxFuture;
+use closedloop_contract::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::request::Request;
@@ -91,7 +91,7 @@ where
 }
 
 /// Serial line parity of a `modbus-rtu` driver table (the plant's typed value).
-pub use closedloop_driver::Parity;
+pub use closedloop_contract::Parity;
 
 /// Opens a serial port as 8 data bits, the given parity and one stop bit. (The serial line
 /// specification asks for two stop bits without parity, but 8N1 is what devices ship with, and

@@ -4,7 +4,7 @@
 // Each test file uses part of this module.
 #![allow(dead_code)]
 
-use closedloop_driver::{Area, Exception};
+use closedloop_contract::{Area, Exception};
 use closedloop_modbus::pdu::{MAX_READ_BITS, MAX_READ_WORDS, MAX_WRITE_BITS, MAX_WRITE_WORDS};
 use closedloop_modbus::pdu::{Payload, Request, Response};
 use proptest::collection::vec;

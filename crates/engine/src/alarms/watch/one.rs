@@ -1,12 +1,12 @@
 //! One alarm judged on each tick of its period: the values its conditions read, kept in place
 //! and refreshed from its devices' latest samples under the freshness rule of every decider
-//! (`closedloop_driver::sample`), its conditions evaluated again only when one of them changed,
+//! (`closedloop_contract::sample`), its conditions evaluated again only when one of them changed,
 //! and what a judgement changes ([`Step`]).
 
 use crate::clock::rfc3339;
 use crate::context::Context;
 use crate::device::{DeviceRuntime, Liveness};
-use closedloop_driver::Value;
+use closedloop_contract::Value;
 use closedloop_plant::{Alarm, Expr, Params, Scope, WhenOffline};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

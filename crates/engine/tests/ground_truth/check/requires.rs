@@ -14,7 +14,7 @@
 use super::{Cmd, Findings};
 use crate::rig::{Obs, ObsKind, Outcome};
 use crate::spec::{Case, DeviceSpec, Model, Requires};
-use closedloop_driver::Area;
+use closedloop_contract::Area;
 
 /// The block the signal `requires` reads lies in, and whether it physically holds in a state.
 fn required(model: &Model) -> (Area, u16) {

@@ -12,7 +12,7 @@
 
 use super::record::{Log, ObsKind};
 use crate::spec::{BoardMode, Push};
-use closedloop_driver::{Area, BoxFuture, Data, Driver, ErrorCode, Value, Write};
+use closedloop_contract::{Area, BoxFuture, Data, Driver, ErrorCode, Value, Write};
 use closedloop_link::{
     Clock, Encoded, Evaluated, Link, PlanError, Reporting, Request, Snapshot, SnapshotTx,
     WriteError, judge_liveness,

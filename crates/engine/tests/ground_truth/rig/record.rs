@@ -2,7 +2,7 @@
 //! `Recorder` driver that wraps every simulated device and logs each request the engine makes
 //! with the device's physical state (`SimDevice::peek`) at that instant.
 
-use closedloop_driver::{Answer, Area, BoxFuture, Data, Driver, Exception, Write};
+use closedloop_contract::{Answer, Area, BoxFuture, Data, Driver, Exception, Write};
 use closedloop_sim::{SimDevice, SimState};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

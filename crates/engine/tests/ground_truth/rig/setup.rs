@@ -71,7 +71,7 @@ pub(super) struct Running {
 /// the device's own failure is) and the block it refuses.
 pub(super) type Refusal = (
     Arc<std::sync::atomic::AtomicBool>,
-    (closedloop_driver::Area, u16),
+    (closedloop_contract::Area, u16),
 );
 
 /// A relay behind a board (`board.rs`): how it reports, and its mode (kept across restarts).

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use closedloop_driver::{Answer, Driver, Exception, TransportError, Write};
+use closedloop_contract::{Answer, Driver, Exception, TransportError, Write};
 use closedloop_sim::SimDevice;
 use opcua::server::address_space::{AddressSpace, MethodBuilder, ObjectBuilder, VariableBuilder};
 use opcua::server::diagnostics::NamespaceMetadata;

@@ -2,7 +2,7 @@
 //! carried there: the register side of the nodes, kept apart from the OPC UA stack so the
 //! encoding can be read and tested on its own.
 
-use closedloop_driver::{Area, Data, Write};
+use closedloop_contract::{Area, Data, Write};
 use closedloop_sim::Model;
 use opcua::types::{StatusCode, Variant};
 

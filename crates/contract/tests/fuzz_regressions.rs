@@ -2,7 +2,7 @@
 //! bug, minimised to the plant-file terms that reach it. All fixed: each test failed before its
 //! fix, and the fuzz target holds the codec to the fixed behaviour.
 
-use closedloop_driver::{EncodeError, Encoding, Value, ValueType};
+use closedloop_contract::{EncodeError, Encoding, Value, ValueType};
 
 fn enc(ty: ValueType, scale: f64, offset: f64) -> Encoding {
     Encoding {
@@ -29,7 +29,7 @@ fn f32_words(x: f32) -> [u16; 2] {
 /// wrote (value − offset) / scale without checking that it is finite, so an overflow went to the
 /// device as +∞.
 ///
-/// Fixed in crates/driver/src/codec.rs, `encode`'s f64 arm: it refuses a
+/// Fixed in crates/contract/src/codec.rs, `encode`'s f64 arm: it refuses a
 /// non-finite `scaled` with `OutOfRange` as the f32 arm does.
 #[test]
 fn f64_values_the_register_cannot_hold_are_refused() {

@@ -41,6 +41,7 @@
 //! different liveness verdicts, so they must never be folded together.
 
 pub mod address;
+pub mod calendar;
 pub mod codec;
 pub mod contract;
 pub mod endpoint;

@@ -12,7 +12,7 @@
 //! Why: closedloop confirms an action by reading back what it wrote. A clamped setpoint reads
 //! back as "confirmed" while being a silent lie about what was commanded.
 
-use closedloop_driver::{EncodeError, Encoding, Value, ValueType, WordOrder};
+use closedloop_contract::{EncodeError, Encoding, Value, ValueType, WordOrder};
 use proptest::prelude::*;
 
 /// Scales and offsets as plant files write them (docs/plant-file.md, the examples).
