@@ -245,3 +245,34 @@ fn serve_refuses_an_in_process_sim_address_the_model_does_not_have() {
         "no journal for a refused plant"
     );
 }
+
+#[test]
+fn check_warns_when_a_serial_lines_polls_ask_more_time_than_it_has() {
+    // Three meters every 50 ms at 9600 baud: each cycle 8 + 5 + 20 bytes and two silences,
+    // ≈ 41.7 ms; 3 × 20 cycles a second ≈ 2500 ms of line time per second.
+    let signals: Vec<String> = (0..10)
+        .map(|k| format!("r{k} = {{ input = {k} }}"))
+        .collect();
+    let meter = |i: u8| {
+        format!(
+            r#"
+[[device]]
+id = "meter{i}"
+description = "An energy meter"
+driver = {{ kind = "modbus-rtu", port = "/dev/ttyS1", baud = 9600, unit = {i} }}
+poll_ms = 50
+[device.signals]
+{}
+"#,
+            signals.join("\n")
+        )
+    };
+    let text: String = (1..=3).map(meter).collect();
+    let (code, stdout, stderr, _dir) = check_text("meters.toml", &text);
+    assert_eq!(code, Some(0), "a warning, not a refusal: {stderr}");
+    assert!(stdout.contains("meters.toml: OK"), "{stdout}");
+    assert_eq!(
+        stderr.trim_end(),
+        "warning: meters.toml: device \"meter1\", key driver.port: the polls of meter1, meter2, meter3 on /dev/ttyS1 at 9600 baud ask 2500 ms of line time per second, and the line has 1000: reads fall further and further behind poll_ms, and every value arrives later than its poll period says (a lower bound: each device's answer time and the writes come on top). Poll less often (every device's poll_ms × 2.50; 50 ms becomes 130 ms), raise the baud rate, or split the devices over two lines"
+    );
+}

@@ -9,6 +9,7 @@
 mod poller;
 mod shard;
 
+pub use poller::poll_requests;
 pub use shard::{SHARD_SIZE, Shards};
 
 use crate::base::Base;

@@ -1,12 +1,13 @@
 //! `closedloop check PLANT`: the loader's validation, the drivers built as `serve` builds them,
-//! the simulator's register maps and the deadlines a push device may not report within
-//! (`deadlines`); then a summary (`summary`), or with `--tools` the whole tool surface.
+//! the simulator's register maps, the deadlines a push device may not report within
+//! (`deadlines`) and serial lines the polls cannot fit on (`line_time`); then a summary (`summary`), or with `--tools` the whole tool surface.
 //!
 //! Errors go to stderr and exit 1; warnings (`warning: ...`, such as an address that looks
 //! 1-based) go to stderr too but leave the exit code at 0.
 
 mod confirmers;
 mod deadlines;
+mod line_time;
 mod readback;
 pub mod sim_map;
 mod summary;
@@ -45,6 +46,7 @@ pub fn run(path: &Path, tools: bool, lint: bool) -> ExitCode {
     findings.extend(deadlines::lint(&plant, &label));
     findings.extend(confirmers::lint(&plant, &label));
     findings.extend(readback::lint(&plant, &label));
+    findings.extend(line_time::lint(&plant, &label));
     for f in &findings {
         eprintln!("{f}");
     }

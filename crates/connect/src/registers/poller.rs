@@ -300,6 +300,16 @@ fn decode(data: &Data, offset: u16, enc: &Encoding) -> Option<Value> {
     }
 }
 
+/// The read requests one poll cycle of `device` sends, as (area, how many registers or bits):
+/// the blocks [`plan_blocks`] merges, one request each. `closedloop check` prices them in line
+/// time on a serial port.
+pub fn poll_requests(device: &Device) -> Vec<(Area, u16)> {
+    plan_blocks(device)
+        .iter()
+        .map(|b| (b.area, b.count))
+        .collect()
+}
+
 /// Groups register signals by area and merges overlapping or adjacent address ranges into one
 /// request each. Gaps are never bridged: reading an address the device does not have would turn a
 /// good poll into an exception.
