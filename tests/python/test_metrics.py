@@ -81,6 +81,8 @@ def check_internals(parsed) -> None:
     """Poll cycles, journal writes and their queue: recorded, and plausible."""
     assert value(parsed, "closedloop_device_poll_duration_seconds_count") > 10
     assert 0 <= value(parsed, "closedloop_device_last_poll_seconds", device="lamp") < 1
+    # The lamp answers at once: no tick finds its previous cycle still running.
+    assert value(parsed, "closedloop_device_polls_missed_total", device="lamp") == 0
     # Each command above wrote its acceptance and its ending at least.
     assert value(parsed, "closedloop_journal_write_duration_seconds_count") >= 6
     assert value(parsed, "closedloop_journal_batch_writes_count") >= 1

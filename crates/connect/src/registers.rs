@@ -55,6 +55,8 @@ pub struct RegisterLink {
     /// How long this device's last cycle took, µs (`closedloop_device_last_poll_seconds`
     /// read at scrape time: a gauge set on every poll cost a hall 4 % of its CPU at rest).
     last_poll_us: AtomicU64,
+    /// Ticks its shard reached while its previous cycle still ran (`Link::polls_missed`).
+    missed: AtomicU64,
     /// Its place in the shard that polls it.
     seat: shard::Seat,
 }
@@ -76,6 +78,7 @@ impl RegisterLink {
             issued: AtomicU64::new(0),
             poll_time: metrics::histogram!("closedloop_device_poll_duration_seconds"),
             last_poll_us: AtomicU64::new(u64::MAX),
+            missed: AtomicU64::new(0),
         }
     }
 
@@ -229,6 +232,10 @@ impl Link for RegisterLink {
             u64::MAX => None,
             us => Some(Duration::from_micros(us)),
         }
+    }
+
+    fn polls_missed(&self) -> u64 {
+        self.missed.load(Ordering::Relaxed)
     }
 
     fn fresh(&self, within: Duration) -> BoxFuture<'_, Snapshot> {

@@ -153,6 +153,9 @@ pub struct DeviceHealth<'a> {
     pub age_ms: Option<i64>,
     /// How long its last poll cycle took; `None` for a device that is not polled.
     pub last_poll: Option<std::time::Duration>,
+    /// Poll ticks at which its previous cycle still ran, so none was issued: its reads come less
+    /// often than its `poll_ms` says (0 for a device that is not polled).
+    pub polls_missed: u64,
     /// How many of its signals' last reads failed.
     pub unreadable: usize,
 }

@@ -171,6 +171,13 @@ pub trait Link: Send + Sync + 'static {
         None
     }
 
+    /// Poll ticks at which the device's previous cycle was still running, so none was issued
+    /// (a slow or silent device, a serial line asked more than it carries): its reads come less
+    /// often than its `poll_ms` says. For `/metrics`; 0 for a link that does not poll.
+    fn polls_missed(&self) -> u64 {
+        0
+    }
+
     /// Reads (or listens) and publishes samples until `stop` is notified.
     fn run(self: Arc<Self>, stop: Arc<Notify>) -> BoxFuture<'static, ()>;
 

@@ -13,7 +13,8 @@
 //!   `closedloop_command_time_to_truth_seconds{device, action}` (the engine's).
 //! - `closedloop_device_up{device}` (1 online, 0 offline or not yet answering),
 //!   `closedloop_device_last_seen_age_seconds{device}`.
-//! - `closedloop_device_poll_duration_seconds`, `closedloop_device_last_poll_seconds{device}`
+//! - `closedloop_device_poll_duration_seconds`, `closedloop_device_last_poll_seconds{device}`,
+//!   `closedloop_device_polls_missed_total{device}`
 //!   (the register links'), `closedloop_journal_write_duration_seconds`,
 //!   `closedloop_journal_queue_depth`, `closedloop_journal_batch_writes` (the journal's),
 //!   `closedloop_leases_held`, `closedloop_leases_taken_total`,
@@ -107,6 +108,8 @@ pub fn render(engine: &Engine) -> Option<String> {
         if let Some(took) = h.last_poll {
             metrics::gauge!("closedloop_device_last_poll_seconds", "device" => device())
                 .set(took.as_secs_f64());
+            metrics::counter!("closedloop_device_polls_missed_total", "device" => device())
+                .absolute(h.polls_missed);
         }
     }
     // Histograms keep raw samples until upkeep folds them into buckets.

@@ -197,6 +197,7 @@ impl Shard {
                 _ = tick.tick() => {
                     settle(&mut self.lock(), &mut slots);
                     for (slot, s) in slots.iter_mut().enumerate() {
+                        missed(s);
                         flying.extend(start(s, slot));
                     }
                 }
@@ -280,6 +281,14 @@ fn settle(state: &mut State, slots: &mut Vec<Slot>) {
     }
     for (slot, kept) in state.arrived.drain(..) {
         slots[slot].kept = Some(kept);
+    }
+}
+
+/// Counts a tick at which the member in `slot` was still reading (`Link::polls_missed`).
+fn missed(s: &Slot) {
+    if let Some(link) = s.link.as_ref().filter(|_| s.busy) {
+        link.missed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -69,6 +69,7 @@ impl Engine {
                     liveness,
                     age_ms: last_seen_ms.map(|t| (now - t).max(0)),
                     last_poll: device.link().last_poll(),
+                    polls_missed: device.link().polls_missed(),
                     unreadable,
                 }
             })

@@ -70,6 +70,8 @@ pub(super) const FAMILIES: &[Family] = &[
         "Seconds one poll cycle of a polled device took, every polled device together."),
     family("closedloop_device_last_poll_seconds", Gauge, Seconds,
         "Seconds the device's last poll cycle took."),
+    family("closedloop_device_polls_missed_total", Counter, Count,
+        "Poll ticks at which the device's previous cycle still ran, so none was issued: its reads come less often than its poll_ms."),
     family("closedloop_journal_write_duration_seconds", Histogram(SECONDS), Seconds,
         "Seconds from handing a journal write to the writer to its commit."),
     family("closedloop_journal_queue_depth", Gauge, Count,

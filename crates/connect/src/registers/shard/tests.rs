@@ -234,6 +234,11 @@ async fn a_silent_device_holds_up_no_other_in_its_shard() {
     ];
     until("the quick device reads ten times", || quick.reads() >= 10).await;
     assert_eq!(silent.reads(), 2, "cycles of the silent device overlapped");
+    // Every tick it skipped is counted for /metrics: its reads come less often than poll_ms.
+    until("the silent device's skipped ticks are counted", || {
+        a.polls_missed() >= 5
+    })
+    .await;
     stop.notify_waiters();
     for r in readers {
         r.await.expect("stopped");
