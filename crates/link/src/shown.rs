@@ -170,7 +170,7 @@ mod tests {
             (sample(4, 9_900, None), None, Some(400)),
             (sample(4, 2_000, None), Some(2_000), Some(8_050)),
             (sample(4, 9_900, Some(3_000)), Some(3_000), Some(7_050)),
-            (sample(0, 9_900, Some(9_950)), Some(9_950), Some(400)),
+            (sample(0, 9_900, Some(9_850)), Some(9_850), Some(400)),
             (sample(0, 9_900, None), None, None),
         ];
         for (v, at_ms, age) in cases {

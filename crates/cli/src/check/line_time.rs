@@ -12,17 +12,19 @@ use closedloop_contract::{Area, Parity};
 use closedloop_plant::{Device, DriverConfig, Plant, PlantError};
 use std::collections::BTreeMap;
 
-/// A warning for every serial port whose devices' polls ask more line time than one second has.
+/// A warning for every serial line whose devices' polls ask more line time than one second has.
+/// A line is a port on one machine: devices that name the same port but other `gateways` (each
+/// cell's own PC) are on other lines.
 pub fn lint(plant: &Plant, file: &str) -> Vec<Finding> {
-    let mut ports: BTreeMap<&str, Vec<&Device>> = BTreeMap::new();
+    let mut ports: BTreeMap<(&str, &[String]), Vec<&Device>> = BTreeMap::new();
     for d in &plant.devices {
         if let DriverConfig::ModbusRtu { port, .. } = &d.driver {
-            ports.entry(port.as_str()).or_default().push(d);
+            ports.entry((port, &d.gateways)).or_default().push(d);
         }
     }
     ports
         .into_iter()
-        .filter_map(|(port, devices)| {
+        .filter_map(|((port, _), devices)| {
             let asked = asked_ms_per_s(&devices);
             (asked > 1000.0).then(|| Finding {
                 severity: Severity::Warning,
@@ -80,8 +82,9 @@ fn message(port: &str, devices: &[&Device], asked: f64) -> String {
         _ => 0,
     };
     let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
-    // Every period scaled by the same factor fits exactly; round up to the next 10 ms.
-    let factor = asked / 1000.0;
+    // Every period scaled by the same factor fits; the factor shown is rounded up, so scaling
+    // by the figure shown fits too, and the period named is rounded up to the next 10 ms.
+    let factor = (asked / 10.0 - 1e-9).ceil() / 100.0;
     let slowest = devices.iter().map(|d| d.poll_ms).max().unwrap_or(0);
     let fits = ((slowest as f64 * factor) / 10.0).ceil() as u64 * 10;
     format!(
@@ -99,6 +102,17 @@ mod tests {
     use super::*;
 
     fn plant(devices: usize, baud: u32, parity: &str, poll_ms: u64) -> Plant {
+        on_gateways(devices, baud, parity, poll_ms, |_| "[]")
+    }
+
+    /// `devices` meters on one port name, device i on the gateways `gateways(i)`.
+    fn on_gateways(
+        devices: usize,
+        baud: u32,
+        parity: &str,
+        poll_ms: u64,
+        gateways: impl Fn(usize) -> &'static str,
+    ) -> Plant {
         let mut text = String::new();
         for i in 0..devices {
             text.push_str(&format!(
@@ -108,12 +122,14 @@ id = "m{i}"
 description = "A meter"
 driver = {{ kind = "modbus-rtu", port = "/dev/ttyUSB0", baud = {baud}, parity = "{parity}", unit = {u} }}
 poll_ms = {poll_ms}
+gateways = {g}
 [device.signals]
 power = {{ input = 0, type = "f32" }}
 energy = {{ input = 2, type = "u32" }}
 alarm = {{ discrete_input = 0 }}
 "#,
-                u = i + 1
+                u = i + 1,
+                g = gateways(i),
             ));
         }
         closedloop_plant::parse(&text, "t.toml", std::path::Path::new(".")).expect("parses")
@@ -144,7 +160,7 @@ alarm = {{ discrete_input = 0 }}
             "{text}"
         );
         assert!(
-            text.contains("poll_ms × 2.04; 100 ms becomes 210 ms"),
+            text.contains("poll_ms × 2.05; 100 ms becomes 210 ms"),
             "{text}"
         );
         // The period it names fits.
@@ -152,5 +168,17 @@ alarm = {{ discrete_input = 0 }}
         // The same meters fit at 115,200 baud, and one meter alone at 9600.
         assert!(lint(&plant(4, 115_200, "N", 100), "t.toml").is_empty());
         assert!(lint(&plant(1, 9600, "N", 100), "t.toml").is_empty());
+    }
+
+    #[test]
+    fn the_same_port_name_on_other_gateways_is_another_line() {
+        // Four meters every 110 ms ask ≈ 1856 ms/s of one line; two per cell's own line, ≈ 928.
+        let one_line = on_gateways(4, 9600, "N", 110, |_| r#"["cell_a"]"#);
+        assert_eq!(lint(&one_line, "t.toml").len(), 1);
+        let two_lines = on_gateways(4, 9600, "N", 110, |i| match i {
+            0 | 1 => r#"["cell_a"]"#,
+            _ => r#"["cell_b"]"#,
+        });
+        assert!(lint(&two_lines, "t.toml").is_empty());
     }
 }

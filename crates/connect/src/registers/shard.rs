@@ -153,6 +153,10 @@ struct Slot {
     busy: bool,
     /// A read was asked for while it was: another cycle follows at once.
     again: bool,
+    /// When the cycle in flight was issued: a tick that finds it running for a whole period or
+    /// more is a poll missed (an asked read issued since the last tick is not: reads then come
+    /// more often than the period, not less).
+    issued: Option<tokio::time::Instant>,
     /// Its liveness evidence and a cycle's buffers, lent to the cycle in flight.
     kept: Option<Kept>,
 }
@@ -197,7 +201,7 @@ impl Shard {
                 _ = tick.tick() => {
                     settle(&mut self.lock(), &mut slots);
                     for (slot, s) in slots.iter_mut().enumerate() {
-                        missed(s);
+                        missed(s, self.period);
                         flying.extend(start(s, slot));
                     }
                 }
@@ -284,9 +288,11 @@ fn settle(state: &mut State, slots: &mut Vec<Slot>) {
     }
 }
 
-/// Counts a tick at which the member in `slot` was still reading (`Link::polls_missed`).
-fn missed(s: &Slot) {
-    if let Some(link) = s.link.as_ref().filter(|_| s.busy) {
+/// Counts a tick at which the member in `slot` was still reading a cycle issued a whole
+/// `period` ago or more (`Link::polls_missed`).
+fn missed(s: &Slot, period: Duration) {
+    let late = s.busy && s.issued.is_some_and(|t| t.elapsed() >= period);
+    if let Some(link) = s.link.as_ref().filter(|_| late) {
         link.missed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
@@ -304,6 +310,7 @@ fn start(s: &mut Slot, slot: usize) -> Option<impl Future<Output = (usize, Kept)
         return None;
     }
     s.busy = true;
+    s.issued = Some(tokio::time::Instant::now());
     let link = Arc::clone(link);
     Some(async move {
         let (alive, got) = &mut *kept;

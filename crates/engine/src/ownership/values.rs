@@ -52,8 +52,9 @@ const SHOWN_AT_MOST: Duration = Duration::from_secs(5);
 /// source, and the unreadable signals with their code, words and since when. Read times change
 /// on every poll and are left out while a value is fresh (read within [`FRESH_POLLS`] polls),
 /// so a row is written only when something a reader shows changes; a value older than that
-/// (its signal unreadable, or the device silent) carries its own read time, and so does the
-/// device's last answer: readers then show them as old as they are.
+/// (its signal unreadable, the device silent, or a payload that names an old time) carries its
+/// time as this gateway's views date it (`Shown::dated`), and so does the device's last answer:
+/// readers then show them as old as they are.
 pub(crate) fn published_state(snap: &crate::device::Snapshot, poll_ms: i64, now_ms: i64) -> Value {
     let fresh_within = FRESH_POLLS * poll_ms + FRESH_SLACK_MS;
     let old = |t: i64| now_ms - t > fresh_within;

@@ -273,3 +273,28 @@ async fn stopped_devices_end_their_shards_task() {
     assert_eq!(driver.reads(), reads, "read after stop");
     assert_eq!(shard.lock().joined, 0);
 }
+
+/// A tick behind a cycle issued a whole period ago or more is a poll missed; one behind a read
+/// asked since the last tick is not (reads then come more often than the period, not less).
+#[tokio::test(start_paused = true)]
+async fn only_a_tick_behind_a_cycle_a_whole_period_old_counts_as_a_poll_missed() {
+    let driver = Gated::shut();
+    let mut shards = Shards::default();
+    let relay = link("r", 100, &driver, &mut shards);
+    let period = Duration::from_millis(100);
+    let mut slot = Slot {
+        link: Some(Arc::clone(&relay)),
+        busy: true,
+        issued: Some(tokio::time::Instant::now()),
+        ..Slot::default()
+    };
+    tokio::time::advance(Duration::from_millis(30)).await;
+    missed(&slot, period);
+    assert_eq!(relay.polls_missed(), 0, "an asked read 30 ms old");
+    tokio::time::advance(Duration::from_millis(70)).await;
+    missed(&slot, period);
+    assert_eq!(relay.polls_missed(), 1, "a cycle a whole period old");
+    slot.busy = false;
+    missed(&slot, period);
+    assert_eq!(relay.polls_missed(), 1, "nothing in flight");
+}
