@@ -72,18 +72,7 @@ pub fn replay(
             Err(_) => true,
         };
         since = (counts && !early).then(|| since.unwrap_or(at));
-        let fx = machine.on(Event::Reading(Reading {
-            at_ms: at.max(0) as u64,
-            done: h.done,
-            failed: h.failed,
-            started: h.started,
-            moved: at_dispatch.moved(&r.values),
-            early,
-            stopped: h.stopped,
-            settled: true,
-            baseline_known: at_dispatch.already.is_some(),
-            already: at_dispatch.already == Some(true),
-        }));
+        let fx = machine.on(Event::Reading(at_dispatch.reading(at, h, r, early)));
         maybe_done |= could.is_some_and(|t| at > t);
         match decided(&fx) {
             Some(_) if at_dispatch.deadline.is_none() => return unsure(NO_DEADLINE),
@@ -247,6 +236,22 @@ impl<'a> AtDispatch<'a> {
     }
 
     /// Whether `done_when`'s values in `values` differ from the journaled baseline.
+    /// The machine's reading of the journaled reading `r`, read at `at`, whose criteria gave `h`.
+    fn reading(&self, at: i64, h: super::Holds, r: &Journaled, early: bool) -> Reading {
+        Reading {
+            at_ms: at.max(0) as u64,
+            done: h.done,
+            failed: h.failed,
+            started: h.started,
+            moved: self.moved(&r.values),
+            early,
+            stopped: h.stopped,
+            settled: true,
+            baseline_known: self.already.is_some(),
+            already: self.already == Some(true),
+        }
+    }
+
     fn moved(&self, values: &serde_json::Map<String, serde_json::Value>) -> bool {
         let Some(base) = self.baseline else {
             return false;
