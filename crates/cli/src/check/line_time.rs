@@ -76,10 +76,11 @@ fn cycle_ms(device: &Device) -> f64 {
 }
 
 /// The warning's words: what is asked, what the line has, and the poll period that would fit.
+/// Every device on one port has its baud rate (`build_drivers` refuses a port opened two ways).
 fn message(port: &str, devices: &[&Device], asked: f64) -> String {
     let baud = match &devices[0].driver {
         DriverConfig::ModbusRtu { baud, .. } => *baud,
-        _ => 0,
+        _ => unreachable!("lint groups Modbus RTU devices only"),
     };
     let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
     // Every period scaled by the same factor fits; the factor shown is rounded up, so scaling
